@@ -1,0 +1,354 @@
+//! Compressed sparse row structure (symbolic: no values).
+//!
+//! ```text
+//!  row i's neighbours are indices[indptr[i] .. indptr[i+1]]
+//!
+//!  indptr : [0, 2, 2, 5]            (n_rows + 1 entries, non-decreasing)
+//!  indices: [3, 7 | | 0, 1, 9]      (nnz entries, each < n_cols)
+//! ```
+//!
+//! For graphs the convention is the one PyG calls `adj_t`: **row = target node, column = source
+//! node**, so aggregation reads `out[i] = reduce_{j in row i} x[j]`. Edge values (normalisation
+//! weights) live apart from the structure in a `Vec<f32>` aligned with `indices`.
+//!
+//! Both arrays are `u32`: the kernels use 32-bit offsets, so `nnz` must fit in `u32`.
+
+use crate::error::{Error, Result};
+use rayon::prelude::*;
+use serde::Serialize;
+
+/// A validated CSR sparsity pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Csr {
+    n_rows: usize,
+    n_cols: usize,
+    indptr: Vec<u32>,
+    indices: Vec<u32>,
+}
+
+impl Csr {
+    /// Builds a CSR after checking every invariant: `indptr.len() == n_rows + 1`,
+    /// `indptr[0] == 0`, non-decreasing, `indptr[n_rows] == indices.len()`, every index
+    /// `< n_cols`, and `n_rows, n_cols, nnz` within `u32`.
+    pub fn new_checked(
+        n_rows: usize,
+        n_cols: usize,
+        indptr: Vec<u32>,
+        indices: Vec<u32>,
+    ) -> Result<Self> {
+        if n_rows >= u32::MAX as usize || n_cols >= u32::MAX as usize {
+            return Err(Error::InvalidStructure(format!(
+                "shape {n_rows}x{n_cols} exceeds the 32-bit index range"
+            )));
+        }
+        if indptr.len() != n_rows + 1 {
+            return Err(Error::InvalidStructure(format!(
+                "indptr has {} entries, expected n_rows + 1 = {}",
+                indptr.len(),
+                n_rows + 1
+            )));
+        }
+        if indptr[0] != 0 {
+            return Err(Error::InvalidStructure(format!(
+                "indptr[0] = {}, expected 0",
+                indptr[0]
+            )));
+        }
+        if let Some(i) = indptr.windows(2).position(|w| w[1] < w[0]) {
+            return Err(Error::InvalidStructure(format!(
+                "indptr decreases at row {i}: {} > {}",
+                indptr[i],
+                indptr[i + 1]
+            )));
+        }
+        if indptr[n_rows] as usize != indices.len() {
+            return Err(Error::InvalidStructure(format!(
+                "indptr[n_rows] = {} but there are {} indices",
+                indptr[n_rows],
+                indices.len()
+            )));
+        }
+        if let Some(p) = indices.par_iter().position_any(|&c| c as usize >= n_cols) {
+            return Err(Error::InvalidStructure(format!(
+                "column index {} at position {p} is out of range (n_cols = {n_cols})",
+                indices[p]
+            )));
+        }
+        Ok(Self {
+            n_rows,
+            n_cols,
+            indptr,
+            indices,
+        })
+    }
+
+    /// Builds a CSR without checks. The caller guarantees the invariants of
+    /// [`Csr::new_checked`]; kernels index with these arrays, so a broken invariant is a
+    /// memory-safety bug on the GPU, hence `unsafe`.
+    ///
+    /// # Safety
+    /// The invariants listed in [`Csr::new_checked`] must hold.
+    pub unsafe fn new_unchecked(
+        n_rows: usize,
+        n_cols: usize,
+        indptr: Vec<u32>,
+        indices: Vec<u32>,
+    ) -> Self {
+        debug_assert_eq!(indptr.len(), n_rows + 1);
+        Self {
+            n_rows,
+            n_cols,
+            indptr,
+            indices,
+        }
+    }
+
+    /// An `n_rows x n_cols` pattern with no non-zeros.
+    pub fn empty(n_rows: usize, n_cols: usize) -> Self {
+        Self {
+            n_rows,
+            n_cols,
+            indptr: vec![0; n_rows + 1],
+            indices: Vec::new(),
+        }
+    }
+
+    /// Number of rows (target nodes).
+    pub fn n_rows(&self) -> usize {
+        self.n_rows
+    }
+    /// Number of columns (source nodes).
+    pub fn n_cols(&self) -> usize {
+        self.n_cols
+    }
+    /// Number of stored entries (directed edges).
+    pub fn nnz(&self) -> usize {
+        self.indices.len()
+    }
+    /// Row pointers, `n_rows + 1` entries.
+    pub fn indptr(&self) -> &[u32] {
+        &self.indptr
+    }
+    /// Column indices, `nnz` entries.
+    pub fn indices(&self) -> &[u32] {
+        &self.indices
+    }
+    /// Column indices of row `i`.
+    pub fn row(&self, i: usize) -> &[u32] {
+        &self.indices[self.indptr[i] as usize..self.indptr[i + 1] as usize]
+    }
+    /// Position range of row `i` in `indices` (and in any aligned value array).
+    pub fn row_range(&self, i: usize) -> std::ops::Range<usize> {
+        self.indptr[i] as usize..self.indptr[i + 1] as usize
+    }
+    /// Number of entries of row `i`.
+    pub fn row_len(&self, i: usize) -> usize {
+        (self.indptr[i + 1] - self.indptr[i]) as usize
+    }
+    /// Per-row entry counts (in-degrees of targets).
+    pub fn row_degrees(&self) -> Vec<u32> {
+        self.indptr.windows(2).map(|w| w[1] - w[0]).collect()
+    }
+    /// Consumes the CSR, returning `(indptr, indices)`.
+    pub fn into_parts(self) -> (Vec<u32>, Vec<u32>) {
+        (self.indptr, self.indices)
+    }
+
+    /// True when every row's column indices are strictly increasing (sorted, no duplicates).
+    pub fn is_sorted_unique(&self) -> bool {
+        (0..self.n_rows)
+            .into_par_iter()
+            .all(|i| self.row(i).windows(2).all(|w| w[0] < w[1]))
+    }
+
+    /// True when the pattern is square and `(i, j)` present implies `(j, i)` present.
+    pub fn is_symmetric(&self) -> bool {
+        if self.n_rows != self.n_cols {
+            return false;
+        }
+        let (t, _) = self.transpose();
+        let mut a = self.clone();
+        a.sort_rows();
+        let mut b = t;
+        b.sort_rows();
+        a == b
+    }
+
+    /// Number of diagonal entries `(i, i)`.
+    pub fn self_loop_count(&self) -> usize {
+        (0..self.n_rows.min(self.n_cols))
+            .into_par_iter()
+            .map(|i| self.row(i).iter().filter(|&&c| c as usize == i).count())
+            .sum()
+    }
+
+    /// Sorts the column indices of each row in place (duplicates kept).
+    pub fn sort_rows(&mut self) {
+        let indptr = &self.indptr;
+        split_rows_mut(&mut self.indices, indptr)
+            .into_par_iter()
+            .for_each(|r| r.sort_unstable());
+    }
+
+    /// The transpose (CSR of `A^T`, i.e. the CSC of `A`) and the permutation `perm` such that
+    /// entry `p` of the transpose is entry `perm[p]` of `self`: transposed edge values are
+    /// `values[perm[p]]`. Rows of the transpose come out sorted when `self`'s row order is the
+    /// natural one (a counting sort, stable in source row).
+    pub fn transpose(&self) -> (Csr, Vec<u32>) {
+        let mut counts = vec![0u32; self.n_cols + 1];
+        for &c in &self.indices {
+            counts[c as usize + 1] += 1;
+        }
+        for i in 0..self.n_cols {
+            counts[i + 1] += counts[i];
+        }
+        let indptr = counts.clone();
+        let mut next = counts;
+        let nnz = self.nnz();
+        let mut indices = vec![0u32; nnz];
+        let mut perm = vec![0u32; nnz];
+        for r in 0..self.n_rows {
+            for p in self.row_range(r) {
+                let c = self.indices[p] as usize;
+                let q = next[c] as usize;
+                next[c] += 1;
+                indices[q] = r as u32;
+                perm[q] = p as u32;
+            }
+        }
+        let t = Csr {
+            n_rows: self.n_cols,
+            n_cols: self.n_rows,
+            indptr,
+            indices,
+        };
+        (t, perm)
+    }
+
+    /// Degree statistics of the rows.
+    pub fn degree_stats(&self) -> DegreeStats {
+        DegreeStats::from_degrees(&self.row_degrees())
+    }
+
+    /// Applies a node permutation to a square pattern: node `old` becomes `new_of_old[old]`.
+    /// Rows are re-sorted. Used by reordering and by the synthetic generator's id shuffle.
+    pub fn permute(&self, new_of_old: &[u32]) -> Result<Csr> {
+        if self.n_rows != self.n_cols || new_of_old.len() != self.n_rows {
+            return Err(Error::InvalidArgument(format!(
+                "permute needs a square pattern and a permutation of its {} nodes (got {}x{}, {})",
+                self.n_rows,
+                self.n_rows,
+                self.n_cols,
+                new_of_old.len()
+            )));
+        }
+        let n = self.n_rows;
+        let mut old_of_new = vec![u32::MAX; n];
+        for (old, &new) in new_of_old.iter().enumerate() {
+            if new as usize >= n || old_of_new[new as usize] != u32::MAX {
+                return Err(Error::InvalidArgument(format!(
+                    "not a permutation: entry {old} maps to {new}"
+                )));
+            }
+            old_of_new[new as usize] = old as u32;
+        }
+        let mut indptr = Vec::with_capacity(n + 1);
+        indptr.push(0u32);
+        for &old in &old_of_new {
+            let last = *indptr.last().unwrap_or(&0);
+            indptr.push(last + self.row_len(old as usize) as u32);
+        }
+        let mut indices = vec![0u32; self.nnz()];
+        split_rows_mut(&mut indices, &indptr)
+            .into_par_iter()
+            .enumerate()
+            .for_each(|(new, out)| {
+                let old = old_of_new[new] as usize;
+                for (o, &c) in out.iter_mut().zip(self.row(old)) {
+                    *o = new_of_old[c as usize];
+                }
+                out.sort_unstable();
+            });
+        Ok(Csr {
+            n_rows: n,
+            n_cols: n,
+            indptr,
+            indices,
+        })
+    }
+}
+
+/// Splits `data` into the disjoint mutable row slices given by `indptr`.
+pub(crate) fn split_rows_mut<'a, T>(mut data: &'a mut [T], indptr: &[u32]) -> Vec<&'a mut [T]> {
+    let mut rows = Vec::with_capacity(indptr.len().saturating_sub(1));
+    for w in indptr.windows(2) {
+        let (head, tail) = data.split_at_mut((w[1] - w[0]) as usize);
+        rows.push(head);
+        data = tail;
+    }
+    rows
+}
+
+/// Summary of a degree sequence, as printed by loaders and the generator.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DegreeStats {
+    /// Number of rows.
+    pub count: usize,
+    /// Rows with no entry.
+    pub empty: usize,
+    /// Smallest degree.
+    pub min: u32,
+    /// Largest degree.
+    pub max: u32,
+    /// Mean degree.
+    pub mean: f64,
+    /// Median degree.
+    pub median: u32,
+    /// 99th percentile.
+    pub p99: u32,
+    /// Standard deviation.
+    pub std: f64,
+}
+
+impl DegreeStats {
+    /// Statistics of an arbitrary degree sequence.
+    pub fn from_degrees(deg: &[u32]) -> Self {
+        if deg.is_empty() {
+            return Self {
+                count: 0,
+                empty: 0,
+                min: 0,
+                max: 0,
+                mean: 0.0,
+                median: 0,
+                p99: 0,
+                std: 0.0,
+            };
+        }
+        let mut sorted = deg.to_vec();
+        sorted.par_sort_unstable();
+        let n = deg.len() as f64;
+        let mean = deg.iter().map(|&d| d as f64).sum::<f64>() / n;
+        let var = deg.iter().map(|&d| (d as f64 - mean).powi(2)).sum::<f64>() / n;
+        Self {
+            count: deg.len(),
+            empty: deg.iter().filter(|&&d| d == 0).count(),
+            min: sorted[0],
+            max: sorted[sorted.len() - 1],
+            mean,
+            median: sorted[sorted.len() / 2],
+            p99: sorted[((sorted.len() - 1) as f64 * 0.99) as usize],
+            std: var.sqrt(),
+        }
+    }
+}
+
+impl std::fmt::Display for DegreeStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "degree min {} / median {} / mean {:.1} / p99 {} / max {} (std {:.1}, {} empty rows)",
+            self.min, self.median, self.mean, self.p99, self.max, self.std, self.empty
+        )
+    }
+}

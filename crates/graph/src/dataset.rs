@@ -1,0 +1,255 @@
+//! Node-classification datasets: graph + features + labels + split.
+
+use crate::csr::Csr;
+use crate::error::{Error, Result};
+use rayon::prelude::*;
+use serde::Serialize;
+
+/// A dense row-major `rows x cols` f32 matrix.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DenseMatrix {
+    /// Number of rows.
+    pub rows: usize,
+    /// Number of columns.
+    pub cols: usize,
+    /// `rows * cols` values, row-major.
+    pub data: Vec<f32>,
+}
+
+impl DenseMatrix {
+    /// Checks `data.len() == rows * cols`.
+    pub fn new(rows: usize, cols: usize, data: Vec<f32>) -> Result<Self> {
+        if data.len() != rows * cols {
+            return Err(Error::InvalidStructure(format!(
+                "dense matrix {rows}x{cols} needs {} values, got {}",
+                rows * cols,
+                data.len()
+            )));
+        }
+        Ok(Self { rows, cols, data })
+    }
+
+    /// Row `i`.
+    pub fn row(&self, i: usize) -> &[f32] {
+        &self.data[i * self.cols..(i + 1) * self.cols]
+    }
+}
+
+/// Sparse feature rows: a CSR pattern (`nodes x dim`) and its values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SparseRows {
+    /// Pattern, one row per node, columns are feature ids.
+    pub pattern: Csr,
+    /// One value per stored entry.
+    pub values: Vec<f32>,
+}
+
+/// Node features, dense or sparse (bag-of-words datasets stay sparse until used).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Features {
+    /// Dense rows.
+    Dense(DenseMatrix),
+    /// Sparse rows.
+    Sparse(SparseRows),
+}
+
+impl Features {
+    /// Number of nodes (rows).
+    pub fn rows(&self) -> usize {
+        match self {
+            Features::Dense(d) => d.rows,
+            Features::Sparse(s) => s.pattern.n_rows(),
+        }
+    }
+    /// Feature width.
+    pub fn cols(&self) -> usize {
+        match self {
+            Features::Dense(d) => d.cols,
+            Features::Sparse(s) => s.pattern.n_cols(),
+        }
+    }
+    /// Dense copy (or the dense matrix itself).
+    pub fn to_dense(&self) -> DenseMatrix {
+        match self {
+            Features::Dense(d) => d.clone(),
+            Features::Sparse(s) => {
+                let cols = s.pattern.n_cols();
+                let mut data = vec![0f32; s.pattern.n_rows() * cols];
+                data.par_chunks_mut(cols.max(1))
+                    .enumerate()
+                    .for_each(|(i, out)| {
+                        for p in s.pattern.row_range(i) {
+                            out[s.pattern.indices()[p] as usize] += s.values[p];
+                        }
+                    });
+                DenseMatrix {
+                    rows: s.pattern.n_rows(),
+                    cols,
+                    data,
+                }
+            }
+        }
+    }
+    /// Divides each row by its sum (rows summing to zero stay zero): the preprocessing of
+    /// Kipf & Welling's GCN and PyG's `NormalizeFeatures`.
+    pub fn row_normalize(&mut self) {
+        fn norm(row: &mut [f32]) {
+            let s: f32 = row.iter().sum();
+            if s != 0.0 {
+                row.iter_mut().for_each(|v| *v /= s);
+            }
+        }
+        match self {
+            Features::Dense(d) => d.data.par_chunks_mut(d.cols.max(1)).for_each(norm),
+            Features::Sparse(s) => crate::csr::split_rows_mut(&mut s.values, s.pattern.indptr())
+                .into_par_iter()
+                .for_each(norm),
+        }
+    }
+}
+
+/// Train / validation / test node ids.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Split {
+    /// Training nodes.
+    pub train: Vec<u32>,
+    /// Validation nodes.
+    pub val: Vec<u32>,
+    /// Test nodes.
+    pub test: Vec<u32>,
+}
+
+/// A node-classification dataset. Labels are `-1` for unlabeled nodes (e.g. CiteSeer's
+/// padding nodes); every node of the split is labeled.
+#[derive(Debug, Clone)]
+pub struct Dataset {
+    /// Name (`cora`, `reddit`, `synthetic-reddit@0.05`, ...).
+    pub name: String,
+    /// The graph as loaded (no self loops added; models derive what they need).
+    pub graph: Csr,
+    /// Node features.
+    pub features: Features,
+    /// One label per node, `-1` = unlabeled.
+    pub labels: Vec<i32>,
+    /// Number of classes.
+    pub num_classes: usize,
+    /// The split.
+    pub split: Split,
+}
+
+/// One-line summary of a dataset, printed by loaders and examples.
+#[derive(Debug, Clone, Serialize)]
+pub struct DatasetSummary {
+    /// Name.
+    pub name: String,
+    /// Nodes.
+    pub nodes: usize,
+    /// Stored directed edges.
+    pub edges: usize,
+    /// Feature width.
+    pub features: usize,
+    /// Classes.
+    pub classes: usize,
+    /// Split sizes.
+    pub train: usize,
+    /// Validation nodes.
+    pub val: usize,
+    /// Test nodes.
+    pub test: usize,
+}
+
+impl std::fmt::Display for DatasetSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {} nodes, {} edges, {} features, {} classes, split {}/{}/{}",
+            self.name,
+            self.nodes,
+            self.edges,
+            self.features,
+            self.classes,
+            self.train,
+            self.val,
+            self.test
+        )
+    }
+}
+
+impl Dataset {
+    /// Number of nodes.
+    pub fn num_nodes(&self) -> usize {
+        self.graph.n_rows()
+    }
+
+    /// Checks that all parts agree: square graph, one feature row and label per node, labels
+    /// below `num_classes`, split ids in range and labeled, and no node in two split sets.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |problem: String| Error::InvalidDataset {
+            name: self.name.clone(),
+            problem,
+        };
+        let n = self.graph.n_rows();
+        if self.graph.n_cols() != n {
+            return Err(bad(format!(
+                "graph is {}x{}, not square",
+                n,
+                self.graph.n_cols()
+            )));
+        }
+        if self.features.rows() != n {
+            return Err(bad(format!(
+                "{} feature rows for {n} nodes",
+                self.features.rows()
+            )));
+        }
+        if self.labels.len() != n {
+            return Err(bad(format!("{} labels for {n} nodes", self.labels.len())));
+        }
+        if let Some((i, &l)) = self
+            .labels
+            .iter()
+            .enumerate()
+            .find(|(_, &l)| l < -1 || l >= self.num_classes as i32)
+        {
+            return Err(bad(format!(
+                "label {l} of node {i} is outside 0..{} (or -1 for unlabeled)",
+                self.num_classes
+            )));
+        }
+        let mut seen = vec![0u8; n];
+        for (set, ids) in [
+            ("train", &self.split.train),
+            ("val", &self.split.val),
+            ("test", &self.split.test),
+        ] {
+            for &i in ids.iter() {
+                let i = i as usize;
+                if i >= n {
+                    return Err(bad(format!("{set} node {i} is out of range ({n} nodes)")));
+                }
+                if self.labels[i] < 0 {
+                    return Err(bad(format!("{set} node {i} has no label")));
+                }
+                if seen[i] != 0 {
+                    return Err(bad(format!("node {i} appears twice in the split")));
+                }
+                seen[i] = 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Summary for printing.
+    pub fn summary(&self) -> DatasetSummary {
+        DatasetSummary {
+            name: self.name.clone(),
+            nodes: self.num_nodes(),
+            edges: self.graph.nnz(),
+            features: self.features.cols(),
+            classes: self.num_classes,
+            train: self.split.train.len(),
+            val: self.split.val.len(),
+            test: self.split.test.len(),
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! DGL's Reddit files: `reddit_data.npz` (`feature` f32 [N, 602], `label` int [N],
+//! `node_types` int [N] with 1/2/3 = train/val/test) and `reddit_graph.npz` (a
+//! `scipy.sparse.save_npz` COO matrix: `row`, `col`, `shape`, `format`; CSR is accepted too).
+//!
+//! Edges go `row -> col` as DGL's `from_scipy` reads them; the graph is kept as stored (it
+//! is symmetric and has self loops), rows sorted and de-duplicated.
+
+use super::npz::NpzArchive;
+use crate::coo::{BuildOptions, Coo};
+use crate::csr::Csr;
+use crate::dataset::{Dataset, DenseMatrix, Features, Split};
+use crate::error::{Error, Result};
+use std::path::Path;
+
+/// Loads `<dir>/reddit_data.npz` and `<dir>/reddit_graph.npz`.
+pub fn load_dgl_reddit(dir: impl AsRef<Path>) -> Result<Dataset> {
+    let dir = dir.as_ref();
+    let pdata = dir.join("reddit_data.npz");
+    let pgraph = dir.join("reddit_graph.npz");
+    let mut data = NpzArchive::open(&pdata)?;
+
+    let feat = data.read("feature")?;
+    if feat.shape.len() != 2 {
+        return Err(Error::format(
+            &pdata,
+            "feature",
+            format!("expected 2-D, shape is {:?}", feat.shape),
+        ));
+    }
+    let (n, dim) = (feat.shape[0], feat.shape[1]);
+    let features = DenseMatrix::new(n, dim, feat.to_f32())?;
+    let ints = |arr: super::npz::NpyArray, field: &str| -> Result<Vec<i64>> {
+        if arr.shape != [n] {
+            return Err(Error::format(
+                &pdata,
+                field,
+                format!("shape {:?}, expected [{n}] (one per node)", arr.shape),
+            ));
+        }
+        arr.to_i64()
+            .map_err(|k| Error::format(&pdata, field, format!("entry {k} is not an integer")))
+    };
+    let label = ints(data.read("label")?, "label")?;
+    let types = ints(data.read("node_types")?, "node_types")?;
+    if let Some((i, &l)) = label
+        .iter()
+        .enumerate()
+        .find(|(_, &l)| l < 0 || l > i32::MAX as i64)
+    {
+        return Err(Error::format(
+            &pdata,
+            "label",
+            format!("node {i} has label {l}"),
+        ));
+    }
+    let num_classes = label.iter().max().map_or(0, |&m| m as usize + 1);
+    let mut split = Split::default();
+    for (i, &t) in types.iter().enumerate() {
+        match t {
+            1 => split.train.push(i as u32),
+            2 => split.val.push(i as u32),
+            3 => split.test.push(i as u32),
+            other => {
+                return Err(Error::format(
+                    &pdata,
+                    "node_types",
+                    format!("node {i} has type {other}, expected 1, 2 or 3"),
+                ))
+            }
+        }
+    }
+
+    let graph = load_scipy_graph(&pgraph, n)?;
+    let ds = Dataset {
+        name: "reddit".into(),
+        graph,
+        features: Features::Dense(features),
+        labels: label.into_iter().map(|l| l as i32).collect(),
+        num_classes,
+        split,
+    };
+    ds.validate()?;
+    Ok(ds)
+}
+
+/// Reads a square `scipy.sparse.save_npz` matrix (COO or CSR) as a graph over `n` nodes with
+/// edges `row -> col`.
+pub fn load_scipy_graph(path: &Path, n: usize) -> Result<Csr> {
+    let mut g = NpzArchive::open(path)?;
+    let shape = g
+        .read("shape")?
+        .to_i64()
+        .map_err(|_| Error::format(path, "shape", "not integers"))?;
+    if shape.len() != 2 || shape[0] != shape[1] || shape[0] as usize != n {
+        return Err(Error::format(
+            path,
+            "shape",
+            format!("{shape:?}, expected [{n}, {n}] to match the node data"),
+        ));
+    }
+    let names = g.names();
+    // Integer array `field`; entries must be below `bound` when given (node ids).
+    let index = |g: &mut NpzArchive, field: &str, bound: Option<usize>| -> Result<Vec<u32>> {
+        let v = g
+            .read(field)?
+            .to_i64()
+            .map_err(|k| Error::format(path, field, format!("entry {k} is not an integer")))?;
+        v.iter()
+            .enumerate()
+            .map(|(k, &x)| match bound {
+                Some(b) if x < 0 || x as usize >= b => Err(Error::format(
+                    path,
+                    field,
+                    format!("entry {k} = {x} is outside 0..{b}"),
+                )),
+                _ => u32::try_from(x).map_err(|_| {
+                    Error::format(
+                        path,
+                        field,
+                        format!("entry {k} = {x} is not a 32-bit offset"),
+                    )
+                }),
+            })
+            .collect()
+    };
+    let coo = if names.iter().any(|s| s == "row") {
+        let row = index(&mut g, "row", Some(n))?;
+        let col = index(&mut g, "col", Some(n))?;
+        if row.len() != col.len() {
+            return Err(Error::format(
+                path,
+                "col",
+                format!("{} entries, `row` has {}", col.len(), row.len()),
+            ));
+        }
+        Coo::new(n, row, col).map_err(|e| Error::format(path, "row/col", e.to_string()))?
+    } else if names.iter().any(|s| s == "indptr") {
+        let indptr = index(&mut g, "indptr", None)?;
+        let indices = index(&mut g, "indices", Some(n))?;
+        let csr = Csr::new_checked(n, n, indptr, indices)
+            .map_err(|e| Error::format(path, "indptr/indices", e.to_string()))?;
+        // scipy CSR rows are sources here (edges row -> col).
+        let c = csr.to_coo();
+        Coo {
+            n_nodes: n,
+            src: c.dst,
+            dst: c.src,
+        }
+    } else {
+        return Err(Error::format(
+            path,
+            "<archive>",
+            format!(
+                "neither COO (`row`, `col`) nor CSR (`indptr`, `indices`) arrays; found {names:?}"
+            ),
+        ));
+    };
+    if names.iter().any(|s| s == "data") {
+        let d = g.read("data")?;
+        if d.len() != coo.len() {
+            return Err(Error::format(
+                path,
+                "data",
+                format!("{} values for {} edges", d.len(), coo.len()),
+            ));
+        }
+    }
+    coo.to_csr(BuildOptions::default())
+        .map_err(|e| Error::format(path, "row/col", e.to_string()))
+}

@@ -1,0 +1,270 @@
+//! Reading and writing `.npz` archives (numpy's `savez`/`savez_compressed`, scipy's
+//! `save_npz`) through the `zip` and `npyz` crates.
+
+use crate::error::{Error, Result};
+use npyz::{TypeChar, WriterBuilder};
+use std::fs::File;
+use std::io::{Read, Seek, Write};
+use std::path::{Path, PathBuf};
+
+/// Typed contents of one `.npy` member.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NpyData {
+    /// `f4`.
+    F32(Vec<f32>),
+    /// `f8`.
+    F64(Vec<f64>),
+    /// Any signed integer width, widened.
+    I64(Vec<i64>),
+    /// Any unsigned integer width, widened.
+    U64(Vec<u64>),
+    /// `b1`.
+    Bool(Vec<bool>),
+}
+
+/// One array: shape + row-major data.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NpyArray {
+    /// Shape (empty for a scalar).
+    pub shape: Vec<usize>,
+    /// Values in C order.
+    pub data: NpyData,
+}
+
+impl NpyArray {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        match &self.data {
+            NpyData::F32(v) => v.len(),
+            NpyData::F64(v) => v.len(),
+            NpyData::I64(v) => v.len(),
+            NpyData::U64(v) => v.len(),
+            NpyData::Bool(v) => v.len(),
+        }
+    }
+    /// True when there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Values as f32 (integers converted).
+    pub fn to_f32(&self) -> Vec<f32> {
+        match &self.data {
+            NpyData::F32(v) => v.clone(),
+            NpyData::F64(v) => v.iter().map(|&x| x as f32).collect(),
+            NpyData::I64(v) => v.iter().map(|&x| x as f32).collect(),
+            NpyData::U64(v) => v.iter().map(|&x| x as f32).collect(),
+            NpyData::Bool(v) => v.iter().map(|&x| x as u8 as f32).collect(),
+        }
+    }
+    /// Values as i64; `Err(position)` at the first float that is not an integer.
+    pub fn to_i64(&self) -> std::result::Result<Vec<i64>, usize> {
+        let from_float = |v: &mut dyn Iterator<Item = f64>| {
+            v.enumerate()
+                .map(|(k, x)| {
+                    if x.fract() == 0.0 && x.is_finite() {
+                        Ok(x as i64)
+                    } else {
+                        Err(k)
+                    }
+                })
+                .collect()
+        };
+        match &self.data {
+            NpyData::F32(v) => from_float(&mut v.iter().map(|&x| x as f64)),
+            NpyData::F64(v) => from_float(&mut v.iter().copied()),
+            NpyData::I64(v) => Ok(v.clone()),
+            NpyData::U64(v) => v
+                .iter()
+                .enumerate()
+                .map(|(k, &x)| i64::try_from(x).map_err(|_| k))
+                .collect(),
+            NpyData::Bool(v) => Ok(v.iter().map(|&x| x as i64).collect()),
+        }
+    }
+}
+
+/// An open `.npz` archive.
+pub struct NpzArchive {
+    path: PathBuf,
+    zip: zip::ZipArchive<File>,
+}
+
+impl NpzArchive {
+    /// Opens an archive; errors name the file.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let f = File::open(&path).map_err(|e| Error::io(&path, e))?;
+        let zip = zip::ZipArchive::new(f).map_err(|e| {
+            Error::format(
+                &path,
+                "<archive>",
+                format!("not a valid npz (zip) archive: {e}"),
+            )
+        })?;
+        Ok(Self { path, zip })
+    }
+
+    /// Array names (member names without `.npy`).
+    pub fn names(&self) -> Vec<String> {
+        self.zip
+            .file_names()
+            .flatten()
+            .map(|n| n.strip_suffix(".npy").unwrap_or(&n).to_string())
+            .collect()
+    }
+
+    /// Reads array `name`; the error names the file and the array.
+    pub fn read(&mut self, name: &str) -> Result<NpyArray> {
+        let path = self.path.clone();
+        let member = format!("{name}.npy");
+        let have = self.names().join(", ");
+        let mut entry = self.zip.by_name(&member).map_err(|_| {
+            Error::format(
+                &path,
+                name,
+                format!("array missing from the archive (it has: {have})"),
+            )
+        })?;
+        let mut bytes = Vec::with_capacity(entry.size() as usize);
+        entry
+            .read_to_end(&mut bytes)
+            .map_err(|e| Error::format(&path, name, format!("cannot decompress: {e}")))?;
+        parse_npy(&bytes).map_err(|e| Error::format(&path, name, e))
+    }
+}
+
+/// Parses one `.npy` byte buffer.
+pub fn parse_npy(bytes: &[u8]) -> std::result::Result<NpyArray, String> {
+    let npy = npyz::NpyFile::new(bytes).map_err(|e| format!("bad .npy header: {e}"))?;
+    let shape: Vec<usize> = npy.shape().iter().map(|&d| d as usize).collect();
+    let fortran = npy.order() == npyz::Order::Fortran;
+    let npyz::DType::Plain(ts) = npy.dtype() else {
+        return Err("structured dtypes are not supported".into());
+    };
+    let bad = |e: std::io::Error| format!("bad .npy data ({ts}): {e}");
+    let data = match (ts.type_char(), ts.size_field()) {
+        (TypeChar::Float, 4) => NpyData::F32(npy.into_vec::<f32>().map_err(bad)?),
+        (TypeChar::Float, 8) => NpyData::F64(npy.into_vec::<f64>().map_err(bad)?),
+        (TypeChar::Int, 1) => NpyData::I64(
+            npy.into_vec::<i8>()
+                .map_err(bad)?
+                .into_iter()
+                .map(i64::from)
+                .collect(),
+        ),
+        (TypeChar::Int, 2) => NpyData::I64(
+            npy.into_vec::<i16>()
+                .map_err(bad)?
+                .into_iter()
+                .map(i64::from)
+                .collect(),
+        ),
+        (TypeChar::Int, 4) => NpyData::I64(
+            npy.into_vec::<i32>()
+                .map_err(bad)?
+                .into_iter()
+                .map(i64::from)
+                .collect(),
+        ),
+        (TypeChar::Int, 8) => NpyData::I64(npy.into_vec::<i64>().map_err(bad)?),
+        (TypeChar::Uint, 1) => NpyData::U64(
+            npy.into_vec::<u8>()
+                .map_err(bad)?
+                .into_iter()
+                .map(u64::from)
+                .collect(),
+        ),
+        (TypeChar::Uint, 2) => NpyData::U64(
+            npy.into_vec::<u16>()
+                .map_err(bad)?
+                .into_iter()
+                .map(u64::from)
+                .collect(),
+        ),
+        (TypeChar::Uint, 4) => NpyData::U64(
+            npy.into_vec::<u32>()
+                .map_err(bad)?
+                .into_iter()
+                .map(u64::from)
+                .collect(),
+        ),
+        (TypeChar::Uint, 8) => NpyData::U64(npy.into_vec::<u64>().map_err(bad)?),
+        (TypeChar::Bool, 1) => NpyData::Bool(npy.into_vec::<bool>().map_err(bad)?),
+        _ => return Err(format!("dtype {ts} is not supported")),
+    };
+    let mut a = NpyArray { shape, data };
+    if a.len() != a.shape.iter().product::<usize>() {
+        return Err(format!(
+            "shape {:?} does not match {} values",
+            a.shape,
+            a.len()
+        ));
+    }
+    if fortran && a.shape.len() == 2 {
+        let (r, c) = (a.shape[0], a.shape[1]);
+        fn t<T: Copy>(v: &[T], r: usize, c: usize) -> Vec<T> {
+            (0..r * c).map(|k| v[(k % c) * r + k / c]).collect()
+        }
+        a.data = match &a.data {
+            NpyData::F32(v) => NpyData::F32(t(v, r, c)),
+            NpyData::F64(v) => NpyData::F64(t(v, r, c)),
+            NpyData::I64(v) => NpyData::I64(t(v, r, c)),
+            NpyData::U64(v) => NpyData::U64(t(v, r, c)),
+            NpyData::Bool(v) => NpyData::Bool(t(v, r, c)),
+        };
+    }
+    Ok(a)
+}
+
+/// Writes arrays to an `.npz` (deflate-compressed when `compressed`), readable by
+/// `numpy.load`. Tests use it to write fixtures in the exact formats of DGL and scipy.
+pub fn write_npz(
+    path: impl AsRef<Path>,
+    arrays: &[(&str, &NpyArray)],
+    compressed: bool,
+) -> Result<()> {
+    let path = path.as_ref();
+    let f = File::create(path).map_err(|e| Error::io(path, e))?;
+    write_npz_to(f, arrays, compressed).map_err(|e| Error::io(path, e))
+}
+
+fn write_npz_to<W: Write + Seek>(
+    w: W,
+    arrays: &[(&str, &NpyArray)],
+    compressed: bool,
+) -> std::io::Result<()> {
+    let mut zip = zip::ZipWriter::new(w);
+    let method = if compressed {
+        zip::CompressionMethod::Deflated
+    } else {
+        zip::CompressionMethod::Stored
+    };
+    let opts = zip::write::SimpleFileOptions::default().compression_method(method);
+    for (name, a) in arrays {
+        zip.start_file(format!("{name}.npy"), opts)
+            .map_err(std::io::Error::other)?;
+        let mut buf = Vec::new();
+        let shape: Vec<u64> = a.shape.iter().map(|&d| d as u64).collect();
+        macro_rules! put {
+            ($v:expr, $t:ty) => {{
+                let mut wr = npyz::WriteOptions::<$t>::new()
+                    .default_dtype()
+                    .shape(&shape)
+                    .writer(&mut buf)
+                    .begin_nd()?;
+                wr.extend($v.iter().copied())?;
+                wr.finish()?;
+            }};
+        }
+        match &a.data {
+            NpyData::F32(v) => put!(v, f32),
+            NpyData::F64(v) => put!(v, f64),
+            NpyData::I64(v) => put!(v, i64),
+            NpyData::U64(v) => put!(v, u64),
+            NpyData::Bool(v) => put!(v, bool),
+        }
+        zip.write_all(&buf)?;
+    }
+    zip.finish().map_err(std::io::Error::other)?;
+    Ok(())
+}

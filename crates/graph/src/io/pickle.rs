@@ -1,0 +1,556 @@
+//! A small, safe Python pickle reader (protocols 0-2 as written by Python 2's `cPickle`),
+//! enough to decode the Planetoid files: numpy arrays (`_reconstruct` + `BUILD`), scipy CSR
+//! matrices (`NEWOBJ` + state dict) and `collections.defaultdict(list)`.
+//!
+//! Nothing is executed: globals become [`Value::Global`] names and calls become
+//! [`Value::Object`] records that the Planetoid decoder interprets.
+
+use std::rc::Rc;
+
+/// A decoded pickle value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// `None`.
+    None,
+    /// `True` / `False`.
+    Bool(bool),
+    /// An integer (Python `int`/`long` that fits in i64).
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// A byte string (Python 2 `str`, or `bytes`).
+    Bytes(Rc<Vec<u8>>),
+    /// A text string (`unicode`).
+    Str(String),
+    /// A tuple.
+    Tuple(Vec<Value>),
+    /// A list.
+    List(Vec<Value>),
+    /// A dict, in insertion order.
+    Dict(Vec<(Value, Value)>),
+    /// A global name `module.name`.
+    Global(String, String),
+    /// The result of calling `class(*args)` (REDUCE / NEWOBJ), plus the state given by BUILD and
+    /// items set on it (a `defaultdict` receives its items this way).
+    Object {
+        /// The callable.
+        class: Box<Value>,
+        /// Its arguments.
+        args: Box<Value>,
+        /// State from BUILD.
+        state: Option<Box<Value>>,
+        /// Items from SETITEM(S).
+        items: Vec<(Value, Value)>,
+    },
+}
+
+impl Value {
+    /// The text of a `Bytes` or `Str` value.
+    pub fn as_text(&self) -> Option<String> {
+        match self {
+            Value::Bytes(b) => Some(String::from_utf8_lossy(b).into_owned()),
+            Value::Str(s) => Some(s.clone()),
+            _ => None,
+        }
+    }
+    /// The integer of an `Int` or `Bool`.
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            Value::Int(i) => Some(*i),
+            Value::Bool(b) => Some(*b as i64),
+            _ => None,
+        }
+    }
+    /// Looks a key up in a `Dict` (keys compared as text).
+    pub fn dict_get(&self, key: &str) -> Option<&Value> {
+        match self {
+            Value::Dict(items) => items
+                .iter()
+                .find(|(k, _)| k.as_text().as_deref() == Some(key))
+                .map(|(_, v)| v),
+            _ => None,
+        }
+    }
+    /// `(module, name)` if this is an object created by calling a global.
+    pub fn class_name(&self) -> Option<(&str, &str)> {
+        match self {
+            Value::Object { class, .. } => match class.as_ref() {
+                Value::Global(m, n) => Some((m, n)),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+}
+
+/// Decodes one pickle. Errors are plain messages; the caller adds file and field.
+pub fn parse(data: &[u8]) -> Result<Value, String> {
+    let mut r = Reader { data, pos: 0 };
+    let mut stack: Vec<Value> = Vec::new();
+    let mut marks: Vec<usize> = Vec::new();
+    let mut memo: std::collections::HashMap<u32, Value> = std::collections::HashMap::new();
+    loop {
+        let at = r.pos;
+        let op = r.byte()?;
+        let pop = |stack: &mut Vec<Value>| {
+            stack
+                .pop()
+                .ok_or_else(|| format!("stack underflow at byte {at}"))
+        };
+        let pop_mark =
+            |stack: &mut Vec<Value>, marks: &mut Vec<usize>| -> Result<Vec<Value>, String> {
+                let m = marks.pop().ok_or_else(|| format!("no MARK at byte {at}"))?;
+                if m > stack.len() {
+                    return Err(format!("MARK beyond the stack at byte {at}"));
+                }
+                Ok(stack.split_off(m))
+            };
+        match op {
+            0x80 => {
+                let proto = r.byte()?;
+                if proto > 2 {
+                    return Err(format!(
+                        "pickle protocol {proto} is not supported (0-2 are)"
+                    ));
+                }
+            }
+            b'.' => return pop(&mut stack),
+            b'(' => marks.push(stack.len()),
+            b'N' => stack.push(Value::None),
+            0x88 => stack.push(Value::Bool(true)),
+            0x89 => stack.push(Value::Bool(false)),
+            b'K' => stack.push(Value::Int(r.byte()? as i64)),
+            b'M' => stack.push(Value::Int(u16::from_le_bytes(r.array()?) as i64)),
+            b'J' => stack.push(Value::Int(i32::from_le_bytes(r.array()?) as i64)),
+            0x8a => {
+                let n = r.byte()? as usize;
+                let b = r.take(n)?;
+                if n > 8 {
+                    return Err(format!(
+                        "LONG1 of {n} bytes does not fit in i64 at byte {at}"
+                    ));
+                }
+                let mut v: i64 = 0;
+                for (k, &x) in b.iter().enumerate() {
+                    v |= (x as i64) << (8 * k);
+                }
+                if n > 0 && n < 8 && b[n - 1] & 0x80 != 0 {
+                    v -= 1i64 << (8 * n);
+                }
+                stack.push(Value::Int(v));
+            }
+            b'I' => {
+                let line = r.line()?;
+                let v = match line.as_str() {
+                    "01" => Value::Bool(true),
+                    "00" => Value::Bool(false),
+                    s => Value::Int(
+                        s.parse()
+                            .map_err(|_| format!("bad INT `{s}` at byte {at}"))?,
+                    ),
+                };
+                stack.push(v);
+            }
+            b'L' => {
+                let line = r.line()?;
+                let s = line.trim_end_matches('L');
+                stack.push(Value::Int(
+                    s.parse()
+                        .map_err(|_| format!("bad LONG `{s}` at byte {at}"))?,
+                ));
+            }
+            b'G' => stack.push(Value::Float(f64::from_be_bytes(r.array()?))),
+            b'F' => {
+                let line = r.line()?;
+                stack.push(Value::Float(
+                    line.parse()
+                        .map_err(|_| format!("bad FLOAT `{line}` at byte {at}"))?,
+                ));
+            }
+            b'U' => {
+                let n = r.byte()? as usize;
+                stack.push(Value::Bytes(Rc::new(r.take(n)?.to_vec())));
+            }
+            b'T' => {
+                let n = u32::from_le_bytes(r.array()?) as usize;
+                stack.push(Value::Bytes(Rc::new(r.take(n)?.to_vec())));
+            }
+            b'X' => {
+                let n = u32::from_le_bytes(r.array()?) as usize;
+                let s = std::str::from_utf8(r.take(n)?)
+                    .map_err(|_| format!("bad UTF-8 at byte {at}"))?;
+                stack.push(Value::Str(s.to_string()));
+            }
+            b'S' => {
+                let line = r.line()?;
+                let s = line.trim_matches(|c| c == '\'' || c == '"');
+                stack.push(Value::Bytes(Rc::new(s.as_bytes().to_vec())));
+            }
+            b'V' => stack.push(Value::Str(r.line()?)),
+            b')' => stack.push(Value::Tuple(Vec::new())),
+            0x85 => {
+                let a = pop(&mut stack)?;
+                stack.push(Value::Tuple(vec![a]));
+            }
+            0x86 => {
+                let b = pop(&mut stack)?;
+                let a = pop(&mut stack)?;
+                stack.push(Value::Tuple(vec![a, b]));
+            }
+            0x87 => {
+                let c = pop(&mut stack)?;
+                let b = pop(&mut stack)?;
+                let a = pop(&mut stack)?;
+                stack.push(Value::Tuple(vec![a, b, c]));
+            }
+            b't' => {
+                let items = pop_mark(&mut stack, &mut marks)?;
+                stack.push(Value::Tuple(items));
+            }
+            b']' => stack.push(Value::List(Vec::new())),
+            b'l' => {
+                let items = pop_mark(&mut stack, &mut marks)?;
+                stack.push(Value::List(items));
+            }
+            b'}' => stack.push(Value::Dict(Vec::new())),
+            b'd' => {
+                let items = pop_mark(&mut stack, &mut marks)?;
+                stack.push(Value::Dict(pairs(items, at)?));
+            }
+            b'a' => {
+                let v = pop(&mut stack)?;
+                match stack.last_mut() {
+                    Some(Value::List(l)) => l.push(v),
+                    _ => return Err(format!("APPEND to a non-list at byte {at}")),
+                }
+            }
+            b'e' => {
+                let items = pop_mark(&mut stack, &mut marks)?;
+                match stack.last_mut() {
+                    Some(Value::List(l)) => l.extend(items),
+                    _ => return Err(format!("APPENDS to a non-list at byte {at}")),
+                }
+            }
+            b's' | b'u' => {
+                let items = if op == b's' {
+                    let v = pop(&mut stack)?;
+                    let k = pop(&mut stack)?;
+                    vec![(k, v)]
+                } else {
+                    pairs(pop_mark(&mut stack, &mut marks)?, at)?
+                };
+                match stack.last_mut() {
+                    Some(Value::Dict(d)) => d.extend(items),
+                    Some(Value::Object { items: d, .. }) => d.extend(items),
+                    _ => return Err(format!("SETITEM(S) on a non-dict at byte {at}")),
+                }
+            }
+            b'c' => {
+                let module = r.line()?;
+                let name = r.line()?;
+                stack.push(Value::Global(module, name));
+            }
+            b'R' | 0x81 => {
+                let args = pop(&mut stack)?;
+                let class = pop(&mut stack)?;
+                stack.push(Value::Object {
+                    class: Box::new(class),
+                    args: Box::new(args),
+                    state: None,
+                    items: Vec::new(),
+                });
+            }
+            b'b' => {
+                let st = pop(&mut stack)?;
+                match stack.last_mut() {
+                    Some(Value::Object { state, .. }) => *state = Some(Box::new(st)),
+                    _ => return Err(format!("BUILD on a non-object at byte {at}")),
+                }
+            }
+            b'q' => {
+                let k = r.byte()? as u32;
+                memo.insert(k, stack.last().ok_or("PUT on an empty stack")?.clone());
+            }
+            b'r' => {
+                let k = u32::from_le_bytes(r.array()?);
+                memo.insert(k, stack.last().ok_or("PUT on an empty stack")?.clone());
+            }
+            b'p' => {
+                let k: u32 = r
+                    .line()?
+                    .parse()
+                    .map_err(|_| format!("bad PUT at byte {at}"))?;
+                memo.insert(k, stack.last().ok_or("PUT on an empty stack")?.clone());
+            }
+            b'h' | b'j' | b'g' => {
+                let k = match op {
+                    b'h' => r.byte()? as u32,
+                    b'j' => u32::from_le_bytes(r.array()?),
+                    _ => r
+                        .line()?
+                        .parse()
+                        .map_err(|_| format!("bad GET at byte {at}"))?,
+                };
+                stack.push(
+                    memo.get(&k)
+                        .cloned()
+                        .ok_or_else(|| format!("memo key {k} unset at byte {at}"))?,
+                );
+            }
+            b'0' => {
+                pop(&mut stack)?;
+            }
+            b'2' => {
+                let v = stack.last().ok_or("DUP on an empty stack")?.clone();
+                stack.push(v);
+            }
+            other => {
+                return Err(format!(
+                    "unsupported pickle opcode 0x{other:02x} at byte {at}"
+                ))
+            }
+        }
+    }
+}
+
+fn pairs(items: Vec<Value>, at: usize) -> Result<Vec<(Value, Value)>, String> {
+    if items.len() % 2 != 0 {
+        return Err(format!("odd number of dict items at byte {at}"));
+    }
+    let mut out = Vec::with_capacity(items.len() / 2);
+    let mut it = items.into_iter();
+    while let (Some(k), Some(v)) = (it.next(), it.next()) {
+        out.push((k, v));
+    }
+    Ok(out)
+}
+
+struct Reader<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if self.data.len() - self.pos < n {
+            return Err(format!(
+                "truncated: needed {n} bytes at byte {}, file has {}",
+                self.pos,
+                self.data.len()
+            ));
+        }
+        let s = &self.data[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+    fn byte(&mut self) -> Result<u8, String> {
+        Ok(self.take(1)?[0])
+    }
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N)?);
+        Ok(a)
+    }
+    fn line(&mut self) -> Result<String, String> {
+        let rest = &self.data[self.pos..];
+        let end = rest
+            .iter()
+            .position(|&b| b == b'\n')
+            .ok_or_else(|| format!("truncated: unterminated line at byte {}", self.pos))?;
+        self.pos += end + 1;
+        Ok(String::from_utf8_lossy(&rest[..end]).into_owned())
+    }
+}
+
+/// A numeric numpy array decoded from a pickle.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NdArray {
+    /// Shape.
+    pub shape: Vec<usize>,
+    /// Values converted to f64 (exact for the integer and float dtypes Planetoid uses).
+    pub data: Vec<f64>,
+}
+
+/// Interprets a value as a numpy `ndarray` (`numpy.core.multiarray._reconstruct` + BUILD
+/// state `(version, shape, dtype, is_fortran, raw)`).
+pub fn to_ndarray(v: &Value) -> Result<NdArray, String> {
+    match v.class_name() {
+        Some((_, "_reconstruct")) => {}
+        Some((m, n)) => return Err(format!("expected a numpy array, found {m}.{n}")),
+        None => return Err("expected a numpy array, found a plain value".into()),
+    }
+    let Value::Object {
+        state: Some(state), ..
+    } = v
+    else {
+        return Err("numpy array without state".into());
+    };
+    let Value::Tuple(st) = state.as_ref() else {
+        return Err("numpy array state is not a tuple".into());
+    };
+    if st.len() != 5 {
+        return Err(format!(
+            "numpy array state has {} items, expected 5",
+            st.len()
+        ));
+    }
+    let shape: Vec<usize> = match &st[1] {
+        Value::Tuple(s) => s
+            .iter()
+            .map(|d| d.as_int().filter(|&x| x >= 0).map(|x| x as usize))
+            .collect::<Option<_>>()
+            .ok_or("numpy array shape has a non-integer entry")?,
+        _ => return Err("numpy array shape is not a tuple".into()),
+    };
+    let fortran = st[3].as_int().unwrap_or(0) != 0;
+    let (kind, size, little) = dtype_of(&st[2])?;
+    let Value::Bytes(raw) = &st[4] else {
+        return Err(
+            "numpy array data is not a byte string (object arrays are not supported)".into(),
+        );
+    };
+    let count: usize = shape.iter().product();
+    if raw.len() != count * size {
+        return Err(format!(
+            "numpy array of shape {shape:?} and {size}-byte items needs {} bytes, found {}",
+            count * size,
+            raw.len()
+        ));
+    }
+    let mut data = Vec::with_capacity(count);
+    for c in raw.chunks_exact(size) {
+        let mut b = [0u8; 8];
+        b[..size].copy_from_slice(c);
+        if !little {
+            b[..size].reverse();
+        }
+        let x = match (kind, size) {
+            ('f', 4) => f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
+            ('f', 8) => f64::from_le_bytes(b),
+            ('i', 1) => b[0] as i8 as f64,
+            ('i', 2) => i16::from_le_bytes([b[0], b[1]]) as f64,
+            ('i', 4) => i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
+            ('i', 8) => i64::from_le_bytes(b) as f64,
+            ('u' | 'b', _) => u64::from_le_bytes(b) as f64,
+            _ => return Err(format!("numpy dtype {kind}{size} is not supported")),
+        };
+        data.push(x);
+    }
+    if fortran && shape.len() == 2 {
+        let (r, c) = (shape[0], shape[1]);
+        let mut t = vec![0f64; data.len()];
+        for i in 0..r {
+            for j in 0..c {
+                t[i * c + j] = data[j * r + i];
+            }
+        }
+        data = t;
+    }
+    Ok(NdArray { shape, data })
+}
+
+/// `(kind, itemsize, little_endian)` of a pickled `numpy.dtype`.
+fn dtype_of(v: &Value) -> Result<(char, usize, bool), String> {
+    let Value::Object { args, state, .. } = v else {
+        return Err("numpy dtype is not an object".into());
+    };
+    let Value::Tuple(a) = args.as_ref() else {
+        return Err("numpy dtype arguments are not a tuple".into());
+    };
+    let code = a
+        .first()
+        .and_then(Value::as_text)
+        .ok_or("numpy dtype has no type code")?;
+    let mut chars = code.chars();
+    let kind = chars.next().ok_or("empty numpy dtype code")?;
+    let size: usize = chars
+        .as_str()
+        .parse()
+        .map_err(|_| format!("numpy dtype code `{code}` has no size"))?;
+    if !(1..=8).contains(&size) {
+        return Err(format!("numpy dtype `{code}` is not supported"));
+    }
+    let order = match state.as_deref() {
+        Some(Value::Tuple(s)) => s.get(1).and_then(Value::as_text).unwrap_or_default(),
+        _ => String::new(),
+    };
+    Ok((kind, size, order != ">"))
+}
+
+/// A scipy sparse CSR matrix decoded from a pickle.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CsrMatrix {
+    /// `(rows, cols)`.
+    pub shape: (usize, usize),
+    /// Row pointers.
+    pub indptr: Vec<u64>,
+    /// Column indices.
+    pub indices: Vec<u64>,
+    /// Values.
+    pub data: Vec<f64>,
+}
+
+/// Interprets a value as `scipy.sparse.csr_matrix` (or `csr_array`).
+pub fn to_csr_matrix(v: &Value) -> Result<CsrMatrix, String> {
+    match v.class_name() {
+        Some((m, n)) if m.starts_with("scipy.sparse") && n.starts_with("csr_") => {}
+        Some((m, n)) => return Err(format!("expected a scipy CSR matrix, found {m}.{n}")),
+        None => return Err("expected a scipy CSR matrix, found a plain value".into()),
+    }
+    let Value::Object {
+        state: Some(state), ..
+    } = v
+    else {
+        return Err("scipy matrix without state".into());
+    };
+    let get = |k: &str| {
+        state
+            .dict_get(k)
+            .ok_or_else(|| format!("scipy matrix has no `{k}`"))
+    };
+    let shape = match get("_shape")? {
+        Value::Tuple(s) if s.len() == 2 => (
+            s[0].as_int().ok_or("bad _shape")? as usize,
+            s[1].as_int().ok_or("bad _shape")? as usize,
+        ),
+        _ => return Err("scipy matrix `_shape` is not a pair".into()),
+    };
+    let ints = |k: &str| -> Result<Vec<u64>, String> {
+        let a = to_ndarray(get(k)?).map_err(|e| format!("`{k}`: {e}"))?;
+        a.data
+            .iter()
+            .map(|&x| {
+                if x >= 0.0 && x.fract() == 0.0 {
+                    Ok(x as u64)
+                } else {
+                    Err(format!("`{k}` holds {x}"))
+                }
+            })
+            .collect()
+    };
+    let indptr = ints("indptr")?;
+    let indices = ints("indices")?;
+    let data = to_ndarray(get("data")?)
+        .map_err(|e| format!("`data`: {e}"))?
+        .data;
+    if indptr.len() != shape.0 + 1 {
+        return Err(format!(
+            "`indptr` has {} entries for {} rows",
+            indptr.len(),
+            shape.0
+        ));
+    }
+    if indices.len() != data.len() {
+        return Err(format!(
+            "{} indices but {} values",
+            indices.len(),
+            data.len()
+        ));
+    }
+    Ok(CsrMatrix {
+        shape,
+        indptr,
+        indices,
+        data,
+    })
+}

@@ -1,0 +1,32 @@
+//! # gnn-graph
+//!
+//! Host-side graphs and datasets for the gnn engine; no tensors, no candle.
+//!
+//! - [`Csr`] / [`Coo`]: validated sparsity patterns (row = target, column = source), building
+//!   from edge lists with de-duplication, symmetrisation and self-loop control, transpose
+//!   with the edge permutation, degree statistics, node permutation.
+//! - [`Normalization`]: GCN symmetric, mean and sum edge values.
+//! - [`Dataset`]: graph + features + labels + split, with loaders for Planetoid
+//!   ([`load_planetoid`]), DGL's Reddit ([`load_dgl_reddit`]), OGB node-property raw
+//!   folders ([`load_ogb_node`]) and a seeded synthetic generator ([`generate`]).
+//!
+//! Every loader returns a typed [`Error`] naming the file, the field and the problem.
+#![deny(missing_docs)]
+
+pub mod coo;
+pub mod csr;
+pub mod dataset;
+pub mod error;
+pub mod generate;
+pub mod io;
+pub mod norm;
+
+pub use coo::{BuildOptions, Coo, SelfLoops};
+pub use csr::{Csr, DegreeStats};
+pub use dataset::{Dataset, DatasetSummary, DenseMatrix, Features, SparseRows, Split};
+pub use error::{Error, Result};
+pub use generate::{generate, GenReport, SyntheticSpec};
+pub use io::dgl::load_dgl_reddit;
+pub use io::ogb::load_ogb_node;
+pub use io::planetoid::load_planetoid;
+pub use norm::{gcn_norm, mean_norm, Normalization};

@@ -1,0 +1,157 @@
+//! Planetoid loader on the bundled real Cora, checked against independently decoded binaries.
+
+use gnn_graph::{load_planetoid, Error, Features};
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/cora")
+}
+
+fn read_u32(name: &str) -> Vec<u32> {
+    let b = std::fs::read(root().join("plain").join(name)).unwrap();
+    b.chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+#[test]
+fn cora_matches_decoded_binaries() {
+    let ds = load_planetoid(root().join("raw"), "cora").unwrap();
+    assert_eq!(ds.num_nodes(), 2708);
+    assert_eq!(ds.features.cols(), 1433);
+    assert_eq!(ds.num_classes, 7);
+    // Split (tkipf/gcn rule).
+    assert_eq!(ds.split.train, read_u32("train.u32"));
+    assert_eq!(ds.split.val, read_u32("val.u32"));
+    assert_eq!(ds.split.test, read_u32("test.u32"));
+    // Labels.
+    let labels: Vec<i32> = read_u32("labels.i32")
+        .into_iter()
+        .map(|x| x as i32)
+        .collect();
+    assert_eq!(ds.labels, labels);
+    let mut counts = [0usize; 7];
+    ds.labels.iter().for_each(|&l| counts[l as usize] += 1);
+    assert_eq!(counts, [351, 217, 418, 818, 426, 298, 180]);
+    // Features (raw, binary bag of words).
+    let Features::Sparse(f) = &ds.features else {
+        panic!("cora features should stay sparse")
+    };
+    assert_eq!(f.pattern.indptr(), read_u32("feat_indptr.u32").as_slice());
+    assert_eq!(f.pattern.indices(), read_u32("feat_indices.u32").as_slice());
+    assert_eq!(f.values.len(), 49216);
+    assert!(f.values.iter().all(|&v| v == 1.0));
+    // Graph: symmetrised, de-duplicated, no self loops.
+    let sym = read_u32("edges_sym.u32");
+    assert_eq!(ds.graph.nnz(), 10556);
+    assert_eq!(ds.graph.self_loop_count(), 0);
+    assert!(ds.graph.is_symmetric());
+    assert!(ds.graph.is_sorted_unique());
+    let mut ours: Vec<(u32, u32)> = Vec::new();
+    for i in 0..ds.num_nodes() {
+        for &j in ds.graph.row(i) {
+            ours.push((j, i as u32));
+        }
+    }
+    ours.sort_unstable();
+    let theirs: Vec<(u32, u32)> = sym.chunks_exact(2).map(|p| (p[0], p[1])).collect();
+    assert_eq!(ours, theirs);
+    assert_eq!(ds.graph.degree_stats().empty, 0);
+}
+
+#[test]
+fn row_normalised_features_sum_to_one() {
+    let mut ds = load_planetoid(root().join("raw"), "cora").unwrap();
+    ds.features.row_normalize();
+    let d = ds.features.to_dense();
+    for i in 0..d.rows {
+        let s: f32 = d.row(i).iter().sum();
+        assert!((s - 1.0).abs() < 1e-5, "row {i} sums to {s}");
+    }
+}
+
+/// Copies the raw folder into a temp dir, lets `f` damage it, and returns the load error.
+fn load_damaged(f: impl FnOnce(&Path)) -> Error {
+    let tmp = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(root().join("raw")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), tmp.path().join(e.file_name())).unwrap();
+    }
+    f(tmp.path());
+    load_planetoid(tmp.path(), "cora").expect_err("damaged files must not load")
+}
+
+#[test]
+fn truncated_pickle_names_file_and_problem() {
+    let err = load_damaged(|d| {
+        let p = d.join("ind.cora.allx");
+        let b = std::fs::read(&p).unwrap();
+        std::fs::write(&p, &b[..b.len() / 2]).unwrap();
+    });
+    let msg = err.to_string();
+    assert!(matches!(err, Error::Format { .. }), "{msg}");
+    assert!(
+        msg.contains("ind.cora.allx") && msg.contains("truncated"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn wrong_object_in_file_is_reported() {
+    let err = load_damaged(|d| {
+        std::fs::copy(d.join("ind.cora.x"), d.join("ind.cora.ty")).unwrap();
+    });
+    let msg = err.to_string();
+    assert!(
+        msg.contains("ind.cora.ty") && msg.contains("expected a numpy array"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn bad_test_index_line_is_reported() {
+    let err = load_damaged(|d| {
+        let p = d.join("ind.cora.test.index");
+        let mut t = std::fs::read_to_string(&p).unwrap();
+        t = t.replacen("2692", "26x2", 1);
+        std::fs::write(&p, t).unwrap();
+    });
+    let msg = err.to_string();
+    assert!(
+        msg.contains("ind.cora.test.index") && msg.contains("line 1") && msg.contains("26x2"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn inconsistent_test_index_is_reported() {
+    let err = load_damaged(|d| {
+        let p = d.join("ind.cora.test.index");
+        let t = std::fs::read_to_string(&p).unwrap();
+        let short: String = t.lines().skip(1).map(|l| format!("{l}\n")).collect();
+        std::fs::write(&p, short).unwrap();
+    });
+    let msg = err.to_string();
+    assert!(
+        msg.contains("test.index") && msg.contains("999 test ids"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn missing_file_is_an_io_error_with_path() {
+    let err = load_damaged(|d| std::fs::remove_file(d.join("ind.cora.graph")).unwrap());
+    assert!(matches!(err, Error::Io { .. }));
+    assert!(err.to_string().contains("ind.cora.graph"));
+}
+
+#[test]
+fn garbage_pickle_opcode_is_reported() {
+    let err =
+        load_damaged(|d| std::fs::write(d.join("ind.cora.graph"), b"\x80\x02\xff\xff").unwrap());
+    let msg = err.to_string();
+    assert!(
+        msg.contains("ind.cora.graph") && msg.contains("opcode 0xff"),
+        "{msg}"
+    );
+}
