@@ -85,20 +85,26 @@ impl SyntheticSpec {
         }
     }
 
-    /// The same shape with `scale` times the nodes. The mean degree is kept (it is what sets
-    /// the kernels' work per row) but capped at half the node count; the name records the scale.
+    /// A smaller (or larger) graph of the same kind: `scale` times the nodes, mean degree times
+    /// `sqrt(scale)` (so a small graph is not a near-clique), and the weight cap lowered so no
+    /// expected degree exceeds a quarter of the nodes. `scale = 1` is the preset itself.
     pub fn scaled(&self, scale: f64) -> Result<Self> {
         if !(scale > 0.0 && scale <= 16.0) {
             return Err(Error::InvalidArgument(format!(
                 "scale {scale} must be in (0, 16]"
             )));
         }
+        if scale == 1.0 {
+            return Ok(self.clone());
+        }
         let mut s = self.clone();
         s.nodes = ((self.nodes as f64 * scale).round() as usize).max(self.classes * 4);
-        s.avg_degree = self.avg_degree.min(s.nodes as f64 / 2.0);
-        if scale != 1.0 {
-            s.name = format!("{}@{scale}", self.name);
-        }
+        s.avg_degree = (self.avg_degree * scale.sqrt()).clamp(1.0, s.nodes as f64 / 4.0);
+        s.max_weight = self
+            .max_weight
+            .min(s.nodes as f64 / 4.0 / s.avg_degree)
+            .max(1.0);
+        s.name = format!("{}@{scale}", self.name);
         Ok(s)
     }
 
@@ -302,15 +308,20 @@ pub fn generate(spec: &SyntheticSpec, seed: u64) -> Result<(Dataset, GenReport)>
     };
     let (mut src, mut dst) = sample_edges(undirected_target, 2);
     let mut graph = Coo::new(n, src.clone(), dst.clone())?.to_csr(opts)?;
-    // Top up once: duplicates and self pairs were lost; draw the shortfall scaled by the loss.
-    if graph.nnz() < target && undirected_target > 0 {
-        let kept = (graph.nnz() - n) as f64 / (2.0 * undirected_target as f64);
+    // Top up: duplicates and self pairs were lost; draw the shortfall scaled by the loss rate,
+    // a few rounds at most (a dense small graph may saturate).
+    for round in 0..4u64 {
+        if graph.nnz() as f64 >= 0.995 * target as f64 || undirected_target == 0 {
+            break;
+        }
+        let kept = (graph.nnz() - n) as f64 / src.len() as f64 / 2.0;
         let extra = ((target - graph.nnz()) as f64 / 2.0 / kept.max(0.05) * 1.02) as usize;
-        let (s2, d2) = sample_edges(extra, 3);
+        let (s2, d2) = sample_edges(extra, 3 + round * 16);
         src.extend(s2);
         dst.extend(d2);
-        graph = Coo::new(n, src, dst)?.to_csr(opts)?;
+        graph = Coo::new(n, src.clone(), dst.clone())?.to_csr(opts)?;
     }
+    drop((src, dst));
     let within: usize = (0..n)
         .into_par_iter()
         .map(|i| {

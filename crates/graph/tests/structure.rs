@@ -1,0 +1,160 @@
+//! CSR/COO invariants, building options, transpose, permutation, normalisation, generator.
+
+use gnn_graph::{generate, BuildOptions, Coo, Csr, Normalization, SelfLoops, SyntheticSpec};
+use rand::{Rng, SeedableRng};
+
+#[test]
+fn new_checked_rejects_each_broken_invariant() {
+    let cases: Vec<(usize, usize, Vec<u32>, Vec<u32>, &str)> = vec![
+        (2, 2, vec![0, 1], vec![0], "indptr has 2 entries"),
+        (2, 2, vec![1, 1, 1], vec![0], "indptr[0] = 1"),
+        (2, 2, vec![0, 2, 1], vec![0, 1], "decreases at row 1"),
+        (2, 2, vec![0, 1, 3], vec![0, 1], "3 but there are 2"),
+        (2, 2, vec![0, 1, 2], vec![0, 2], "column index 2"),
+    ];
+    for (r, c, p, i, want) in cases {
+        let e = Csr::new_checked(r, c, p, i).unwrap_err().to_string();
+        assert!(e.contains(want), "{e} should contain {want}");
+    }
+    assert!(Csr::new_checked(3, 4, vec![0, 2, 2, 3], vec![3, 0, 1]).is_ok());
+}
+
+#[test]
+fn build_options_dedup_symmetrize_self_loops() {
+    let coo = Coo::new(4, vec![0, 0, 1, 2, 2], vec![1, 1, 2, 2, 0]).unwrap();
+    let plain = coo.to_csr(BuildOptions::default()).unwrap();
+    // row = target: row 1 <- {0}, row 2 <- {1, 2}, row 0 <- {2}
+    assert_eq!(plain.row(0), &[2]);
+    assert_eq!(plain.row(1), &[0]);
+    assert_eq!(plain.row(2), &[1, 2]);
+    assert_eq!(plain.nnz(), 4);
+    let und = coo.to_csr(BuildOptions::undirected()).unwrap();
+    assert_eq!(und.row(0), &[1, 2]);
+    assert_eq!(und.row(2), &[0, 1]);
+    assert_eq!(und.self_loop_count(), 0);
+    assert!(und.is_symmetric());
+    let with = und
+        .rebuild(BuildOptions {
+            self_loops: SelfLoops::Add,
+            ..BuildOptions::default()
+        })
+        .unwrap();
+    assert_eq!(with.self_loop_count(), 4);
+    assert_eq!(with.row(3), &[3], "isolated node gets its loop");
+    assert_eq!(with.nnz(), und.nnz() + 4);
+    let again = with
+        .rebuild(BuildOptions {
+            self_loops: SelfLoops::Add,
+            ..BuildOptions::default()
+        })
+        .unwrap();
+    assert_eq!(again, with, "adding loops twice adds nothing");
+    assert!(Coo::new(3, vec![0, 5], vec![1, 1]).is_err());
+    assert!(Coo::new(3, vec![0], vec![1, 1]).is_err());
+}
+
+fn random_csr(n: usize, m: usize, seed: u64) -> Csr {
+    let mut r = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
+    let src = (0..m).map(|_| r.random_range(0..n as u32)).collect();
+    let dst = (0..m).map(|_| r.random_range(0..n as u32)).collect();
+    Coo::new(n, src, dst)
+        .unwrap()
+        .to_csr(BuildOptions::default())
+        .unwrap()
+}
+
+#[test]
+fn transpose_and_its_permutation() {
+    let a = random_csr(50, 400, 1);
+    let (t, perm) = a.transpose();
+    assert!(t.is_sorted_unique());
+    let vals: Vec<f32> = (0..a.nnz()).map(|p| p as f32).collect();
+    for j in 0..t.n_rows() {
+        for p in t.row_range(j) {
+            let orig = perm[p] as usize;
+            let i = t.indices()[p] as usize;
+            assert!(a.row_range(i).contains(&orig));
+            assert_eq!(a.indices()[orig] as usize, j);
+            assert_eq!(vals[orig], orig as f32);
+        }
+    }
+    let (tt, _) = t.transpose();
+    assert_eq!(tt, a);
+}
+
+#[test]
+fn permute_relabels_consistently() {
+    let a = random_csr(30, 200, 2);
+    let mut perm: Vec<u32> = (0..30).collect();
+    perm.reverse();
+    let b = a.permute(&perm).unwrap();
+    for i in 0..30 {
+        let mut mapped: Vec<u32> = a.row(i).iter().map(|&j| perm[j as usize]).collect();
+        mapped.sort_unstable();
+        assert_eq!(b.row(perm[i] as usize), mapped.as_slice());
+    }
+    assert!(a.permute(&[0, 0, 1]).is_err());
+}
+
+#[test]
+fn normalisations() {
+    let g = Coo::new(3, vec![0, 1, 1], vec![1, 0, 2])
+        .unwrap()
+        .to_csr(BuildOptions::undirected())
+        .unwrap();
+    let g = g
+        .rebuild(BuildOptions {
+            self_loops: SelfLoops::Add,
+            ..BuildOptions::default()
+        })
+        .unwrap();
+    // degrees with loops: 0:2, 1:3, 2:2
+    let v = Normalization::GcnSymmetric.edge_values(&g);
+    let want = |i: usize, j: usize| 1.0 / ((g.row_len(i) * g.row_len(j)) as f32).sqrt();
+    for i in 0..3 {
+        for p in g.row_range(i) {
+            assert!((v[p] - want(i, g.indices()[p] as usize)).abs() < 1e-7);
+        }
+    }
+    let m = Normalization::Mean.edge_values(&g);
+    for i in 0..3 {
+        let s: f32 = g.row_range(i).map(|p| m[p]).sum();
+        assert!((s - 1.0).abs() < 1e-6);
+    }
+    assert!(Normalization::Sum.edge_values(&g).iter().all(|&x| x == 1.0));
+}
+
+#[test]
+fn synthetic_is_seeded_and_shaped() {
+    let spec = SyntheticSpec::reddit().scaled(0.01).unwrap();
+    let (a, rep) = generate(&spec, 7).unwrap();
+    let (b, _) = generate(&spec, 7).unwrap();
+    let (c, _) = generate(&spec, 8).unwrap();
+    assert_eq!(a.graph, b.graph);
+    assert_eq!(a.features, b.features);
+    assert_eq!(a.labels, b.labels);
+    assert_ne!(a.graph, c.graph);
+    assert_eq!(a.num_nodes(), 2330);
+    assert_eq!(a.features.cols(), 602);
+    assert_eq!(a.num_classes, 41);
+    assert!(a.graph.is_symmetric() && a.graph.is_sorted_unique());
+    assert_eq!(a.graph.self_loop_count(), a.num_nodes());
+    let target = spec.avg_degree * spec.nodes as f64;
+    let got = a.graph.nnz() as f64;
+    assert!(
+        (got / target - 1.0).abs() < 0.05,
+        "nnz {got} vs target {target}"
+    );
+    assert!(
+        rep.degrees.max as f64 > 4.0 * rep.degrees.mean,
+        "heavy tail: {}",
+        rep.degrees
+    );
+    // random pairing would give sum_k p_k^2 ~ 0.04; de-duplication thins dense communities
+    assert!(rep.edge_homophily > 0.25, "{}", rep.edge_homophily);
+    let n = a.num_nodes() as f64;
+    assert!((a.split.train.len() as f64 / n - 0.66).abs() < 0.01);
+    assert!((a.split.val.len() as f64 / n - 0.10).abs() < 0.01);
+    assert!(SyntheticSpec::reddit().scaled(0.0).is_err());
+    assert!(SyntheticSpec::preset("nope").is_err());
+}
