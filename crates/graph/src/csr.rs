@@ -278,8 +278,9 @@ impl Csr {
     }
 }
 
-/// Splits `data` into the disjoint mutable row slices given by `indptr`.
-pub(crate) fn split_rows_mut<'a, T>(mut data: &'a mut [T], indptr: &[u32]) -> Vec<&'a mut [T]> {
+/// Splits `data` (an array aligned with a CSR's entries, e.g. edge values) into the disjoint
+/// mutable row slices given by `indptr`, for row-parallel writes.
+pub fn split_rows_mut<'a, T>(mut data: &'a mut [T], indptr: &[u32]) -> Vec<&'a mut [T]> {
     let mut rows = Vec::with_capacity(indptr.len().saturating_sub(1));
     for w in indptr.windows(2) {
         let (head, tail) = data.split_at_mut((w[1] - w[0]) as usize);

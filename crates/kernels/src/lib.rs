@@ -1,1 +1,24 @@
-//! placeholder
+//! # gnn-kernels
+//!
+//! Sparse GNN operators as candle custom ops. Each operator has a CPU implementation
+//! (rayon-parallel, f32 and f64), a backward pass, and a naive reference the tests compare
+//! against. Graph structure lives in a [`DeviceGraph`], uploaded once; only features and
+//! edge values travel as tensors.
+//!
+//! | function | computes |
+//! |---|---|
+//! | [`spmm`] | `out[i] = reduce_{j in N(i)} x[j]`, reduce = sum / mean / max / min |
+//! | [`spmm_weighted`] | the same with `a_ij * x[j]`, `a` an edge-value tensor |
+//! | [`sddmm`] | `e[p] = <a[i], b[j]>` for every edge `p = (i, j)` |
+//!
+//! The `cuda` feature enables candle's CUDA backend; GPU kernels plug into the same ops.
+#![deny(missing_docs)]
+
+pub mod device_graph;
+pub mod error;
+pub mod ops;
+
+pub use device_graph::DeviceGraph;
+pub use error::{Error, Result};
+pub use ops::sddmm::sddmm;
+pub use ops::spmm::{spmm, spmm_weighted, Reduce};

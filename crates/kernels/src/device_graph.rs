@@ -1,0 +1,107 @@
+//! [`DeviceGraph`]: the one bridge from a host [`Csr`] to the device the tensors live on.
+//!
+//! The structure is uploaded once and shared (`Arc`) by every op that uses it; derived
+//! views (the transpose with its edge permutation, inverse degrees) are built on first use
+//! and cached, as DGL caches sparse formats on its graphs.
+
+use crate::error::Result;
+use candle_core::{DType, Device, Tensor};
+use gnn_graph::Csr;
+use std::sync::{Arc, OnceLock};
+
+/// A CSR graph resident on a candle device (row = target, column = source).
+#[derive(Clone)]
+pub struct DeviceGraph(Arc<Inner>);
+
+struct Inner {
+    csr: Arc<Csr>,
+    device: Device,
+    transpose: OnceLock<(DeviceGraph, Tensor)>,
+    inv_deg: OnceLock<Tensor>,
+}
+
+impl std::fmt::Debug for DeviceGraph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "DeviceGraph({}x{}, nnz {}, {:?})",
+            self.n_rows(),
+            self.n_cols(),
+            self.nnz(),
+            self.0.device.location()
+        )
+    }
+}
+
+impl DeviceGraph {
+    /// Uploads a copy of `csr` to `device`.
+    pub fn upload(csr: &Csr, device: &Device) -> Result<Self> {
+        Self::from_arc(Arc::new(csr.clone()), device)
+    }
+
+    /// Uploads a shared CSR without copying it on the host.
+    pub fn from_arc(csr: Arc<Csr>, device: &Device) -> Result<Self> {
+        Ok(Self(Arc::new(Inner {
+            csr,
+            device: device.clone(),
+            transpose: OnceLock::new(),
+            inv_deg: OnceLock::new(),
+        })))
+    }
+
+    /// The host structure.
+    pub fn csr(&self) -> &Csr {
+        &self.0.csr
+    }
+    /// The device.
+    pub fn device(&self) -> &Device {
+        &self.0.device
+    }
+    /// Rows (targets, output rows of aggregation).
+    pub fn n_rows(&self) -> usize {
+        self.0.csr.n_rows()
+    }
+    /// Columns (sources, input rows of aggregation).
+    pub fn n_cols(&self) -> usize {
+        self.0.csr.n_cols()
+    }
+    /// Stored edges.
+    pub fn nnz(&self) -> usize {
+        self.0.csr.nnz()
+    }
+
+    /// The transpose (CSC of this graph as a CSR of `A^T`) and, as a `u32` tensor of length
+    /// `nnz`, the edge permutation: entry `p` of the transpose is entry `perm[p]` here.
+    /// Built on first use.
+    pub fn transpose(&self) -> Result<(&DeviceGraph, &Tensor)> {
+        if self.0.transpose.get().is_none() {
+            let (t, perm) = self.0.csr.transpose();
+            let perm = Tensor::from_vec(perm, self.nnz(), &self.0.device)?;
+            let tg = DeviceGraph::from_arc(Arc::new(t), &self.0.device)?;
+            let _ = self.0.transpose.set((tg, perm));
+        }
+        let (g, p) = self.0.transpose.get().expect("set above");
+        Ok((g, p))
+    }
+
+    /// `1 / row_len` as an `[n_rows, 1]` tensor of `dtype` (0 for empty rows). Cached in f32.
+    pub fn inv_degrees(&self, dtype: DType) -> Result<Tensor> {
+        if self.0.inv_deg.get().is_none() {
+            let v: Vec<f32> = self
+                .0
+                .csr
+                .row_degrees()
+                .iter()
+                .map(|&d| if d == 0 { 0.0 } else { 1.0 / d as f32 })
+                .collect();
+            let t = Tensor::from_vec(v, (self.n_rows(), 1), &self.0.device)?;
+            let _ = self.0.inv_deg.set(t);
+        }
+        Ok(self.0.inv_deg.get().expect("set above").to_dtype(dtype)?)
+    }
+
+    /// True when both handles share one uploaded structure.
+    pub fn same(&self, other: &DeviceGraph) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}

@@ -1,0 +1,44 @@
+//! Operators, one module each: `mod.rs` (API, op structs, backward), `cpu.rs`, `reference.rs`.
+
+pub mod sddmm;
+pub mod spmm;
+
+use crate::device_graph::DeviceGraph;
+use crate::error::{Error, Result};
+use candle_core::{CpuStorage, DType, Layout, Tensor, WithDType};
+
+/// Checks that `t` is on the graph's device.
+pub(crate) fn check_device(op: &'static str, g: &DeviceGraph, t: &Tensor) -> Result<()> {
+    if !t.device().same_device(g.device()) {
+        return Err(Error::Device {
+            op,
+            tensor: t.device().location(),
+            graph: g.device().location(),
+        });
+    }
+    Ok(())
+}
+
+/// Checks a float dtype the kernels support.
+pub(crate) fn check_float(op: &'static str, what: &str, t: &Tensor) -> Result<()> {
+    match t.dtype() {
+        DType::F32 | DType::F64 => Ok(()),
+        other => Err(Error::DType {
+            op,
+            what: format!("{what} has dtype {other:?}; f32 and f64 are supported"),
+        }),
+    }
+}
+
+/// The contiguous slice of a CPU storage, or an error naming the op.
+pub(crate) fn cpu_slice<'a, T: WithDType>(
+    op: &'static str,
+    s: &'a CpuStorage,
+    l: &Layout,
+) -> candle_core::Result<&'a [T]> {
+    let data = T::cpu_storage_as_slice(s)?;
+    match l.contiguous_offsets() {
+        Some((a, b)) => Ok(&data[a..b]),
+        None => candle_core::bail!("{op}: input must be contiguous"),
+    }
+}

@@ -1,0 +1,125 @@
+//! SDDMM on a CSR pattern: `e[p] = <a[i], b[col_p]>` for every stored edge `p` of row `i`
+//! (the sampled dense-dense product `(A1 A2^T) ∘ pattern`). It is the gradient of SpMM with
+//! respect to edge values, and the score function of attention layers.
+//!
+//! Backward: `da = E b` (SpMM with the edge gradients as values), `db = E^T a` (over the
+//! transpose, values permuted).
+
+pub mod cpu;
+
+use super::{check_device, check_float, cpu_slice};
+use crate::device_graph::DeviceGraph;
+use crate::error::{Error, Result};
+use candle_core::backend::BackendStorage;
+use candle_core::{CpuStorage, CustomOp2, Layout, Shape, Tensor, WithDType};
+
+/// `e[p] = <a[i], b[col_p]>`; `a` is `[n_rows, K]`, `b` is `[n_cols, K]`, the result `[nnz]`.
+pub fn sddmm(g: &DeviceGraph, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let (a, b) = check("sddmm", g, a, b)?;
+    Ok(a.apply_op2(&b, SddmmOp { g: g.clone() })?)
+}
+
+/// [`sddmm`] without recording a backward (used inside other ops' backward passes).
+pub(crate) fn sddmm_no_bwd(g: &DeviceGraph, a: &Tensor, b: &Tensor) -> candle_core::Result<Tensor> {
+    let (a, b) = check("sddmm", g, a, b)?;
+    a.apply_op2_no_bwd(&b, &SddmmOp { g: g.clone() })
+}
+
+fn check(op: &'static str, g: &DeviceGraph, a: &Tensor, b: &Tensor) -> Result<(Tensor, Tensor)> {
+    for t in [a, b] {
+        check_device(op, g, t)?;
+        check_float(op, "input", t)?;
+    }
+    let (ad, bd) = (a.dims(), b.dims());
+    if ad.len() != 2
+        || bd.len() != 2
+        || ad[0] != g.n_rows()
+        || bd[0] != g.n_cols()
+        || ad[1] != bd[1]
+    {
+        return Err(Error::Shape {
+            op,
+            what: format!(
+                "a {ad:?} and b {bd:?} must be [{}, K] and [{}, K]",
+                g.n_rows(),
+                g.n_cols()
+            ),
+        });
+    }
+    if a.dtype() != b.dtype() {
+        return Err(Error::DType {
+            op,
+            what: format!("a is {:?}, b is {:?}", a.dtype(), b.dtype()),
+        });
+    }
+    Ok((a.contiguous()?, b.contiguous()?))
+}
+
+struct SddmmOp {
+    g: DeviceGraph,
+}
+
+fn sddmm_cpu<T: WithDType>(
+    op: &SddmmOp,
+    s1: &CpuStorage,
+    l1: &Layout,
+    s2: &CpuStorage,
+    l2: &Layout,
+) -> candle_core::Result<(CpuStorage, Shape)> {
+    let (_, k) = l1.shape().dims2()?;
+    let a = cpu_slice::<T>("sddmm", s1, l1)?;
+    let b = cpu_slice::<T>("sddmm", s2, l2)?;
+    let e = cpu::sddmm(op.g.csr(), a, b, k);
+    Ok((T::to_cpu_storage_owned(e), Shape::from(op.g.nnz())))
+}
+
+impl CustomOp2 for SddmmOp {
+    fn name(&self) -> &'static str {
+        "sddmm"
+    }
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        match s1 {
+            CpuStorage::F32(_) => sddmm_cpu::<f32>(self, s1, l1, s2, l2),
+            CpuStorage::F64(_) => sddmm_cpu::<f64>(self, s1, l1, s2, l2),
+            other => candle_core::bail!("sddmm: unsupported dtype {:?}", other.dtype()),
+        }
+    }
+    fn bwd(
+        &self,
+        a: &Tensor,
+        b: &Tensor,
+        _res: &Tensor,
+        de: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
+        let de = de.contiguous()?;
+        let da = if a.track_op() {
+            Some(crate::ops::spmm::spmm_weighted(
+                &self.g,
+                &b.detach(),
+                &de,
+                crate::Reduce::Sum,
+            )?)
+        } else {
+            None
+        };
+        let db = if b.track_op() {
+            let (gt, perm) = self.g.transpose()?;
+            let det = de.index_select(perm, 0)?;
+            Some(crate::ops::spmm::spmm_weighted(
+                gt,
+                &a.detach(),
+                &det,
+                crate::Reduce::Sum,
+            )?)
+        } else {
+            None
+        };
+        Ok((da, db))
+    }
+}

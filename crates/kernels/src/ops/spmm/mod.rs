@@ -1,0 +1,571 @@
+//! SpMM over a CSR graph: `out[i] = reduce_{p in row i} a_p * x[col_p]`, with
+//! reductions sum / mean / max / min and optional edge values `a` (GE-SpMM's "SpMM-like"
+//! family). Row-major dense `x: [n_cols, K]` in, `[n_rows, K]` out, no preprocessing.
+//!
+//! Backward:
+//! - sum / mean: `dx = A^T dy` (mean: `A^T (D^-1 dy)`) over the cached transpose, with the
+//!   edge values permuted into transpose order; `da = SDDMM(dy, x)` on the pattern.
+//! - max / min: when a gradient is needed, the forward records the winning edge per output
+//!   entry (an argmax tensor) and the output is gathered through it, so backward scatters
+//!   `dy` to the winners only (DGL's approach). Ties go to the first edge of the row. Empty
+//!   rows produce 0 and pass no gradient.
+
+pub mod cpu;
+pub mod reference;
+
+use super::{check_device, check_float, cpu_slice};
+use crate::device_graph::DeviceGraph;
+use crate::error::{Error, Result};
+use candle_core::backend::BackendStorage;
+use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Shape, Tensor, WithDType};
+use serde::{Deserialize, Serialize};
+
+/// How neighbour messages are combined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Reduce {
+    /// Sum (GIN, GCN with normalised edge values).
+    Sum,
+    /// Mean over the row's entries (GraphSAGE-mean).
+    Mean,
+    /// Element-wise maximum (GraphSAGE-pool).
+    Max,
+    /// Element-wise minimum.
+    Min,
+}
+
+/// `out[i] = reduce_{j in N(i)} x[j]`. `x` is `[g.n_cols(), K]`; the result is `[g.n_rows(), K]`.
+pub fn spmm(g: &DeviceGraph, x: &Tensor, reduce: Reduce) -> Result<Tensor> {
+    let x = check_x("spmm", g, x)?;
+    match reduce {
+        Reduce::Max | Reduce::Min if x.track_op() => {
+            let arg = x.apply_op1_no_bwd(&SpmmArgOp {
+                g: g.clone(),
+                reduce,
+            })?;
+            Ok(x.apply_op2(&arg, GatherArgOp { g: g.clone() })?)
+        }
+        _ => Ok(x.apply_op1(SpmmOp {
+            g: g.clone(),
+            reduce,
+        })?),
+    }
+}
+
+/// `out[i] = reduce_{p in row i} values[p] * x[col_p]`; `values` is `[g.nnz()]`, aligned with
+/// the CSR's entries (e.g. from [`gnn_graph::Normalization::edge_values`]).
+pub fn spmm_weighted(
+    g: &DeviceGraph,
+    x: &Tensor,
+    values: &Tensor,
+    reduce: Reduce,
+) -> Result<Tensor> {
+    let x = check_x("spmm_weighted", g, x)?;
+    let values = check_values("spmm_weighted", g, &x, values)?;
+    match reduce {
+        Reduce::Max | Reduce::Min if x.track_op() || values.track_op() => {
+            let arg = x.apply_op2_no_bwd(
+                &values,
+                &SpmmArgOp {
+                    g: g.clone(),
+                    reduce,
+                },
+            )?;
+            Ok(x.apply_op3(&arg, &values, GatherArgOp { g: g.clone() })?)
+        }
+        _ => Ok(x.apply_op2(
+            &values,
+            SpmmOp {
+                g: g.clone(),
+                reduce,
+            },
+        )?),
+    }
+}
+
+fn check_x(op: &'static str, g: &DeviceGraph, x: &Tensor) -> Result<Tensor> {
+    check_device(op, g, x)?;
+    check_float(op, "x", x)?;
+    let dims = x.dims();
+    if dims.len() != 2 || dims[0] != g.n_cols() {
+        return Err(Error::Shape {
+            op,
+            what: format!(
+                "x has shape {dims:?}, expected [{}, K] (one row per source node)",
+                g.n_cols()
+            ),
+        });
+    }
+    Ok(x.contiguous()?)
+}
+
+fn check_values(op: &'static str, g: &DeviceGraph, x: &Tensor, v: &Tensor) -> Result<Tensor> {
+    check_device(op, g, v)?;
+    if v.dims() != [g.nnz()] {
+        return Err(Error::Shape {
+            op,
+            what: format!(
+                "edge values have shape {:?}, expected [{}] (one per stored edge)",
+                v.dims(),
+                g.nnz()
+            ),
+        });
+    }
+    if v.dtype() != x.dtype() {
+        return Err(Error::DType {
+            op,
+            what: format!("edge values are {:?} but x is {:?}", v.dtype(), x.dtype()),
+        });
+    }
+    Ok(v.contiguous()?)
+}
+
+/// Runs `$f::<T>` on the storage's element type (f32 or f64).
+macro_rules! dispatch_float {
+    ($op:expr, $s:expr, $f:ident ( $($arg:expr),* )) => {
+        match $s {
+            CpuStorage::F32(_) => $f::<f32>($($arg),*),
+            CpuStorage::F64(_) => $f::<f64>($($arg),*),
+            other => candle_core::bail!("{}: unsupported dtype {:?}", $op, other.dtype()),
+        }
+    };
+}
+
+/// Forward op for every reduction, without argmax; backward for sum/mean.
+struct SpmmOp {
+    g: DeviceGraph,
+    reduce: Reduce,
+}
+
+impl SpmmOp {
+    fn cpu<T: WithDType>(
+        &self,
+        s: &CpuStorage,
+        l: &Layout,
+        v: Option<(&CpuStorage, &Layout)>,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (_, k) = l.shape().dims2()?;
+        let x = cpu_slice::<T>("spmm", s, l)?;
+        let vals = match v {
+            Some((vs, vl)) => Some(cpu_slice::<T>("spmm", vs, vl)?),
+            None => None,
+        };
+        let csr = self.g.csr();
+        let out = match self.reduce {
+            Reduce::Sum => cpu::spmm_sum(csr, x, k, vals, false),
+            Reduce::Mean => cpu::spmm_sum(csr, x, k, vals, true),
+            Reduce::Max => cpu::spmm_extreme(csr, x, k, vals, true, false).0,
+            Reduce::Min => cpu::spmm_extreme(csr, x, k, vals, false, false).0,
+        };
+        Ok((T::to_cpu_storage_owned(out), Shape::from((csr.n_rows(), k))))
+    }
+
+    /// `dy` scaled for the transpose product: `D^-1 dy` for mean, `dy` for sum.
+    fn scaled_grad(&self, dy: &Tensor) -> candle_core::Result<Tensor> {
+        match self.reduce {
+            Reduce::Mean => dy.broadcast_mul(&self.g.inv_degrees(dy.dtype())?),
+            Reduce::Sum => Ok(dy.clone()),
+            Reduce::Max | Reduce::Min => {
+                candle_core::bail!("spmm: max/min backward goes through the argmax path")
+            }
+        }
+    }
+}
+
+impl CustomOp1 for SpmmOp {
+    fn name(&self) -> &'static str {
+        "spmm"
+    }
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        dispatch_float!("spmm", s, cpu_fwd1(self, s, l))
+    }
+    fn bwd(&self, x: &Tensor, _res: &Tensor, dy: &Tensor) -> candle_core::Result<Option<Tensor>> {
+        if !x.track_op() {
+            return Ok(None);
+        }
+        let dy = self.scaled_grad(&dy.contiguous()?)?;
+        let (gt, _) = self.g.transpose()?;
+        Ok(Some(dy.apply_op1_no_bwd(&SpmmOp {
+            g: gt.clone(),
+            reduce: Reduce::Sum,
+        })?))
+    }
+}
+
+fn cpu_fwd1<T: WithDType>(
+    op: &SpmmOp,
+    s: &CpuStorage,
+    l: &Layout,
+) -> candle_core::Result<(CpuStorage, Shape)> {
+    op.cpu::<T>(s, l, None)
+}
+fn cpu_fwd2<T: WithDType>(
+    op: &SpmmOp,
+    s: &CpuStorage,
+    l: &Layout,
+    vs: &CpuStorage,
+    vl: &Layout,
+) -> candle_core::Result<(CpuStorage, Shape)> {
+    op.cpu::<T>(s, l, Some((vs, vl)))
+}
+
+impl CustomOp2 for SpmmOp {
+    fn name(&self) -> &'static str {
+        "spmm_weighted"
+    }
+    fn cpu_fwd(
+        &self,
+        s: &CpuStorage,
+        l: &Layout,
+        vs: &CpuStorage,
+        vl: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        dispatch_float!("spmm_weighted", s, cpu_fwd2(self, s, l, vs, vl))
+    }
+    fn bwd(
+        &self,
+        x: &Tensor,
+        v: &Tensor,
+        _res: &Tensor,
+        dy: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
+        let dy = self.scaled_grad(&dy.contiguous()?)?;
+        let dx = if x.track_op() {
+            let (gt, perm) = self.g.transpose()?;
+            let vt = v.index_select(perm, 0)?;
+            Some(dy.apply_op2_no_bwd(
+                &vt,
+                &SpmmOp {
+                    g: gt.clone(),
+                    reduce: Reduce::Sum,
+                },
+            )?)
+        } else {
+            None
+        };
+        let dv = if v.track_op() {
+            Some(crate::ops::sddmm::sddmm_no_bwd(&self.g, &dy, x)?)
+        } else {
+            None
+        };
+        Ok((dx, dv))
+    }
+}
+
+/// Winning edge position per output entry of a max/min reduction (u32, `NO_EDGE` if empty).
+struct SpmmArgOp {
+    g: DeviceGraph,
+    reduce: Reduce,
+}
+
+fn arg_cpu<T: WithDType>(
+    op: &SpmmArgOp,
+    s: &CpuStorage,
+    l: &Layout,
+    v: Option<(&CpuStorage, &Layout)>,
+) -> candle_core::Result<(CpuStorage, Shape)> {
+    let (_, k) = l.shape().dims2()?;
+    let x = cpu_slice::<T>("spmm_arg", s, l)?;
+    let vals = match v {
+        Some((vs, vl)) => Some(cpu_slice::<T>("spmm_arg", vs, vl)?),
+        None => None,
+    };
+    let (_, arg) = cpu::spmm_extreme(op.g.csr(), x, k, vals, op.reduce == Reduce::Max, true);
+    Ok((CpuStorage::U32(arg), Shape::from((op.g.n_rows(), k))))
+}
+fn arg_cpu1<T: WithDType>(
+    op: &SpmmArgOp,
+    s: &CpuStorage,
+    l: &Layout,
+) -> candle_core::Result<(CpuStorage, Shape)> {
+    arg_cpu::<T>(op, s, l, None)
+}
+fn arg_cpu2<T: WithDType>(
+    op: &SpmmArgOp,
+    s: &CpuStorage,
+    l: &Layout,
+    vs: &CpuStorage,
+    vl: &Layout,
+) -> candle_core::Result<(CpuStorage, Shape)> {
+    arg_cpu::<T>(op, s, l, Some((vs, vl)))
+}
+
+impl CustomOp1 for SpmmArgOp {
+    fn name(&self) -> &'static str {
+        "spmm_arg"
+    }
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        dispatch_float!("spmm_arg", s, arg_cpu1(self, s, l))
+    }
+}
+
+impl CustomOp2 for SpmmArgOp {
+    fn name(&self) -> &'static str {
+        "spmm_arg_weighted"
+    }
+    fn cpu_fwd(
+        &self,
+        s: &CpuStorage,
+        l: &Layout,
+        vs: &CpuStorage,
+        vl: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        dispatch_float!("spmm_arg_weighted", s, arg_cpu2(self, s, l, vs, vl))
+    }
+}
+
+/// `out[i,t] = a_p x[col_p, t]` at `p = arg[i,t]`: the max/min output rebuilt from its argmax,
+/// carrying the backward.
+struct GatherArgOp {
+    g: DeviceGraph,
+}
+
+fn u32_slice<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [u32]> {
+    cpu_slice::<u32>("spmm_gather_arg", s, l)
+}
+
+fn gather_cpu<T: WithDType>(
+    op: &GatherArgOp,
+    s: &CpuStorage,
+    l: &Layout,
+    a: &CpuStorage,
+    al: &Layout,
+    v: Option<(&CpuStorage, &Layout)>,
+) -> candle_core::Result<(CpuStorage, Shape)> {
+    let (_, k) = l.shape().dims2()?;
+    let x = cpu_slice::<T>("spmm_gather_arg", s, l)?;
+    let arg = u32_slice(a, al)?;
+    let vals = match v {
+        Some((vs, vl)) => Some(cpu_slice::<T>("spmm_gather_arg", vs, vl)?),
+        None => None,
+    };
+    let out = cpu::gather_arg(op.g.csr(), x, k, arg, vals);
+    Ok((
+        T::to_cpu_storage_owned(out),
+        Shape::from((op.g.n_rows(), k)),
+    ))
+}
+fn gather_cpu2<T: WithDType>(
+    op: &GatherArgOp,
+    s: &CpuStorage,
+    l: &Layout,
+    a: &CpuStorage,
+    al: &Layout,
+) -> candle_core::Result<(CpuStorage, Shape)> {
+    gather_cpu::<T>(op, s, l, a, al, None)
+}
+fn gather_cpu3<T: WithDType>(
+    op: &GatherArgOp,
+    s: &CpuStorage,
+    l: &Layout,
+    a: &CpuStorage,
+    al: &Layout,
+    vs: &CpuStorage,
+    vl: &Layout,
+) -> candle_core::Result<(CpuStorage, Shape)> {
+    gather_cpu::<T>(op, s, l, a, al, Some((vs, vl)))
+}
+
+impl GatherArgOp {
+    fn dx(&self, dy: &Tensor, arg: &Tensor, v: Option<&Tensor>) -> candle_core::Result<Tensor> {
+        let op = ArgScatterOp { g: self.g.clone() };
+        match v {
+            Some(v) => dy.apply_op3_no_bwd(arg, v, &op),
+            None => dy.apply_op2_no_bwd(arg, &op),
+        }
+    }
+}
+
+impl CustomOp2 for GatherArgOp {
+    fn name(&self) -> &'static str {
+        "spmm_gather_arg"
+    }
+    fn cpu_fwd(
+        &self,
+        s: &CpuStorage,
+        l: &Layout,
+        a: &CpuStorage,
+        al: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        dispatch_float!("spmm_gather_arg", s, gather_cpu2(self, s, l, a, al))
+    }
+    fn bwd(
+        &self,
+        x: &Tensor,
+        arg: &Tensor,
+        _res: &Tensor,
+        dy: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
+        let dx = if x.track_op() {
+            Some(self.dx(&dy.contiguous()?, arg, None)?)
+        } else {
+            None
+        };
+        Ok((dx, None))
+    }
+}
+
+impl CustomOp3 for GatherArgOp {
+    fn name(&self) -> &'static str {
+        "spmm_gather_arg_weighted"
+    }
+    fn cpu_fwd(
+        &self,
+        s: &CpuStorage,
+        l: &Layout,
+        a: &CpuStorage,
+        al: &Layout,
+        vs: &CpuStorage,
+        vl: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        dispatch_float!(
+            "spmm_gather_arg_weighted",
+            s,
+            gather_cpu3(self, s, l, a, al, vs, vl)
+        )
+    }
+    fn bwd(
+        &self,
+        x: &Tensor,
+        arg: &Tensor,
+        v: &Tensor,
+        _res: &Tensor,
+        dy: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let dy = dy.contiguous()?;
+        let dx = if x.track_op() {
+            Some(self.dx(&dy, arg, Some(v))?)
+        } else {
+            None
+        };
+        let dv = if v.track_op() {
+            Some(dy.apply_op3_no_bwd(arg, x, &ArgEdgeGradOp { g: self.g.clone() })?)
+        } else {
+            None
+        };
+        Ok((dx, None, dv))
+    }
+}
+
+/// `dx[col_p, t] += a_p dy[i, t]` at `p = arg[i,t]`.
+struct ArgScatterOp {
+    g: DeviceGraph,
+}
+
+fn scatter_cpu<T: WithDType>(
+    op: &ArgScatterOp,
+    s: &CpuStorage,
+    l: &Layout,
+    a: &CpuStorage,
+    al: &Layout,
+    v: Option<(&CpuStorage, &Layout)>,
+) -> candle_core::Result<(CpuStorage, Shape)> {
+    let (_, k) = l.shape().dims2()?;
+    let dy = cpu_slice::<T>("spmm_arg_scatter", s, l)?;
+    let arg = u32_slice(a, al)?;
+    let vals = match v {
+        Some((vs, vl)) => Some(cpu_slice::<T>("spmm_arg_scatter", vs, vl)?),
+        None => None,
+    };
+    let n_src = op.g.n_cols();
+    let dx = cpu::scatter_arg(op.g.csr(), dy, k, arg, vals, n_src);
+    Ok((T::to_cpu_storage_owned(dx), Shape::from((n_src, k))))
+}
+fn scatter_cpu2<T: WithDType>(
+    op: &ArgScatterOp,
+    s: &CpuStorage,
+    l: &Layout,
+    a: &CpuStorage,
+    al: &Layout,
+) -> candle_core::Result<(CpuStorage, Shape)> {
+    scatter_cpu::<T>(op, s, l, a, al, None)
+}
+fn scatter_cpu3<T: WithDType>(
+    op: &ArgScatterOp,
+    s: &CpuStorage,
+    l: &Layout,
+    a: &CpuStorage,
+    al: &Layout,
+    vs: &CpuStorage,
+    vl: &Layout,
+) -> candle_core::Result<(CpuStorage, Shape)> {
+    scatter_cpu::<T>(op, s, l, a, al, Some((vs, vl)))
+}
+
+impl CustomOp2 for ArgScatterOp {
+    fn name(&self) -> &'static str {
+        "spmm_arg_scatter"
+    }
+    fn cpu_fwd(
+        &self,
+        s: &CpuStorage,
+        l: &Layout,
+        a: &CpuStorage,
+        al: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        dispatch_float!("spmm_arg_scatter", s, scatter_cpu2(self, s, l, a, al))
+    }
+}
+
+impl CustomOp3 for ArgScatterOp {
+    fn name(&self) -> &'static str {
+        "spmm_arg_scatter_weighted"
+    }
+    fn cpu_fwd(
+        &self,
+        s: &CpuStorage,
+        l: &Layout,
+        a: &CpuStorage,
+        al: &Layout,
+        vs: &CpuStorage,
+        vl: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        dispatch_float!(
+            "spmm_arg_scatter_weighted",
+            s,
+            scatter_cpu3(self, s, l, a, al, vs, vl)
+        )
+    }
+}
+
+/// Edge-value gradient of a weighted max/min: `da[p] = sum_{t : arg[i,t]=p} dy[i,t] x[col_p,t]`.
+struct ArgEdgeGradOp {
+    g: DeviceGraph,
+}
+
+fn edge_grad_cpu<T: WithDType>(
+    op: &ArgEdgeGradOp,
+    s: &CpuStorage,
+    l: &Layout,
+    a: &CpuStorage,
+    al: &Layout,
+    xs: &CpuStorage,
+    xl: &Layout,
+) -> candle_core::Result<(CpuStorage, Shape)> {
+    let (_, k) = l.shape().dims2()?;
+    let dy = cpu_slice::<T>("spmm_arg_edge_grad", s, l)?;
+    let arg = u32_slice(a, al)?;
+    let x = cpu_slice::<T>("spmm_arg_edge_grad", xs, xl)?;
+    let dv = cpu::edge_grad_arg(op.g.csr(), dy, x, k, arg);
+    Ok((T::to_cpu_storage_owned(dv), Shape::from(op.g.nnz())))
+}
+
+impl CustomOp3 for ArgEdgeGradOp {
+    fn name(&self) -> &'static str {
+        "spmm_arg_edge_grad"
+    }
+    fn cpu_fwd(
+        &self,
+        s: &CpuStorage,
+        l: &Layout,
+        a: &CpuStorage,
+        al: &Layout,
+        xs: &CpuStorage,
+        xl: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        dispatch_float!(
+            "spmm_arg_edge_grad",
+            s,
+            edge_grad_cpu(self, s, l, a, al, xs, xl)
+        )
+    }
+}

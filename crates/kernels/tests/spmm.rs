@@ -1,0 +1,290 @@
+//! SpMM / SDDMM against the naive references and finite differences.
+
+use candle_core::{DType, Device, Tensor, Var};
+use gnn_graph::{BuildOptions, Coo, Csr};
+use gnn_kernels::ops::spmm::reference::spmm_reference;
+use gnn_kernels::{sddmm, spmm, spmm_weighted, DeviceGraph, Reduce};
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus as R;
+
+const REDUCES: [Reduce; 4] = [Reduce::Sum, Reduce::Mean, Reduce::Max, Reduce::Min];
+
+/// Random `n_rows x n_cols` pattern: ~`avg` entries per row, every 5th row empty, and optionally
+/// row 1 holding `huge` entries (duplicates allowed, which the ops must treat as separate edges).
+fn graph(n_rows: usize, n_cols: usize, avg: usize, huge: usize, seed: u64) -> Csr {
+    let mut r = R::seed_from_u64(seed);
+    let mut indptr = vec![0u32];
+    let mut indices = Vec::new();
+    for i in 0..n_rows {
+        let len = if i == 1 && huge > 0 {
+            huge
+        } else if i % 5 == 4 {
+            0
+        } else {
+            r.random_range(1..=2 * avg)
+        };
+        for _ in 0..len {
+            indices.push(r.random_range(0..n_cols as u32));
+        }
+        indptr.push(indices.len() as u32);
+    }
+    Csr::new_checked(n_rows, n_cols, indptr, indices).unwrap()
+}
+
+fn rand_vec(n: usize, seed: u64) -> Vec<f64> {
+    let mut r = R::seed_from_u64(seed);
+    (0..n).map(|_| r.random_range(-1.0..1.0)).collect()
+}
+
+fn max_rel_err(got: &[f64], want: &[f64]) -> f64 {
+    let scale = want.iter().fold(1e-3f64, |m, v| m.max(v.abs()));
+    got.iter()
+        .zip(want)
+        .fold(0.0, |m, (a, b)| m.max((a - b).abs() / scale))
+}
+
+fn to_f64(t: &Tensor) -> Vec<f64> {
+    t.to_dtype(DType::F64)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1::<f64>()
+        .unwrap()
+}
+
+#[test]
+fn forward_matches_reference_over_shapes() {
+    let dev = Device::Cpu;
+    // (rows, cols, avg degree, huge row)
+    let shapes = [
+        (1, 1, 1, 0),
+        (7, 9, 3, 0),
+        (64, 40, 6, 0),
+        (300, 300, 12, 0),
+        (50, 2000, 4, 5000),
+        (0, 5, 1, 0),
+        (5, 0, 0, 0),
+    ];
+    for (si, &(nr, nc, avg, huge)) in shapes.iter().enumerate() {
+        let csr = if nc == 0 {
+            Csr::empty(nr, 0)
+        } else {
+            graph(nr, nc, avg, huge, si as u64)
+        };
+        let g = DeviceGraph::upload(&csr, &dev).unwrap();
+        for k in [1usize, 7, 16, 32, 33, 100] {
+            let x = rand_vec(nc * k, 100 + k as u64);
+            let v = rand_vec(csr.nnz(), 200 + k as u64);
+            for dtype in [DType::F32, DType::F64] {
+                let xt = Tensor::from_vec(x.clone(), (nc, k), &dev)
+                    .unwrap()
+                    .to_dtype(dtype)
+                    .unwrap();
+                let vt = Tensor::from_vec(v.clone(), csr.nnz(), &dev)
+                    .unwrap()
+                    .to_dtype(dtype)
+                    .unwrap();
+                let tol = if dtype == DType::F32 { 1e-5 } else { 1e-12 };
+                for reduce in REDUCES {
+                    let want = spmm_reference(&csr, &x, k, None, reduce);
+                    let got = to_f64(&spmm(&g, &xt, reduce).unwrap());
+                    let e = max_rel_err(&got, &want);
+                    assert!(
+                        e <= tol,
+                        "{reduce:?} {dtype:?} shape {si} K={k}: rel err {e}"
+                    );
+                    let want = spmm_reference(&csr, &x, k, Some(&v), reduce);
+                    let got = to_f64(&spmm_weighted(&g, &xt, &vt, reduce).unwrap());
+                    let e = max_rel_err(&got, &want);
+                    assert!(
+                        e <= tol,
+                        "weighted {reduce:?} {dtype:?} shape {si} K={k}: rel err {e}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn empty_rows_give_zero_for_every_reduction() {
+    let csr = Csr::new_checked(3, 2, vec![0, 0, 2, 2], vec![0, 1]).unwrap();
+    let g = DeviceGraph::upload(&csr, &Device::Cpu).unwrap();
+    let x = Tensor::new(&[[-3f32, -4.0], [-1.0, -2.0]], &Device::Cpu).unwrap();
+    for reduce in REDUCES {
+        let out = spmm(&g, &x, reduce).unwrap().to_vec2::<f32>().unwrap();
+        assert_eq!(out[0], [0.0, 0.0], "{reduce:?}");
+        assert_eq!(out[2], [0.0, 0.0], "{reduce:?}");
+    }
+    let max = spmm(&g, &x, Reduce::Max).unwrap().to_vec2::<f32>().unwrap();
+    assert_eq!(
+        max[1],
+        [-1.0, -2.0],
+        "all-negative rows keep their max, not 0"
+    );
+}
+
+/// Gradient of `L = sum(f(x, v) * w)` by candle's backward vs central differences (f64).
+fn check_grads(csr: &Csr, k: usize, reduce: Reduce, weighted: bool, seed: u64) {
+    let dev = Device::Cpu;
+    let g = DeviceGraph::upload(csr, &dev).unwrap();
+    let (nr, nc) = (csr.n_rows(), csr.n_cols());
+    let x0 = rand_vec(nc * k, seed);
+    let v0 = rand_vec(csr.nnz(), seed + 1);
+    let w = Tensor::from_vec(rand_vec(nr * k, seed + 2), (nr, k), &dev).unwrap();
+    let loss = |x: &Tensor, v: &Tensor| -> Tensor {
+        let out = if weighted {
+            spmm_weighted(&g, x, v, reduce)
+        } else {
+            spmm(&g, x, reduce)
+        }
+        .unwrap();
+        (out * &w).unwrap().sum_all().unwrap()
+    };
+    let xv = Var::from_tensor(&Tensor::from_vec(x0.clone(), (nc, k), &dev).unwrap()).unwrap();
+    let vv = Var::from_tensor(&Tensor::from_vec(v0.clone(), csr.nnz(), &dev).unwrap()).unwrap();
+    let grads = loss(xv.as_tensor(), vv.as_tensor()).backward().unwrap();
+    let gx = to_f64(grads.get(xv.as_tensor()).unwrap());
+    let h = 1e-6;
+    let eval = |x: &[f64], v: &[f64]| -> f64 {
+        let xt = Tensor::from_vec(x.to_vec(), (nc, k), &dev).unwrap();
+        let vt = Tensor::from_vec(v.to_vec(), csr.nnz(), &dev).unwrap();
+        loss(&xt, &vt).to_scalar::<f64>().unwrap()
+    };
+    for idx in 0..x0.len() {
+        let (mut xp, mut xm) = (x0.clone(), x0.clone());
+        xp[idx] += h;
+        xm[idx] -= h;
+        let fd = (eval(&xp, &v0) - eval(&xm, &v0)) / (2.0 * h);
+        assert!(
+            (fd - gx[idx]).abs() < 1e-6,
+            "{reduce:?} weighted={weighted} dx[{idx}]: fd {fd} vs {}",
+            gx[idx]
+        );
+    }
+    if weighted {
+        let gv = to_f64(grads.get(vv.as_tensor()).unwrap());
+        for idx in 0..v0.len() {
+            let (mut vp, mut vm) = (v0.clone(), v0.clone());
+            vp[idx] += h;
+            vm[idx] -= h;
+            let fd = (eval(&x0, &vp) - eval(&x0, &vm)) / (2.0 * h);
+            assert!(
+                (fd - gv[idx]).abs() < 1e-6,
+                "{reduce:?} dv[{idx}]: fd {fd} vs {}",
+                gv[idx]
+            );
+        }
+    } else {
+        assert!(grads.get(vv.as_tensor()).is_none());
+    }
+}
+
+#[test]
+fn gradients_match_finite_differences() {
+    let square = graph(12, 12, 3, 0, 7);
+    let rect = graph(9, 14, 2, 30, 8);
+    for reduce in REDUCES {
+        for weighted in [false, true] {
+            check_grads(&square, 5, reduce, weighted, 11);
+            check_grads(&rect, 3, reduce, weighted, 12);
+        }
+    }
+}
+
+#[test]
+fn max_ties_send_gradient_to_first_edge_only() {
+    let csr = Csr::new_checked(1, 3, vec![0, 3], vec![2, 0, 1]).unwrap();
+    let g = DeviceGraph::upload(&csr, &Device::Cpu).unwrap();
+    let x = Var::new(&[[5f32], [5.0], [1.0]], &Device::Cpu).unwrap();
+    let out = spmm(&g, x.as_tensor(), Reduce::Max).unwrap();
+    assert_eq!(out.to_vec2::<f32>().unwrap(), [[5.0]]);
+    let grads = out.sum_all().unwrap().backward().unwrap();
+    // row order is [2, 0, 1]: edge 1 (column 0) is the first 5
+    assert_eq!(
+        grads.get(x.as_tensor()).unwrap().to_vec2::<f32>().unwrap(),
+        [[1.0], [0.0], [0.0]]
+    );
+}
+
+#[test]
+fn sddmm_matches_reference_and_gradients() {
+    let dev = Device::Cpu;
+    let csr = graph(20, 15, 4, 40, 3);
+    let g = DeviceGraph::upload(&csr, &dev).unwrap();
+    let k = 33;
+    let a0 = rand_vec(20 * k, 1);
+    let b0 = rand_vec(15 * k, 2);
+    let a = Var::from_tensor(&Tensor::from_vec(a0.clone(), (20, k), &dev).unwrap()).unwrap();
+    let b = Var::from_tensor(&Tensor::from_vec(b0.clone(), (15, k), &dev).unwrap()).unwrap();
+    let e = sddmm(&g, a.as_tensor(), b.as_tensor()).unwrap();
+    let ev = to_f64(&e);
+    for i in 0..20 {
+        for p in csr.row_range(i) {
+            let j = csr.indices()[p] as usize;
+            let want: f64 = (0..k).map(|t| a0[i * k + t] * b0[j * k + t]).sum();
+            assert!((ev[p] - want).abs() < 1e-12);
+        }
+    }
+    let w = Tensor::from_vec(rand_vec(csr.nnz(), 3), csr.nnz(), &dev).unwrap();
+    let grads = (e * &w).unwrap().sum_all().unwrap().backward().unwrap();
+    let ga = to_f64(grads.get(a.as_tensor()).unwrap());
+    let gb = to_f64(grads.get(b.as_tensor()).unwrap());
+    let wv = to_f64(&w);
+    let (mut wa, mut wb) = (vec![0f64; 20 * k], vec![0f64; 15 * k]);
+    for i in 0..20 {
+        for p in csr.row_range(i) {
+            let j = csr.indices()[p] as usize;
+            for t in 0..k {
+                wa[i * k + t] += wv[p] * b0[j * k + t];
+                wb[j * k + t] += wv[p] * a0[i * k + t];
+            }
+        }
+    }
+    assert!(max_rel_err(&ga, &wa) < 1e-12 && max_rel_err(&gb, &wb) < 1e-12);
+}
+
+#[test]
+fn bad_inputs_are_typed_errors() {
+    let dev = Device::Cpu;
+    let csr = Coo::new(4, vec![0, 1], vec![1, 2])
+        .unwrap()
+        .to_csr(BuildOptions::default())
+        .unwrap();
+    let g = DeviceGraph::upload(&csr, &dev).unwrap();
+    let x = Tensor::zeros((3, 2), DType::F32, &dev).unwrap();
+    let e = spmm(&g, &x, Reduce::Sum).unwrap_err().to_string();
+    assert!(e.contains("[3, 2]") && e.contains("expected [4, K]"), "{e}");
+    let x = Tensor::zeros((4, 2), DType::U32, &dev).unwrap();
+    assert!(spmm(&g, &x, Reduce::Sum)
+        .unwrap_err()
+        .to_string()
+        .contains("dtype U32"));
+    let x = Tensor::zeros((4, 2), DType::F32, &dev).unwrap();
+    let v = Tensor::zeros(5, DType::F32, &dev).unwrap();
+    let e = spmm_weighted(&g, &x, &v, Reduce::Sum)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("[5]") && e.contains("expected [2]"), "{e}");
+    let v = Tensor::zeros(2, DType::F64, &dev).unwrap();
+    assert!(spmm_weighted(&g, &x, &v, Reduce::Sum)
+        .unwrap_err()
+        .to_string()
+        .contains("F64"));
+    // Non-contiguous input is accepted (made contiguous) and gives the same result.
+    let xt = Tensor::arange(0f32, 8.0, &dev)
+        .unwrap()
+        .reshape((2, 4))
+        .unwrap()
+        .t()
+        .unwrap();
+    let a = spmm(&g, &xt, Reduce::Sum)
+        .unwrap()
+        .to_vec2::<f32>()
+        .unwrap();
+    let b = spmm(&g, &xt.contiguous().unwrap(), Reduce::Sum)
+        .unwrap()
+        .to_vec2::<f32>()
+        .unwrap();
+    assert_eq!(a, b);
+}
