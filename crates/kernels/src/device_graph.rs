@@ -7,7 +7,9 @@
 use crate::error::Result;
 use candle_core::{DType, Device, Tensor};
 use gnn_graph::Csr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 /// A CSR graph resident on a candle device (row = target, column = source).
 #[derive(Clone)]
@@ -18,6 +20,8 @@ struct Inner {
     device: Device,
     transpose: OnceLock<(DeviceGraph, Tensor)>,
     inv_deg: OnceLock<Tensor>,
+    timing: AtomicBool,
+    bwd_ns: AtomicU64,
 }
 
 impl std::fmt::Debug for DeviceGraph {
@@ -46,6 +50,8 @@ impl DeviceGraph {
             device: device.clone(),
             transpose: OnceLock::new(),
             inv_deg: OnceLock::new(),
+            timing: AtomicBool::new(false),
+            bwd_ns: AtomicU64::new(0),
         })))
     }
 
@@ -103,5 +109,43 @@ impl DeviceGraph {
     /// True when both handles share one uploaded structure.
     pub fn same(&self, other: &DeviceGraph) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// Turns on accounting of the time spent in the backward passes of ops on this graph
+    /// (they run inside candle's autograd, where the caller cannot time them). When on, the
+    /// device is synchronised around each backward kernel so the wall time is the kernel's.
+    pub fn set_backward_timing(&self, on: bool) {
+        self.0.timing.store(on, Ordering::Relaxed);
+    }
+
+    /// Backward time accumulated since the last call, and resets it.
+    pub fn take_backward_time(&self) -> Duration {
+        Duration::from_nanos(self.0.bwd_ns.swap(0, Ordering::Relaxed))
+    }
+
+    /// A guard that adds its lifetime to the backward clock when timing is on.
+    pub(crate) fn backward_timer(&self) -> Option<BackwardTimer<'_>> {
+        if !self.0.timing.load(Ordering::Relaxed) {
+            return None;
+        }
+        let _ = self.0.device.synchronize();
+        Some(BackwardTimer {
+            g: self,
+            start: Instant::now(),
+        })
+    }
+}
+
+/// Adds the time between its creation and its drop to a graph's backward clock.
+pub(crate) struct BackwardTimer<'a> {
+    g: &'a DeviceGraph,
+    start: Instant,
+}
+
+impl Drop for BackwardTimer<'_> {
+    fn drop(&mut self) {
+        let _ = self.g.0.device.synchronize();
+        let ns = self.start.elapsed().as_nanos() as u64;
+        self.g.0.bwd_ns.fetch_add(ns, Ordering::Relaxed);
     }
 }

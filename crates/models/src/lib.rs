@@ -1,1 +1,26 @@
-//! placeholder
+//! # gnn-models
+//!
+//! GCN, GraphSAGE (mean / pool) and GIN layers on the `gnn-kernels` aggregation ops, a model
+//! builder ([`Gnn`], configured by a serialisable [`ModelConfig`]), seeded initialisation
+//! and dropout, and safetensors checkpoints with the config stored beside the weights.
+//!
+//! Layers know graphs and tensors, not datasets: a [`ModelGraph`] carries the device graph
+//! (and edge values) a model kind needs.
+#![deny(missing_docs)]
+
+pub mod config;
+pub mod conv;
+pub mod dropout;
+pub mod error;
+pub mod graph;
+pub mod model;
+pub mod params;
+pub mod timer;
+
+pub use config::{Activation, Aggregation, ConvKind, ModelConfig};
+pub use dropout::DropoutRng;
+pub use error::{Error, Result};
+pub use graph::ModelGraph;
+pub use model::{Forward, Gnn};
+pub use params::{Init, ParamStore};
+pub use timer::{Phase, PhaseTimes, Timer};

@@ -97,6 +97,7 @@ impl CustomOp2 for SddmmOp {
         _res: &Tensor,
         de: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
+        let _timer = self.g.backward_timer();
         let de = de.contiguous()?;
         let da = if a.track_op() {
             Some(crate::ops::spmm::spmm_weighted(

@@ -179,6 +179,7 @@ impl CustomOp1 for SpmmOp {
         dispatch_float!("spmm", s, cpu_fwd1(self, s, l))
     }
     fn bwd(&self, x: &Tensor, _res: &Tensor, dy: &Tensor) -> candle_core::Result<Option<Tensor>> {
+        let _timer = self.g.backward_timer();
         if !x.track_op() {
             return Ok(None);
         }
@@ -228,6 +229,7 @@ impl CustomOp2 for SpmmOp {
         _res: &Tensor,
         dy: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
+        let _timer = self.g.backward_timer();
         let dy = self.scaled_grad(&dy.contiguous()?)?;
         let dx = if x.track_op() {
             let (gt, perm) = self.g.transpose()?;
@@ -395,6 +397,7 @@ impl CustomOp2 for GatherArgOp {
         _res: &Tensor,
         dy: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
+        let _timer = self.g.backward_timer();
         let dx = if x.track_op() {
             Some(self.dx(&dy.contiguous()?, arg, None)?)
         } else {
@@ -431,6 +434,7 @@ impl CustomOp3 for GatherArgOp {
         _res: &Tensor,
         dy: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let _timer = self.g.backward_timer();
         let dy = dy.contiguous()?;
         let dx = if x.track_op() {
             Some(self.dx(&dy, arg, Some(v))?)

@@ -1,0 +1,150 @@
+//! Model hyper-parameters, serialisable and stored beside the weights.
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+
+/// The convolution a model stacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConvKind {
+    /// Kipf & Welling's GCN: `D^-1/2 (A+I) D^-1/2 X W + b`.
+    Gcn,
+    /// GraphSAGE with mean aggregation: `W_l mean_{j in N(i)} x_j + W_r x_i + b`.
+    SageMean,
+    /// GraphSAGE-pool: `W_l max_{j in N(i)} relu(W_p x_j + b_p) + W_r x_i + b`.
+    SagePool,
+    /// GIN: `MLP((1 + eps) x_i + sum_{j in N(i)} x_j)`, eps learnable, MLP = Lin-ReLU-Lin.
+    Gin,
+    /// No graph: a plain MLP on the features (the baseline every GNN must beat).
+    Mlp,
+}
+
+impl std::str::FromStr for ConvKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "gcn" => Ok(Self::Gcn),
+            "sage" | "sage-mean" | "sage_mean" | "graphsage" => Ok(Self::SageMean),
+            "sage-pool" | "sage_pool" => Ok(Self::SagePool),
+            "gin" => Ok(Self::Gin),
+            "mlp" => Ok(Self::Mlp),
+            other => Err(Error::Config(format!(
+                "unknown model `{other}` (gcn, sage, sage-pool, gin, mlp)"
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for ConvKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Gcn => "gcn",
+            Self::SageMean => "sage",
+            Self::SagePool => "sage-pool",
+            Self::Gin => "gin",
+            Self::Mlp => "mlp",
+        })
+    }
+}
+
+/// Non-linearity between layers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Activation {
+    /// `max(x, 0)`.
+    Relu,
+}
+
+/// Which aggregation kernel the layers call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Aggregation {
+    /// Exact CSR SpMM (`gnn_kernels::spmm`), used for training and exact inference.
+    #[default]
+    Exact,
+}
+
+/// Everything needed to rebuild a model (not its weights).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelConfig {
+    /// Layer type.
+    pub kind: ConvKind,
+    /// Input feature width.
+    pub in_dim: usize,
+    /// Hidden width.
+    pub hidden: usize,
+    /// Number of classes (output width).
+    pub out_dim: usize,
+    /// Number of layers (>= 1).
+    pub layers: usize,
+    /// Dropout on hidden representations.
+    pub dropout: f32,
+    /// Dropout on the input features (Kipf's GCN uses the same rate as hidden).
+    pub input_dropout: f32,
+    /// Non-linearity.
+    pub activation: Activation,
+    /// LayerNorm after each hidden layer, before the activation.
+    pub layer_norm: bool,
+    /// Aggregation kernel.
+    #[serde(default)]
+    pub aggregation: Aggregation,
+}
+
+impl ModelConfig {
+    /// A config with the usual defaults: ReLU, no LayerNorm, exact aggregation, dropout on
+    /// hidden and input.
+    pub fn new(
+        kind: ConvKind,
+        in_dim: usize,
+        hidden: usize,
+        out_dim: usize,
+        layers: usize,
+        dropout: f32,
+    ) -> Self {
+        Self {
+            kind,
+            in_dim,
+            hidden,
+            out_dim,
+            layers,
+            dropout,
+            input_dropout: dropout,
+            activation: Activation::Relu,
+            layer_norm: false,
+            aggregation: Aggregation::Exact,
+        }
+    }
+
+    /// Checks the numbers.
+    pub fn validate(&self) -> Result<()> {
+        if self.layers == 0 {
+            return Err(Error::Config("layers must be >= 1".into()));
+        }
+        if self.in_dim == 0 || self.out_dim == 0 || (self.layers > 1 && self.hidden == 0) {
+            return Err(Error::Config(format!(
+                "widths must be positive (in {}, hidden {}, out {})",
+                self.in_dim, self.hidden, self.out_dim
+            )));
+        }
+        for (name, p) in [
+            ("dropout", self.dropout),
+            ("input_dropout", self.input_dropout),
+        ] {
+            if !(0.0..1.0).contains(&p) {
+                return Err(Error::Config(format!("{name} {p} must be in [0, 1)")));
+            }
+        }
+        Ok(())
+    }
+
+    /// `(in, out)` widths of layer `l`.
+    pub fn layer_dims(&self, l: usize) -> (usize, usize) {
+        let i = if l == 0 { self.in_dim } else { self.hidden };
+        let o = if l + 1 == self.layers {
+            self.out_dim
+        } else {
+            self.hidden
+        };
+        (i, o)
+    }
+}

@@ -1,0 +1,61 @@
+//! GIN layer (Xu et al., 2019) with learnable eps.
+//!
+//! Node-wise: `x'_i = MLP((1 + eps) x_i + sum_{j in N(i)} x_j)`, `MLP = Lin -> ReLU -> Lin`.
+//! Matrix form: `X' = MLP((A + (1 + eps) I) X)`.
+//!
+//! Shapes: `x [N, in]` -> `[N, out]` (MLP hidden width = `out`); the graph has no self loops.
+//! Parameters (PyG `GINConv(train_eps=True)`): `eps [1]`, `nn.0.weight [out, in]`,
+//! `nn.0.bias [out]`, `nn.2.weight [out, out]`, `nn.2.bias [out]`.
+//!
+//! The MLP's first product is linear, so it is applied before aggregation (`A (X W^T) =
+//! (A X) W^T`): the sum runs at width `out` instead of `in`, the bias is added after.
+
+use super::Linear;
+use crate::error::Result;
+use crate::graph::ModelGraph;
+use crate::params::{Init, ParamStore};
+use crate::timer::{Phase, Timer};
+use candle_core::Tensor;
+use gnn_kernels::Reduce;
+
+/// GIN convolution.
+pub struct GinConv {
+    eps: Tensor,
+    nn0: Linear,
+    nn2: Linear,
+}
+
+impl GinConv {
+    /// Creates `eps` (0), `nn.0.*`, `nn.2.*` under `store`.
+    pub fn new(in_dim: usize, out_dim: usize, store: &ParamStore) -> Result<Self> {
+        Ok(Self {
+            eps: store.get("eps", &[1], Init::Zeros)?,
+            nn0: Linear::new(in_dim, out_dim, true, &store.pp("nn.0"))?,
+            nn2: Linear::new(out_dim, out_dim, true, &store.pp("nn.2"))?,
+        })
+    }
+
+    /// Applies the layer.
+    pub fn forward(&self, g: &ModelGraph, x: &Tensor, t: &Timer) -> Result<Tensor> {
+        let (out_dim, in_dim) = self.nn0.weight.dims2()?;
+        let combine = |h: &Tensor, agg: Tensor| -> Result<Tensor> {
+            let self_term = h.broadcast_mul(&(self.eps.clone() + 1.0)?)?;
+            Ok((agg + self_term)?)
+        };
+        let h = if out_dim <= in_dim {
+            let h = self.nn0.forward_no_bias(x, t)?;
+            let agg = t.time(Phase::Aggregation, || g.aggregate(&h, Reduce::Sum))?;
+            let z = t.time(Phase::Elementwise, || combine(&h, agg))?;
+            t.time(Phase::Elementwise, || {
+                Ok(z.broadcast_add(self.nn0.bias.as_ref().expect("bias"))?
+                    .relu()?)
+            })?
+        } else {
+            let agg = t.time(Phase::Aggregation, || g.aggregate(x, Reduce::Sum))?;
+            let z = t.time(Phase::Elementwise, || combine(x, agg))?;
+            let h = self.nn0.forward(&z, t)?;
+            t.time(Phase::Elementwise, || Ok(h.relu()?))?
+        };
+        self.nn2.forward(&h, t)
+    }
+}

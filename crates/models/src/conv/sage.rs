@@ -1,0 +1,68 @@
+//! GraphSAGE layer (Hamilton et al., 2017), mean or pool aggregator.
+//!
+//! Mean: `x'_i = W_l mean_{j in N(i)} x_j + b + W_r x_i`.
+//! Pool: `x'_i = W_l max_{j in N(i)} relu(W_p x_j + b_p) + b + W_r x_i`.
+//! Matrix form (mean): `X' = D^-1 A X W_l^T + X W_r^T + b`.
+//!
+//! Shapes: `x [N, in]` -> `[N, out]`; the graph has no self loops.
+//! Parameters (PyG `SAGEConv`): `lin_l.weight [out, in]`, `lin_l.bias [out]`,
+//! `lin_r.weight [out, in]`, and for pool `lin.weight [in, in]`, `lin.bias [in]`.
+//!
+//! Mean aggregation is linear, so when `out < in` the layer runs one GEMM with
+//! `[W_l; W_r]` and aggregates the `W_l` half at width `out`.
+
+use super::Linear;
+use crate::error::Result;
+use crate::graph::ModelGraph;
+use crate::params::ParamStore;
+use crate::timer::{Phase, Timer};
+use candle_core::Tensor;
+use gnn_kernels::Reduce;
+
+/// GraphSAGE convolution.
+pub struct SageConv {
+    lin_l: Linear,
+    lin_r: Linear,
+    pool: Option<Linear>,
+}
+
+impl SageConv {
+    /// Mean (`pool = false`) or pool aggregator.
+    pub fn new(in_dim: usize, out_dim: usize, pool: bool, store: &ParamStore) -> Result<Self> {
+        Ok(Self {
+            lin_l: Linear::new(in_dim, out_dim, true, &store.pp("lin_l"))?,
+            lin_r: Linear::new(in_dim, out_dim, false, &store.pp("lin_r"))?,
+            pool: if pool {
+                Some(Linear::new(in_dim, in_dim, true, &store.pp("lin"))?)
+            } else {
+                None
+            },
+        })
+    }
+
+    /// Applies the layer.
+    pub fn forward(&self, g: &ModelGraph, x: &Tensor, t: &Timer) -> Result<Tensor> {
+        let (out_dim, in_dim) = self.lin_l.weight.dims2()?;
+        let bias = self.lin_l.bias.as_ref().expect("lin_l has a bias");
+        if let Some(pool) = &self.pool {
+            let p = pool.forward(x, t)?;
+            let p = t.time(Phase::Elementwise, || Ok(p.relu()?))?;
+            let agg = t.time(Phase::Aggregation, || g.aggregate(&p, Reduce::Max))?;
+            let l = self.lin_l.forward(&agg, t)?;
+            let r = self.lin_r.forward_no_bias(x, t)?;
+            return t.time(Phase::Elementwise, || Ok((l + r)?));
+        }
+        if out_dim < in_dim {
+            let w = Tensor::cat(&[&self.lin_l.weight, &self.lin_r.weight], 0)?;
+            let h = t.time(Phase::Gemm, || Ok(x.matmul(&w.t()?)?))?;
+            let (hl, hr) = (h.narrow(1, 0, out_dim)?, h.narrow(1, out_dim, out_dim)?);
+            let agg = t.time(Phase::Aggregation, || g.aggregate(&hl, Reduce::Mean))?;
+            t.time(Phase::Elementwise, || Ok((agg + hr)?.broadcast_add(bias)?))
+        } else {
+            let agg = t.time(Phase::Aggregation, || g.aggregate(x, Reduce::Mean))?;
+            let l = self.lin_l.forward(&agg, t)?;
+            let r = self.lin_r.forward_no_bias(x, t)?;
+            t.time(Phase::Elementwise, || Ok((l + r)?))
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! A stack of convolutions with activation, optional LayerNorm and dropout between layers,
+//! and its checkpoint format.
+//!
+//! Checkpoint: `<stem>.safetensors` holds the parameters (PyG names under `convs.<l>.` and
+//! `norms.<l>.`) with the [`ModelConfig`] as JSON in the header metadata (key
+//! `gnn.config`), and `<stem>.json` beside it repeats the config plus whatever the trainer
+//! records (dataset, accuracy, command). Loading reads the config from the safetensors header,
+//! so the weights file alone is enough.
+
+use crate::config::{Activation, ConvKind, ModelConfig};
+use crate::conv::{GcnConv, GinConv, Linear, SageConv};
+use crate::dropout::DropoutRng;
+use crate::error::{Error, Result};
+use crate::graph::ModelGraph;
+use crate::params::{Init, ParamStore};
+use crate::timer::{Phase, Timer};
+use candle_core::{Device, Tensor, Var};
+use candle_nn::VarMap;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// One layer of a model.
+enum Conv {
+    Gcn(GcnConv),
+    Sage(SageConv),
+    Gin(GinConv),
+    Lin(Linear),
+}
+
+/// How a forward pass runs: training (dropout on) or evaluation, and where time goes.
+pub struct Forward<'a> {
+    /// Training mode: dropout active.
+    pub train: bool,
+    /// Dropout masks (required when `train` and dropout > 0).
+    pub rng: Option<&'a mut DropoutRng>,
+    /// Phase timer.
+    pub timer: &'a Timer,
+}
+
+impl<'a> Forward<'a> {
+    /// Evaluation mode.
+    pub fn eval(timer: &'a Timer) -> Self {
+        Self {
+            train: false,
+            rng: None,
+            timer,
+        }
+    }
+    /// Training mode with dropout from `rng`.
+    pub fn train(rng: &'a mut DropoutRng, timer: &'a Timer) -> Self {
+        Self {
+            train: true,
+            rng: Some(rng),
+            timer,
+        }
+    }
+}
+
+/// LayerNorm over the feature dimension, built from differentiable tensor ops.
+///
+/// candle-nn 0.11's `LayerNorm` takes a fused kernel for contiguous inputs that records no
+/// backward (`apply_op3_no_bwd`), which would silently cut the gradient to every earlier
+/// layer; this one is differentiable end to end.
+struct LayerNorm {
+    weight: Tensor,
+    bias: Tensor,
+    eps: f64,
+}
+
+impl LayerNorm {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let d = x.dim(candle_core::D::Minus1)? as f64;
+        let mean = (x.sum_keepdim(candle_core::D::Minus1)? / d)?;
+        let xc = x.broadcast_sub(&mean)?;
+        let var = (xc.sqr()?.sum_keepdim(candle_core::D::Minus1)? / d)?;
+        let y = xc.broadcast_div(&(var + self.eps)?.sqrt()?)?;
+        Ok(y.broadcast_mul(&self.weight)?.broadcast_add(&self.bias)?)
+    }
+}
+
+/// A GCN / GraphSAGE / GIN / MLP model.
+pub struct Gnn {
+    cfg: ModelConfig,
+    convs: Vec<Conv>,
+    norms: Vec<LayerNorm>,
+    varmap: VarMap,
+}
+
+impl Gnn {
+    /// Builds a model with seeded initial parameters on `device`.
+    pub fn new(cfg: ModelConfig, device: &Device, seed: u64) -> Result<Self> {
+        cfg.validate()?;
+        let varmap = VarMap::new();
+        let store = ParamStore::new(varmap.clone(), device, seed);
+        let mut convs = Vec::with_capacity(cfg.layers);
+        let mut norms = Vec::new();
+        for l in 0..cfg.layers {
+            let (i, o) = cfg.layer_dims(l);
+            let s = store.pp("convs").pp(l);
+            convs.push(match cfg.kind {
+                ConvKind::Gcn => Conv::Gcn(GcnConv::new(i, o, &s)?),
+                ConvKind::SageMean => Conv::Sage(SageConv::new(i, o, false, &s)?),
+                ConvKind::SagePool => Conv::Sage(SageConv::new(i, o, true, &s)?),
+                ConvKind::Gin => Conv::Gin(GinConv::new(i, o, &s)?),
+                ConvKind::Mlp => Conv::Lin(Linear::new(i, o, true, &s)?),
+            });
+            if cfg.layer_norm && l + 1 < cfg.layers {
+                let n = store.pp("norms").pp(l);
+                let w = n.get("weight", &[o], Init::Ones)?;
+                let b = n.get("bias", &[o], Init::Zeros)?;
+                norms.push(LayerNorm {
+                    weight: w,
+                    bias: b,
+                    eps: 1e-5,
+                });
+            }
+        }
+        Ok(Self {
+            cfg,
+            convs,
+            norms,
+            varmap,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+
+    /// All trainable variables, by name.
+    pub fn named_vars(&self) -> Vec<(String, Var)> {
+        let data = self.varmap.data().lock().expect("VarMap lock poisoned");
+        let mut v: Vec<(String, Var)> = data.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    /// Number of scalar parameters.
+    pub fn num_params(&self) -> usize {
+        self.named_vars().iter().map(|(_, v)| v.elem_count()).sum()
+    }
+
+    /// Logits `[N, out_dim]` for every node.
+    pub fn forward(&self, g: &ModelGraph, x: &Tensor, ctx: &mut Forward<'_>) -> Result<Tensor> {
+        let t = ctx.timer;
+        let mut h = x.clone();
+        if ctx.train && self.cfg.input_dropout > 0.0 {
+            let rng = ctx
+                .rng
+                .as_deref_mut()
+                .ok_or_else(|| Error::Config("training forward needs a dropout rng".into()))?;
+            h = t.time(Phase::Elementwise, || {
+                rng.dropout(&h, self.cfg.input_dropout)
+            })?;
+        }
+        let last = self.convs.len() - 1;
+        for (l, conv) in self.convs.iter().enumerate() {
+            h = match conv {
+                Conv::Gcn(c) => c.forward(g, &h, t)?,
+                Conv::Sage(c) => c.forward(g, &h, t)?,
+                Conv::Gin(c) => c.forward(g, &h, t)?,
+                Conv::Lin(c) => c.forward(&h, t)?,
+            };
+            if l == last {
+                break;
+            }
+            if let Some(norm) = self.norms.get(l) {
+                h = t.time(Phase::Elementwise, || norm.forward(&h))?;
+            }
+            h = match self.cfg.activation {
+                Activation::Relu => t.time(Phase::Elementwise, || Ok(h.relu()?))?,
+            };
+            if ctx.train && self.cfg.dropout > 0.0 {
+                let rng = ctx
+                    .rng
+                    .as_deref_mut()
+                    .ok_or_else(|| Error::Config("training forward needs a dropout rng".into()))?;
+                h = t.time(Phase::Elementwise, || rng.dropout(&h, self.cfg.dropout))?;
+            }
+        }
+        Ok(h)
+    }
+
+    /// Writes `<stem>.safetensors` (weights + config in the header) and `<stem>.json`
+    /// (config + `info`). Returns the two paths.
+    pub fn save(
+        &self,
+        stem: impl AsRef<Path>,
+        info: serde_json::Value,
+    ) -> Result<(PathBuf, PathBuf)> {
+        let stem = stem.as_ref();
+        let st = stem.with_extension("safetensors");
+        let js = stem.with_extension("json");
+        if let Some(dir) = st.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| Error::Checkpoint {
+                path: dir.to_path_buf(),
+                problem: e.to_string(),
+            })?;
+        }
+        let cfg = serde_json::to_string(&self.cfg).map_err(|e| Error::Config(e.to_string()))?;
+        let meta = HashMap::from([
+            ("gnn.config".to_string(), cfg),
+            ("format".to_string(), "gnn-v1".to_string()),
+        ]);
+        let vars = self.named_vars();
+        let tensors: Vec<(String, Tensor)> = vars
+            .into_iter()
+            .map(|(k, v)| (k, v.as_tensor().clone()))
+            .collect();
+        safetensors::serialize_to_file(
+            tensors.iter().map(|(k, t)| (k.as_str(), t)),
+            Some(meta),
+            &st,
+        )
+        .map_err(|e| Error::Checkpoint {
+            path: st.clone(),
+            problem: e.to_string(),
+        })?;
+        let doc = serde_json::json!({ "config": self.cfg, "weights": st.file_name().map(|s| s.to_string_lossy()), "info": info });
+        let text = serde_json::to_string_pretty(&doc).map_err(|e| Error::Config(e.to_string()))?;
+        std::fs::write(&js, text + "\n").map_err(|e| Error::Checkpoint {
+            path: js.clone(),
+            problem: e.to_string(),
+        })?;
+        Ok((st, js))
+    }
+
+    /// Loads a model saved by [`Gnn::save`] (`path` may be the stem or the `.safetensors`).
+    pub fn load(path: impl AsRef<Path>, device: &Device) -> Result<Self> {
+        let st = path.as_ref().with_extension("safetensors");
+        let bad = |problem: String| Error::Checkpoint {
+            path: st.clone(),
+            problem,
+        };
+        let bytes = std::fs::read(&st).map_err(|e| bad(e.to_string()))?;
+        let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes)
+            .map_err(|e| bad(format!("not a safetensors file: {e}")))?;
+        let cfg_text = meta
+            .metadata()
+            .as_ref()
+            .and_then(|m| m.get("gnn.config"))
+            .ok_or_else(|| bad("no `gnn.config` entry in the header metadata".into()))?;
+        let cfg: ModelConfig =
+            serde_json::from_str(cfg_text).map_err(|e| bad(format!("bad `gnn.config`: {e}")))?;
+        let mut model = Self::new(cfg, device, 0)?;
+        let names: Vec<String> = meta.tensors().keys().cloned().collect();
+        for (k, _) in model.named_vars() {
+            if !names.contains(&k) {
+                return Err(bad(format!("missing tensor `{k}` required by the config")));
+            }
+        }
+        model.varmap.load(&st).map_err(|e| bad(e.to_string()))?;
+        Ok(model)
+    }
+}

@@ -1,0 +1,308 @@
+//! Layers against dense formulas, gradients, checkpoints, seeding.
+
+use candle_core::{DType, Device, Tensor};
+use gnn_graph::{BuildOptions, Coo, Csr};
+use gnn_models::{ConvKind, DropoutRng, Forward, Gnn, ModelConfig, ModelGraph, Timer};
+use rand::{Rng, SeedableRng};
+
+fn small_graph() -> Csr {
+    let mut r = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(5);
+    let n = 30;
+    let src: Vec<u32> = (0..90).map(|_| r.random_range(0..n)).collect();
+    let dst: Vec<u32> = (0..90).map(|_| r.random_range(0..n)).collect();
+    // node 29 stays isolated
+    let (src, dst): (Vec<u32>, Vec<u32>) = src
+        .into_iter()
+        .zip(dst)
+        .filter(|&(s, d)| s != 29 && d != 29)
+        .unzip();
+    Coo::new(n as usize, src, dst)
+        .unwrap()
+        .to_csr(BuildOptions::undirected())
+        .unwrap()
+}
+
+fn mat(t: &Tensor) -> Vec<Vec<f32>> {
+    t.to_dtype(DType::F32).unwrap().to_vec2::<f32>().unwrap()
+}
+
+fn matmul_t(x: &[Vec<f32>], w: &[Vec<f32>]) -> Vec<Vec<f32>> {
+    x.iter()
+        .map(|r| {
+            w.iter()
+                .map(|wr| r.iter().zip(wr).map(|(a, b)| a * b).sum())
+                .collect()
+        })
+        .collect()
+}
+
+fn param(m: &Gnn, name: &str) -> Tensor {
+    m.named_vars()
+        .into_iter()
+        .find(|(k, _)| k == name)
+        .unwrap_or_else(|| panic!("no {name}"))
+        .1
+        .as_tensor()
+        .clone()
+}
+
+fn close(a: &[Vec<f32>], b: &[Vec<f32>], tol: f32) {
+    assert_eq!(a.len(), b.len());
+    for (i, (ra, rb)) in a.iter().zip(b).enumerate() {
+        for (j, (x, y)) in ra.iter().zip(rb).enumerate() {
+            assert!(
+                (x - y).abs() <= tol * (1.0 + y.abs()),
+                "[{i}][{j}] {x} vs {y}"
+            );
+        }
+    }
+}
+
+/// Dense neighbourhood sums over `csr` rows, optionally weighted.
+fn aggregate(csr: &Csr, x: &[Vec<f32>], f: impl Fn(usize, usize) -> f32) -> Vec<Vec<f32>> {
+    (0..csr.n_rows())
+        .map(|i| {
+            let mut acc = vec![0f32; x[0].len()];
+            for &j in csr.row(i) {
+                let w = f(i, j as usize);
+                acc.iter_mut()
+                    .zip(&x[j as usize])
+                    .for_each(|(a, b)| *a += w * b);
+            }
+            acc
+        })
+        .collect()
+}
+
+fn run(kind: ConvKind, in_dim: usize, out_dim: usize) -> (Vec<Vec<f32>>, Vec<Vec<f32>>, Gnn) {
+    let dev = Device::Cpu;
+    let csr = small_graph();
+    let cfg = ModelConfig::new(kind, in_dim, 8, out_dim, 1, 0.0);
+    let model = Gnn::new(cfg, &dev, 3).unwrap();
+    let g = ModelGraph::new(&csr, kind, &dev).unwrap();
+    let x = Tensor::randn(0f32, 1.0, (30, in_dim), &dev).unwrap();
+    let timer = Timer::disabled();
+    let y = model.forward(&g, &x, &mut Forward::eval(&timer)).unwrap();
+    (mat(&x), mat(&y), model)
+}
+
+#[test]
+fn gcn_matches_dense_formula_in_both_orders() {
+    let csr = small_graph()
+        .rebuild(BuildOptions {
+            self_loops: gnn_graph::SelfLoops::Add,
+            ..Default::default()
+        })
+        .unwrap();
+    for (i, o) in [(12, 5), (4, 9)] {
+        let (x, y, m) = run(ConvKind::Gcn, i, o);
+        let w = mat(&param(&m, "convs.0.lin.weight"));
+        let deg = |v: usize| csr.row_len(v) as f32;
+        let agg = aggregate(&csr, &x, |a, b| 1.0 / (deg(a) * deg(b)).sqrt());
+        let want = matmul_t(&agg, &w); // bias is zero at init
+        close(&y, &want, 1e-5);
+    }
+}
+
+#[test]
+fn sage_mean_and_pool_match_dense_formulas() {
+    let csr = small_graph();
+    for (i, o) in [(12, 5), (4, 9)] {
+        let (x, y, m) = run(ConvKind::SageMean, i, o);
+        let (wl, wr) = (
+            mat(&param(&m, "convs.0.lin_l.weight")),
+            mat(&param(&m, "convs.0.lin_r.weight")),
+        );
+        let mean = aggregate(&csr, &x, |a, _| 1.0 / csr.row_len(a) as f32);
+        let l = matmul_t(&mean, &wl);
+        let r = matmul_t(&x, &wr);
+        let want: Vec<Vec<f32>> = l
+            .iter()
+            .zip(&r)
+            .map(|(a, b)| a.iter().zip(b).map(|(p, q)| p + q).collect())
+            .collect();
+        close(&y, &want, 1e-5);
+        assert!(
+            y[29].iter().zip(&r[29]).all(|(a, b)| (a - b).abs() < 1e-6),
+            "isolated node keeps its root term only"
+        );
+    }
+    let (x, y, m) = run(ConvKind::SagePool, 6, 4);
+    let wp = mat(&param(&m, "convs.0.lin.weight"));
+    let p: Vec<Vec<f32>> = matmul_t(&x, &wp)
+        .into_iter()
+        .map(|r| r.into_iter().map(|v| v.max(0.0)).collect())
+        .collect();
+    let pooled: Vec<Vec<f32>> = (0..30)
+        .map(|i| {
+            let row = csr.row(i);
+            (0..6)
+                .map(|t| {
+                    row.iter()
+                        .map(|&j| p[j as usize][t])
+                        .fold(f32::NEG_INFINITY, f32::max)
+                })
+                .map(|v| if v.is_finite() { v } else { 0.0 })
+                .collect()
+        })
+        .collect();
+    let want: Vec<Vec<f32>> = matmul_t(&pooled, &mat(&param(&m, "convs.0.lin_l.weight")))
+        .iter()
+        .zip(matmul_t(&x, &mat(&param(&m, "convs.0.lin_r.weight"))))
+        .map(|(a, b)| a.iter().zip(b).map(|(p, q)| p + q).collect())
+        .collect();
+    close(&y, &want, 1e-5);
+}
+
+#[test]
+fn gin_matches_dense_formula_in_both_orders() {
+    let csr = small_graph();
+    for (i, o) in [(12, 5), (4, 9)] {
+        let (x, y, m) = run(ConvKind::Gin, i, o);
+        let agg = aggregate(&csr, &x, |_, _| 1.0);
+        let z: Vec<Vec<f32>> = agg
+            .iter()
+            .zip(&x)
+            .map(|(a, b)| a.iter().zip(b).map(|(p, q)| p + q).collect())
+            .collect(); // eps = 0
+        let h: Vec<Vec<f32>> = matmul_t(&z, &mat(&param(&m, "convs.0.nn.0.weight")))
+            .into_iter()
+            .map(|r| r.into_iter().map(|v| v.max(0.0)).collect())
+            .collect();
+        let want = matmul_t(&h, &mat(&param(&m, "convs.0.nn.2.weight")));
+        close(&y, &want, 1e-4);
+    }
+}
+
+#[test]
+fn every_parameter_gets_a_gradient() {
+    let dev = Device::Cpu;
+    let csr = small_graph();
+    for kind in [
+        ConvKind::Gcn,
+        ConvKind::SageMean,
+        ConvKind::SagePool,
+        ConvKind::Gin,
+        ConvKind::Mlp,
+    ] {
+        let mut cfg = ModelConfig::new(kind, 7, 6, 3, 3, 0.5);
+        cfg.layer_norm = true;
+        let model = Gnn::new(cfg, &dev, 1).unwrap();
+        let g = ModelGraph::new(&csr, kind, &dev).unwrap();
+        let x = Tensor::randn(0f32, 1.0, (30, 7), &dev).unwrap();
+        let timer = Timer::disabled();
+        let mut rng = DropoutRng::new(0);
+        let y = model
+            .forward(&g, &x, &mut Forward::train(&mut rng, &timer))
+            .unwrap();
+        assert_eq!(y.dims(), [30, 3]);
+        let grads = y.sqr().unwrap().sum_all().unwrap().backward().unwrap();
+        for (name, v) in model.named_vars() {
+            let gr = grads
+                .get(v.as_tensor())
+                .unwrap_or_else(|| panic!("{kind}: no grad for {name}"));
+            let norm = gr
+                .sqr()
+                .unwrap()
+                .sum_all()
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
+            assert!(norm > 0.0, "{kind}: zero grad for {name}");
+        }
+    }
+}
+
+#[test]
+fn checkpoint_round_trip_and_errors() {
+    let dev = Device::Cpu;
+    let csr = small_graph();
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = ModelConfig::new(ConvKind::SageMean, 7, 6, 3, 2, 0.5);
+    let model = Gnn::new(cfg.clone(), &dev, 9).unwrap();
+    let (st, js) = model
+        .save(tmp.path().join("m"), serde_json::json!({"dataset": "toy"}))
+        .unwrap();
+    assert!(st.exists() && js.exists());
+    let loaded = Gnn::load(&st, &dev).unwrap();
+    assert_eq!(loaded.config(), &cfg);
+    let g = ModelGraph::new(&csr, ConvKind::SageMean, &dev).unwrap();
+    let x = Tensor::randn(0f32, 1.0, (30, 7), &dev).unwrap();
+    let t = Timer::disabled();
+    let a = mat(&model.forward(&g, &x, &mut Forward::eval(&t)).unwrap());
+    let b = mat(&loaded.forward(&g, &x, &mut Forward::eval(&t)).unwrap());
+    assert_eq!(a, b);
+    // Missing file, garbage file.
+    let e = Gnn::load(tmp.path().join("nope"), &dev)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("nope.safetensors"), "{e}");
+    std::fs::write(tmp.path().join("bad.safetensors"), b"garbage").unwrap();
+    let e = Gnn::load(tmp.path().join("bad"), &dev)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("bad.safetensors") && e.contains("not a safetensors"),
+        "{e}"
+    );
+    // A safetensors file whose tensors do not match the config.
+    let other = Gnn::new(ModelConfig::new(ConvKind::Gcn, 7, 6, 3, 2, 0.5), &dev, 0).unwrap();
+    let (ost, _) = other
+        .save(tmp.path().join("gcn"), serde_json::Value::Null)
+        .unwrap();
+    let mut bytes = std::fs::read(&ost).unwrap();
+    // Same-length edit of the config inside the header: kind gcn -> gin.
+    let pat = br#"kind\":\"gcn"#;
+    let at = bytes
+        .windows(pat.len())
+        .position(|w| w == pat)
+        .expect("config in header");
+    bytes[at + pat.len() - 3..at + pat.len()].copy_from_slice(b"gin");
+    std::fs::write(tmp.path().join("mismatch.safetensors"), &bytes).unwrap();
+    let e = Gnn::load(tmp.path().join("mismatch"), &dev)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("missing tensor `convs.0.eps`"), "{e}");
+}
+
+#[test]
+fn init_and_dropout_are_seeded() {
+    let dev = Device::Cpu;
+    let cfg = ModelConfig::new(ConvKind::Gcn, 20, 16, 4, 2, 0.5);
+    let a = Gnn::new(cfg.clone(), &dev, 42).unwrap();
+    let b = Gnn::new(cfg.clone(), &dev, 42).unwrap();
+    let c = Gnn::new(cfg, &dev, 43).unwrap();
+    let w = |m: &Gnn| mat(&param(m, "convs.0.lin.weight"));
+    assert_eq!(w(&a), w(&b));
+    assert_ne!(w(&a), w(&c));
+    let lim = (6.0f32 / 36.0).sqrt();
+    assert!(
+        w(&a).iter().flatten().all(|v| v.abs() <= lim),
+        "glorot bound"
+    );
+    let x = Tensor::ones((100, 100), DType::F32, &dev).unwrap();
+    let d1 = mat(&DropoutRng::new(1).dropout(&x, 0.3).unwrap());
+    let d2 = mat(&DropoutRng::new(1).dropout(&x, 0.3).unwrap());
+    assert_eq!(d1, d2);
+    let kept = d1.iter().flatten().filter(|&&v| v > 0.0).count() as f32 / 1e4;
+    assert!((kept - 0.7).abs() < 0.03, "kept {kept}");
+    assert!(d1
+        .iter()
+        .flatten()
+        .all(|&v| v == 0.0 || (v - 1.0 / 0.7).abs() < 1e-6));
+}
+
+#[test]
+fn config_validation_and_parsing() {
+    assert!(ModelConfig::new(ConvKind::Gcn, 4, 4, 2, 0, 0.5)
+        .validate()
+        .is_err());
+    assert!(ModelConfig::new(ConvKind::Gcn, 4, 4, 2, 2, 1.0)
+        .validate()
+        .is_err());
+    assert!("sage".parse::<ConvKind>().unwrap() == ConvKind::SageMean);
+    assert!("gat".parse::<ConvKind>().is_err());
+}
