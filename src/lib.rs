@@ -1,1 +1,15 @@
-//! placeholder
+//! # gnn
+//!
+//! A full-batch GNN training and inference engine on candle. This crate re-exports the
+//! workspace crates and owns the examples:
+//!
+//! - [`graph`] (`gnn-graph`): CSR/COO graphs, normalisation, datasets and loaders;
+//! - [`kernels`] (`gnn-kernels`): sparse operators as candle custom ops;
+//! - [`models`] (`gnn-models`): GCN, GraphSAGE, GIN layers and models;
+//! - [`train`] (`gnn-train`): trainer, metrics, timing breakdowns.
+#![doc = include_str!("../README.md")]
+
+pub use gnn_graph as graph;
+pub use gnn_kernels as kernels;
+pub use gnn_models as models;
+pub use gnn_train as train;

@@ -9,6 +9,7 @@
 //! |---|---|
 //! | [`spmm`] | `out[i] = reduce_{j in N(i)} x[j]`, reduce = sum / mean / max / min |
 //! | [`spmm_weighted`] | the same with `a_ij * x[j]`, `a` an edge-value tensor |
+//! | [`matmul_nt`] | `x wᵀ` computing only the gradients that are needed |
 //! | [`sddmm`] | `e[p] = <a[i], b[j]>` for every edge `p = (i, j)` |
 //!
 //! The `cuda` feature enables candle's CUDA backend; GPU kernels plug into the same ops.
@@ -20,5 +21,6 @@ pub mod ops;
 
 pub use device_graph::DeviceGraph;
 pub use error::{Error, Result};
+pub use ops::matmul::matmul_nt;
 pub use ops::sddmm::sddmm;
 pub use ops::spmm::{spmm, spmm_weighted, Reduce};

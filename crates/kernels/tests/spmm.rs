@@ -288,3 +288,27 @@ fn bad_inputs_are_typed_errors() {
         .unwrap();
     assert_eq!(a, b);
 }
+
+#[test]
+fn matmul_nt_gradients_equal_plain_matmul() {
+    let dev = Device::Cpu;
+    let x = Tensor::randn(0f64, 1.0, (13, 7), &dev).unwrap();
+    let w = Var::from_tensor(&Tensor::randn(0f64, 1.0, (5, 7), &dev).unwrap()).unwrap();
+    let r = Tensor::randn(0f64, 1.0, (13, 5), &dev).unwrap();
+    // x constant: the custom path.
+    let y = gnn_kernels::matmul_nt(&x, w.as_tensor()).unwrap();
+    let want = x.matmul(&w.as_tensor().t().unwrap()).unwrap();
+    assert_eq!(to_f64(&y), to_f64(&want));
+    let g1 = (y * &r).unwrap().sum_all().unwrap().backward().unwrap();
+    let g2 = (want * &r).unwrap().sum_all().unwrap().backward().unwrap();
+    let d = |g: &candle_core::backprop::GradStore| to_f64(g.get(w.as_tensor()).unwrap());
+    assert!(max_rel_err(&d(&g1), &d(&g2)) < 1e-12);
+    assert!(g1.get(&x).is_none(), "no gradient for the constant input");
+    // x tracked: both gradients.
+    let xv = Var::from_tensor(&x).unwrap();
+    let y = gnn_kernels::matmul_nt(xv.as_tensor(), w.as_tensor()).unwrap();
+    let g = (y * &r).unwrap().sum_all().unwrap().backward().unwrap();
+    let want_dx = r.matmul(w.as_tensor()).unwrap();
+    assert!(max_rel_err(&to_f64(g.get(xv.as_tensor()).unwrap()), &to_f64(&want_dx)) < 1e-12);
+    assert!(gnn_kernels::matmul_nt(&x, &Tensor::zeros((5, 6), DType::F64, &dev).unwrap()).is_err());
+}

@@ -1,1 +1,19 @@
-//! placeholder
+//! # gnn-train
+//!
+//! Full-batch training and inference pipelines on top of `gnn-models`: device data
+//! ([`DeviceData`]), Adam/AdamW ([`optim`]), the trainer ([`train`]) with model selection on
+//! validation accuracy and early stopping, and per-phase timing breakdowns
+//! ([`breakdown::PhaseSums`]) printed as a table and serialisable to JSON.
+#![deny(missing_docs)]
+
+pub mod breakdown;
+pub mod data;
+pub mod error;
+pub mod optim;
+pub mod trainer;
+
+pub use breakdown::PhaseSums;
+pub use data::{accuracy, DeviceData};
+pub use error::{Error, Result};
+pub use optim::{Adam, OptimizerKind};
+pub use trainer::{predict, train, EpochLog, TrainConfig, TrainReport};

@@ -1,5 +1,6 @@
 //! Operators, one module each: `mod.rs` (API, op structs, backward), `cpu.rs`, `reference.rs`.
 
+pub mod matmul;
 pub mod sddmm;
 pub mod spmm;
 

@@ -4,6 +4,7 @@ use crate::error::Result;
 use crate::params::{Init, ParamStore};
 use crate::timer::{Phase, Timer};
 use candle_core::Tensor;
+use gnn_kernels::matmul_nt;
 
 /// Dense layer.
 pub struct Linear {
@@ -28,7 +29,7 @@ impl Linear {
 
     /// `x W^T` (GEMM phase) `+ b` (element-wise phase).
     pub fn forward(&self, x: &Tensor, t: &Timer) -> Result<Tensor> {
-        let y = t.time(Phase::Gemm, || Ok(x.matmul(&self.weight.t()?)?))?;
+        let y = t.time(Phase::Gemm, || Ok(matmul_nt(x, &self.weight)?))?;
         match &self.bias {
             Some(b) => t.time(Phase::Elementwise, || Ok(y.broadcast_add(b)?)),
             None => Ok(y),
@@ -37,6 +38,6 @@ impl Linear {
 
     /// `x W^T` only.
     pub fn forward_no_bias(&self, x: &Tensor, t: &Timer) -> Result<Tensor> {
-        t.time(Phase::Gemm, || Ok(x.matmul(&self.weight.t()?)?))
+        t.time(Phase::Gemm, || Ok(matmul_nt(x, &self.weight)?))
     }
 }

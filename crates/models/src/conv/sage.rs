@@ -54,7 +54,7 @@ impl SageConv {
         }
         if out_dim < in_dim {
             let w = Tensor::cat(&[&self.lin_l.weight, &self.lin_r.weight], 0)?;
-            let h = t.time(Phase::Gemm, || Ok(x.matmul(&w.t()?)?))?;
+            let h = t.time(Phase::Gemm, || Ok(gnn_kernels::matmul_nt(x, &w)?))?;
             let (hl, hr) = (h.narrow(1, 0, out_dim)?, h.narrow(1, out_dim, out_dim)?);
             let agg = t.time(Phase::Aggregation, || g.aggregate(&hl, Reduce::Mean))?;
             t.time(Phase::Elementwise, || Ok((agg + hr)?.broadcast_add(bias)?))

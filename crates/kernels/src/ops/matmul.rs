@@ -1,0 +1,68 @@
+//! `y = x · wᵀ` (a linear layer's product) with a backward that computes only the
+//! gradients that are needed.
+//!
+//! candle 0.11's `matmul` backward always computes both operand gradients. For a GNN's first
+//! layer `x` is the input feature matrix, which needs none: on Reddit that is a wasted
+//! `[N, out] x [out, in]` GEMM (36 GFLOP at N = 233 K, in = 602, out = 128) and two
+//! `N x in` buffers per epoch. Here the product runs untracked and the result is attached to
+//! `w` by a custom op whose backward returns `dw = dyᵀ x` only (and `dx = dy w` when `x`
+//! tracks). The price is one copy of `y` (`N x out`), far below the GEMM it saves.
+
+use crate::error::{Error, Result};
+use candle_core::backend::BackendStorage;
+use candle_core::{CpuStorage, CudaStorage, CustomOp2, Layout, Shape, Tensor};
+
+/// `x [N, in] · w [out, in]ᵀ -> [N, out]`, differentiable in `w` (and in `x` when it tracks).
+pub fn matmul_nt(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    let (xd, wd) = (x.dims(), w.dims());
+    if xd.len() != 2 || wd.len() != 2 || xd[1] != wd[1] {
+        return Err(Error::Shape {
+            op: "matmul_nt",
+            what: format!("x {xd:?} and w {wd:?} must be [N, in] and [out, in]"),
+        });
+    }
+    if x.track_op() || !w.track_op() {
+        return Ok(x.matmul(&w.t()?)?);
+    }
+    let y = x.matmul(&w.detach().t()?)?;
+    Ok(y.apply_op2(w, AttachWeightGrad { x: x.detach() })?)
+}
+
+/// Returns its first input unchanged; backward gives the second input (the weight) the
+/// gradient `dyᵀ x`.
+struct AttachWeightGrad {
+    x: Tensor,
+}
+
+impl CustomOp2 for AttachWeightGrad {
+    fn name(&self) -> &'static str {
+        "matmul_nt"
+    }
+    fn cpu_fwd(
+        &self,
+        s: &CpuStorage,
+        l: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        Ok((s.try_clone(l)?, l.shape().clone()))
+    }
+    fn cuda_fwd(
+        &self,
+        s: &CudaStorage,
+        l: &Layout,
+        _: &CudaStorage,
+        _: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        Ok((s.try_clone(l)?, l.shape().clone()))
+    }
+    fn bwd(
+        &self,
+        _y: &Tensor,
+        _w: &Tensor,
+        _res: &Tensor,
+        dy: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
+        Ok((None, Some(dy.t()?.matmul(&self.x)?)))
+    }
+}

@@ -1,0 +1,32 @@
+//! Typed errors of the training crate.
+
+/// What can go wrong in a pipeline.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Bad training settings or data that does not fit the model.
+    #[error("{0}")]
+    Invalid(String),
+    /// From the model.
+    #[error(transparent)]
+    Model(#[from] gnn_models::Error),
+    /// From a kernel.
+    #[error(transparent)]
+    Kernel(#[from] gnn_kernels::Error),
+    /// From the graph/dataset layer.
+    #[error(transparent)]
+    Graph(#[from] gnn_graph::Error),
+    /// From candle.
+    #[error(transparent)]
+    Candle(#[from] candle_core::Error),
+    /// Writing a report failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+/// Result alias of the training crate.
+pub type Result<T> = std::result::Result<T, Error>;
