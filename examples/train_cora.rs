@@ -100,7 +100,7 @@ fn main() -> Result<()> {
         ..TrainConfig::default()
     };
     let mut results = Vec::new();
-    let mut best: Option<(f64, Gnn)> = None;
+    let mut best: Option<(f64, f64, u64, Gnn)> = None;
     for seed in 0..args.seeds {
         let model = Gnn::new(cfg.clone(), &dev, seed)?;
         let tc = TrainConfig { seed, ..tc.clone() };
@@ -116,8 +116,8 @@ fn main() -> Result<()> {
             print!("{}", rep.breakdown.table());
         }
         results.push(serde_json::json!({"seed": seed, "test_acc": rep.test_acc, "val_acc": rep.best_val_acc, "best_epoch": rep.best_epoch, "epoch_ms_median": rep.epoch_ms_median}));
-        if best.as_ref().is_none_or(|(v, _)| rep.best_val_acc > *v) {
-            best = Some((rep.best_val_acc, model));
+        if best.as_ref().is_none_or(|(v, ..)| rep.best_val_acc > *v) {
+            best = Some((rep.best_val_acc, rep.test_acc, seed, model));
         }
     }
     let accs: Vec<f64> = results
@@ -141,12 +141,12 @@ fn main() -> Result<()> {
         std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    if let (false, Some((_, model))) = (args.no_save, best) {
+    if let (false, Some((val, test, seed, model))) = (args.no_save, best) {
         let stem = args
             .save
             .clone()
             .unwrap_or_else(|| PathBuf::from(format!("weights/{}-{}", args.model, args.dataset)));
-        let (st, _) = model.save(&stem, serde_json::json!({"dataset": args.dataset, "mean_test_acc": mean, "std_test_acc": std, "seeds": args.seeds, "train": tc}))?;
+        let (st, _) = model.save(&stem, serde_json::json!({"dataset": args.dataset, "saved_seed": seed, "saved_val_acc": val, "saved_test_acc": test, "mean_test_acc": mean, "std_test_acc": std, "seeds": args.seeds, "train": tc}))?;
         println!("saved {}", st.display());
     }
     Ok(())

@@ -70,7 +70,7 @@ impl SyntheticSpec {
             degree_sigma: 1.3,
             max_weight: 44.0,
             homophily: 0.55,
-            signal: 0.2,
+            signal: 0.15,
             label_noise: 0.05,
         }
     }

@@ -5,7 +5,8 @@ use rand::{Rng, SeedableRng};
 
 #[test]
 fn new_checked_rejects_each_broken_invariant() {
-    let cases: Vec<(usize, usize, Vec<u32>, Vec<u32>, &str)> = vec![
+    type Case = (usize, usize, Vec<u32>, Vec<u32>, &'static str);
+    let cases: Vec<Case> = vec![
         (2, 2, vec![0, 1], vec![0], "indptr has 2 entries"),
         (2, 2, vec![1, 1, 1], vec![0], "indptr[0] = 1"),
         (2, 2, vec![0, 2, 1], vec![0, 1], "decreases at row 1"),

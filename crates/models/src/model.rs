@@ -56,6 +56,20 @@ impl<'a> Forward<'a> {
     }
 }
 
+/// `(<stem>.safetensors, <stem>.json)`; a `.safetensors`/`.json` suffix on `path` is dropped
+/// first, other dots are kept (`gcn-reddit@0.05` stays whole).
+fn checkpoint_paths(path: &Path) -> (PathBuf, PathBuf) {
+    let s = path.to_string_lossy();
+    let stem = s
+        .strip_suffix(".safetensors")
+        .or_else(|| s.strip_suffix(".json"))
+        .unwrap_or(&s);
+    (
+        PathBuf::from(format!("{stem}.safetensors")),
+        PathBuf::from(format!("{stem}.json")),
+    )
+}
+
 /// LayerNorm over the feature dimension, built from differentiable tensor ops.
 ///
 /// candle-nn 0.11's `LayerNorm` takes a fused kernel for contiguous inputs that records no
@@ -189,9 +203,7 @@ impl Gnn {
         stem: impl AsRef<Path>,
         info: serde_json::Value,
     ) -> Result<(PathBuf, PathBuf)> {
-        let stem = stem.as_ref();
-        let st = stem.with_extension("safetensors");
-        let js = stem.with_extension("json");
+        let (st, js) = checkpoint_paths(stem.as_ref());
         if let Some(dir) = st.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| Error::Checkpoint {
                 path: dir.to_path_buf(),
@@ -228,7 +240,7 @@ impl Gnn {
 
     /// Loads a model saved by [`Gnn::save`] (`path` may be the stem or the `.safetensors`).
     pub fn load(path: impl AsRef<Path>, device: &Device) -> Result<Self> {
-        let st = path.as_ref().with_extension("safetensors");
+        let (st, _) = checkpoint_paths(path.as_ref());
         let bad = |problem: String| Error::Checkpoint {
             path: st.clone(),
             problem,

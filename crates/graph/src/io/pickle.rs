@@ -314,7 +314,7 @@ pub fn parse(data: &[u8]) -> Result<Value, String> {
 }
 
 fn pairs(items: Vec<Value>, at: usize) -> Result<Vec<(Value, Value)>, String> {
-    if items.len() % 2 != 0 {
+    if !items.len().is_multiple_of(2) {
         return Err(format!("odd number of dict items at byte {at}"));
     }
     let mut out = Vec::with_capacity(items.len() / 2);
