@@ -7,7 +7,6 @@
 //! ```
 
 use anyhow::{Context, Result};
-use candle_core::Device;
 use clap::Parser;
 use gnn::graph::load_planetoid;
 use gnn::models::{ConvKind, Gnn, ModelConfig, ModelGraph};
@@ -62,6 +61,9 @@ struct Args {
     /// Do not save weights.
     #[arg(long)]
     no_save: bool,
+    /// Run on the CPU even when a CUDA device is available.
+    #[arg(long)]
+    cpu: bool,
     /// Print the per-phase timing breakdown of each seed.
     #[arg(long)]
     profile: bool,
@@ -79,7 +81,7 @@ fn main() -> Result<()> {
     let ds = load_planetoid(&dir, &args.dataset)
         .with_context(|| format!("loading {} from {}", args.dataset, dir.display()))?;
     println!("{}", ds.summary());
-    let dev = Device::Cpu;
+    let dev = gnn::train::pick_device(args.cpu)?;
     let data = DeviceData::new(&ds, &dev, !args.no_row_normalize)?;
     let mut cfg = ModelConfig::new(
         args.model,

@@ -30,6 +30,9 @@ const CPU_DEFAULT_SCALE: f64 = 0.2;
     about = "Full-batch GNN training on Reddit (DGL files) or a Reddit-shaped synthetic graph"
 )]
 struct Args {
+    /// Run on the CPU even when a CUDA device is available.
+    #[arg(long)]
+    cpu: bool,
     /// Folder with DGL's reddit_data.npz and reddit_graph.npz (default: synthetic).
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -180,7 +183,8 @@ fn run(
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    let device = Device::Cpu;
+    let device = gnn::train::pick_device(args.cpu)?;
+    println!("device: {}", gnn::train::device_name(&device));
     let t_all = Instant::now();
     let (ds, source) = load(&args, &device)?;
     println!("{}", ds.summary());
@@ -238,7 +242,7 @@ fn main() -> Result<()> {
     let doc = serde_json::json!({
         "dataset": ds.summary(),
         "source": source,
-        "device": "cpu",
+        "device": gnn::train::device_name(&device),
         "threads": rayon_threads(),
         "args": format!("{args:?}"),
         "graph_prep_s": prep,

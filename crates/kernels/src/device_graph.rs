@@ -22,6 +22,8 @@ struct Inner {
     inv_deg: OnceLock<Tensor>,
     timing: AtomicBool,
     bwd_ns: AtomicU64,
+    #[cfg(feature = "cuda")]
+    cuda: Option<crate::cuda::CudaCsr>,
 }
 
 impl std::fmt::Debug for DeviceGraph {
@@ -45,6 +47,11 @@ impl DeviceGraph {
 
     /// Uploads a shared CSR without copying it on the host.
     pub fn from_arc(csr: Arc<Csr>, device: &Device) -> Result<Self> {
+        #[cfg(feature = "cuda")]
+        let cuda = match device {
+            Device::Cuda(d) => Some(crate::cuda::CudaCsr::upload(&csr, d)?),
+            _ => None,
+        };
         Ok(Self(Arc::new(Inner {
             csr,
             device: device.clone(),
@@ -52,6 +59,8 @@ impl DeviceGraph {
             inv_deg: OnceLock::new(),
             timing: AtomicBool::new(false),
             bwd_ns: AtomicU64::new(0),
+            #[cfg(feature = "cuda")]
+            cuda,
         })))
     }
 
@@ -109,6 +118,30 @@ impl DeviceGraph {
     /// True when both handles share one uploaded structure.
     pub fn same(&self, other: &DeviceGraph) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// The device copy of the structure (CUDA graphs only).
+    #[cfg(feature = "cuda")]
+    pub(crate) fn cuda_csr(&self) -> candle_core::Result<&crate::cuda::CudaCsr> {
+        self.0.cuda.as_ref().ok_or_else(|| {
+            candle_core::Error::Msg(format!(
+                "graph lives on {:?}, not on a CUDA device",
+                self.0.device.location()
+            ))
+        })
+    }
+
+    /// Device buffers `(indptr, indices)` of a CUDA graph, for interop with other libraries
+    /// (e.g. building a cuSPARSE descriptor over the same structure).
+    #[cfg(feature = "cuda")]
+    pub fn cuda_buffers(
+        &self,
+    ) -> candle_core::Result<(
+        &candle_core::cuda_backend::cudarc::driver::CudaSlice<u32>,
+        &candle_core::cuda_backend::cudarc::driver::CudaSlice<u32>,
+    )> {
+        let c = self.cuda_csr()?;
+        Ok((&c.indptr, &c.indices))
     }
 
     /// Turns on accounting of the time spent in the backward passes of ops on this graph

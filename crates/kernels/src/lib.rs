@@ -15,6 +15,8 @@
 //! The `cuda` feature enables candle's CUDA backend; GPU kernels plug into the same ops.
 #![deny(missing_docs)]
 
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod device_graph;
 pub mod error;
 pub mod ops;

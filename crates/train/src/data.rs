@@ -18,6 +18,11 @@ pub struct DeviceData {
     pub test: Tensor,
     /// Labels of the train nodes.
     pub train_labels: Tensor,
+    /// `[N, C]`: `1 / n_train` at `(i, label_i)` for train nodes, 0 elsewhere. The mean
+    /// cross-entropy over train nodes is `-sum(log_softmax(logits) * train_weight)`, computed
+    /// without `index_select` on the logits, whose backward (an `index_add`) runs serially
+    /// over indices on candle's CUDA backend (90 ms per epoch on Reddit's 153 K train nodes).
+    pub train_weight: Tensor,
     /// Number of classes.
     pub num_classes: usize,
 }
@@ -44,9 +49,17 @@ impl DeviceData {
         let ids = |v: &[u32]| Tensor::from_vec(v.to_vec(), v.len(), device);
         let train = ids(&ds.split.train)?;
         let train_labels = labels.index_select(&train, 0)?;
+        let c = ds.num_classes;
+        let mut w = vec![0f32; ds.num_nodes() * c];
+        let inv = 1.0 / ds.split.train.len() as f32;
+        for &i in &ds.split.train {
+            w[i as usize * c + ds.labels[i as usize] as usize] = inv;
+        }
+        let train_weight = Tensor::from_vec(w, (ds.num_nodes(), c), device)?;
         Ok(Self {
             x,
             train_labels,
+            train_weight,
             labels,
             train,
             val: ids(&ds.split.val)?,
@@ -70,4 +83,32 @@ pub fn accuracy(logits: &Tensor, labels: &Tensor, ids: &Tensor) -> Result<f64> {
         .sum_all()?
         .to_scalar::<f32>()?;
     Ok(correct as f64 / n as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    #[test]
+    fn masked_loss_equals_cross_entropy_on_train_rows() {
+        let dev = Device::Cpu;
+        let ds = gnn_graph::load_planetoid(
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/cora/raw"),
+            "cora",
+        )
+        .unwrap();
+        let data = DeviceData::new(&ds, &dev, true).unwrap();
+        let logits = Tensor::randn(0f32, 2.0, (ds.num_nodes(), 7), &dev).unwrap();
+        let a = crate::masked_cross_entropy(&logits, &data.train_weight)
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap();
+        let out = logits.index_select(&data.train, 0).unwrap();
+        let b = candle_nn::loss::cross_entropy(&out, &data.train_labels)
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap();
+        assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+    }
 }

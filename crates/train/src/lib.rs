@@ -8,12 +8,14 @@
 
 pub mod breakdown;
 pub mod data;
+pub mod device;
 pub mod error;
 pub mod optim;
 pub mod trainer;
 
 pub use breakdown::PhaseSums;
 pub use data::{accuracy, DeviceData};
+pub use device::{device_memory_in_use, device_name, pick_device};
 pub use error::{Error, Result};
 pub use optim::{Adam, OptimizerKind};
-pub use trainer::{predict, train, EpochLog, TrainConfig, TrainReport};
+pub use trainer::{masked_cross_entropy, predict, train, EpochLog, TrainConfig, TrainReport};

@@ -87,6 +87,9 @@ pub struct TrainReport {
     pub epoch_ms_mean: f64,
     /// Median full-graph inference (evaluation forward) time, ms.
     pub inference_ms_median: f64,
+    /// Highest device memory in use seen during training (sampled after each forward and
+    /// backward; driver view incl. context and allocator pool), bytes. `None` on the CPU.
+    pub peak_device_bytes: Option<u64>,
     /// Phase breakdown (measured when `profile`, else only totals).
     pub breakdown: PhaseSums,
     /// Per-epoch log.
@@ -154,6 +157,12 @@ pub fn train(
     let mut best_weights: Option<Vec<Tensor>> = None;
     let mut since_best = 0usize;
     let mut final_loss = f64::NAN;
+    let mut peak: Option<u64> = None;
+    let sample = |peak: &mut Option<u64>| {
+        if let Some(b) = crate::device::device_memory_in_use(&device) {
+            *peak = Some(peak.map_or(b, |p| p.max(b)));
+        }
+    };
 
     for epoch in 1..=cfg.epochs {
         sync(&device)?;
@@ -161,15 +170,16 @@ pub fn train(
         let logits = model.forward(graph, &data.x, &mut Forward::train(&mut rng, &timer))?;
         sync(&device)?;
         let t_fwd = t0.elapsed();
+        sample(&mut peak);
         let t1 = Instant::now();
-        let out = logits.index_select(&data.train, 0)?;
-        let loss = candle_nn::loss::cross_entropy(&out, &data.train_labels)?;
+        let loss = masked_cross_entropy(&logits, &data.train_weight)?;
         sync(&device)?;
         let t_loss = t1.elapsed();
         let t2 = Instant::now();
         let grads = loss.backward()?;
         sync(&device)?;
         let t_bwd = t2.elapsed();
+        sample(&mut peak);
         let t3 = Instant::now();
         opt.step(&grads)?;
         drop(grads);
@@ -254,9 +264,17 @@ pub fn train(
         epoch_ms_mean: mean(&epoch_ms),
         epoch_ms_median: median(&mut epoch_ms.clone()),
         inference_ms_median: median(&mut infer_ms),
+        peak_device_bytes: peak,
         breakdown: sums,
         history,
     })
+}
+
+/// Mean cross-entropy over the nodes and labels encoded in `weight` (see
+/// [`DeviceData::train_weight`]): `-sum(log_softmax(logits) * weight)`.
+pub fn masked_cross_entropy(logits: &Tensor, weight: &Tensor) -> Result<Tensor> {
+    let logp = candle_nn::ops::log_softmax(logits, candle_core::D::Minus1)?;
+    Ok((logp * weight)?.sum_all()?.neg()?)
 }
 
 /// Logits of every node in evaluation mode (no dropout): the inference path.

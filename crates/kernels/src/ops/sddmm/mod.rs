@@ -6,11 +6,15 @@
 //! transpose, values permuted).
 
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 
 use super::{check_device, check_float, cpu_slice};
 use crate::device_graph::DeviceGraph;
 use crate::error::{Error, Result};
 use candle_core::backend::BackendStorage;
+#[cfg(feature = "cuda")]
+use candle_core::CudaStorage;
 use candle_core::{CpuStorage, CustomOp2, Layout, Shape, Tensor, WithDType};
 
 /// `e[p] = <a[i], b[col_p]>`; `a` is `[n_rows, K]`, `b` is `[n_cols, K]`, the result `[nnz]`.
@@ -76,6 +80,16 @@ fn sddmm_cpu<T: WithDType>(
 impl CustomOp2 for SddmmOp {
     fn name(&self) -> &'static str {
         "sddmm"
+    }
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s1: &CudaStorage,
+        l1: &Layout,
+        s2: &CudaStorage,
+        l2: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        cuda::sddmm(&self.g, s1, l1, s2, l2)
     }
     fn cpu_fwd(
         &self,

@@ -11,12 +11,16 @@
 //!   rows produce 0 and pass no gradient.
 
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod reference;
 
 use super::{check_device, check_float, cpu_slice};
 use crate::device_graph::DeviceGraph;
 use crate::error::{Error, Result};
 use candle_core::backend::BackendStorage;
+#[cfg(feature = "cuda")]
+use candle_core::CudaStorage;
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Shape, Tensor, WithDType};
 use serde::{Deserialize, Serialize};
 
@@ -175,6 +179,11 @@ impl CustomOp1 for SpmmOp {
     fn name(&self) -> &'static str {
         "spmm"
     }
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
+        let (out, _, shape) = cuda::spmm_fwd(&self.g, s, l, None, self.reduce, false)?;
+        Ok((out, shape))
+    }
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
         dispatch_float!("spmm", s, cpu_fwd1(self, s, l))
     }
@@ -212,6 +221,17 @@ fn cpu_fwd2<T: WithDType>(
 impl CustomOp2 for SpmmOp {
     fn name(&self) -> &'static str {
         "spmm_weighted"
+    }
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s: &CudaStorage,
+        l: &Layout,
+        vs: &CudaStorage,
+        vl: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        let (out, _, shape) = cuda::spmm_fwd(&self.g, s, l, Some((vs, vl)), self.reduce, false)?;
+        Ok((out, shape))
     }
     fn cpu_fwd(
         &self,
@@ -295,6 +315,12 @@ impl CustomOp1 for SpmmArgOp {
     fn name(&self) -> &'static str {
         "spmm_arg"
     }
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
+        let (_, arg, shape) = cuda::spmm_fwd(&self.g, s, l, None, self.reduce, true)?;
+        arg.map(|a| (a, shape))
+            .ok_or_else(|| candle_core::Error::Msg("spmm_arg: max/min only".into()))
+    }
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
         dispatch_float!("spmm_arg", s, arg_cpu1(self, s, l))
     }
@@ -303,6 +329,18 @@ impl CustomOp1 for SpmmArgOp {
 impl CustomOp2 for SpmmArgOp {
     fn name(&self) -> &'static str {
         "spmm_arg_weighted"
+    }
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s: &CudaStorage,
+        l: &Layout,
+        vs: &CudaStorage,
+        vl: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        let (_, arg, shape) = cuda::spmm_fwd(&self.g, s, l, Some((vs, vl)), self.reduce, true)?;
+        arg.map(|a| (a, shape))
+            .ok_or_else(|| candle_core::Error::Msg("spmm_arg: max/min only".into()))
     }
     fn cpu_fwd(
         &self,
@@ -381,6 +419,16 @@ impl CustomOp2 for GatherArgOp {
     fn name(&self) -> &'static str {
         "spmm_gather_arg"
     }
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s: &CudaStorage,
+        l: &Layout,
+        a: &CudaStorage,
+        al: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        cuda::gather_arg(&self.g, s, l, a, al, None)
+    }
     fn cpu_fwd(
         &self,
         s: &CpuStorage,
@@ -410,6 +458,18 @@ impl CustomOp2 for GatherArgOp {
 impl CustomOp3 for GatherArgOp {
     fn name(&self) -> &'static str {
         "spmm_gather_arg_weighted"
+    }
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s: &CudaStorage,
+        l: &Layout,
+        a: &CudaStorage,
+        al: &Layout,
+        vs: &CudaStorage,
+        vl: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        cuda::gather_arg(&self.g, s, l, a, al, Some((vs, vl)))
     }
     fn cpu_fwd(
         &self,
@@ -499,6 +559,16 @@ impl CustomOp2 for ArgScatterOp {
     fn name(&self) -> &'static str {
         "spmm_arg_scatter"
     }
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s: &CudaStorage,
+        l: &Layout,
+        a: &CudaStorage,
+        al: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        cuda::scatter_arg(&self.g, s, l, a, al, None)
+    }
     fn cpu_fwd(
         &self,
         s: &CpuStorage,
@@ -513,6 +583,18 @@ impl CustomOp2 for ArgScatterOp {
 impl CustomOp3 for ArgScatterOp {
     fn name(&self) -> &'static str {
         "spmm_arg_scatter_weighted"
+    }
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s: &CudaStorage,
+        l: &Layout,
+        a: &CudaStorage,
+        al: &Layout,
+        vs: &CudaStorage,
+        vl: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        cuda::scatter_arg(&self.g, s, l, a, al, Some((vs, vl)))
     }
     fn cpu_fwd(
         &self,
@@ -556,6 +638,18 @@ fn edge_grad_cpu<T: WithDType>(
 impl CustomOp3 for ArgEdgeGradOp {
     fn name(&self) -> &'static str {
         "spmm_arg_edge_grad"
+    }
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s: &CudaStorage,
+        l: &Layout,
+        a: &CudaStorage,
+        al: &Layout,
+        xs: &CudaStorage,
+        xl: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        cuda::edge_grad_arg(&self.g, s, l, a, al, xs, xl)
     }
     fn cpu_fwd(
         &self,

@@ -1,0 +1,84 @@
+//! CUDA plumbing shared by the ops: the embedded PTX, the device-resident CSR, launch helpers.
+
+use candle_core::backend::BackendStorage;
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, LaunchConfig};
+use candle_core::cuda_backend::{CudaDevice, WrapErr};
+use candle_core::{CudaStorage, Layout, Result};
+use gnn_graph::Csr;
+
+/// PTX of `cuda/spmm.cu`.
+pub const SPMM_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/spmm.ptx"));
+/// PTX of `cuda/sddmm.cu`.
+pub const SDDMM_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/sddmm.ptx"));
+
+/// A CSR structure in device memory (uploaded once per [`crate::DeviceGraph`]).
+pub struct CudaCsr {
+    /// Row pointers, `n_rows + 1`.
+    pub indptr: CudaSlice<u32>,
+    /// Column indices, `nnz` (at least one slot so empty graphs still have a buffer).
+    pub indices: CudaSlice<u32>,
+}
+
+impl CudaCsr {
+    /// Copies `csr` to `dev`.
+    pub fn upload(csr: &Csr, dev: &CudaDevice) -> Result<Self> {
+        let indptr = dev.clone_htod(csr.indptr())?;
+        let indices = if csr.nnz() == 0 {
+            dev.alloc_zeros::<u32>(1)?
+        } else {
+            dev.clone_htod(csr.indices())?
+        };
+        Ok(Self { indptr, indices })
+    }
+}
+
+/// The f32 view of a contiguous CUDA storage from its layout's offset.
+pub fn f32_view<'a>(op: &str, s: &'a CudaStorage, l: &Layout) -> Result<CudaView<'a, f32>> {
+    if !l.is_contiguous() {
+        candle_core::bail!("{op}: CUDA input must be contiguous");
+    }
+    Ok(s.as_cuda_slice::<f32>()
+        .map_err(|_| {
+            candle_core::Error::Msg(format!(
+                "{op}: the CUDA kernels take f32, got {:?}",
+                s.dtype()
+            ))
+        })?
+        .slice(l.start_offset()..))
+}
+
+/// The u32 view of a contiguous CUDA storage.
+pub fn u32_view<'a>(op: &str, s: &'a CudaStorage, l: &Layout) -> Result<CudaView<'a, u32>> {
+    if !l.is_contiguous() {
+        candle_core::bail!("{op}: CUDA input must be contiguous");
+    }
+    Ok(s.as_cuda_slice::<u32>()?.slice(l.start_offset()..))
+}
+
+/// Grid-stride configuration for `total` independent elements.
+pub fn elementwise_cfg(total: usize) -> LaunchConfig {
+    let blocks = total.div_ceil(256).clamp(1, 1 << 16) as u32;
+    LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// Allocates `len` zeroed elements (at least one, so zero-size outputs still have a buffer).
+pub fn zeros<
+    T: candle_core::cuda_backend::cudarc::driver::DeviceRepr
+        + candle_core::cuda_backend::cudarc::driver::ValidAsZeroBits,
+>(
+    dev: &CudaDevice,
+    len: usize,
+) -> Result<CudaSlice<T>> {
+    dev.alloc_zeros::<T>(len.max(1))
+}
+
+/// Maps a driver error into candle's.
+pub fn launched(
+    r: std::result::Result<(), candle_core::cuda_backend::cudarc::driver::DriverError>,
+) -> Result<()> {
+    r.w()
+}
