@@ -29,6 +29,9 @@ struct Args {
     /// Timed repetitions (after 3 warm-ups).
     #[arg(long, default_value_t = 20)]
     reps: usize,
+    /// Also time every compiled tile shape and block order of our kernel (tuning data).
+    #[arg(long)]
+    sweep: bool,
     /// JSON output.
     #[arg(long, default_value = "runs/bench_spmm.json")]
     json: PathBuf,
@@ -305,6 +308,58 @@ fn main() -> Result<()> {
         let err = ((&out - &c)?.abs()?.max_all()?.to_scalar::<f32>()?
             / c.abs()?.max_all()?.to_scalar::<f32>()?) as f64;
         let best = cusp[0].min(cusp[1]);
+        let mut sweep = Vec::new();
+        if args.sweep {
+            use gnn::kernels::ops::spmm::cuda::{set_tiling_override, SpmmTiling, CFS};
+            for (vi, vec) in [1usize, 2, 4].into_iter().enumerate() {
+                for &cf in CFS[vi] {
+                    for tile_major in [false, true] {
+                        let t = SpmmTiling {
+                            vec,
+                            cf,
+                            tile_major,
+                        };
+                        if !t.valid(k, 0) || 32 * vec * cf > 2 * k.max(32) {
+                            continue;
+                        }
+                        set_tiling_override(Some(t));
+                        let ms = time_ms(&stream, args.reps.min(10), || {
+                            spmm_weighted(&g, &x, &vals, Reduce::Sum)?;
+                            Ok(())
+                        })?;
+                        sweep.push(serde_json::json!({"vec": vec, "cf": cf, "tile_major": tile_major, "ms": ms}));
+                    }
+                }
+            }
+            set_tiling_override(None);
+            let mut v: Vec<(f64, String)> = sweep
+                .iter()
+                .map(|r| {
+                    (
+                        r["ms"].as_f64().unwrap_or(f64::MAX),
+                        format!(
+                            "vec {} cf {} {}",
+                            r["vec"],
+                            r["cf"],
+                            if r["tile_major"].as_bool().unwrap_or(false) {
+                                "tile-major"
+                            } else {
+                                "node-major"
+                            }
+                        ),
+                    )
+                })
+                .collect();
+            v.sort_by(|a, b| a.0.total_cmp(&b.0));
+            println!(
+                "  K={k} sweep, fastest: {}",
+                v.iter()
+                    .take(4)
+                    .map(|(ms, n)| format!("{n} {ms:.3} ms"))
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            );
+        }
         let gf = |ms: f64| 2.0 * nnz as f64 * k as f64 / ms / 1e6;
         println!(
             "{:>5} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.0} {:>9.0} {:>8.2}x {:>9.1e}",
@@ -323,6 +378,7 @@ fn main() -> Result<()> {
             "cusparse_default_ms": cusp[0], "cusparse_csr_alg2_ms": cusp[1],
             "ours_gflops": gf(ours), "cusparse_best_gflops": gf(best),
             "speedup_vs_best_cusparse": best / ours, "rel_err_vs_cusparse": err,
+            "sweep": sweep,
         }));
     }
     let doc = serde_json::json!({

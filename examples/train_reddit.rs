@@ -200,6 +200,12 @@ fn main() -> Result<()> {
         gnn.epoch_ms_median,
         gnn.inference_ms_median
     );
+    if let Some(b) = gnn.peak_device_bytes {
+        println!(
+            "peak device memory in use (sampled, driver view): {:.2} GiB",
+            b as f64 / (1u64 << 30) as f64
+        );
+    }
     println!(
         "timing breakdown ({}, mean over {} epochs after warm-up):\n{}",
         args.model,

@@ -10,8 +10,9 @@
 // - Coarse-grained Warp Merging: a warp covers CF chunks of 32*VEC columns (a "tile"); each
 //   lane keeps CF*VEC accumulators and reuses each broadcast (col, val) CF times.
 // - Vectorised access: VEC contiguous floats per lane (float2/float4 loads when k allows).
-// - Node-major block order: blocks with consecutive ids share their rows and differ in
-//   column tile, so a row's sparse data is reused from L2 across tiles.
+// - Block order: node-major (consecutive blocks share rows and differ in column tile, so a
+//   row's sparse data is reused from L2 across tiles) or tile-major (all rows of a column
+//   tile first, so the gathered columns of x stay in L2); the host picks by size.
 // Max/min use the sign trick (min x = -max -x) and keep the first strictly better edge,
 // exactly as the CPU reference; empty rows give 0.
 
@@ -68,12 +69,17 @@ template <int VEC, int CF, int MODE>
 __device__ __forceinline__ void spmm_impl(
     const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
     const float* __restrict__ vals, const float* __restrict__ x, float* __restrict__ out,
-    uint32_t* __restrict__ arg, int n_rows, int k, int n_tiles, int weighted, int mean, float sign)
+    uint32_t* __restrict__ arg, int n_rows, int k, int n_tiles, int weighted, int mean, float sign,
+    int tile_major)
 {
     const int lane = threadIdx.x & 31;
     const int warps = blockDim.x >> 5;
-    const int tile = blockIdx.x % n_tiles;
-    const int row = (blockIdx.x / n_tiles) * warps + (threadIdx.x >> 5);
+    // Node-major: consecutive blocks share rows (sparse data reused across tiles).
+    // Tile-major: all rows of one column tile first (the gathered slice of x, n_cols * tile
+    // width, can stay in L2 while the tile is processed).
+    const int row_blocks = (n_rows + warps - 1) / warps;
+    const int tile = tile_major ? blockIdx.x / row_blocks : blockIdx.x % n_tiles;
+    const int row = (tile_major ? blockIdx.x % row_blocks : blockIdx.x / n_tiles) * warps + (threadIdx.x >> 5);
     if (row >= n_rows) return;
     const int col0 = tile * (32 * VEC * CF) + lane * VEC;
     float acc[CF][VEC];
@@ -159,9 +165,9 @@ __device__ __forceinline__ void spmm_impl(
         const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,              \
         const float* __restrict__ vals, const float* __restrict__ x, float* __restrict__ out,   \
         uint32_t* __restrict__ arg, int n_rows, int k, int n_tiles, int weighted, int mean,     \
-        float sign) {                                                                           \
+        float sign, int tile_major) {                                                           \
         spmm_impl<VEC, CF, MODE>(indptr, indices, vals, x, out, arg, n_rows, k, n_tiles,       \
-                                 weighted, mean, sign);                                         \
+                                 weighted, mean, sign, tile_major);                             \
     }
 
 #define SPMM_MODES(VEC, CF) SPMM_KERNEL(VEC, CF, 0) SPMM_KERNEL(VEC, CF, 1) SPMM_KERNEL(VEC, CF, 2)

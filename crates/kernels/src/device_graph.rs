@@ -24,7 +24,12 @@ struct Inner {
     bwd_ns: AtomicU64,
     #[cfg(feature = "cuda")]
     cuda: Option<crate::cuda::CudaCsr>,
+    #[cfg(feature = "cuda")]
+    bwd_events: std::sync::Mutex<Vec<(CudaEvent, CudaEvent)>>,
 }
+
+#[cfg(feature = "cuda")]
+use candle_core::cuda_backend::cudarc::driver::{sys::CUevent_flags, CudaEvent};
 
 impl std::fmt::Debug for DeviceGraph {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -61,6 +66,8 @@ impl DeviceGraph {
             bwd_ns: AtomicU64::new(0),
             #[cfg(feature = "cuda")]
             cuda,
+            #[cfg(feature = "cuda")]
+            bwd_events: std::sync::Mutex::new(Vec::new()),
         })))
     }
 
@@ -145,15 +152,34 @@ impl DeviceGraph {
     }
 
     /// Turns on accounting of the time spent in the backward passes of ops on this graph
-    /// (they run inside candle's autograd, where the caller cannot time them). When on, the
-    /// device is synchronised around each backward kernel so the wall time is the kernel's.
+    /// (they run inside candle's autograd, where the caller cannot time them): wall clock on
+    /// the CPU, CUDA events on candle's stream on a GPU (no synchronisation in the pass).
     pub fn set_backward_timing(&self, on: bool) {
         self.0.timing.store(on, Ordering::Relaxed);
     }
 
-    /// Backward time accumulated since the last call, and resets it.
-    pub fn take_backward_time(&self) -> Duration {
-        Duration::from_nanos(self.0.bwd_ns.swap(0, Ordering::Relaxed))
+    /// Backward time accumulated since the last call, and resets it (on CUDA, waits for the
+    /// recorded events).
+    pub fn take_backward_time(&self) -> Result<Duration> {
+        let ns = self.0.bwd_ns.swap(0, Ordering::Relaxed);
+        #[cfg(feature = "cuda")]
+        let mut ns = ns;
+        #[cfg(feature = "cuda")]
+        for (a, b) in self
+            .0
+            .bwd_events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            b.synchronize()
+                .map_err(|e| candle_core::Error::Msg(format!("cuda event: {e}")))?;
+            let ms = a
+                .elapsed_ms(&b)
+                .map_err(|e| candle_core::Error::Msg(format!("cuda event: {e}")))?;
+            ns += (ms as f64 * 1e6) as u64;
+        }
+        Ok(Duration::from_nanos(ns))
     }
 
     /// A guard that adds its lifetime to the backward clock when timing is on.
@@ -161,24 +187,61 @@ impl DeviceGraph {
         if !self.0.timing.load(Ordering::Relaxed) {
             return None;
         }
-        let _ = self.0.device.synchronize();
+        #[cfg(feature = "cuda")]
+        if let Device::Cuda(d) = &self.0.device {
+            let ev = d
+                .cuda_stream()
+                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .ok()?;
+            return Some(BackwardTimer {
+                g: self,
+                start: Start::Event(ev),
+            });
+        }
         Some(BackwardTimer {
             g: self,
-            start: Instant::now(),
+            start: Start::Wall(Instant::now()),
         })
     }
+}
+
+enum Start {
+    Wall(Instant),
+    #[cfg(feature = "cuda")]
+    Event(CudaEvent),
 }
 
 /// Adds the time between its creation and its drop to a graph's backward clock.
 pub(crate) struct BackwardTimer<'a> {
     g: &'a DeviceGraph,
-    start: Instant,
+    start: Start,
 }
 
 impl Drop for BackwardTimer<'_> {
     fn drop(&mut self) {
-        let _ = self.g.0.device.synchronize();
-        let ns = self.start.elapsed().as_nanos() as u64;
-        self.g.0.bwd_ns.fetch_add(ns, Ordering::Relaxed);
+        match std::mem::replace(&mut self.start, Start::Wall(Instant::now())) {
+            Start::Wall(t) => {
+                self.g
+                    .0
+                    .bwd_ns
+                    .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            }
+            #[cfg(feature = "cuda")]
+            Start::Event(a) => {
+                if let Device::Cuda(d) = &self.g.0.device {
+                    if let Ok(b) = d
+                        .cuda_stream()
+                        .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                    {
+                        self.g
+                            .0
+                            .bwd_events
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push((a, b));
+                    }
+                }
+            }
+        }
     }
 }

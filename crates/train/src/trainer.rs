@@ -147,7 +147,7 @@ pub fn train(
         Timer::disabled()
     };
     graph.graph.set_backward_timing(cfg.profile);
-    let _ = graph.graph.take_backward_time();
+    graph.graph.take_backward_time()?;
     let sync = |d: &candle_core::Device| d.synchronize();
 
     let mut history = Vec::with_capacity(cfg.epochs);
@@ -188,8 +188,8 @@ pub fn train(
         let t_opt = t3.elapsed();
         let total = t0.elapsed();
 
-        let phases = timer.take();
-        let bwd_agg = graph.graph.take_backward_time();
+        let phases = timer.take()?;
+        let bwd_agg = graph.graph.take_backward_time()?;
         let measured = phases.aggregation + phases.gemm + phases.elementwise;
         let epoch_sums = PhaseSums {
             aggregation: phases.aggregation + bwd_agg,

@@ -9,33 +9,66 @@ use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
 use candle_core::{CudaStorage, Layout, Result, Shape};
 
 const MODULE: &str = "gnn_spmm";
+
+/// A kernel shape: floats per lane per load, column chunks per warp, block order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpmmTiling {
+    /// Floats per lane per load (1, 2 or 4; `k` and the input offset must be multiples).
+    pub vec: usize,
+    /// 32*vec-column chunks per warp (a compiled factor for `vec`, see [`SpmmTiling::valid`]).
+    pub cf: usize,
+    /// Tile-major block order instead of node-major.
+    pub tile_major: bool,
+}
+
+impl SpmmTiling {
+    /// True when this shape is compiled and legal for `k` at `offset`.
+    pub fn valid(&self, k: usize, offset: usize) -> bool {
+        matches!(self.vec, 1 | 2 | 4)
+            && k.is_multiple_of(self.vec)
+            && offset.is_multiple_of(self.vec)
+            && CFS[self.vec.trailing_zeros() as usize].contains(&self.cf)
+    }
+}
+
+static OVERRIDE: std::sync::Mutex<Option<SpmmTiling>> = std::sync::Mutex::new(None);
+
+/// Forces every CUDA SpMM launch of this process to `tiling` (`None`: the built-in choice).
+/// For tuning sweeps (`bench_spmm --sweep`); a shape invalid for a call falls back to the
+/// built-in choice.
+pub fn set_tiling_override(tiling: Option<SpmmTiling>) {
+    *OVERRIDE.lock().unwrap_or_else(|e| e.into_inner()) = tiling;
+}
 const WARPS_PER_BLOCK: u32 = 8;
 
 /// Coarsening factors compiled for each vector width (`cf * vec <= 16`).
-const CFS: [&[usize]; 3] = [
+pub const CFS: [&[usize]; 3] = [
     &[1, 2, 3, 4, 5, 6, 8],
     &[1, 2, 3, 4, 5, 6, 8],
     &[1, 2, 3, 4],
 ];
 
-/// `(vec, cf, n_tiles)`: floats per lane per load, 32*vec-column chunks per warp, and column
-/// tiles per row. Wider loads when `k` and the input offset allow; the fewest tiles that the
-/// compiled coarsening factors allow, then the smallest factor covering `k` in that many.
-pub(crate) fn tile_shape(k: usize, offset: usize) -> (usize, usize, usize) {
-    let vec: usize = if k >= 128 && k.is_multiple_of(4) && offset.is_multiple_of(4) {
-        4
-    } else if k >= 64 && k.is_multiple_of(2) && offset.is_multiple_of(2) {
-        2
-    } else {
+/// Bytes of the gathered operand above which tiles run tile-major (about the H100/H200 L2).
+const L2_BYTES: usize = 48 << 20;
+
+/// The built-in kernel shape for `k` columns at input `offset` over `n_cols` source rows.
+///
+/// From the H100 sweep in `docs/perf/` (`bench_spmm --sweep`, Reddit shape): one 32-lane
+/// chunk per warp with float4 loads wins for k >= 64 when k allows them (even with idle
+/// lanes: fewer, wider loads), scalar loads otherwise and for k <= 32; tile-major order once the gathered slice of x
+/// (`n_cols * k * 4` bytes) outgrows L2, node-major otherwise. Returns `(vec, cf, n_tiles,
+/// tile_major)`.
+pub(crate) fn tile_shape(k: usize, offset: usize, n_cols: usize) -> (usize, usize, usize, bool) {
+    let vec: usize = if k <= 32 {
         1
+    } else if k.is_multiple_of(4) && offset.is_multiple_of(4) {
+        4
+    } else {
+        1 // float2 lost to scalar loads at k = 602 (75.5 vs 70.6 ms)
     };
-    let cfs = CFS[vec.trailing_zeros() as usize];
-    let max_cf = *cfs.last().expect("non-empty");
-    let chunks = k.div_ceil(32 * vec).max(1);
-    let n_tiles = chunks.div_ceil(max_cf);
-    let need = chunks.div_ceil(n_tiles);
-    let cf = *cfs.iter().find(|&&c| c >= need).expect("need <= max_cf");
-    (vec, cf, n_tiles)
+    let n_tiles = k.div_ceil(32 * vec).max(1);
+    let tile_major = n_tiles > 1 && n_cols * k * 4 > L2_BYTES;
+    (vec, 1, n_tiles, tile_major)
 }
 
 fn i32_arg(what: &str, v: usize) -> Result<i32> {
@@ -72,7 +105,13 @@ pub(crate) fn spmm_fwd(
         None
     };
     if n > 0 && k > 0 {
-        let (vec, cf, n_tiles) = tile_shape(k, xl.start_offset());
+        let (vec, cf, n_tiles, tile_major) =
+            match *OVERRIDE.lock().unwrap_or_else(|e| e.into_inner()) {
+                Some(t) if t.valid(k, xl.start_offset()) => {
+                    (t.vec, t.cf, k.div_ceil(32 * t.vec * t.cf), t.tile_major)
+                }
+                _ => tile_shape(k, xl.start_offset(), g.n_cols()),
+            };
         let mode = match (extreme, arg.is_some()) {
             (false, _) => 0,
             (true, false) => 1,
@@ -109,12 +148,14 @@ pub(crate) fn spmm_fwd(
             Some(a) => b.arg(a),
             None => b.arg(&csr.indptr), // never written unless mode 2
         };
+        let tm = tile_major as i32;
         b.arg(&n_i)
             .arg(&k_i)
             .arg(&t_i)
             .arg(&weighted)
             .arg(&mean)
-            .arg(&sign);
+            .arg(&sign)
+            .arg(&tm);
         // SAFETY: buffers match the kernel signature; the CSR was validated on upload, x has
         // n_cols * k elements (checked by the public functions), out/arg have n * k.
         launched(unsafe { b.launch(cfg) }.map(|_| ()))?;
@@ -246,7 +287,7 @@ mod tests {
     fn tile_shapes_cover_k_with_compiled_factors() {
         for k in 1..=1100 {
             for off in [0, 1, 2, 4] {
-                let (vec, cf, tiles) = tile_shape(k, off);
+                let (vec, cf, tiles, _) = tile_shape(k, off, 1000);
                 assert!(tiles * cf * 32 * vec >= k, "k {k}");
                 assert!(
                     k.is_multiple_of(vec) && off.is_multiple_of(vec),
@@ -255,8 +296,11 @@ mod tests {
                 assert!(super::CFS[vec.trailing_zeros() as usize].contains(&cf));
             }
         }
-        assert_eq!(tile_shape(602, 0), (2, 5, 2));
-        assert_eq!(tile_shape(256, 0), (4, 2, 1));
-        assert_eq!(tile_shape(41, 0), (1, 2, 1));
+        let reddit = 232_965;
+        assert_eq!(tile_shape(16, 0, reddit), (1, 1, 1, false));
+        assert_eq!(tile_shape(41, 0, reddit), (1, 1, 2, false));
+        assert_eq!(tile_shape(64, 0, reddit), (4, 1, 1, false));
+        assert_eq!(tile_shape(256, 0, reddit), (4, 1, 2, true));
+        assert_eq!(tile_shape(602, 0, reddit), (1, 1, 19, true));
     }
 }
