@@ -101,3 +101,39 @@ fn training_rejects_mismatched_model() {
         .to_string();
     assert!(e.contains("5 outputs") && e.contains("7 classes"), "{e}");
 }
+
+#[test]
+fn early_stopping_stops_and_restores_best_weights() {
+    let dev = Device::Cpu;
+    let ds = load_planetoid(cora_dir(), "cora").unwrap();
+    let data = DeviceData::new(&ds, &dev, true).unwrap();
+    let graph = ModelGraph::new(&ds.graph, ConvKind::Gcn, &dev).unwrap();
+    let model = Gnn::new(
+        ModelConfig::new(ConvKind::Gcn, 1433, 16, 7, 2, 0.5),
+        &dev,
+        0,
+    )
+    .unwrap();
+    // A learning rate this high diverges quickly, so validation stops improving.
+    let tc = TrainConfig {
+        epochs: 200,
+        lr: 5.0,
+        patience: Some(5),
+        ..TrainConfig::default()
+    };
+    let rep = train(&model, &graph, &data, &tc, |_| {}).unwrap();
+    assert!(rep.epochs_run < 200, "ran all {} epochs", rep.epochs_run);
+    assert_eq!(
+        rep.epochs_run,
+        rep.best_epoch + 5,
+        "stops 5 evaluations after the best"
+    );
+    // The restored weights reproduce the best epoch's validation accuracy.
+    let logits = predict(&model, &graph, &data.x).unwrap();
+    let val = gnn::train::accuracy(&logits, &data.labels, &data.val).unwrap();
+    assert!(
+        (val - rep.best_val_acc).abs() < 1e-9,
+        "{val} vs {}",
+        rep.best_val_acc
+    );
+}
