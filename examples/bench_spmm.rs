@@ -313,11 +313,12 @@ fn main() -> Result<()> {
             use gnn::kernels::ops::spmm::cuda::{set_tiling_override, SpmmTiling, CFS};
             for (vi, vec) in [1usize, 2, 4].into_iter().enumerate() {
                 for &cf in CFS[vi] {
-                    for tile_major in [false, true] {
+                    for (tile_major, unroll) in [(false, 4), (true, 4), (false, 8), (true, 8)] {
                         let t = SpmmTiling {
                             vec,
                             cf,
                             tile_major,
+                            unroll,
                         };
                         if !t.valid(k, 0) || 32 * vec * cf > 2 * k.max(32) {
                             continue;
@@ -327,7 +328,7 @@ fn main() -> Result<()> {
                             spmm_weighted(&g, &x, &vals, Reduce::Sum)?;
                             Ok(())
                         })?;
-                        sweep.push(serde_json::json!({"vec": vec, "cf": cf, "tile_major": tile_major, "ms": ms}));
+                        sweep.push(serde_json::json!({"vec": vec, "cf": cf, "tile_major": tile_major, "unroll": unroll, "ms": ms}));
                     }
                 }
             }

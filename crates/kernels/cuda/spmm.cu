@@ -46,8 +46,6 @@ __device__ __forceinline__ void store_vec(float* p, const float (&r)[VEC]) {
     }
 }
 
-#define UNROLL 4
-
 // One edge's contribution to one accumulator. MODE 0: sum; 1/2: max of sign * a * x (min via
 // sign = -1), keeping the first strictly better edge (position recorded in MODE 2).
 template <int MODE>
@@ -65,7 +63,7 @@ __device__ __forceinline__ void update(float& acc, uint32_t& am, float v, float 
 }
 
 // MODE 0: sum (mean when `mean`), 1: max/min without argmax, 2: max/min with argmax.
-template <int VEC, int CF, int MODE>
+template <int VEC, int CF, int MODE, int UNROLL>
 __device__ __forceinline__ void spmm_impl(
     const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
     const float* __restrict__ vals, const float* __restrict__ x, float* __restrict__ out,
@@ -100,8 +98,8 @@ __device__ __forceinline__ void spmm_impl(
         }
         const int n = min(32u, end - base);
         int e = 0;
-        // Four edges at a time: all their loads are issued before the arithmetic, so each
-        // lane keeps 4 * CF vector loads in flight instead of one dependent chain.
+        // UNROLL edges at a time: all their loads are issued before the arithmetic, so each
+        // lane keeps UNROLL * CF vector loads in flight instead of one dependent chain.
         for (; e + UNROLL <= n; e += UNROLL) {
             uint32_t c[UNROLL];
             float v[UNROLL];
@@ -160,15 +158,16 @@ __device__ __forceinline__ void spmm_impl(
     }
 }
 
-#define SPMM_KERNEL(VEC, CF, MODE)                                                              \
-    extern "C" __global__ void spmm_v##VEC##_c##CF##_m##MODE(                                   \
+#define SPMM_KERNEL_U(VEC, CF, MODE, U, SUFFIX)                                                 \
+    extern "C" __global__ void spmm_v##VEC##_c##CF##_m##MODE##SUFFIX(                           \
         const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,              \
         const float* __restrict__ vals, const float* __restrict__ x, float* __restrict__ out,   \
         uint32_t* __restrict__ arg, int n_rows, int k, int n_tiles, int weighted, int mean,     \
         float sign, int tile_major) {                                                           \
-        spmm_impl<VEC, CF, MODE>(indptr, indices, vals, x, out, arg, n_rows, k, n_tiles,       \
-                                 weighted, mean, sign, tile_major);                             \
+        spmm_impl<VEC, CF, MODE, U>(indptr, indices, vals, x, out, arg, n_rows, k, n_tiles,    \
+                                    weighted, mean, sign, tile_major);                          \
     }
+#define SPMM_KERNEL(VEC, CF, MODE) SPMM_KERNEL_U(VEC, CF, MODE, 4, )
 
 #define SPMM_MODES(VEC, CF) SPMM_KERNEL(VEC, CF, 0) SPMM_KERNEL(VEC, CF, 1) SPMM_KERNEL(VEC, CF, 2)
 // CF * VEC <= 16 accumulators per lane.
@@ -177,6 +176,9 @@ SPMM_MODES(1, 5) SPMM_MODES(1, 6) SPMM_MODES(1, 8)
 SPMM_MODES(2, 1) SPMM_MODES(2, 2) SPMM_MODES(2, 3) SPMM_MODES(2, 4)
 SPMM_MODES(2, 5) SPMM_MODES(2, 6) SPMM_MODES(2, 8)
 SPMM_MODES(4, 1) SPMM_MODES(4, 2) SPMM_MODES(4, 3) SPMM_MODES(4, 4)
+// Eight-edge unroll for the one-chunk-per-warp shapes (more loads in flight per lane).
+#define SPMM_MODES_U8(VEC) SPMM_KERNEL_U(VEC, 1, 0, 8, _u8) SPMM_KERNEL_U(VEC, 1, 1, 8, _u8) SPMM_KERNEL_U(VEC, 1, 2, 8, _u8)
+SPMM_MODES_U8(1) SPMM_MODES_U8(2) SPMM_MODES_U8(4)
 
 // out[i, t] = a_p x[col_p, t] at p = arg[i, t] (0 where no edge): the max/min output rebuilt
 // from its argmax, which carries the backward.

@@ -19,6 +19,8 @@ pub struct SpmmTiling {
     pub cf: usize,
     /// Tile-major block order instead of node-major.
     pub tile_major: bool,
+    /// Edges unrolled per step (4, or 8 when `cf == 1`).
+    pub unroll: usize,
 }
 
 impl SpmmTiling {
@@ -28,6 +30,7 @@ impl SpmmTiling {
             && k.is_multiple_of(self.vec)
             && offset.is_multiple_of(self.vec)
             && CFS[self.vec.trailing_zeros() as usize].contains(&self.cf)
+            && (self.unroll == 4 || (self.unroll == 8 && self.cf == 1))
     }
 }
 
@@ -48,23 +51,25 @@ pub const CFS: [&[usize]; 3] = [
     &[1, 2, 3, 4],
 ];
 
+/// Edges per unrolled step of the built-in shape.
+const UNROLL: usize = 8;
+
 /// Bytes of the gathered operand above which tiles run tile-major (about the H100/H200 L2).
 const L2_BYTES: usize = 48 << 20;
 
-/// The built-in kernel shape for `k` columns at input `offset` over `n_cols` source rows.
+/// The built-in kernel shape for `k` columns at input `offset` over `n_cols` source rows:
+/// `(vec, cf, n_tiles, tile_major)`, always with an 8-edge unroll.
 ///
-/// From the H100 sweep in `docs/perf/` (`bench_spmm --sweep`, Reddit shape): one 32-lane
-/// chunk per warp with float4 loads wins for k >= 64 when k allows them (even with idle
-/// lanes: fewer, wider loads), scalar loads otherwise and for k <= 32; tile-major order once the gathered slice of x
-/// (`n_cols * k * 4` bytes) outgrows L2, node-major otherwise. Returns `(vec, cf, n_tiles,
-/// tile_major)`.
+/// From the H100 sweeps in `docs/perf/` (`bench_spmm --sweep`, Reddit shape): one 32-lane
+/// chunk per warp and 8 edges in flight win at every width; float2 loads beat float4 and
+/// scalar ones for k >= 64 (K=128: 10.46 ms vs 11.44 float4 / 11.04 scalar); scalar loads for
+/// k <= 32 or odd k; tile-major order once the gathered slice of x (`n_cols * k * 4` bytes)
+/// outgrows L2 (K=256: 19.4 ms), node-major otherwise (K=41: 38 MB stays node-major).
 pub(crate) fn tile_shape(k: usize, offset: usize, n_cols: usize) -> (usize, usize, usize, bool) {
-    let vec: usize = if k <= 32 {
-        1
-    } else if k.is_multiple_of(4) && offset.is_multiple_of(4) {
-        4
+    let vec: usize = if k > 32 && k.is_multiple_of(2) && offset.is_multiple_of(2) {
+        2
     } else {
-        1 // float2 lost to scalar loads at k = 602 (75.5 vs 70.6 ms)
+        1
     };
     let n_tiles = k.div_ceil(32 * vec).max(1);
     let tile_major = n_tiles > 1 && n_cols * k * 4 > L2_BYTES;
@@ -105,19 +110,27 @@ pub(crate) fn spmm_fwd(
         None
     };
     if n > 0 && k > 0 {
-        let (vec, cf, n_tiles, tile_major) =
+        let (vec, cf, n_tiles, tile_major, unroll) =
             match *OVERRIDE.lock().unwrap_or_else(|e| e.into_inner()) {
-                Some(t) if t.valid(k, xl.start_offset()) => {
-                    (t.vec, t.cf, k.div_ceil(32 * t.vec * t.cf), t.tile_major)
+                Some(t) if t.valid(k, xl.start_offset()) => (
+                    t.vec,
+                    t.cf,
+                    k.div_ceil(32 * t.vec * t.cf),
+                    t.tile_major,
+                    t.unroll,
+                ),
+                _ => {
+                    let (v, c, t, m) = tile_shape(k, xl.start_offset(), g.n_cols());
+                    (v, c, t, m, UNROLL)
                 }
-                _ => tile_shape(k, xl.start_offset(), g.n_cols()),
             };
         let mode = match (extreme, arg.is_some()) {
             (false, _) => 0,
             (true, false) => 1,
             (true, true) => 2,
         };
-        let name = format!("spmm_v{vec}_c{cf}_m{mode}");
+        let suffix = if unroll == 8 { "_u8" } else { "" };
+        let name = format!("spmm_v{vec}_c{cf}_m{mode}{suffix}");
         let func = dev.get_or_load_custom_func(&name, MODULE, SPMM_PTX)?;
         let row_blocks = n.div_ceil(WARPS_PER_BLOCK as usize);
         let blocks = u32::try_from(row_blocks * n_tiles)
@@ -299,8 +312,9 @@ mod tests {
         let reddit = 232_965;
         assert_eq!(tile_shape(16, 0, reddit), (1, 1, 1, false));
         assert_eq!(tile_shape(41, 0, reddit), (1, 1, 2, false));
-        assert_eq!(tile_shape(64, 0, reddit), (4, 1, 1, false));
-        assert_eq!(tile_shape(256, 0, reddit), (4, 1, 2, true));
-        assert_eq!(tile_shape(602, 0, reddit), (1, 1, 19, true));
+        assert_eq!(tile_shape(64, 0, reddit), (2, 1, 1, false));
+        assert_eq!(tile_shape(128, 0, reddit), (2, 1, 2, true));
+        assert_eq!(tile_shape(256, 0, reddit), (2, 1, 4, true));
+        assert_eq!(tile_shape(602, 0, reddit), (2, 1, 10, true));
     }
 }
