@@ -24,5 +24,6 @@ pub mod ops;
 pub use device_graph::DeviceGraph;
 pub use error::{Error, Result};
 pub use ops::matmul::matmul_nt;
+pub use ops::sampled::{spmm_sampled, Sampling};
 pub use ops::sddmm::sddmm;
 pub use ops::spmm::{spmm, spmm_weighted, Reduce};

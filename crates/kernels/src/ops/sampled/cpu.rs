@@ -1,0 +1,41 @@
+//! CPU sampled SpMM: rayon over rows; each row aggregates the positions given by
+//! [`Sampling::positions`] and applies the estimator's scale.
+
+use super::Sampling;
+use candle_core::WithDType;
+use gnn_graph::Csr;
+use rayon::prelude::*;
+
+/// See the module docs of [`super`].
+pub fn spmm_sampled<T: WithDType>(
+    csr: &Csr,
+    x: &[T],
+    k: usize,
+    vals: Option<&[T]>,
+    mean: bool,
+    sampling: &Sampling,
+) -> Vec<T> {
+    let mut out = vec![T::zero(); csr.n_rows() * k];
+    if k == 0 {
+        return out;
+    }
+    let idx = csr.indices();
+    out.par_chunks_mut(k).enumerate().for_each(|(i, o)| {
+        let range = csr.row_range(i);
+        let nnz = range.len();
+        if nnz == 0 {
+            return;
+        }
+        let picked = sampling.positions(nnz);
+        for &rel in &picked {
+            let p = range.start + rel;
+            let w = vals.map_or(T::one(), |v| v[p]);
+            let xr = &x[idx[p] as usize * k..][..k];
+            o.iter_mut().zip(xr).for_each(|(a, &b)| *a += w * b);
+        }
+        let m = picked.len() as f64;
+        let scale = T::from_f64(if mean { 1.0 / m } else { nnz as f64 / m });
+        o.iter_mut().for_each(|a| *a *= scale);
+    });
+    out
+}

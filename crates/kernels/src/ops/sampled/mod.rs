@@ -1,0 +1,243 @@
+//! Edge-sampled SpMM for inference (ES-SpMM, Lin et al. 2021; AES-SpMM, Song et al. 2025):
+//! each row aggregates a fixed-size subset of its edges and rescales, trading accuracy for
+//! bandwidth. Inference only: there is no backward.
+//!
+//! Edge selection for a row with `nnz` entries (positions relative to the row start):
+//! - [`Sampling::EsBucket`] `{ s }`: the first `min(s, nnz)` edges.
+//! - [`Sampling::EsFastRand`] `{ s }`: when `nnz > s`, edges `(i * 577) mod nnz` for
+//!   `i < s`; otherwise the whole row.
+//! - [`Sampling::Aes`] `{ w, bands }`: ratio `R = nnz / w`; `R <= bands[0]`: whole row;
+//!   else `sample_cnt` runs of `n = w / sample_cnt` consecutive edges, `sample_cnt` = 4, 8,
+//!   16, 32 for `R` in `(b0, b1]`, `(b1, b2]`, `(b2, b3]`, `> b3`; run `i` starts at
+//!   `(i * 1429) mod (nnz - n + 1)`. Runs may overlap; an edge picked twice counts twice.
+//!
+//! Estimator (applied inside the kernel): with `m` sampled edges (with multiplicity),
+//! `Sum` returns `(nnz / m) * sum_sampled a_p x[col_p]`, an unbiased-in-spirit estimate of
+//! the full sum (exact when the whole row is taken); `Mean` returns
+//! `(1 / m) * sum_sampled a_p x[col_p]`. GCN's symmetric normalisation is carried by the
+//! edge values `a_p`, so `Sum` with GCN values estimates the GCN aggregation.
+
+pub mod cpu;
+
+use super::{check_device, check_float, cpu_slice};
+use crate::device_graph::DeviceGraph;
+use crate::error::{Error, Result};
+use crate::ops::spmm::Reduce;
+use candle_core::backend::BackendStorage;
+use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Shape, Tensor, WithDType};
+use serde::{Deserialize, Serialize};
+
+/// ES-SpMM's FastRand stride (a prime).
+pub const FASTRAND_PRIME: usize = 577;
+/// AES-SpMM's run-start stride (a prime).
+pub const AES_PRIME: usize = 1429;
+/// AES-SpMM's default band edges for `R = nnz / w`.
+pub const AES_BANDS: [f64; 4] = [1.0, 2.0, 10.0, 54.0];
+
+/// Which edges a row keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Sampling {
+    /// ES-SpMM cache-first: the first `s` edges.
+    EsBucket {
+        /// Shared-memory width.
+        s: usize,
+    },
+    /// ES-SpMM FastRand: `(i * 577) mod nnz`, `i < s`.
+    EsFastRand {
+        /// Shared-memory width.
+        s: usize,
+    },
+    /// AES-SpMM adaptive runs.
+    Aes {
+        /// Sampling width.
+        w: usize,
+        /// Band edges for `R = nnz / w` (default [`AES_BANDS`]).
+        bands: [f64; 4],
+    },
+}
+
+impl Sampling {
+    /// AES with the default bands.
+    pub fn aes(w: usize) -> Self {
+        Sampling::Aes {
+            w,
+            bands: AES_BANDS,
+        }
+    }
+
+    fn check(&self) -> Result<()> {
+        let bad = |what: String| {
+            Err(Error::Shape {
+                op: "spmm_sampled",
+                what,
+            })
+        };
+        match *self {
+            Sampling::EsBucket { s } | Sampling::EsFastRand { s } if s == 0 => {
+                bad("sampling width s must be >= 1".into())
+            }
+            Sampling::Aes { w, .. } if w < 32 => bad(format!(
+                "AES width {w} must be >= 32 (32 runs of w/32 edges)"
+            )),
+            Sampling::Aes { bands, .. }
+                if !bands.windows(2).all(|p| p[0] < p[1]) || bands[0] < 1.0 =>
+            {
+                bad(format!("AES bands {bands:?} must increase from >= 1"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Positions (relative to the row start) sampled from a row of `nnz` edges, in kernel
+    /// order. The CUDA kernel must select exactly these.
+    pub fn positions(&self, nnz: usize) -> Vec<usize> {
+        match *self {
+            Sampling::EsBucket { s } => (0..nnz.min(s)).collect(),
+            Sampling::EsFastRand { s } => {
+                if nnz > s {
+                    (0..s).map(|i| (i * FASTRAND_PRIME) % nnz).collect()
+                } else {
+                    (0..nnz).collect()
+                }
+            }
+            Sampling::Aes { w, bands } => {
+                let r = nnz as f64 / w as f64;
+                let runs = if r <= bands[0] {
+                    return (0..nnz).collect();
+                } else if r <= bands[1] {
+                    4
+                } else if r <= bands[2] {
+                    8
+                } else if r <= bands[3] {
+                    16
+                } else {
+                    32
+                };
+                let n = w / runs;
+                let span = nnz - n + 1;
+                (0..runs)
+                    .flat_map(|i| {
+                        let start = (i * AES_PRIME) % span;
+                        start..start + n
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
+/// Sampled aggregation `out[i] = estimate of reduce_{p in row i} a_p x[col_p]` (see the
+/// module docs); `reduce` is `Sum` or `Mean`; `values` optional as in [`crate::spmm_weighted`].
+pub fn spmm_sampled(
+    g: &DeviceGraph,
+    x: &Tensor,
+    values: Option<&Tensor>,
+    reduce: Reduce,
+    sampling: Sampling,
+) -> Result<Tensor> {
+    const OP: &str = "spmm_sampled";
+    sampling.check()?;
+    if !matches!(reduce, Reduce::Sum | Reduce::Mean) {
+        return Err(Error::Shape {
+            op: OP,
+            what: format!("{reduce:?} has no sampled estimator (sum and mean do)"),
+        });
+    }
+    check_device(OP, g, x)?;
+    check_float(OP, "x", x)?;
+    if x.dims().len() != 2 || x.dims()[0] != g.n_cols() {
+        return Err(Error::Shape {
+            op: OP,
+            what: format!("x has shape {:?}, expected [{}, K]", x.dims(), g.n_cols()),
+        });
+    }
+    let x = x.detach().contiguous()?;
+    let op = SampledOp {
+        g: g.clone(),
+        reduce,
+        sampling,
+    };
+    Ok(match values {
+        Some(v) => {
+            if v.dims() != [g.nnz()] || v.dtype() != x.dtype() {
+                return Err(Error::Shape {
+                    op: OP,
+                    what: format!(
+                        "edge values {:?} {:?} must be [{}] {:?}",
+                        v.dims(),
+                        v.dtype(),
+                        g.nnz(),
+                        x.dtype()
+                    ),
+                });
+            }
+            x.apply_op2_no_bwd(&v.detach().contiguous()?, &op)?
+        }
+        None => x.apply_op1_no_bwd(&op)?,
+    })
+}
+
+struct SampledOp {
+    g: DeviceGraph,
+    reduce: Reduce,
+    sampling: Sampling,
+}
+
+fn run<T: WithDType>(
+    op: &SampledOp,
+    s: &CpuStorage,
+    l: &Layout,
+    v: Option<(&CpuStorage, &Layout)>,
+) -> candle_core::Result<(CpuStorage, Shape)> {
+    let (_, k) = l.shape().dims2()?;
+    let x = cpu_slice::<T>("spmm_sampled", s, l)?;
+    let vals = match v {
+        Some((vs, vl)) => Some(cpu_slice::<T>("spmm_sampled", vs, vl)?),
+        None => None,
+    };
+    let out = cpu::spmm_sampled(
+        op.g.csr(),
+        x,
+        k,
+        vals,
+        op.reduce == Reduce::Mean,
+        &op.sampling,
+    );
+    Ok((
+        T::to_cpu_storage_owned(out),
+        Shape::from((op.g.n_rows(), k)),
+    ))
+}
+
+impl CustomOp1 for SampledOp {
+    fn name(&self) -> &'static str {
+        "spmm_sampled"
+    }
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        match s {
+            CpuStorage::F32(_) => run::<f32>(self, s, l, None),
+            CpuStorage::F64(_) => run::<f64>(self, s, l, None),
+            o => candle_core::bail!("spmm_sampled: unsupported dtype {:?}", o.dtype()),
+        }
+    }
+}
+
+impl CustomOp2 for SampledOp {
+    fn name(&self) -> &'static str {
+        "spmm_sampled_weighted"
+    }
+    fn cpu_fwd(
+        &self,
+        s: &CpuStorage,
+        l: &Layout,
+        vs: &CpuStorage,
+        vl: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        match s {
+            CpuStorage::F32(_) => run::<f32>(self, s, l, Some((vs, vl))),
+            CpuStorage::F64(_) => run::<f64>(self, s, l, Some((vs, vl))),
+            o => candle_core::bail!("spmm_sampled: unsupported dtype {:?}", o.dtype()),
+        }
+    }
+}
