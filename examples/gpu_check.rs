@@ -15,7 +15,9 @@ use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor, Var};
 use clap::Parser;
 use gnn::graph::{generate, Csr, Normalization, SyntheticSpec};
-use gnn::kernels::{matmul_nt, sddmm, spmm, spmm_weighted, DeviceGraph, Reduce};
+use gnn::kernels::{
+    matmul_nt, sddmm, spmm, spmm_sampled, spmm_weighted, DeviceGraph, Reduce, Sampling,
+};
 use rand::{Rng, SeedableRng};
 use std::path::PathBuf;
 
@@ -188,6 +190,34 @@ fn check_spmm(
                     c.check(name, format!("{tag} bwd dvalues"), k, &dvg, &dvc, 1e-5)?;
                 }
             }
+        }
+    }
+    // Sampled SpMM (inference): the GPU must pick the same edges as the CPU.
+    for sampling in [
+        Sampling::EsBucket { s: 16 },
+        Sampling::EsFastRand { s: 16 },
+        Sampling::aes(64),
+        Sampling::aes(32),
+    ] {
+        for (reduce, weighted) in [(Reduce::Sum, true), (Reduce::Mean, false)] {
+            let vals = if weighted { Some(&v) } else { None };
+            let oc = spmm_sampled(&gc, &x, vals, reduce, sampling)?;
+            let vg = v.to_device(gpu)?;
+            let og = spmm_sampled(
+                &gg,
+                &x.to_device(gpu)?,
+                if weighted { Some(&vg) } else { None },
+                reduce,
+                sampling,
+            )?;
+            c.check(
+                name,
+                format!("sampled {sampling:?} {reduce:?}").to_lowercase(),
+                k,
+                &og,
+                &oc,
+                1e-5,
+            )?;
         }
     }
     if backward {

@@ -10,6 +10,8 @@ use gnn_graph::Csr;
 pub const SPMM_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/spmm.ptx"));
 /// PTX of `cuda/sddmm.cu`.
 pub const SDDMM_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/sddmm.ptx"));
+/// PTX of `cuda/sampled.cu`.
+pub const SAMPLED_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/sampled.ptx"));
 
 /// A CSR structure in device memory (uploaded once per [`crate::DeviceGraph`]).
 pub struct CudaCsr {

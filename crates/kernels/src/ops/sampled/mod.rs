@@ -18,12 +18,16 @@
 //! edge values `a_p`, so `Sum` with GCN values estimates the GCN aggregation.
 
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 
 use super::{check_device, check_float, cpu_slice};
 use crate::device_graph::DeviceGraph;
 use crate::error::{Error, Result};
 use crate::ops::spmm::Reduce;
 use candle_core::backend::BackendStorage;
+#[cfg(feature = "cuda")]
+use candle_core::CudaStorage;
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Shape, Tensor, WithDType};
 use serde::{Deserialize, Serialize};
 
@@ -214,6 +218,17 @@ impl CustomOp1 for SampledOp {
     fn name(&self) -> &'static str {
         "spmm_sampled"
     }
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
+        cuda::spmm_sampled(
+            &self.g,
+            s,
+            l,
+            None,
+            self.reduce == Reduce::Mean,
+            &self.sampling,
+        )
+    }
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
         match s {
             CpuStorage::F32(_) => run::<f32>(self, s, l, None),
@@ -226,6 +241,23 @@ impl CustomOp1 for SampledOp {
 impl CustomOp2 for SampledOp {
     fn name(&self) -> &'static str {
         "spmm_sampled_weighted"
+    }
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s: &CudaStorage,
+        l: &Layout,
+        vs: &CudaStorage,
+        vl: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        cuda::spmm_sampled(
+            &self.g,
+            s,
+            l,
+            Some((vs, vl)),
+            self.reduce == Reduce::Mean,
+            &self.sampling,
+        )
     }
     fn cpu_fwd(
         &self,
