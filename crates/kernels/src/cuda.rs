@@ -49,6 +49,14 @@ pub fn f32_view<'a>(op: &str, s: &'a CudaStorage, l: &Layout) -> Result<CudaView
         .slice(l.start_offset()..))
 }
 
+/// [`f32_view`] of optional edge values.
+pub fn f32_view_opt<'a>(
+    op: &str,
+    v: Option<(&'a CudaStorage, &Layout)>,
+) -> Result<Option<CudaView<'a, f32>>> {
+    v.map(|(s, l)| f32_view(op, s, l)).transpose()
+}
+
 /// The u32 view of a contiguous CUDA storage.
 pub fn u32_view<'a>(op: &str, s: &'a CudaStorage, l: &Layout) -> Result<CudaView<'a, u32>> {
     if !l.is_contiguous() {

@@ -44,3 +44,11 @@ pub(crate) fn cpu_slice<'a, T: WithDType>(
         None => candle_core::bail!("{op}: input must be contiguous"),
     }
 }
+
+/// [`cpu_slice`] of optional edge values.
+pub(crate) fn cpu_slice_opt<'a, T: WithDType>(
+    op: &'static str,
+    v: Option<(&'a CpuStorage, &Layout)>,
+) -> candle_core::Result<Option<&'a [T]>> {
+    v.map(|(s, l)| cpu_slice::<T>(op, s, l)).transpose()
+}

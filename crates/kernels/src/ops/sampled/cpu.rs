@@ -2,6 +2,7 @@
 //! [`Sampling::positions`] and applies the estimator's scale.
 
 use super::Sampling;
+use crate::ops::spmm::cpu::add_row;
 use candle_core::WithDType;
 use gnn_graph::Csr;
 use rayon::prelude::*;
@@ -29,9 +30,7 @@ pub fn spmm_sampled<T: WithDType>(
         let picked = sampling.positions(nnz);
         for &rel in &picked {
             let p = range.start + rel;
-            let w = vals.map_or(T::one(), |v| v[p]);
-            let xr = &x[idx[p] as usize * k..][..k];
-            o.iter_mut().zip(xr).for_each(|(a, &b)| *a += w * b);
+            add_row(o, &x[idx[p] as usize * k..][..k], vals.map(|v| v[p]));
         }
         let m = picked.len() as f64;
         let scale = T::from_f64(if mean { 1.0 / m } else { nnz as f64 / m });

@@ -1,7 +1,7 @@
 //! Host side of the CUDA sampled SpMM (`cuda/sampled.cu`).
 
 use super::Sampling;
-use crate::cuda::{f32_view, launched, zeros, SAMPLED_PTX};
+use crate::cuda::{f32_view, f32_view_opt, launched, zeros, SAMPLED_PTX};
 use crate::device_graph::DeviceGraph;
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
@@ -21,10 +21,7 @@ pub(crate) fn spmm_sampled(
     let dev = x.device().clone();
     let csr = g.cuda_csr()?;
     let xv = f32_view("spmm_sampled", x, xl)?;
-    let vv = match vals {
-        Some((s, l)) => Some(f32_view("spmm_sampled", s, l)?),
-        None => None,
-    };
+    let vv = f32_view_opt("spmm_sampled", vals)?;
     let out = zeros::<f32>(&dev, n * k)?;
     if n > 0 && k > 0 {
         let (strategy, s, b) = match *sampling {

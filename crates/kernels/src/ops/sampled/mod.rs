@@ -21,7 +21,7 @@ pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 
-use super::{check_device, check_float, cpu_slice};
+use super::{check_device, check_float, cpu_slice, cpu_slice_opt};
 use crate::device_graph::DeviceGraph;
 use crate::error::{Error, Result};
 use crate::ops::spmm::Reduce;
@@ -196,10 +196,7 @@ fn run<T: WithDType>(
 ) -> candle_core::Result<(CpuStorage, Shape)> {
     let (_, k) = l.shape().dims2()?;
     let x = cpu_slice::<T>("spmm_sampled", s, l)?;
-    let vals = match v {
-        Some((vs, vl)) => Some(cpu_slice::<T>("spmm_sampled", vs, vl)?),
-        None => None,
-    };
+    let vals = cpu_slice_opt::<T>("spmm_sampled", v)?;
     let out = cpu::spmm_sampled(
         op.g.csr(),
         x,

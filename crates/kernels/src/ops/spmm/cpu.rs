@@ -29,14 +29,7 @@ pub fn spmm_sum<T: WithDType>(
         let range = csr.row_range(i);
         let len = range.len();
         for p in range {
-            let xr = &x[idx[p] as usize * k..][..k];
-            match vals {
-                Some(v) => {
-                    let w = v[p];
-                    o.iter_mut().zip(xr).for_each(|(a, &b)| *a += w * b);
-                }
-                None => o.iter_mut().zip(xr).for_each(|(a, &b)| *a += b),
-            }
+            add_row(o, &x[idx[p] as usize * k..][..k], vals.map(|v| v[p]));
         }
         if mean && len > 0 {
             let inv = T::from_f64(1.0 / len as f64);
@@ -44,6 +37,14 @@ pub fn spmm_sum<T: WithDType>(
         }
     });
     out
+}
+
+/// `o += w * xr` (`o += xr` when unweighted): one edge's contribution to an output row.
+pub(crate) fn add_row<T: WithDType>(o: &mut [T], xr: &[T], w: Option<T>) {
+    match w {
+        Some(w) => o.iter_mut().zip(xr).for_each(|(a, &b)| *a += w * b),
+        None => o.iter_mut().zip(xr).for_each(|(a, &b)| *a += b),
+    }
 }
 
 /// `out[i,t] = max_p v_p x[col_p, t]` (or min); empty rows give 0. When `arg` is given it

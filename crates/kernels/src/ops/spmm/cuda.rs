@@ -2,7 +2,7 @@
 //! shapes, launches, and wraps the results as candle storages.
 
 use super::Reduce;
-use crate::cuda::{elementwise_cfg, f32_view, launched, u32_view, zeros, SPMM_PTX};
+use crate::cuda::{elementwise_cfg, f32_view, f32_view_opt, launched, u32_view, zeros, SPMM_PTX};
 use crate::device_graph::DeviceGraph;
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
@@ -98,10 +98,7 @@ pub(crate) fn spmm_fwd(
     let csr = g.cuda_csr()?;
     let n = g.n_rows();
     let xv = f32_view("spmm", x, xl)?;
-    let vv = match vals {
-        Some((s, l)) => Some(f32_view("spmm", s, l)?),
-        None => None,
-    };
+    let vv = f32_view_opt("spmm", vals)?;
     let out = zeros::<f32>(&dev, n * k)?;
     let extreme = matches!(reduce, Reduce::Max | Reduce::Min);
     let arg = if want_arg && extreme {
@@ -196,10 +193,7 @@ pub(crate) fn gather_arg(
     let csr = g.cuda_csr()?;
     let xv = f32_view("spmm_gather_arg", x, xl)?;
     let av = u32_view("spmm_gather_arg", arg, al)?;
-    let vv = match vals {
-        Some((s, l)) => Some(f32_view("spmm_gather_arg", s, l)?),
-        None => None,
-    };
+    let vv = f32_view_opt("spmm_gather_arg", vals)?;
     let out = zeros::<f32>(&dev, n * k)?;
     let total = n * k;
     if total > 0 {
@@ -232,10 +226,7 @@ pub(crate) fn scatter_arg(
     let csr = g.cuda_csr()?;
     let dv = f32_view("spmm_arg_scatter", dy, dl)?;
     let av = u32_view("spmm_arg_scatter", arg, al)?;
-    let vv = match vals {
-        Some((s, l)) => Some(f32_view("spmm_arg_scatter", s, l)?),
-        None => None,
-    };
+    let vv = f32_view_opt("spmm_arg_scatter", vals)?;
     let dx = zeros::<f32>(&dev, g.n_cols() * k)?;
     let total = g.n_rows() * k;
     if total > 0 {

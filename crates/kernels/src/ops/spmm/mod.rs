@@ -15,7 +15,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod reference;
 
-use super::{check_device, check_float, cpu_slice};
+use super::{check_device, check_float, cpu_slice, cpu_slice_opt};
 use crate::device_graph::DeviceGraph;
 use crate::error::{Error, Result};
 use candle_core::backend::BackendStorage;
@@ -149,10 +149,7 @@ impl SpmmOp {
     ) -> candle_core::Result<(CpuStorage, Shape)> {
         let (_, k) = l.shape().dims2()?;
         let x = cpu_slice::<T>("spmm", s, l)?;
-        let vals = match v {
-            Some((vs, vl)) => Some(cpu_slice::<T>("spmm", vs, vl)?),
-            None => None,
-        };
+        let vals = cpu_slice_opt::<T>("spmm", v)?;
         let csr = self.g.csr();
         let out = match self.reduce {
             Reduce::Sum => cpu::spmm_sum(csr, x, k, vals, false),
@@ -287,10 +284,7 @@ fn arg_cpu<T: WithDType>(
 ) -> candle_core::Result<(CpuStorage, Shape)> {
     let (_, k) = l.shape().dims2()?;
     let x = cpu_slice::<T>("spmm_arg", s, l)?;
-    let vals = match v {
-        Some((vs, vl)) => Some(cpu_slice::<T>("spmm_arg", vs, vl)?),
-        None => None,
-    };
+    let vals = cpu_slice_opt::<T>("spmm_arg", v)?;
     let (_, arg) = cpu::spmm_extreme(op.g.csr(), x, k, vals, op.reduce == Reduce::Max, true);
     Ok((CpuStorage::U32(arg), Shape::from((op.g.n_rows(), k))))
 }
@@ -374,10 +368,7 @@ fn gather_cpu<T: WithDType>(
     let (_, k) = l.shape().dims2()?;
     let x = cpu_slice::<T>("spmm_gather_arg", s, l)?;
     let arg = u32_slice(a, al)?;
-    let vals = match v {
-        Some((vs, vl)) => Some(cpu_slice::<T>("spmm_gather_arg", vs, vl)?),
-        None => None,
-    };
+    let vals = cpu_slice_opt::<T>("spmm_gather_arg", v)?;
     let out = cpu::gather_arg(op.g.csr(), x, k, arg, vals);
     Ok((
         T::to_cpu_storage_owned(out),
@@ -526,10 +517,7 @@ fn scatter_cpu<T: WithDType>(
     let (_, k) = l.shape().dims2()?;
     let dy = cpu_slice::<T>("spmm_arg_scatter", s, l)?;
     let arg = u32_slice(a, al)?;
-    let vals = match v {
-        Some((vs, vl)) => Some(cpu_slice::<T>("spmm_arg_scatter", vs, vl)?),
-        None => None,
-    };
+    let vals = cpu_slice_opt::<T>("spmm_arg_scatter", v)?;
     let n_src = op.g.n_cols();
     let dx = cpu::scatter_arg(op.g.csr(), dy, k, arg, vals, n_src);
     Ok((T::to_cpu_storage_owned(dx), Shape::from((n_src, k))))
