@@ -1,73 +1,139 @@
-// Edge-sampled SpMM for inference (ES-SpMM / AES-SpMM). One warp per row; the warp walks the
-// sampled positions in the same order as the CPU reference (`Sampling::positions`) and each
-// lane accumulates its columns; the estimator's scale is applied at the end.
+// Edge-sampled SpMM for inference (ES-SpMM / AES-SpMM), selecting exactly the CPU reference's
+// edges (`Sampling::positions`) in the same order.
+//
+// One warp per (row, column tile); rows of one block are consecutive and the tiles of a row
+// sit in neighbouring blocks, so a row's sparse data is reused from L2 across tiles.
+// Cache-first staging: the warp computes CHUNK sample positions at a time (one or two per
+// lane), loads their (column, value) pairs with coalesced-as-possible reads and stages them in
+// shared memory; then every lane walks the staged edges, UNROLL at a time, gathering VEC
+// contiguous floats of x per edge (float2/float4 loads) into its accumulators. The estimator's
+// scale (nnz / m for sums, 1 / m for means) is applied once at the end.
 //
 // strategy 0: ES Bucket (first s), 1: ES FastRand ((i*577) mod nnz, i < s, when nnz > s),
 //          2: AES (runs of n consecutive edges, run i at (i*1429) mod (nnz - n + 1)).
 
 #include <stdint.h>
 
-struct Pick {
-    int runs;  // number of runs
-    int n;     // edges per run
-};
+#define CHUNK 64
+#define MAX_WARPS 8
 
-__device__ __forceinline__ Pick aes_pick(uint32_t nnz, int w, double b0, double b1, double b2, double b3) {
-    const double r = (double)nnz / (double)w;
-    int runs = r <= b0 ? 0 : r <= b1 ? 4 : r <= b2 ? 8 : r <= b3 ? 16 : 32;
-    Pick p;
-    p.runs = runs;
-    p.n = runs ? w / runs : 0;
-    return p;
-}
-
-extern "C" __global__ void spmm_sampled(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
-                                        const float* __restrict__ vals, const float* __restrict__ x,
-                                        float* __restrict__ out, int n_rows, int k, int weighted, int mean,
-                                        int strategy, int s, double b0, double b1, double b2, double b3) {
-    const int lane = threadIdx.x & 31;
-    const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    if (row >= n_rows) return;
-    const uint32_t start = indptr[row];
-    const uint32_t nnz = indptr[row + 1] - start;
-    for (int col = lane; col < k; col += 32) {
-        float acc = 0.f;
-        uint32_t m = 0;
-        if (nnz > 0) {
-            if (strategy == 0 || (strategy == 1 && nnz <= (uint32_t)s)) {
-                m = min(nnz, (uint32_t)s);
-                for (uint32_t q = 0; q < m; ++q) {
-                    const uint32_t p = start + q;
-                    acc += (weighted ? vals[p] : 1.f) * x[(size_t)indices[p] * k + col];
-                }
-            } else if (strategy == 1) {
-                m = s;
-                for (uint32_t i = 0; i < (uint32_t)s; ++i) {
-                    const uint32_t p = start + (uint32_t)(((uint64_t)i * 577u) % nnz);
-                    acc += (weighted ? vals[p] : 1.f) * x[(size_t)indices[p] * k + col];
-                }
-            } else {
-                const Pick pk = aes_pick(nnz, s, b0, b1, b2, b3);
-                if (pk.runs == 0) {
-                    m = nnz;
-                    for (uint32_t q = 0; q < nnz; ++q) {
-                        const uint32_t p = start + q;
-                        acc += (weighted ? vals[p] : 1.f) * x[(size_t)indices[p] * k + col];
-                    }
-                } else {
-                    const uint32_t span = nnz - pk.n + 1;
-                    m = pk.runs * pk.n;
-                    for (int i = 0; i < pk.runs; ++i) {
-                        const uint32_t r0 = (uint32_t)(((uint64_t)i * 1429u) % span);
-                        for (int q = 0; q < pk.n; ++q) {
-                            const uint32_t p = start + r0 + q;
-                            acc += (weighted ? vals[p] : 1.f) * x[(size_t)indices[p] * k + col];
-                        }
-                    }
-                }
-            }
-            acc *= mean ? 1.f / (float)m : (float)nnz / (float)m;
-        }
-        out[(size_t)row * k + col] = acc;
+template <int VEC>
+__device__ __forceinline__ void load_vec(const float* __restrict__ p, float (&r)[VEC]) {
+    if (VEC == 4) {
+        float4 v = __ldg(reinterpret_cast<const float4*>(p));
+        r[0] = v.x; r[1 % VEC] = v.y; r[2 % VEC] = v.z; r[3 % VEC] = v.w;
+    } else if (VEC == 2) {
+        float2 v = __ldg(reinterpret_cast<const float2*>(p));
+        r[0] = v.x; r[1 % VEC] = v.y;
+    } else {
+        r[0] = __ldg(p);
     }
 }
+
+template <int VEC>
+__device__ __forceinline__ void store_vec(float* p, const float (&r)[VEC]) {
+    if (VEC == 4) {
+        *reinterpret_cast<float4*>(p) = make_float4(r[0], r[1 % VEC], r[2 % VEC], r[3 % VEC]);
+    } else if (VEC == 2) {
+        *reinterpret_cast<float2*>(p) = make_float2(r[0], r[1 % VEC]);
+    } else {
+        p[0] = r[0];
+    }
+}
+
+template <int VEC, int UNROLL>
+__device__ __forceinline__ void sampled_impl(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
+                                             const float* __restrict__ vals, const float* __restrict__ x,
+                                             float* __restrict__ out, int n_rows, int k, int n_tiles, int weighted,
+                                             int mean, int strategy, int s, double b0, double b1, double b2,
+                                             double b3) {
+    __shared__ uint32_t s_col[MAX_WARPS][CHUNK];
+    __shared__ float s_val[MAX_WARPS][CHUNK];
+    const int lane = threadIdx.x & 31;
+    const int w = threadIdx.x >> 5;
+    const int warps = blockDim.x >> 5;
+    const int tile = blockIdx.x % n_tiles;
+    const int row = (blockIdx.x / n_tiles) * warps + w;
+    if (row >= n_rows) return;  // warp-uniform
+    const int col = tile * 32 * VEC + lane * VEC;
+    const uint32_t start = indptr[row];
+    const uint32_t nnz = indptr[row + 1] - start;
+
+    // Selection: pos(q) for sample q < m.  mode 0: q; 1: (q * 577) mod nnz; 2: runs.
+    uint32_t m = nnz, run_len = 1, span = 1;
+    int mode = 0;
+    if (strategy == 0) {
+        m = min(nnz, (uint32_t)s);
+    } else if (strategy == 1) {
+        if (nnz > (uint32_t)s) { m = s; mode = 1; }
+    } else if (nnz > 0) {
+        const double r = (double)nnz / (double)s;
+        const int runs = r <= b0 ? 0 : r <= b1 ? 4 : r <= b2 ? 8 : r <= b3 ? 16 : 32;
+        if (runs) {
+            run_len = s / runs;
+            span = nnz - run_len + 1;
+            m = runs * run_len;
+            mode = 2;
+        }
+    }
+
+    float acc[VEC];
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) acc[j] = 0.f;
+    uint32_t* cols = s_col[w];
+    float* vs = s_val[w];
+    for (uint32_t base = 0; base < m; base += CHUNK) {
+        const uint32_t cnt = min((uint32_t)CHUNK, m - base);
+        for (uint32_t q = lane; q < cnt; q += 32) {
+            const uint32_t i = base + q;
+            const uint32_t pos = mode == 0 ? i
+                               : mode == 1 ? (i * 577u) % nnz
+                                           : ((i / run_len) * 1429u) % span + i % run_len;
+            const uint32_t p = start + pos;
+            cols[q] = __ldg(indices + p);
+            vs[q] = weighted ? __ldg(vals + p) : 1.f;
+        }
+        __syncwarp();
+        if (col < k) {
+            uint32_t e = 0;
+            for (; e + UNROLL <= cnt; e += UNROLL) {
+                float xv[UNROLL][VEC];
+#pragma unroll
+                for (int u = 0; u < UNROLL; ++u) load_vec<VEC>(x + (size_t)cols[e + u] * k + col, xv[u]);
+#pragma unroll
+                for (int u = 0; u < UNROLL; ++u) {
+                    const float v = vs[e + u];
+#pragma unroll
+                    for (int j = 0; j < VEC; ++j) acc[j] = fmaf(v, xv[u][j], acc[j]);
+                }
+            }
+            for (; e < cnt; ++e) {
+                float xv[VEC];
+                load_vec<VEC>(x + (size_t)cols[e] * k + col, xv);
+                const float v = vs[e];
+#pragma unroll
+                for (int j = 0; j < VEC; ++j) acc[j] = fmaf(v, xv[j], acc[j]);
+            }
+        }
+        __syncwarp();
+    }
+    if (col < k) {
+        const float scale = m == 0 ? 0.f : mean ? 1.f / (float)m : (float)nnz / (float)m;
+        float r[VEC];
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) r[j] = acc[j] * scale;
+        store_vec<VEC>(out + (size_t)row * k + col, r);
+    }
+}
+
+#define SAMPLED_KERNEL(VEC)                                                                                    \
+    extern "C" __global__ void spmm_sampled_v##VEC(                                                            \
+        const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices, const float* __restrict__ vals, \
+        const float* __restrict__ x, float* __restrict__ out, int n_rows, int k, int n_tiles, int weighted,      \
+        int mean, int strategy, int s, double b0, double b1, double b2, double b3) {                           \
+        sampled_impl<VEC, 8>(indptr, indices, vals, x, out, n_rows, k, n_tiles, weighted, mean, strategy, s,    \
+                             b0, b1, b2, b3);                                                                  \
+    }
+SAMPLED_KERNEL(1)
+SAMPLED_KERNEL(2)
+SAMPLED_KERNEL(4)

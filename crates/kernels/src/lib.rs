@@ -11,6 +11,8 @@
 //! | [`spmm_weighted`] | the same with `a_ij * x[j]`, `a` an edge-value tensor |
 //! | [`matmul_nt`] | `x wᵀ` computing only the gradients that are needed |
 //! | [`sddmm`] | `e[p] = <a[i], b[j]>` for every edge `p = (i, j)` |
+//! | [`spmm_sampled`] | edge-sampled `spmm` estimate for inference (ES-SpMM / AES-SpMM) |
+//! | [`dequantize`] | f32 features from INT8 codes with per-feature scales |
 //!
 //! The `cuda` feature enables candle's CUDA backend; GPU kernels plug into the same ops.
 #![deny(missing_docs)]
@@ -24,6 +26,7 @@ pub mod ops;
 pub use device_graph::DeviceGraph;
 pub use error::{Error, Result};
 pub use ops::matmul::matmul_nt;
+pub use ops::quant::{dequantize, QuantizedFeatures};
 pub use ops::sampled::{spmm_sampled, Sampling};
 pub use ops::sddmm::sddmm;
 pub use ops::spmm::{spmm, spmm_weighted, Reduce};

@@ -55,15 +55,6 @@ pub enum Activation {
     Relu,
 }
 
-/// Which aggregation kernel the layers call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum Aggregation {
-    /// Exact CSR SpMM (`gnn_kernels::spmm`), used for training and exact inference.
-    #[default]
-    Exact,
-}
-
 /// Everything needed to rebuild a model (not its weights).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelConfig {
@@ -85,13 +76,10 @@ pub struct ModelConfig {
     pub activation: Activation,
     /// LayerNorm after each hidden layer, before the activation.
     pub layer_norm: bool,
-    /// Aggregation kernel.
-    #[serde(default)]
-    pub aggregation: Aggregation,
 }
 
 impl ModelConfig {
-    /// A config with the usual defaults: ReLU, no LayerNorm, exact aggregation, dropout on
+    /// A config with the usual defaults: ReLU, no LayerNorm, dropout on
     /// hidden and input.
     pub fn new(
         kind: ConvKind,
@@ -111,7 +99,6 @@ impl ModelConfig {
             input_dropout: dropout,
             activation: Activation::Relu,
             layer_norm: false,
-            aggregation: Aggregation::Exact,
         }
     }
 

@@ -1,10 +1,58 @@
 //! The graph operands a model consumes, derived from a host graph and uploaded once.
 
 use crate::config::ConvKind;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use candle_core::{Device, Tensor};
 use gnn_graph::{BuildOptions, Csr, Normalization, SelfLoops};
-use gnn_kernels::{spmm, spmm_weighted, DeviceGraph, Reduce};
+use gnn_kernels::{spmm, spmm_sampled, spmm_weighted, DeviceGraph, Reduce, Sampling};
+use serde::{Deserialize, Serialize};
+
+/// Which aggregation kernel the layers call. Training always uses [`Aggregation::Exact`];
+/// the sampled estimate is an inference-time choice (it has no backward).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Aggregation {
+    /// Exact CSR SpMM ([`gnn_kernels::spmm`]).
+    #[default]
+    Exact,
+    /// Edge-sampled estimate ([`gnn_kernels::spmm_sampled`]): sum and mean aggregations
+    /// (GCN, GraphSAGE-mean, GIN); max (GraphSAGE-pool) has no estimator.
+    Sampled(Sampling),
+}
+
+impl std::fmt::Display for Aggregation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Exact => f.write_str("exact"),
+            Self::Sampled(Sampling::EsBucket { s }) => write!(f, "bucket:{s}"),
+            Self::Sampled(Sampling::EsFastRand { s }) => write!(f, "fastrand:{s}"),
+            Self::Sampled(Sampling::Aes { w, .. }) => write!(f, "aes:{w}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Aggregation {
+    type Err = Error;
+    /// `exact`, `bucket:S`, `fastrand:S` or `aes:W` (AES with the default bands).
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = || {
+            Error::Config(format!(
+                "unknown aggregation `{s}` (exact, bucket:S, fastrand:S, aes:W)"
+            ))
+        };
+        if s.eq_ignore_ascii_case("exact") {
+            return Ok(Self::Exact);
+        }
+        let (kind, width) = s.split_once(':').ok_or_else(bad)?;
+        let width: usize = width.trim().parse().map_err(|_| bad())?;
+        Ok(Self::Sampled(match kind.to_ascii_lowercase().as_str() {
+            "bucket" | "es-bucket" => Sampling::EsBucket { s: width },
+            "fastrand" | "es-fastrand" => Sampling::EsFastRand { s: width },
+            "aes" => Sampling::aes(width),
+            _ => return Err(bad()),
+        }))
+    }
+}
 
 /// A device graph plus optional edge values, in the form one model kind expects:
 ///
@@ -18,6 +66,8 @@ pub struct ModelGraph {
     pub graph: DeviceGraph,
     /// Edge values aligned with the structure, when the layer is weighted.
     pub values: Option<Tensor>,
+    /// The kernel [`ModelGraph::aggregate`] calls (exact unless set for inference).
+    pub aggregation: Aggregation,
 }
 
 impl ModelGraph {
@@ -38,6 +88,7 @@ impl ModelGraph {
                 Self {
                     graph: DeviceGraph::upload(&a, device)?,
                     values: Some(values),
+                    aggregation: Aggregation::Exact,
                 }
             }
             ConvKind::SageMean | ConvKind::SagePool | ConvKind::Gin => {
@@ -52,20 +103,32 @@ impl ModelGraph {
                 Self {
                     graph,
                     values: None,
+                    aggregation: Aggregation::Exact,
                 }
             }
             ConvKind::Mlp => Self {
                 graph: DeviceGraph::upload(csr, device)?,
                 values: None,
+                aggregation: Aggregation::Exact,
             },
         })
     }
 
-    /// Aggregates `x` with the graph's values (if any) under `reduce`.
+    /// Aggregates `x` with the graph's values (if any) under `reduce`, with the kernel
+    /// [`Self::aggregation`] names.
     pub fn aggregate(&self, x: &Tensor, reduce: Reduce) -> Result<Tensor> {
-        Ok(match &self.values {
-            Some(v) => spmm_weighted(&self.graph, x, v, reduce)?,
-            None => spmm(&self.graph, x, reduce)?,
+        Ok(match (self.aggregation, &self.values) {
+            (Aggregation::Exact, Some(v)) => spmm_weighted(&self.graph, x, v, reduce)?,
+            (Aggregation::Exact, None) => spmm(&self.graph, x, reduce)?,
+            (Aggregation::Sampled(s), v) => {
+                if !matches!(reduce, Reduce::Sum | Reduce::Mean) {
+                    return Err(Error::Config(format!(
+                        "{reduce:?} aggregation (GraphSAGE-pool) has no sampled estimator; \
+                         use exact aggregation for this model"
+                    )));
+                }
+                spmm_sampled(&self.graph, x, v.as_ref(), reduce, s)?
+            }
         })
     }
 }

@@ -17,10 +17,10 @@ pub mod model;
 pub mod params;
 pub mod timer;
 
-pub use config::{Activation, Aggregation, ConvKind, ModelConfig};
+pub use config::{Activation, ConvKind, ModelConfig};
 pub use dropout::DropoutRng;
 pub use error::{Error, Result};
-pub use graph::ModelGraph;
+pub use graph::{Aggregation, ModelGraph};
 pub use model::{Forward, Gnn};
 pub use params::{Init, ParamStore};
 pub use timer::{Phase, PhaseTimes, Timer};

@@ -158,6 +158,12 @@ impl Gnn {
     /// Logits `[N, out_dim]` for every node.
     pub fn forward(&self, g: &ModelGraph, x: &Tensor, ctx: &mut Forward<'_>) -> Result<Tensor> {
         let t = ctx.timer;
+        if ctx.train && g.aggregation != crate::Aggregation::Exact {
+            return Err(Error::Config(format!(
+                "{} aggregation is for inference only (it has no backward); train with exact",
+                g.aggregation
+            )));
+        }
         let mut h = x.clone();
         if ctx.train && self.cfg.input_dropout > 0.0 {
             let rng = ctx

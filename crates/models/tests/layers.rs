@@ -214,6 +214,27 @@ fn every_parameter_gets_a_gradient() {
 }
 
 #[test]
+fn sampled_aggregation_is_refused_in_training() {
+    let dev = Device::Cpu;
+    let csr = small_graph();
+    let model = Gnn::new(ModelConfig::new(ConvKind::Gcn, 7, 6, 3, 2, 0.5), &dev, 1).unwrap();
+    let mut g = ModelGraph::new(&csr, ConvKind::Gcn, &dev).unwrap();
+    g.aggregation = "aes:32".parse().unwrap();
+    let x = Tensor::randn(0f32, 1.0, (30, 7), &dev).unwrap();
+    let timer = Timer::disabled();
+    let mut rng = DropoutRng::new(0);
+    let e = model
+        .forward(&g, &x, &mut Forward::train(&mut rng, &timer))
+        .unwrap_err();
+    assert!(e.to_string().contains("inference only"), "{e}");
+    // Evaluation runs, and at a width above every degree it equals the exact forward.
+    let y = model.forward(&g, &x, &mut Forward::eval(&timer)).unwrap();
+    g.aggregation = gnn_models::Aggregation::Exact;
+    let z = model.forward(&g, &x, &mut Forward::eval(&timer)).unwrap();
+    close(&mat(&y), &mat(&z), 1e-5);
+}
+
+#[test]
 fn checkpoint_round_trip_and_errors() {
     let dev = Device::Cpu;
     let csr = small_graph();

@@ -18,6 +18,14 @@ pub enum Error {
     /// From candle.
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
+    /// A feature or weight file that cannot be read as expected.
+    #[error("{path}: {problem}")]
+    File {
+        /// The file.
+        path: String,
+        /// What is wrong (naming the field when one is at fault).
+        problem: String,
+    },
     /// Writing a report failed.
     #[error("{path}: {source}")]
     Io {

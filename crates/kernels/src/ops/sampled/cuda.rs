@@ -7,6 +7,21 @@ use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
 use candle_core::{CudaStorage, Layout, Result, Shape};
 
+/// Warps per block (the kernel's shared staging is sized for at most 8).
+const WARPS: usize = 8;
+
+/// Floats per lane: float4 loads once a row spans at least 64 columns, float2 above 32,
+/// when the width and the operand's offset allow the alignment.
+fn vector_width(k: usize, offset: usize) -> usize {
+    if k >= 64 && k.is_multiple_of(4) && offset.is_multiple_of(4) {
+        4
+    } else if k > 32 && k.is_multiple_of(2) && offset.is_multiple_of(2) {
+        2
+    } else {
+        1
+    }
+}
+
 /// Launches the sampled aggregation; selection identical to [`Sampling::positions`].
 pub(crate) fn spmm_sampled(
     g: &DeviceGraph,
@@ -31,13 +46,21 @@ pub(crate) fn spmm_sampled(
         };
         let s = i32::try_from(s)
             .map_err(|_| candle_core::Error::Msg(format!("spmm_sampled: width {s} too large")))?;
-        let func = dev.get_or_load_custom_func("spmm_sampled", "gnn_sampled", SAMPLED_PTX)?;
+        let vec = vector_width(k, xl.start_offset());
+        let n_tiles = k.div_ceil(32 * vec);
+        let name = format!("spmm_sampled_v{vec}");
+        let func = dev.get_or_load_custom_func(&name, "gnn_sampled", SAMPLED_PTX)?;
+        let blocks = n.div_ceil(WARPS) * n_tiles;
+        let blocks = u32::try_from(blocks).map_err(|_| {
+            candle_core::Error::Msg(format!("spmm_sampled: {blocks} blocks exceed the grid"))
+        })?;
         let cfg = LaunchConfig {
-            grid_dim: (n.div_ceil(8) as u32, 1, 1),
-            block_dim: (256, 1, 1),
+            grid_dim: (blocks, 1, 1),
+            block_dim: (32 * WARPS as u32, 1, 1),
             shared_mem_bytes: 0,
         };
-        let (n_i, k_i, w_i, m_i) = (n as i32, k as i32, vv.is_some() as i32, mean as i32);
+        let (n_i, k_i, t_i) = (n as i32, k as i32, n_tiles as i32);
+        let (w_i, m_i) = (vv.is_some() as i32, mean as i32);
         let mut bld = func.builder();
         bld.arg(&csr.indptr).arg(&csr.indices);
         match &vv {
@@ -48,6 +71,7 @@ pub(crate) fn spmm_sampled(
             .arg(&out)
             .arg(&n_i)
             .arg(&k_i)
+            .arg(&t_i)
             .arg(&w_i)
             .arg(&m_i)
             .arg(&strategy)
@@ -58,4 +82,26 @@ pub(crate) fn spmm_sampled(
         launched(unsafe { bld.launch(cfg) }.map(|_| ()))?;
     }
     Ok((CudaStorage::wrap_cuda_slice(out, dev), Shape::from((n, k))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::vector_width;
+
+    #[test]
+    fn vector_width_keeps_alignment() {
+        for k in 1..600 {
+            for off in [0, 1, 2, 4, 6] {
+                let v = vector_width(k, off);
+                assert!(
+                    k.is_multiple_of(v) && off.is_multiple_of(v),
+                    "k {k} off {off}"
+                );
+            }
+        }
+        assert_eq!(vector_width(128, 0), 4);
+        assert_eq!(vector_width(41, 0), 1);
+        assert_eq!(vector_width(34, 0), 2);
+        assert_eq!(vector_width(16, 0), 1);
+    }
 }

@@ -35,6 +35,8 @@ use serde::{Deserialize, Serialize};
 pub const FASTRAND_PRIME: usize = 577;
 /// AES-SpMM's run-start stride (a prime).
 pub const AES_PRIME: usize = 1429;
+/// Largest sampling width (keeps the kernels' 32-bit position arithmetic exact).
+pub const MAX_WIDTH: usize = 1 << 22;
 /// AES-SpMM's default band edges for `R = nnz / w`.
 pub const AES_BANDS: [f64; 4] = [1.0, 2.0, 10.0, 54.0];
 
@@ -70,7 +72,8 @@ impl Sampling {
         }
     }
 
-    fn check(&self) -> Result<()> {
+    /// Checks the width and bands (the op checks again; engines call this up front).
+    pub fn validate(&self) -> Result<()> {
         let bad = |what: String| {
             Err(Error::Shape {
                 op: "spmm_sampled",
@@ -80,6 +83,11 @@ impl Sampling {
         match *self {
             Sampling::EsBucket { s } | Sampling::EsFastRand { s } if s == 0 => {
                 bad("sampling width s must be >= 1".into())
+            }
+            Sampling::EsBucket { s } | Sampling::EsFastRand { s } | Sampling::Aes { w: s, .. }
+                if s > MAX_WIDTH =>
+            {
+                bad(format!("sampling width {s} exceeds {MAX_WIDTH}"))
             }
             Sampling::Aes { w, .. } if w < 32 => bad(format!(
                 "AES width {w} must be >= 32 (32 runs of w/32 edges)"
@@ -141,7 +149,7 @@ pub fn spmm_sampled(
     sampling: Sampling,
 ) -> Result<Tensor> {
     const OP: &str = "spmm_sampled";
-    sampling.check()?;
+    sampling.validate()?;
     if !matches!(reduce, Reduce::Sum | Reduce::Mean) {
         return Err(Error::Shape {
             op: OP,

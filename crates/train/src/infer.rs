@@ -1,0 +1,206 @@
+//! The inference engine: a trained model bound to its graph on a device, with a choice of
+//! aggregation kernel (exact, or ES-SpMM / AES-SpMM edge sampling), for embedding in other
+//! Rust programs.
+//!
+//! ```no_run
+//! # fn main() -> gnn_train::Result<()> {
+//! use candle_core::Device;
+//! use gnn_train::{Engine, HostFeatures};
+//! let ds = gnn_graph::load_planetoid("data/cora/raw", "cora")?;
+//! let mut engine = Engine::load("weights/gcn-cora", &ds.graph, &Device::Cpu)?;
+//! engine.set_aggregation("aes:32".parse()?)?;
+//! let (x, _) = HostFeatures::from_dataset(&ds, true)?.quantize()?.upload(engine.device())?;
+//! let classes: Vec<u32> = engine.classify(&x)?;
+//! # Ok(()) }
+//! ```
+
+use crate::error::{Error, Result};
+use candle_core::{Device, Tensor};
+use gnn_graph::Csr;
+use gnn_models::{Aggregation, ConvKind, Forward, Gnn, ModelGraph, PhaseTimes, Timer};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// A model and its graph operands on one device.
+pub struct Engine {
+    model: Gnn,
+    graph: ModelGraph,
+    device: Device,
+}
+
+/// One timed forward pass.
+#[derive(Debug, Clone)]
+pub struct Inference {
+    /// Logits `[N, classes]`.
+    pub logits: Tensor,
+    /// Per-phase device time (aggregation, GEMM, element-wise), from CUDA events on a GPU.
+    pub phases: PhaseTimes,
+    /// Wall time of the whole forward pass, synchronised.
+    pub total: Duration,
+}
+
+impl Engine {
+    /// Binds `model` to `graph` (rows = targets; the per-model structure and normalisation
+    /// are derived as in training) on `device`, with exact aggregation.
+    pub fn new(model: Gnn, graph: &Csr, device: &Device) -> Result<Self> {
+        let graph = ModelGraph::new(graph, model.config().kind, device)?;
+        Ok(Self {
+            model,
+            graph,
+            device: device.clone(),
+        })
+    }
+
+    /// Loads a checkpoint written by [`Gnn::save`] (`weights` = stem or `.safetensors`) and
+    /// binds it to `graph`.
+    pub fn load(weights: impl AsRef<Path>, graph: &Csr, device: &Device) -> Result<Self> {
+        Self::new(Gnn::load(weights, device)?, graph, device)
+    }
+
+    /// Chooses the aggregation kernel; sampled kernels are refused for GraphSAGE-pool (max
+    /// has no sampled estimator) and for invalid widths.
+    pub fn set_aggregation(&mut self, aggregation: Aggregation) -> Result<()> {
+        if let Aggregation::Sampled(s) = aggregation {
+            s.validate()?;
+            if self.model.config().kind == ConvKind::SagePool {
+                return Err(Error::Invalid(format!(
+                    "{aggregation} aggregation: GraphSAGE-pool aggregates with max, which has \
+                     no sampled estimator"
+                )));
+            }
+        }
+        self.graph.aggregation = aggregation;
+        Ok(())
+    }
+
+    /// The aggregation in use.
+    pub fn aggregation(&self) -> Aggregation {
+        self.graph.aggregation
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Gnn {
+        &self.model
+    }
+
+    /// The graph operands.
+    pub fn graph(&self) -> &ModelGraph {
+        &self.graph
+    }
+
+    /// The device everything lives on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    fn check_features(&self, x: &Tensor) -> Result<()> {
+        let want = (self.graph.graph.n_cols(), self.model.config().in_dim);
+        match x.dims2() {
+            Ok(d) if d == want => Ok(()),
+            _ => Err(Error::Invalid(format!(
+                "features have shape {:?}; the graph and model expect [{}, {}]",
+                x.dims(),
+                want.0,
+                want.1
+            ))),
+        }
+    }
+
+    /// Logits `[N, classes]` of every node.
+    pub fn predict(&self, x: &Tensor) -> Result<Tensor> {
+        self.check_features(x)?;
+        let t = Timer::disabled();
+        Ok(self.model.forward(&self.graph, x, &mut Forward::eval(&t))?)
+    }
+
+    /// The predicted class of every node.
+    pub fn classify(&self, x: &Tensor) -> Result<Vec<u32>> {
+        Ok(self.predict(x)?.argmax(1)?.to_vec1()?)
+    }
+
+    /// [`Engine::predict`] with the per-phase split and the synchronised wall time.
+    pub fn run_timed(&self, x: &Tensor) -> Result<Inference> {
+        self.check_features(x)?;
+        let timer = Timer::enabled(&self.device);
+        self.device.synchronize()?;
+        let t0 = Instant::now();
+        let logits = self
+            .model
+            .forward(&self.graph, x, &mut Forward::eval(&timer))?;
+        self.device.synchronize()?;
+        let total = t0.elapsed();
+        Ok(Inference {
+            logits,
+            phases: timer.take()?,
+            total,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::HostFeatures;
+    use gnn_kernels::Sampling;
+
+    fn cora() -> gnn_graph::Dataset {
+        gnn_graph::load_planetoid(
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/cora/raw"),
+            "cora",
+        )
+        .unwrap()
+    }
+
+    fn weights() -> String {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../weights/gcn-cora").to_string()
+    }
+
+    #[test]
+    fn wide_samples_reproduce_exact_inference() {
+        let ds = cora();
+        let dev = Device::Cpu;
+        let mut e = Engine::load(weights(), &ds.graph, &dev).unwrap();
+        let (x, _) = HostFeatures::from_dataset(&ds, true)
+            .unwrap()
+            .upload(&dev)
+            .unwrap();
+        let exact = e.predict(&x).unwrap();
+        // Cora's largest degree (with the self loop) is 169: every row is taken whole.
+        for a in [
+            Sampling::EsBucket { s: 256 },
+            Sampling::EsFastRand { s: 256 },
+            Sampling::aes(256),
+        ] {
+            e.set_aggregation(Aggregation::Sampled(a)).unwrap();
+            let y = e.predict(&x).unwrap();
+            let d = (&y - &exact).unwrap().abs().unwrap().max_all().unwrap();
+            assert!(d.to_scalar::<f32>().unwrap() < 1e-5, "{a:?}");
+        }
+        // Narrow samples change some rows but stay a close estimate.
+        e.set_aggregation("bucket:2".parse().unwrap()).unwrap();
+        let y = e.predict(&x).unwrap();
+        let d = (&y - &exact).unwrap().abs().unwrap().max_all().unwrap();
+        assert!(d.to_scalar::<f32>().unwrap() > 1e-3);
+        assert_eq!(e.classify(&x).unwrap().len(), 2708);
+    }
+
+    #[test]
+    fn engine_refuses_what_it_cannot_do() {
+        let ds = cora();
+        let dev = Device::Cpu;
+        let mut e = Engine::load(weights(), &ds.graph, &dev).unwrap();
+        assert!(e.set_aggregation("aes:8".parse().unwrap()).is_err());
+        let x = Tensor::zeros((2708, 5), candle_core::DType::F32, &dev).unwrap();
+        let err = e.predict(&x).unwrap_err().to_string();
+        assert!(err.contains("[2708, 1433]"), "{err}");
+        let cfg = gnn_models::ModelConfig::new(ConvKind::SagePool, 4, 8, 3, 2, 0.0);
+        let mut p = Engine::new(Gnn::new(cfg, &dev, 0).unwrap(), &ds.graph, &dev).unwrap();
+        assert!(p.set_aggregation("aes:32".parse().unwrap()).is_err());
+        assert!(p.set_aggregation(Aggregation::Exact).is_ok());
+        assert!("median:3".parse::<Aggregation>().is_err());
+        assert_eq!(
+            "fastrand:64".parse::<Aggregation>().unwrap().to_string(),
+            "fastrand:64"
+        );
+    }
+}
