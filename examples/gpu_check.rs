@@ -16,7 +16,8 @@ use candle_core::{DType, Device, Tensor, Var};
 use clap::Parser;
 use gnn::graph::{generate, Csr, Normalization, SyntheticSpec};
 use gnn::kernels::{
-    matmul_nt, sddmm, spmm, spmm_sampled, spmm_weighted, DeviceGraph, Reduce, Sampling,
+    dequantize, matmul_nt, sddmm, spmm, spmm_sampled, spmm_weighted, DeviceGraph,
+    QuantizedFeatures, Reduce, Sampling,
 };
 use rand::{Rng, SeedableRng};
 use std::path::PathBuf;
@@ -196,8 +197,11 @@ fn check_spmm(
     for sampling in [
         Sampling::EsBucket { s: 16 },
         Sampling::EsFastRand { s: 16 },
+        Sampling::EsBucket { s: 100 },
+        Sampling::EsFastRand { s: 100 },
         Sampling::aes(64),
         Sampling::aes(32),
+        Sampling::aes(16),
     ] {
         for (reduce, weighted) in [(Reduce::Sum, true), (Reduce::Mean, false)] {
             let vals = if weighted { Some(&v) } else { None };
@@ -274,6 +278,27 @@ fn main() -> Result<()> {
         c.check("dense", "matmul_nt fwd".into(), k, &yg, &yc, 1e-5)?;
         c.check("dense", "matmul_nt bwd dw".into(), k, &dwg, &dwc, 1e-5)?;
     }
+    // INT8 dequantisation: identical bits (no FMA on either side).
+    for (rows, cols) in [(1usize, 1usize), (333, 7), (1000, 602), (4096, 128)] {
+        let x = Tensor::randn(0f32, 1.0, (rows, cols), &Device::Cpu)?;
+        let q = QuantizedFeatures::quantize(&x.flatten_all()?.to_vec1()?, rows, cols)?;
+        let run = |dev: &Device| -> Result<Tensor> {
+            Ok(dequantize(
+                &Tensor::from_vec(q.codes.clone(), (rows, cols), dev)?,
+                &Tensor::from_vec(q.scale.clone(), cols, dev)?,
+                &Tensor::from_vec(q.min.clone(), cols, dev)?,
+            )?)
+        };
+        let (yc, yg) = (run(&Device::Cpu)?, run(&gpu)?);
+        c.check(
+            "dense",
+            format!("dequantize {rows}x{cols}"),
+            cols,
+            &yg,
+            &yc,
+            0.0,
+        )?;
+    }
     if args.reddit_scale > 0.0 {
         let spec = SyntheticSpec::reddit().scaled(args.reddit_scale)?;
         let (ds, rep) = generate(&spec, 0)?;
@@ -303,6 +328,23 @@ fn main() -> Result<()> {
                 Reduce::Sum,
             )?;
             c.check(&name, "gcn-normalised sum fwd".into(), k, &og, &oc, 1e-5)?;
+            for sampling in [
+                Sampling::EsBucket { s: 32 },
+                Sampling::EsFastRand { s: 32 },
+                Sampling::aes(32),
+                Sampling::aes(256),
+            ] {
+                let oc = spmm_sampled(&gc, &x, Some(&norm), Reduce::Sum, sampling)?;
+                let og = spmm_sampled(
+                    &gg,
+                    &x.to_device(&gpu)?,
+                    Some(&norm.to_device(&gpu)?),
+                    Reduce::Sum,
+                    sampling,
+                )?;
+                let op = format!("sampled {sampling:?} gcn").to_lowercase();
+                c.check(&name, op, k, &og, &oc, 1e-5)?;
+            }
             for reduce in [Reduce::Mean, Reduce::Max] {
                 let oc = spmm(&gc, &x, reduce)?;
                 let og = spmm(&gg, &x.to_device(&gpu)?, reduce)?;

@@ -176,6 +176,64 @@ impl std::fmt::Display for DatasetSummary {
 }
 
 impl Dataset {
+    /// The same dataset with node `old` renamed `new_of_old[old]` (graph, feature rows,
+    /// labels and split move together; split lists stay sorted). A GNN's predictions are
+    /// permuted the same way, so a model trained on one order serves the other.
+    pub fn permute(&self, new_of_old: &[u32]) -> Result<Dataset> {
+        let graph = self.graph.permute(new_of_old)?;
+        let n = self.num_nodes();
+        let mut old_of_new = vec![0u32; n];
+        for (old, &new) in new_of_old.iter().enumerate() {
+            old_of_new[new as usize] = old as u32;
+        }
+        let features = match &self.features {
+            Features::Dense(d) => {
+                let mut data = vec![0f32; d.data.len()];
+                data.par_chunks_mut(d.cols.max(1))
+                    .zip(&old_of_new)
+                    .for_each(|(row, &old)| row.copy_from_slice(d.row(old as usize)));
+                Features::Dense(DenseMatrix::new(d.rows, d.cols, data)?)
+            }
+            Features::Sparse(sp) => {
+                let mut indptr = vec![0u32];
+                let (mut indices, mut values) = (Vec::new(), Vec::new());
+                for &old in &old_of_new {
+                    let r = sp.pattern.row_range(old as usize);
+                    indices.extend_from_slice(&sp.pattern.indices()[r.clone()]);
+                    values.extend_from_slice(&sp.values[r]);
+                    indptr.push(indices.len() as u32);
+                }
+                Features::Sparse(SparseRows {
+                    pattern: Csr::new_checked(n, sp.pattern.n_cols(), indptr, indices)?,
+                    values,
+                })
+            }
+        };
+        let labels = old_of_new
+            .iter()
+            .map(|&old| self.labels[old as usize])
+            .collect();
+        let map = |ids: &[u32]| {
+            let mut v: Vec<u32> = ids.iter().map(|&i| new_of_old[i as usize]).collect();
+            v.sort_unstable();
+            v
+        };
+        let ds = Dataset {
+            name: self.name.clone(),
+            graph,
+            features,
+            labels,
+            num_classes: self.num_classes,
+            split: Split {
+                train: map(&self.split.train),
+                val: map(&self.split.val),
+                test: map(&self.split.test),
+            },
+        };
+        ds.validate()?;
+        Ok(ds)
+    }
+
     /// Number of nodes.
     pub fn num_nodes(&self) -> usize {
         self.graph.n_rows()

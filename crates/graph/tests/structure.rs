@@ -159,3 +159,48 @@ fn synthetic_is_seeded_and_shaped() {
     assert!(SyntheticSpec::reddit().scaled(0.0).is_err());
     assert!(SyntheticSpec::preset("nope").is_err());
 }
+
+#[test]
+fn community_order_relabels_the_same_graph() {
+    let spec = SyntheticSpec::reddit().scaled(0.01).unwrap();
+    let (a, _) = generate(&spec, 7).unwrap();
+    let mut ordered = spec.clone();
+    ordered.community_order = true;
+    let (b, _) = generate(&ordered, 7).unwrap();
+    assert!(b.name.ends_with("+community-order"));
+    assert_eq!(a.graph.nnz(), b.graph.nnz());
+    let mut da = a.graph.row_degrees();
+    let mut db = b.graph.row_degrees();
+    da.sort_unstable();
+    db.sort_unstable();
+    assert_eq!(da, db);
+    assert_eq!(a.split.test.len(), b.split.test.len());
+    // Labels follow communities up to the 5 % noise, so the ordered labels mostly ascend.
+    let ascents = b.labels.windows(2).filter(|w| w[0] <= w[1]).count();
+    assert!(ascents as f64 > 0.85 * b.num_nodes() as f64, "{ascents}");
+    let random = a.labels.windows(2).filter(|w| w[0] <= w[1]).count();
+    assert!((random as f64) < 0.7 * a.num_nodes() as f64, "{random}");
+}
+
+#[test]
+fn dataset_permutation_round_trips() {
+    let spec = SyntheticSpec::reddit().scaled(0.005).unwrap();
+    let (a, _) = generate(&spec, 3).unwrap();
+    let n = a.num_nodes() as u32;
+    let p: Vec<u32> = (0..n).map(|i| (i * 7 + 3) % n).collect(); // n is not a multiple of 7
+    let mut inv = vec![0u32; n as usize];
+    for (i, &j) in p.iter().enumerate() {
+        inv[j as usize] = i as u32;
+    }
+    let b = a.permute(&p).unwrap();
+    assert_ne!(b.graph, a.graph);
+    let (f, g) = (a.features.to_dense(), b.features.to_dense());
+    assert_eq!(f.row(5), g.row(p[5] as usize));
+    assert_eq!(a.labels[5], b.labels[p[5] as usize]);
+    let c = b.permute(&inv).unwrap();
+    assert_eq!(c.graph, a.graph);
+    assert_eq!(c.features, a.features);
+    assert_eq!(c.labels, a.labels);
+    assert_eq!(c.split.test, a.split.test);
+    assert!(a.permute(&p[1..]).is_err());
+}

@@ -10,7 +10,8 @@
 // scale (nnz / m for sums, 1 / m for means) is applied once at the end.
 //
 // strategy 0: ES Bucket (first s), 1: ES FastRand ((i*577) mod nnz, i < s, when nnz > s),
-//          2: AES (runs of n consecutive edges, run i at (i*1429) mod (nnz - n + 1)).
+//          2: AES (min(cnt, s) runs of n = s / runs consecutive edges, run i at
+//             (i*1429) mod (nnz - n + 1)).
 
 #include <stdint.h>
 
@@ -68,7 +69,7 @@ __device__ __forceinline__ void sampled_impl(const uint32_t* __restrict__ indptr
         if (nnz > (uint32_t)s) { m = s; mode = 1; }
     } else if (nnz > 0) {
         const double r = (double)nnz / (double)s;
-        const int runs = r <= b0 ? 0 : r <= b1 ? 4 : r <= b2 ? 8 : r <= b3 ? 16 : 32;
+        const int runs = min(r <= b0 ? 0 : r <= b1 ? 4 : r <= b2 ? 8 : r <= b3 ? 16 : 32, s);
         if (runs) {
             run_len = s / runs;
             span = nnz - run_len + 1;

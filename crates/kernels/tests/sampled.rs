@@ -45,6 +45,21 @@ fn selection_formulas_on_hand_checked_rows() {
         "second run starts at 1429 mod (1920 - 1 + 1)"
     );
     assert_eq!(Sampling::aes(64).positions(50), (0..50).collect::<Vec<_>>());
+    // Widths below 32 cap the run count at w: w = 16, R = 100 -> 16 runs of 1 edge at
+    // (i*1429) mod 1600; w = 8, R = 2.5 -> 8 runs of 1 at (i*1429) mod 20.
+    let p = Sampling::aes(16).positions(1600);
+    assert_eq!(p, (0..16).map(|i| i * 1429 % 1600).collect::<Vec<_>>());
+    let p = Sampling::aes(8).positions(20);
+    assert_eq!(p, (0..8).map(|i| i * 1429 % 20).collect::<Vec<_>>());
+    // w = 16, R = 1.5 -> 4 runs of 4 at (i*1429) mod 21: 0, 1, 2, 3.
+    let p = Sampling::aes(16).positions(24);
+    assert_eq!(
+        p,
+        [0, 1, 2, 3]
+            .iter()
+            .flat_map(|&s| s..s + 4)
+            .collect::<Vec<usize>>()
+    );
     // Custom bands move the thresholds: with b0 = 2, R = 1.25 takes the whole row.
     assert_eq!(
         Sampling::Aes {
@@ -149,10 +164,11 @@ fn bad_inputs_are_rejected() {
             .contains("no sampled estimator")
     );
     assert!(spmm_sampled(&g, &x, None, Reduce::Sum, Sampling::EsBucket { s: 0 }).is_err());
-    assert!(spmm_sampled(&g, &x, None, Reduce::Sum, Sampling::aes(16))
+    assert!(spmm_sampled(&g, &x, None, Reduce::Sum, Sampling::aes(0))
         .unwrap_err()
         .to_string()
-        .contains(">= 32"));
+        .contains(">= 1"));
+    assert!(spmm_sampled(&g, &x, None, Reduce::Sum, Sampling::EsBucket { s: 1 << 23 }).is_err());
     assert!(spmm_sampled(
         &g,
         &x,

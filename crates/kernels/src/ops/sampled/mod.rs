@@ -7,8 +7,9 @@
 //! - [`Sampling::EsFastRand`] `{ s }`: when `nnz > s`, edges `(i * 577) mod nnz` for
 //!   `i < s`; otherwise the whole row.
 //! - [`Sampling::Aes`] `{ w, bands }`: ratio `R = nnz / w`; `R <= bands[0]`: whole row;
-//!   else `sample_cnt` runs of `n = w / sample_cnt` consecutive edges, `sample_cnt` = 4, 8,
-//!   16, 32 for `R` in `(b0, b1]`, `(b1, b2]`, `(b2, b3]`, `> b3`; run `i` starts at
+//!   else `runs` runs of `n = w / runs` consecutive edges, `runs = min(sample_cnt, w)` with
+//!   `sample_cnt` = 4, 8, 16, 32 for `R` in `(b0, b1]`, `(b1, b2]`, `(b2, b3]`, `> b3` (the
+//!   `min` lets widths below 32 use single-edge runs); run `i` starts at
 //!   `(i * 1429) mod (nnz - n + 1)`. Runs may overlap; an edge picked twice counts twice.
 //!
 //! Estimator (applied inside the kernel): with `m` sampled edges (with multiplicity),
@@ -89,9 +90,7 @@ impl Sampling {
             {
                 bad(format!("sampling width {s} exceeds {MAX_WIDTH}"))
             }
-            Sampling::Aes { w, .. } if w < 32 => bad(format!(
-                "AES width {w} must be >= 32 (32 runs of w/32 edges)"
-            )),
+            Sampling::Aes { w, .. } if w == 0 => bad("AES width must be >= 1".into()),
             Sampling::Aes { bands, .. }
                 if !bands.windows(2).all(|p| p[0] < p[1]) || bands[0] < 1.0 =>
             {
@@ -125,7 +124,8 @@ impl Sampling {
                     16
                 } else {
                     32
-                };
+                }
+                .min(w);
                 let n = w / runs;
                 let span = nnz - n + 1;
                 (0..runs)
