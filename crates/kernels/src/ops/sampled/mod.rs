@@ -90,7 +90,7 @@ impl Sampling {
             {
                 bad(format!("sampling width {s} exceeds {MAX_WIDTH}"))
             }
-            Sampling::Aes { w, .. } if w == 0 => bad("AES width must be >= 1".into()),
+            Sampling::Aes { w: 0, .. } => bad("AES width must be >= 1".into()),
             Sampling::Aes { bands, .. }
                 if !bands.windows(2).all(|p| p[0] < p[1]) || bands[0] < 1.0 =>
             {
