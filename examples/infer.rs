@@ -420,6 +420,9 @@ fn markdown(rows: &[Row]) -> String {
     s
 }
 
+/// A chart line: name and (width, loss, speed-up) points.
+type Series = (String, Vec<(f64, f64, f64)>);
+
 /// Two panels against width (log scale), f32 features: accuracy loss, and aggregation
 /// speed-up over cuSPARSE (over our exact kernel when cuSPARSE was not measured).
 fn chart(rows: &[Row], path: &Path) -> Result<()> {
@@ -450,7 +453,7 @@ fn chart(rows: &[Row], path: &Path) -> Result<()> {
         let root = SVGBackend::new(path, (1280, 480)).into_drawing_area();
         root.fill(&WHITE)?;
         let (left, right) = root.split_horizontally(640);
-        let mut series: Vec<(String, Vec<(f64, f64, f64)>)> = Vec::new();
+        let mut series: Vec<Series> = Vec::new();
         for r in &pts {
             let name = format!("{} {}", r.model, r.strategy);
             let p = (w(r), r.acc_loss_pts, speed(r));
@@ -504,11 +507,7 @@ fn chart(rows: &[Row], path: &Path) -> Result<()> {
             c.configure_series_labels()
                 .background_style(WHITE.mix(0.85))
                 .border_style(BLACK)
-                .position(if which == 0 {
-                    SeriesLabelPosition::UpperRight
-                } else {
-                    SeriesLabelPosition::UpperRight
-                })
+                .position(SeriesLabelPosition::UpperRight)
                 .draw()?;
         }
         root.present()?;
