@@ -7,7 +7,7 @@
 //! cargo run --release --features cuda --example bench_spmm -- --json runs/bench_spmm.json
 //! ```
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use candle_core::{Device, Tensor};
 use clap::Parser;
 use gnn::graph::{generate, BuildOptions, Normalization, SelfLoops, SyntheticSpec};
