@@ -10,6 +10,8 @@ use gnn_graph::Csr;
 pub const SPMM_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/spmm.ptx"));
 /// PTX of `cuda/sddmm.cu`.
 pub const SDDMM_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/sddmm.ptx"));
+/// PTX of `cuda/maxk.cu`.
+pub const MAXK_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/maxk.ptx"));
 /// PTX of `cuda/quant.cu`.
 pub const QUANT_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/quant.ptx"));
 /// PTX of `cuda/sampled.cu`.

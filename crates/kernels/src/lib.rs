@@ -12,6 +12,8 @@
 //! | [`matmul_nt`] | `x wᵀ` computing only the gradients that are needed |
 //! | [`sddmm`] | `e[p] = <a[i], b[j]>` for every edge `p = (i, j)` |
 //! | [`spmm_sampled`] | edge-sampled `spmm` estimate for inference (ES-SpMM / AES-SpMM) |
+//! | [`maxk`] | top-k of each row as CBSR (MaxK-GNN), gradient to the kept entries |
+//! | [`spgemm`] | `A · dense(x)` for CBSR `x` (backward: [`sspmm`], the sampled `Aᵀ · dOut`) |
 //! | [`dequantize`] | f32 features from INT8 codes with per-feature scales |
 //!
 //! The `cuda` feature enables candle's CUDA backend; GPU kernels plug into the same ops.
@@ -26,6 +28,7 @@ pub mod ops;
 pub use device_graph::DeviceGraph;
 pub use error::{Error, Result};
 pub use ops::matmul::matmul_nt;
+pub use ops::maxk::{maxk, spgemm, sspmm, Cbsr};
 pub use ops::quant::{dequantize, QuantizedFeatures};
 pub use ops::sampled::{spmm_sampled, Sampling};
 pub use ops::sddmm::sddmm;

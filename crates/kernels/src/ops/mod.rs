@@ -1,6 +1,7 @@
 //! Operators, one module each: `mod.rs` (API, op structs, backward), `cpu.rs`, `reference.rs`.
 
 pub mod matmul;
+pub mod maxk;
 pub mod quant;
 pub mod sampled;
 pub mod sddmm;

@@ -1,0 +1,232 @@
+//! Host side of the CUDA MaxK-GNN kernels (`cuda/maxk.cu`).
+
+use crate::cuda::{elementwise_cfg, f32_view, f32_view_opt, launched, zeros, MAXK_PTX};
+use crate::device_graph::DeviceGraph;
+use candle_core::backend::BackendStorage;
+use candle_core::cuda_backend::cudarc::driver::{
+    CudaSlice, CudaView, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits,
+};
+use candle_core::cuda_backend::CudaDType;
+use candle_core::{CudaStorage, DType, Layout, Result, Shape};
+
+/// Warps per block of the row kernels (spgemm/sspmm stage `4 * D` floats in shared memory).
+const WARPS: usize = 4;
+
+fn rows_cfg(n: usize, shared_floats: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (n.div_ceil(WARPS).max(1) as u32, 1, 1),
+        block_dim: (32 * WARPS as u32, 1, 1),
+        shared_mem_bytes: (WARPS * shared_floats * 4) as u32,
+    }
+}
+
+fn suffix(dt: DType) -> Result<&'static str> {
+    match dt {
+        DType::U8 => Ok("u8"),
+        DType::I16 => Ok("i16"),
+        o => candle_core::bail!("maxk: index dtype {o:?} (u8 or i16 expected)"),
+    }
+}
+
+fn idx_view<'a, I: CudaDType>(s: &'a CudaStorage, l: &Layout) -> Result<CudaView<'a, I>> {
+    if !l.is_contiguous() {
+        candle_core::bail!("maxk: CBSR index must be contiguous");
+    }
+    Ok(s.as_cuda_slice::<I>()?.slice(l.start_offset()..))
+}
+
+fn i32_of(what: &str, v: usize) -> Result<i32> {
+    i32::try_from(v).map_err(|_| candle_core::Error::Msg(format!("maxk: {what} = {v} too large")))
+}
+
+/// MaxK selection: CBSR index `[N, k]`.
+pub(crate) fn select(s: &CudaStorage, l: &Layout, k: usize) -> Result<(CudaStorage, Shape)> {
+    let (n, d) = l.shape().dims2()?;
+    let dev = s.device().clone();
+    let h = f32_view("maxk", s, l)?;
+    fn run<I: CudaDType + DeviceRepr + ValidAsZeroBits>(
+        dev: &candle_core::CudaDevice,
+        h: &CudaView<'_, f32>,
+        name: &str,
+        n: usize,
+        d: usize,
+        k: usize,
+    ) -> Result<CudaSlice<I>> {
+        let out = zeros::<I>(dev, n * k)?;
+        if n > 0 {
+            let func = dev.get_or_load_custom_func(name, "gnn_maxk", MAXK_PTX)?;
+            let (n_i, d_i, k_i) = (i32_of("rows", n)?, d as i32, k as i32);
+            let mut b = func.builder();
+            b.arg(h).arg(&out).arg(&n_i).arg(&d_i).arg(&k_i);
+            // SAFETY: h holds n*d floats, out n*k indices; one warp per row, k <= d <= 1024.
+            launched(unsafe { b.launch(rows_cfg(n, 0)) }.map(|_| ()))?;
+        }
+        Ok(out)
+    }
+    let st = if d <= 256 {
+        CudaStorage::wrap_cuda_slice(run::<u8>(&dev, &h, "maxk_select_u8", n, d, k)?, dev)
+    } else {
+        CudaStorage::wrap_cuda_slice(run::<i16>(&dev, &h, "maxk_select_i16", n, d, k)?, dev)
+    };
+    Ok((st, Shape::from((n, k))))
+}
+
+/// Gather (`scatter == false`: `[N, k]` from `[N, D]`) or scatter (`[N, D]` from `[N, k]`).
+fn move_entries(
+    s: &CudaStorage,
+    l: &Layout,
+    is: &CudaStorage,
+    il: &Layout,
+    k: usize,
+    d: usize,
+    scatter: bool,
+) -> Result<(CudaStorage, Shape)> {
+    let (n, _) = l.shape().dims2()?;
+    let dev = s.device().clone();
+    let src = f32_view("cbsr", s, l)?;
+    let out = zeros::<f32>(&dev, n * if scatter { d } else { k })?;
+    let total = n * k;
+    if total > 0 {
+        let name = format!(
+            "cbsr_{}_{}",
+            if scatter { "scatter" } else { "gather" },
+            suffix(is.dtype())?
+        );
+        let func = dev.get_or_load_custom_func(&name, "gnn_maxk", MAXK_PTX)?;
+        let (t, k_i, d_i) = (total as u64, k as i32, d as i32);
+        let mut b = func.builder();
+        b.arg(&src);
+        let (v8, v16);
+        if is.dtype() == DType::U8 {
+            v8 = idx_view::<u8>(is, il)?;
+            b.arg(&v8);
+        } else {
+            v16 = idx_view::<i16>(is, il)?;
+            b.arg(&v16);
+        }
+        b.arg(&out).arg(&t).arg(&k_i).arg(&d_i);
+        // SAFETY: index entries are columns below d (written by maxk_select); sizes as above.
+        launched(unsafe { b.launch(elementwise_cfg(total)) }.map(|_| ()))?;
+    }
+    let shape = if scatter {
+        Shape::from((n, d))
+    } else {
+        Shape::from((n, k))
+    };
+    Ok((CudaStorage::wrap_cuda_slice(out, dev), shape))
+}
+
+pub(crate) fn gather(
+    s: &CudaStorage,
+    l: &Layout,
+    is: &CudaStorage,
+    il: &Layout,
+    k: usize,
+    d: usize,
+) -> Result<(CudaStorage, Shape)> {
+    move_entries(s, l, is, il, k, d, false)
+}
+
+pub(crate) fn scatter(
+    s: &CudaStorage,
+    l: &Layout,
+    is: &CudaStorage,
+    il: &Layout,
+    k: usize,
+    d: usize,
+) -> Result<(CudaStorage, Shape)> {
+    move_entries(s, l, is, il, k, d, true)
+}
+
+/// SpGEMM (`backward == false`, output `[n_rows, D]`) or SSpMM (`[n_cols, k]`); both walk the
+/// forward CSR, one warp per row with a `D`-float shared row.
+#[allow(clippy::too_many_arguments)]
+fn row_kernel(
+    g: &DeviceGraph,
+    s: &CudaStorage,
+    l: &Layout,
+    is: &CudaStorage,
+    il: &Layout,
+    vals: Option<(&CudaStorage, &Layout)>,
+    k: usize,
+    d: usize,
+    mean: bool,
+    backward: bool,
+) -> Result<(CudaStorage, Shape)> {
+    let dev = s.device().clone();
+    let csr = g.cuda_csr()?;
+    let x = f32_view("spgemm", s, l)?;
+    let vv = f32_view_opt("spgemm", vals)?;
+    let n = g.n_rows();
+    let (len, shape) = if backward {
+        (g.n_cols() * k, Shape::from((g.n_cols(), k)))
+    } else {
+        (n * d, Shape::from((n, d)))
+    };
+    let out = zeros::<f32>(&dev, len)?;
+    if n > 0 && d > 0 {
+        let name = format!(
+            "{}_{}",
+            if backward { "sspmm" } else { "spgemm" },
+            suffix(is.dtype())?
+        );
+        let func = dev.get_or_load_custom_func(&name, "gnn_maxk", MAXK_PTX)?;
+        let (n_i, d_i, k_i) = (i32_of("rows", n)?, d as i32, k as i32);
+        let (w_i, m_i) = (vv.is_some() as i32, mean as i32);
+        let mut b = func.builder();
+        b.arg(&csr.indptr).arg(&csr.indices);
+        match &vv {
+            Some(v) => b.arg(v),
+            None => b.arg(&x), // never read when unweighted
+        };
+        b.arg(&x);
+        let (v8, v16);
+        if is.dtype() == DType::U8 {
+            v8 = idx_view::<u8>(is, il)?;
+            b.arg(&v8);
+        } else {
+            v16 = idx_view::<i16>(is, il)?;
+            b.arg(&v16);
+        }
+        b.arg(&out)
+            .arg(&n_i)
+            .arg(&d_i)
+            .arg(&k_i)
+            .arg(&w_i)
+            .arg(&m_i);
+        // SAFETY: CBSR data/index hold n_cols*k entries with columns below d, the dense
+        // operand n_rows*d floats, values nnz floats; shared memory is WARPS*d floats.
+        launched(unsafe { b.launch(rows_cfg(n, d)) }.map(|_| ()))?;
+    }
+    Ok((CudaStorage::wrap_cuda_slice(out, dev), shape))
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn spgemm(
+    g: &DeviceGraph,
+    s: &CudaStorage,
+    l: &Layout,
+    is: &CudaStorage,
+    il: &Layout,
+    vals: Option<(&CudaStorage, &Layout)>,
+    k: usize,
+    d: usize,
+    mean: bool,
+) -> Result<(CudaStorage, Shape)> {
+    row_kernel(g, s, l, is, il, vals, k, d, mean, false)
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn sspmm(
+    g: &DeviceGraph,
+    s: &CudaStorage,
+    l: &Layout,
+    is: &CudaStorage,
+    il: &Layout,
+    vals: Option<(&CudaStorage, &Layout)>,
+    k: usize,
+    d: usize,
+    mean: bool,
+) -> Result<(CudaStorage, Shape)> {
+    row_kernel(g, s, l, is, il, vals, k, d, mean, true)
+}

@@ -1,0 +1,680 @@
+//! MaxK-GNN (Peng et al., ASPLOS 2024): the MaxK nonlinearity, the CBSR feature format, the
+//! forward SpGEMM over CBSR features and the backward SSpMM.
+//!
+//! - [`maxk`]: keep the `k` largest entries of each row of `h [N, D]` (IEEE total order; ties go
+//!   to the lower column, so exactly `k` are kept). The result is CBSR: `data [N, k]` (the
+//!   values, differentiable: the gradient flows to the kept entries only) and `index [N, k]`
+//!   (their columns, ascending; `u8` when `D <= 256`, else `i16` holding columns below 1024,
+//!   candle having no `u16`).
+//! - [`spgemm`]: `out = A · dense(x)` for CBSR `x`, dense `[n_rows, D]` output, sum or mean,
+//!   optional edge values. Per edge it reads `k` values and indices instead of `D` values.
+//! - Backward of [`spgemm`] with respect to `data`: [`sspmm`], `(Aᵀ · dOut)` sampled at the
+//!   CBSR pattern, `[n_cols, k]`: no dense `[n_cols, D]` gradient is formed.
+//!
+//! Edge values are constants here (GCN normalisation); a tracked value tensor is refused.
+//! CUDA kernels take f32; the CPU takes f32 and f64.
+
+pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
+
+use super::{check_device, check_float, cpu_slice, cpu_slice_opt};
+use crate::device_graph::DeviceGraph;
+use crate::error::{Error, Result};
+use crate::ops::spmm::Reduce;
+use candle_core::backend::BackendStorage;
+#[cfg(feature = "cuda")]
+use candle_core::CudaStorage;
+use candle_core::{
+    CpuStorage, CustomOp1, CustomOp2, CustomOp3, DType, Layout, Shape, Tensor, WithDType,
+};
+use cpu::CbsrIndex;
+
+/// Largest row width MaxK handles (the GPU selection keeps a row in one warp's registers).
+pub const MAX_WIDTH: usize = 1024;
+
+/// Features after MaxK in Compressed Balanced Sparse Row form: `k` entries per row.
+#[derive(Debug, Clone)]
+pub struct Cbsr {
+    /// Kept values `[N, k]` (carries the gradient).
+    pub data: Tensor,
+    /// Their columns `[N, k]`, ascending per row (`u8` or `i16`).
+    pub index: Tensor,
+    /// The dense width `D`.
+    pub dim: usize,
+}
+
+impl Cbsr {
+    /// Entries per row.
+    pub fn k(&self) -> usize {
+        self.data.dims().get(1).copied().unwrap_or(0)
+    }
+
+    /// Rows.
+    pub fn rows(&self) -> usize {
+        self.data.dims().first().copied().unwrap_or(0)
+    }
+
+    /// The same pattern with other values (e.g. dropout applied to `data`).
+    pub fn with_data(&self, data: Tensor) -> Result<Cbsr> {
+        if data.dims() != self.data.dims() {
+            return Err(Error::Shape {
+                op: "cbsr",
+                what: format!(
+                    "new data {:?} must match {:?}",
+                    data.dims(),
+                    self.data.dims()
+                ),
+            });
+        }
+        Ok(Cbsr {
+            data,
+            index: self.index.clone(),
+            dim: self.dim,
+        })
+    }
+
+    /// Dense `[N, D]` (zeros off the pattern), differentiable in `data`.
+    pub fn to_dense(&self) -> Result<Tensor> {
+        Ok(self.data.apply_op2(
+            &self.index,
+            ScatterOp {
+                k: self.k(),
+                d: self.dim,
+            },
+        )?)
+    }
+}
+
+/// The index dtype of width `d`.
+pub fn index_dtype(d: usize) -> DType {
+    if d <= 256 {
+        DType::U8
+    } else {
+        DType::I16
+    }
+}
+
+/// MaxK of each row of `h [N, D]` as CBSR (see the module docs). `1 <= k <= D <= 1024`.
+pub fn maxk(h: &Tensor, k: usize) -> Result<Cbsr> {
+    const OP: &str = "maxk";
+    check_float(OP, "h", h)?;
+    let (_, d) = h.dims2().map_err(|_| Error::Shape {
+        op: OP,
+        what: format!("h has shape {:?}, expected [N, D]", h.dims()),
+    })?;
+    if k == 0 || k > d || d > MAX_WIDTH {
+        return Err(Error::Shape {
+            op: OP,
+            what: format!("need 1 <= k <= D <= {MAX_WIDTH}, got k = {k}, D = {d}"),
+        });
+    }
+    let h = h.contiguous()?;
+    let index = h.detach().apply_op1_no_bwd(&SelectOp { k })?;
+    let data = h.apply_op2(&index, GatherOp { k, d })?;
+    Ok(Cbsr {
+        data,
+        index,
+        dim: d,
+    })
+}
+
+fn check_cbsr(op: &'static str, x: &Cbsr, rows: usize) -> Result<()> {
+    let k = x.k();
+    let bad = |what: String| Err(Error::Shape { op, what });
+    if x.data.rank() != 2 || x.data.dim(0)? != rows {
+        return bad(format!(
+            "CBSR data {:?} must have {rows} rows",
+            x.data.dims()
+        ));
+    }
+    if x.index.dims() != x.data.dims() || x.index.dtype() != index_dtype(x.dim) {
+        return bad(format!(
+            "CBSR index {:?} {:?} must be {:?} {:?}",
+            x.index.dims(),
+            x.index.dtype(),
+            x.data.dims(),
+            index_dtype(x.dim)
+        ));
+    }
+    if k > x.dim || x.dim > MAX_WIDTH {
+        return bad(format!("k = {k} and D = {} out of range", x.dim));
+    }
+    Ok(())
+}
+
+fn check_values(op: &'static str, g: &DeviceGraph, v: Option<&Tensor>, dt: DType) -> Result<()> {
+    if let Some(v) = v {
+        if v.dims() != [g.nnz()] || v.dtype() != dt {
+            return Err(Error::Shape {
+                op,
+                what: format!(
+                    "edge values {:?} {:?} must be [{}] {dt:?}",
+                    v.dims(),
+                    v.dtype(),
+                    g.nnz()
+                ),
+            });
+        }
+        if v.track_op() {
+            return Err(Error::Shape {
+                op,
+                what: "gradients for edge values are not supported; pass constant values".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn mean_of(op: &'static str, reduce: Reduce) -> Result<bool> {
+    match reduce {
+        Reduce::Sum => Ok(false),
+        Reduce::Mean => Ok(true),
+        other => Err(Error::Shape {
+            op,
+            what: format!("{other:?} aggregation is not available over CBSR (sum and mean are)"),
+        }),
+    }
+}
+
+/// `out = A · dense(x)` (sum, or mean over each row's entries), `x` a CBSR with `n_cols` rows,
+/// `values` optional constant edge values. Differentiable in `x.data` (backward: [`sspmm`]).
+pub fn spgemm(
+    g: &DeviceGraph,
+    x: &Cbsr,
+    values: Option<&Tensor>,
+    reduce: Reduce,
+) -> Result<Tensor> {
+    const OP: &str = "spgemm";
+    let mean = mean_of(OP, reduce)?;
+    check_device(OP, g, &x.data)?;
+    check_float(OP, "CBSR data", &x.data)?;
+    check_cbsr(OP, x, g.n_cols())?;
+    check_values(OP, g, values, x.data.dtype())?;
+    let op = SpgemmOp {
+        g: g.clone(),
+        k: x.k(),
+        d: x.dim,
+        mean,
+    };
+    let data = x.data.contiguous()?;
+    let index = x.index.contiguous()?;
+    Ok(match values {
+        Some(v) => data.apply_op3(&index, &v.contiguous()?, op)?,
+        None => data.apply_op2(&index, op)?,
+    })
+}
+
+/// `(Aᵀ · dout)` at the CBSR pattern `index` (`[n_cols, k]`): the gradient of [`spgemm`] with
+/// respect to the CBSR data. `dout` is `[n_rows, D]`.
+pub fn sspmm(
+    g: &DeviceGraph,
+    dout: &Tensor,
+    index: &Tensor,
+    dim: usize,
+    values: Option<&Tensor>,
+    reduce: Reduce,
+) -> Result<Tensor> {
+    const OP: &str = "sspmm";
+    let mean = mean_of(OP, reduce)?;
+    check_device(OP, g, dout)?;
+    check_float(OP, "dout", dout)?;
+    if dout.dims() != [g.n_rows(), dim] {
+        return Err(Error::Shape {
+            op: OP,
+            what: format!("dout {:?} must be [{}, {dim}]", dout.dims(), g.n_rows()),
+        });
+    }
+    let k = index.dims().get(1).copied().unwrap_or(0);
+    if index.dims() != [g.n_cols(), k] || index.dtype() != index_dtype(dim) || k > dim {
+        return Err(Error::Shape {
+            op: OP,
+            what: format!(
+                "index {:?} {:?} must be [{}, k <= {dim}] {:?}",
+                index.dims(),
+                index.dtype(),
+                g.n_cols(),
+                index_dtype(dim)
+            ),
+        });
+    }
+    check_values(OP, g, values, dout.dtype())?;
+    Ok(sspmm_raw(
+        g,
+        &dout.contiguous()?,
+        &index.contiguous()?,
+        k,
+        dim,
+        values,
+        mean,
+    )?)
+}
+
+fn sspmm_raw(
+    g: &DeviceGraph,
+    dout: &Tensor,
+    index: &Tensor,
+    k: usize,
+    d: usize,
+    values: Option<&Tensor>,
+    mean: bool,
+) -> candle_core::Result<Tensor> {
+    let op = SspmmOp {
+        g: g.clone(),
+        k,
+        d,
+        mean,
+    };
+    match values {
+        Some(v) => dout.apply_op3_no_bwd(index, &v.contiguous()?, &op),
+        None => dout.apply_op2_no_bwd(index, &op),
+    }
+}
+
+/// Runs `f` with the CPU index slice typed by the storage's dtype.
+macro_rules! with_index {
+    ($op:expr, $s:expr, $l:expr, |$ix:ident: $I:ident| $body:expr) => {
+        match $s {
+            CpuStorage::U8(_) => {
+                type $I = u8;
+                let $ix = cpu_slice::<u8>($op, $s, $l)?;
+                $body
+            }
+            CpuStorage::I16(_) => {
+                type $I = i16;
+                let $ix = cpu_slice::<i16>($op, $s, $l)?;
+                $body
+            }
+            o => candle_core::bail!("{}: index dtype {:?} (u8 or i16 expected)", $op, o.dtype()),
+        }
+    };
+}
+
+/// Runs `f::<T>` for the float dtype of a CPU storage.
+macro_rules! with_float {
+    ($op:expr, $s:expr, |$T:ident| $body:expr) => {
+        match $s {
+            CpuStorage::F32(_) => {
+                type $T = f32;
+                $body
+            }
+            CpuStorage::F64(_) => {
+                type $T = f64;
+                $body
+            }
+            o => candle_core::bail!("{}: unsupported dtype {:?}", $op, o.dtype()),
+        }
+    };
+}
+
+fn index_storage<I: CbsrIndex>(v: Vec<I>) -> CpuStorage {
+    I::to_cpu_storage_owned(v)
+}
+
+struct SelectOp {
+    k: usize,
+}
+
+impl CustomOp1 for SelectOp {
+    fn name(&self) -> &'static str {
+        "maxk_select"
+    }
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (n, d) = l.shape().dims2()?;
+        let out = with_float!("maxk", s, |T| {
+            let h = cpu_slice::<T>("maxk", s, l)?;
+            if d <= 256 {
+                index_storage(cpu::select::<T, u8>(h, d, self.k))
+            } else {
+                index_storage(cpu::select::<T, i16>(h, d, self.k))
+            }
+        });
+        Ok((out, Shape::from((n, self.k))))
+    }
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
+        cuda::select(s, l, self.k)
+    }
+}
+
+/// `data = h[i, idx[i, s]]`; backward scatters.
+struct GatherOp {
+    k: usize,
+    d: usize,
+}
+
+impl CustomOp2 for GatherOp {
+    fn name(&self) -> &'static str {
+        "cbsr_gather"
+    }
+    fn cpu_fwd(
+        &self,
+        s: &CpuStorage,
+        l: &Layout,
+        is: &CpuStorage,
+        il: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (n, _) = l.shape().dims2()?;
+        let out = with_float!("cbsr_gather", s, |T| {
+            let h = cpu_slice::<T>("cbsr_gather", s, l)?;
+            with_index!("cbsr_gather", is, il, |ix: I| T::to_cpu_storage_owned(
+                cpu::gather::<T, I>(h, ix, self.d, self.k)
+            ))
+        });
+        Ok((out, Shape::from((n, self.k))))
+    }
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s: &CudaStorage,
+        l: &Layout,
+        is: &CudaStorage,
+        il: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        cuda::gather(s, l, is, il, self.k, self.d)
+    }
+    fn bwd(
+        &self,
+        _h: &Tensor,
+        index: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
+        let dh = grad.contiguous()?.apply_op2_no_bwd(
+            index,
+            &ScatterOp {
+                k: self.k,
+                d: self.d,
+            },
+        )?;
+        Ok((Some(dh), None))
+    }
+}
+
+/// Dense from CBSR; backward gathers.
+struct ScatterOp {
+    k: usize,
+    d: usize,
+}
+
+impl CustomOp2 for ScatterOp {
+    fn name(&self) -> &'static str {
+        "cbsr_scatter"
+    }
+    fn cpu_fwd(
+        &self,
+        s: &CpuStorage,
+        l: &Layout,
+        is: &CpuStorage,
+        il: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (n, _) = l.shape().dims2()?;
+        let out = with_float!("cbsr_scatter", s, |T| {
+            let data = cpu_slice::<T>("cbsr_scatter", s, l)?;
+            with_index!("cbsr_scatter", is, il, |ix: I| T::to_cpu_storage_owned(
+                cpu::scatter::<T, I>(data, ix, self.d, self.k)
+            ))
+        });
+        Ok((out, Shape::from((n, self.d))))
+    }
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s: &CudaStorage,
+        l: &Layout,
+        is: &CudaStorage,
+        il: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        cuda::scatter(s, l, is, il, self.k, self.d)
+    }
+    fn bwd(
+        &self,
+        _data: &Tensor,
+        index: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
+        let dd = grad.contiguous()?.apply_op2_no_bwd(
+            index,
+            &GatherOp {
+                k: self.k,
+                d: self.d,
+            },
+        )?;
+        Ok((Some(dd), None))
+    }
+}
+
+struct SpgemmOp {
+    g: DeviceGraph,
+    k: usize,
+    d: usize,
+    mean: bool,
+}
+
+impl SpgemmOp {
+    fn cpu(
+        &self,
+        s: &CpuStorage,
+        l: &Layout,
+        is: &CpuStorage,
+        il: &Layout,
+        v: Option<(&CpuStorage, &Layout)>,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let out = with_float!("spgemm", s, |T| {
+            let data = cpu_slice::<T>("spgemm", s, l)?;
+            let vals = cpu_slice_opt::<T>("spgemm", v)?;
+            with_index!("spgemm", is, il, |ix: I| T::to_cpu_storage_owned(
+                cpu::spgemm::<T, I>(self.g.csr(), data, ix, self.k, self.d, vals, self.mean)
+            ))
+        });
+        Ok((out, Shape::from((self.g.n_rows(), self.d))))
+    }
+
+    fn grad(
+        &self,
+        index: &Tensor,
+        values: Option<&Tensor>,
+        grad: &Tensor,
+    ) -> candle_core::Result<Tensor> {
+        let _timer = self.g.backward_timer();
+        sspmm_raw(
+            &self.g,
+            &grad.contiguous()?,
+            index,
+            self.k,
+            self.d,
+            values,
+            self.mean,
+        )
+    }
+}
+
+impl CustomOp2 for SpgemmOp {
+    fn name(&self) -> &'static str {
+        "spgemm"
+    }
+    fn cpu_fwd(
+        &self,
+        s: &CpuStorage,
+        l: &Layout,
+        is: &CpuStorage,
+        il: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        self.cpu(s, l, is, il, None)
+    }
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s: &CudaStorage,
+        l: &Layout,
+        is: &CudaStorage,
+        il: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        cuda::spgemm(&self.g, s, l, is, il, None, self.k, self.d, self.mean)
+    }
+    fn bwd(
+        &self,
+        _data: &Tensor,
+        index: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
+        Ok((Some(self.grad(index, None, grad)?), None))
+    }
+}
+
+impl CustomOp3 for SpgemmOp {
+    fn name(&self) -> &'static str {
+        "spgemm_weighted"
+    }
+    fn cpu_fwd(
+        &self,
+        s: &CpuStorage,
+        l: &Layout,
+        is: &CpuStorage,
+        il: &Layout,
+        vs: &CpuStorage,
+        vl: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        self.cpu(s, l, is, il, Some((vs, vl)))
+    }
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s: &CudaStorage,
+        l: &Layout,
+        is: &CudaStorage,
+        il: &Layout,
+        vs: &CudaStorage,
+        vl: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        cuda::spgemm(
+            &self.g,
+            s,
+            l,
+            is,
+            il,
+            Some((vs, vl)),
+            self.k,
+            self.d,
+            self.mean,
+        )
+    }
+    fn bwd(
+        &self,
+        _data: &Tensor,
+        index: &Tensor,
+        values: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        Ok((Some(self.grad(index, Some(values), grad)?), None, None))
+    }
+}
+
+struct SspmmOp {
+    g: DeviceGraph,
+    k: usize,
+    d: usize,
+    mean: bool,
+}
+
+impl SspmmOp {
+    fn cpu(
+        &self,
+        s: &CpuStorage,
+        l: &Layout,
+        is: &CpuStorage,
+        il: &Layout,
+        v: Option<(&CpuStorage, &Layout)>,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (t, perm) = self
+            .g
+            .transpose()
+            .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
+        let perm: Vec<u32> = perm.to_vec1()?;
+        let out = with_float!("sspmm", s, |T| {
+            let dout = cpu_slice::<T>("sspmm", s, l)?;
+            let vals = cpu_slice_opt::<T>("sspmm", v)?;
+            with_index!("sspmm", is, il, |ix: I| T::to_cpu_storage_owned(
+                cpu::sspmm::<T, I>(
+                    self.g.csr(),
+                    t.csr(),
+                    &perm,
+                    dout,
+                    ix,
+                    self.k,
+                    self.d,
+                    vals,
+                    self.mean
+                )
+            ))
+        });
+        Ok((out, Shape::from((self.g.n_cols(), self.k))))
+    }
+}
+
+impl CustomOp2 for SspmmOp {
+    fn name(&self) -> &'static str {
+        "sspmm"
+    }
+    fn cpu_fwd(
+        &self,
+        s: &CpuStorage,
+        l: &Layout,
+        is: &CpuStorage,
+        il: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        self.cpu(s, l, is, il, None)
+    }
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s: &CudaStorage,
+        l: &Layout,
+        is: &CudaStorage,
+        il: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        cuda::sspmm(&self.g, s, l, is, il, None, self.k, self.d, self.mean)
+    }
+}
+
+impl CustomOp3 for SspmmOp {
+    fn name(&self) -> &'static str {
+        "sspmm_weighted"
+    }
+    fn cpu_fwd(
+        &self,
+        s: &CpuStorage,
+        l: &Layout,
+        is: &CpuStorage,
+        il: &Layout,
+        vs: &CpuStorage,
+        vl: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        self.cpu(s, l, is, il, Some((vs, vl)))
+    }
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s: &CudaStorage,
+        l: &Layout,
+        is: &CudaStorage,
+        il: &Layout,
+        vs: &CudaStorage,
+        vl: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        cuda::sspmm(
+            &self.g,
+            s,
+            l,
+            is,
+            il,
+            Some((vs, vl)),
+            self.k,
+            self.d,
+            self.mean,
+        )
+    }
+}

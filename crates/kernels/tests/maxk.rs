@@ -1,0 +1,276 @@
+//! MaxK, CBSR, SpGEMM and SSpMM on the CPU against dense references, with gradient checks.
+
+use candle_core::{DType, Device, Tensor, Var};
+use gnn_graph::Csr;
+use gnn_kernels::{maxk, spgemm, spmm, spmm_weighted, sspmm, DeviceGraph, Reduce};
+use rand::{Rng, SeedableRng};
+
+fn rng(seed: u64) -> rand_xoshiro::Xoshiro256PlusPlus {
+    rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed)
+}
+
+/// 50 targets x 70 sources: empty rows, one 900-entry row, duplicates.
+fn graph(seed: u64) -> Csr {
+    let mut r = rng(seed);
+    let mut indptr = vec![0u32];
+    let mut indices = Vec::new();
+    for i in 0..50 {
+        let len = match i {
+            5 => 900,
+            _ if i % 6 == 0 => 0,
+            _ => r.random_range(1..40),
+        };
+        indices.extend((0..len).map(|_| r.random_range(0..70u32)));
+        indptr.push(indices.len() as u32);
+    }
+    Csr::new_checked(50, 70, indptr, indices).unwrap()
+}
+
+fn rows(t: &Tensor) -> Vec<Vec<f64>> {
+    t.to_dtype(DType::F64).unwrap().to_vec2().unwrap()
+}
+
+fn cols(t: &Tensor) -> Vec<Vec<usize>> {
+    match t.dtype() {
+        DType::U8 => t
+            .to_vec2::<u8>()
+            .unwrap()
+            .into_iter()
+            .map(|r| r.into_iter().map(usize::from).collect())
+            .collect(),
+        DType::I16 => t
+            .to_vec2::<i16>()
+            .unwrap()
+            .into_iter()
+            .map(|r| r.into_iter().map(|c| c as u16 as usize).collect())
+            .collect(),
+        o => panic!("index dtype {o:?}"),
+    }
+}
+
+fn close(a: &[Vec<f64>], b: &[Vec<f64>], tol: f64, what: &str) {
+    assert_eq!(a.len(), b.len(), "{what}: rows");
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        for (j, (p, q)) in x.iter().zip(y).enumerate() {
+            assert!(
+                (p - q).abs() <= tol * (1.0 + q.abs()),
+                "{what}: ({i}, {j}) {p} vs {q}"
+            );
+        }
+    }
+}
+
+#[test]
+fn maxk_on_hand_checked_rows() {
+    let dev = Device::Cpu;
+    let h = Tensor::new(
+        &[
+            [1.0f32, 3.0, 3.0, 2.0, 3.0],
+            [-1.0, -0.0, 0.0, -2.0, -0.5],
+            [5.0, 5.0, 5.0, 5.0, 5.0],
+        ],
+        &dev,
+    )
+    .unwrap();
+    let c = maxk(&h, 2).unwrap();
+    assert_eq!(c.index.dtype(), DType::U8);
+    // Ties go to the lower column; -0.0 < +0.0 in the total order.
+    assert_eq!(cols(&c.index), vec![vec![1, 2], vec![1, 2], vec![0, 1]]);
+    assert_eq!(
+        rows(&c.data),
+        vec![vec![3.0, 3.0], vec![-0.0, 0.0], vec![5.0, 5.0]]
+    );
+    let c = maxk(&h, 1).unwrap();
+    assert_eq!(cols(&c.index), vec![vec![1], vec![2], vec![0]]);
+    let all = maxk(&h, 5).unwrap();
+    assert_eq!(cols(&all.index)[0], vec![0, 1, 2, 3, 4]);
+    assert_eq!(rows(&all.to_dense().unwrap()), rows(&h));
+}
+
+#[test]
+fn maxk_keeps_the_largest_k_for_many_shapes() {
+    let dev = Device::Cpu;
+    for (n, d, k) in [
+        (9, 7, 3),
+        (20, 33, 32),
+        (6, 256, 32),
+        (5, 256, 256),
+        (4, 300, 17),
+        (3, 1024, 96),
+        (0, 64, 8),
+    ] {
+        let mut r = rng(d as u64 * 31 + k as u64);
+        // Few distinct values, so ties are common.
+        let v: Vec<f32> = (0..n * d)
+            .map(|_| r.random_range(-8..8) as f32 * 0.5)
+            .collect();
+        let h = Tensor::from_vec(v.clone(), (n, d), &dev).unwrap();
+        let c = maxk(&h, k).unwrap();
+        assert_eq!(
+            c.index.dtype(),
+            if d <= 256 { DType::U8 } else { DType::I16 }
+        );
+        assert_eq!(c.data.dims(), [n, k]);
+        let dense = rows(&c.to_dense().unwrap());
+        for (i, ix) in cols(&c.index).iter().enumerate() {
+            let row = &v[i * d..(i + 1) * d];
+            assert!(ix.windows(2).all(|p| p[0] < p[1]), "ascending, distinct");
+            let kept: std::collections::HashSet<usize> = ix.iter().copied().collect();
+            let min_kept = ix.iter().map(|&j| row[j]).fold(f32::INFINITY, f32::min);
+            for j in 0..d {
+                if kept.contains(&j) {
+                    assert_eq!(dense[i][j], row[j] as f64);
+                } else {
+                    assert_eq!(dense[i][j], 0.0);
+                    // Nothing dropped beats a kept entry; equal ones lose only to lower columns.
+                    assert!(row[j] <= min_kept, "({d},{k}) row {i} col {j}");
+                    if row[j] == min_kept {
+                        assert!(ix.iter().filter(|&&q| row[q] == min_kept).all(|&q| q < j));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn spgemm_matches_spmm_on_the_dense_features() {
+    let dev = Device::Cpu;
+    let csr = graph(3);
+    let g = DeviceGraph::upload(&csr, &dev).unwrap();
+    let vals = Tensor::randn(0f64, 1.0, csr.nnz(), &dev).unwrap();
+    for (d, k) in [(16, 16), (40, 5), (256, 32), (300, 33), (1024, 100)] {
+        let h = Tensor::randn(0f64, 1.0, (70, d), &dev).unwrap();
+        let x = maxk(&h, k).unwrap();
+        let dense = x.to_dense().unwrap();
+        for reduce in [Reduce::Sum, Reduce::Mean] {
+            let got = spgemm(&g, &x, None, reduce).unwrap();
+            let want = spmm(&g, &dense, reduce).unwrap();
+            close(
+                &rows(&got),
+                &rows(&want),
+                1e-12,
+                &format!("{d}/{k} {reduce:?}"),
+            );
+            let got = spgemm(&g, &x, Some(&vals), reduce).unwrap();
+            let want = spmm_weighted(&g, &dense, &vals, reduce).unwrap();
+            close(
+                &rows(&got),
+                &rows(&want),
+                1e-12,
+                &format!("{d}/{k} {reduce:?} w"),
+            );
+        }
+    }
+}
+
+#[test]
+fn sspmm_is_the_gradient_through_the_dense_path() {
+    let dev = Device::Cpu;
+    let csr = graph(4);
+    let g = DeviceGraph::upload(&csr, &dev).unwrap();
+    let vals = Tensor::randn(0f64, 1.0, csr.nnz(), &dev).unwrap();
+    for (d, k) in [(40, 7), (300, 33)] {
+        let h0 = Tensor::randn(0f64, 1.0, (70, d), &dev).unwrap();
+        let w = Tensor::randn(0f64, 1.0, (50, d), &dev).unwrap();
+        for (reduce, v) in [(Reduce::Sum, Some(&vals)), (Reduce::Mean, None)] {
+            // Through spgemm (backward = sspmm) ...
+            let h = Var::from_tensor(&h0).unwrap();
+            let x = maxk(h.as_tensor(), k).unwrap();
+            let y = spgemm(&g, &x, v, reduce).unwrap();
+            let gr = (y * &w).unwrap().sum_all().unwrap().backward().unwrap();
+            let a = gr.get(h.as_tensor()).unwrap().clone();
+            // ... and through the dense features and the exact SpMM.
+            let h2 = Var::from_tensor(&h0).unwrap();
+            let x2 = maxk(h2.as_tensor(), k).unwrap();
+            let dense = x2.to_dense().unwrap();
+            let y2 = match v {
+                Some(v) => spmm_weighted(&g, &dense, v, reduce).unwrap(),
+                None => spmm(&g, &dense, reduce).unwrap(),
+            };
+            let gr2 = (y2 * &w).unwrap().sum_all().unwrap().backward().unwrap();
+            let b = gr2.get(h2.as_tensor()).unwrap().clone();
+            // The exact mean path scales by 1/deg cached in f32, hence the looser bound.
+            let tol = if reduce == Reduce::Mean { 1e-6 } else { 1e-12 };
+            close(&rows(&a), &rows(&b), tol, &format!("{d}/{k} {reduce:?}"));
+            // The public sspmm agrees with the pattern-sampled dense gradient.
+            let direct = sspmm(&g, &w, &x.index, d, v, reduce).unwrap();
+            assert_eq!(direct.dims(), [70, k]);
+            let (ga, dr) = (rows(&a), rows(&direct));
+            for (j, ix) in cols(&x.index).iter().enumerate() {
+                for (s, &c) in ix.iter().enumerate() {
+                    assert!((ga[j][c] - dr[j][s]).abs() < 1e-12, "sspmm ({j}, {s})");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn finite_differences_agree_with_the_maxk_spgemm_gradient() {
+    let dev = Device::Cpu;
+    let csr = graph(5);
+    let g = DeviceGraph::upload(&csr, &dev).unwrap();
+    let (d, k) = (24, 5);
+    // Well separated values so a small step never changes the selection.
+    let mut r = rng(9);
+    let mut v: Vec<f64> = (0..70 * d).map(|i| i as f64 * 0.01).collect();
+    for i in (1..v.len()).rev() {
+        v.swap(i, r.random_range(0..=i));
+    }
+    let w = Tensor::randn(0f64, 1.0, (50, d), &dev).unwrap();
+    let f = |v: &[f64]| -> f64 {
+        let h = Tensor::from_vec(v.to_vec(), (70, d), &dev).unwrap();
+        let y = spgemm(&g, &maxk(&h, k).unwrap(), None, Reduce::Mean).unwrap();
+        (y * &w).unwrap().sum_all().unwrap().to_scalar().unwrap()
+    };
+    let h = Var::from_tensor(&Tensor::from_vec(v.clone(), (70, d), &dev).unwrap()).unwrap();
+    let y = spgemm(&g, &maxk(h.as_tensor(), k).unwrap(), None, Reduce::Mean).unwrap();
+    let grad = (y * &w).unwrap().sum_all().unwrap().backward().unwrap();
+    let grad: Vec<f64> = grad
+        .get(h.as_tensor())
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1()
+        .unwrap();
+    let eps = 1e-4;
+    let mut nonzero = 0;
+    for p in (0..v.len()).step_by(7) {
+        let mut a = v.clone();
+        let mut b = v.clone();
+        a[p] += eps;
+        b[p] -= eps;
+        let fd = (f(&a) - f(&b)) / (2.0 * eps);
+        assert!(
+            (fd - grad[p]).abs() < 1e-6,
+            "entry {p}: fd {fd} vs {}",
+            grad[p]
+        );
+        nonzero += (grad[p] != 0.0) as usize;
+    }
+    assert!(nonzero > 5, "the check must reach kept entries ({nonzero})");
+}
+
+#[test]
+fn bad_inputs_are_refused() {
+    let dev = Device::Cpu;
+    let h = Tensor::zeros((4, 8), DType::F32, &dev).unwrap();
+    assert!(maxk(&h, 0).is_err());
+    assert!(maxk(&h, 9).is_err());
+    assert!(maxk(&Tensor::zeros((2, 1025), DType::F32, &dev).unwrap(), 4).is_err());
+    let csr = graph(1);
+    let g = DeviceGraph::upload(&csr, &dev).unwrap();
+    let x = maxk(&Tensor::randn(0f32, 1.0, (70, 16), &dev).unwrap(), 4).unwrap();
+    assert!(spgemm(&g, &x, None, Reduce::Max)
+        .unwrap_err()
+        .to_string()
+        .contains("not available"));
+    let tracked = Var::ones(csr.nnz(), DType::F32, &dev).unwrap();
+    assert!(spgemm(&g, &x, Some(tracked.as_tensor()), Reduce::Sum)
+        .unwrap_err()
+        .to_string()
+        .contains("edge values"));
+    let wrong_rows = maxk(&Tensor::randn(0f32, 1.0, (50, 16), &dev).unwrap(), 4).unwrap();
+    assert!(spgemm(&g, &wrong_rows, None, Reduce::Sum).is_err());
+}
