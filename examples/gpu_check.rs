@@ -16,8 +16,8 @@ use candle_core::{DType, Device, Tensor, Var};
 use clap::Parser;
 use gnn::graph::{generate, Csr, Normalization, SyntheticSpec};
 use gnn::kernels::{
-    dequantize, matmul_nt, sddmm, spmm, spmm_sampled, spmm_weighted, DeviceGraph,
-    QuantizedFeatures, Reduce, Sampling,
+    dequantize, matmul_nt, maxk, sddmm, spgemm, spmm, spmm_sampled, spmm_weighted, sspmm,
+    DeviceGraph, QuantizedFeatures, Reduce, Sampling,
 };
 use rand::{Rng, SeedableRng};
 use std::path::PathBuf;
@@ -247,6 +247,81 @@ fn check_spmm(
     Ok(())
 }
 
+/// MaxK on GPU vs CPU (indices and values exact), SpGEMM / SSpMM (atomics: 1e-5) and the
+/// gradient of `sum(w * spgemm(maxk(h)))` with respect to `h`.
+fn check_maxk(
+    c: &mut Checker,
+    name: &str,
+    csr: &Csr,
+    d: usize,
+    k: usize,
+    gpu: &Device,
+    seed: u64,
+) -> Result<()> {
+    let cpu = Device::Cpu;
+    let mut r = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
+    // Half the rows from 9 distinct values (ties everywhere), half continuous.
+    let hv: Vec<f32> = (0..csr.n_cols() * d)
+        .map(|i| {
+            if (i / d) % 2 == 0 {
+                r.random_range(-4..5) as f32 * 0.25
+            } else {
+                r.random_range(-1.0..1.0)
+            }
+        })
+        .collect();
+    let h = Tensor::from_vec(hv, (csr.n_cols(), d), &cpu)?;
+    let w = Tensor::randn(0f32, 1.0, (csr.n_rows(), d), &cpu)?;
+    let vals = Tensor::randn(0f32, 1.0, csr.nnz(), &cpu)?;
+    let (gc, gg) = (
+        DeviceGraph::upload(csr, &cpu)?,
+        DeviceGraph::upload(csr, gpu)?,
+    );
+    let xc = maxk(&h, k)?;
+    let xg = maxk(&h.to_device(gpu)?, k)?;
+    let tag = format!("maxk d={d} k={k}");
+    c.check(
+        name,
+        format!("{tag} select"),
+        d,
+        &xg.to_dense()?,
+        &xc.to_dense()?,
+        0.0,
+    )?;
+    c.check(
+        name,
+        format!("{tag} index"),
+        d,
+        &xg.index.to_device(&cpu)?,
+        &xc.index,
+        0.0,
+    )?;
+    for (reduce, weighted) in [(Reduce::Sum, true), (Reduce::Mean, false)] {
+        let (vc, vg) = (vals.clone(), vals.to_device(gpu)?);
+        let (vc, vg) = if weighted {
+            (Some(&vc), Some(&vg))
+        } else {
+            (None, None)
+        };
+        let oc = spgemm(&gc, &xc, vc, reduce)?;
+        let og = spgemm(&gg, &xg, vg, reduce)?;
+        let r = format!("{reduce:?}").to_lowercase();
+        c.check(name, format!("{tag} spgemm {r}"), d, &og, &oc, 1e-5)?;
+        let sc = sspmm(&gc, &w, &xc.index, d, vc, reduce)?;
+        let sg = sspmm(&gg, &w.to_device(gpu)?, &xg.index, d, vg, reduce)?;
+        c.check(name, format!("{tag} sspmm {r}"), d, &sg, &sc, 1e-5)?;
+    }
+    let grad = |dev: &Device, g: &DeviceGraph| -> Result<Tensor> {
+        let hv = Var::from_tensor(&h.to_device(dev)?)?;
+        let y = spgemm(g, &maxk(hv.as_tensor(), k)?, None, Reduce::Mean)?;
+        let gr = (y * w.to_device(dev)?)?.sum_all()?.backward()?;
+        Ok(gr.get(hv.as_tensor()).context("dh")?.clone())
+    };
+    let (dc, dg) = (grad(&cpu, &gc)?, grad(gpu, &gg)?);
+    c.check(name, format!("{tag} grad dh"), d, &dg, &dc, 1e-5)?;
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let args = Args::parse();
     let gpu = Device::new_cuda(0).context("no CUDA device")?;
@@ -277,6 +352,20 @@ fn main() -> Result<()> {
         let ((yc, dwc), (yg, dwg)) = (run(&Device::Cpu)?, run(&gpu)?);
         c.check("dense", "matmul_nt fwd".into(), k, &yg, &yc, 1e-5)?;
         c.check("dense", "matmul_nt bwd dw".into(), k, &dwg, &dwc, 1e-5)?;
+    }
+    // MaxK-GNN: selection (exact, ties included), CBSR SpGEMM/SSpMM and the gradient chain.
+    for (gname, csr) in [("random+50K-row", &g1), ("random-rect", &g2)] {
+        for (d, k) in [
+            (16usize, 1usize),
+            (40, 7),
+            (256, 32),
+            (256, 33),
+            (256, 256),
+            (300, 17),
+            (1024, 64),
+        ] {
+            check_maxk(&mut c, gname, csr, d, k, &gpu, (d * 7 + k) as u64)?;
+        }
     }
     // INT8 dequantisation: identical bits (no FMA on either side).
     for (rows, cols) in [(1usize, 1usize), (333, 7), (1000, 602), (4096, 128)] {

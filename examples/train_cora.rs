@@ -52,6 +52,10 @@ struct Args {
     /// LayerNorm between layers.
     #[arg(long)]
     layer_norm: bool,
+    /// MaxK-GNN non-linearity keeping K entries per row (instead of ReLU): linear -> MaxK ->
+    /// dropout -> SpGEMM aggregation in every layer but the last (GCN, sage, GIN).
+    #[arg(long, value_name = "K")]
+    maxk: Option<usize>,
     /// Keep raw features (default: row-normalised, as in the GCN paper).
     #[arg(long)]
     no_row_normalize: bool,
@@ -92,6 +96,9 @@ fn main() -> Result<()> {
         args.dropout,
     );
     cfg.layer_norm = args.layer_norm;
+    if let Some(k) = args.maxk {
+        cfg.activation = gnn::models::Activation::MaxK { k };
+    }
     let graph = ModelGraph::new(&ds.graph, args.model, &dev)?;
     let tc = TrainConfig {
         epochs: args.epochs,

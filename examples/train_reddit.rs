@@ -75,6 +75,10 @@ struct Args {
     /// LayerNorm between layers.
     #[arg(long)]
     layer_norm: bool,
+    /// MaxK-GNN non-linearity keeping K entries per row (instead of ReLU): linear -> MaxK ->
+    /// dropout -> SpGEMM aggregation in every layer but the last (GCN, sage, GIN).
+    #[arg(long, value_name = "K")]
+    maxk: Option<usize>,
     /// Evaluate every this many epochs.
     #[arg(long, default_value_t = 5)]
     eval_every: usize,
@@ -157,12 +161,16 @@ fn run(
     );
     cfg.input_dropout = args.input_dropout;
     cfg.layer_norm = args.layer_norm;
+    if let (Some(k), true) = (args.maxk, kind != ConvKind::Mlp) {
+        cfg.activation = gnn::models::Activation::MaxK { k };
+    }
     let t = Instant::now();
     let graph = ModelGraph::new(&ds.graph, kind, device)?;
     let prep = t.elapsed().as_secs_f64();
     let model = Gnn::new(cfg, device, args.seed)?;
     println!(
-        "{name}: {kind}, {} layers x {} hidden, {} parameters (graph prepared in {prep:.2} s)",
+        "{name}: {kind} ({}), {} layers x {} hidden, {} parameters (graph prepared in {prep:.2} s)",
+        model.config().activation,
         args.layers,
         args.hidden,
         model.num_params()

@@ -21,19 +21,23 @@ __device__ __forceinline__ uint32_t fkey(float f) {
 // One warp per row; element e = j * 32 + lane lives in lane `lane`, slot j (j < 32, D <= 1024).
 // Radix selection of the k-th largest key T bit by bit with warp-wide counts, then one pass in
 // column order keeps keys > T and the lowest-column keys == T until k are kept.
-template <typename IDX>
+// V = keys per lane (a power of two, 32 * V >= d), a template parameter so that the loops over
+// a lane's keys are fully unrolled without dead iterations.
+template <typename IDX, int V>
 __device__ __forceinline__ void maxk_select_impl(const float* __restrict__ h, IDX* __restrict__ out, int n, int d,
                                                  int k) {
     const int lane = threadIdx.x & 31;
     const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (row >= n) return;
-    const int v = (d + 31) >> 5;
+    const int v = V;
     const float* hr = h + (size_t)row * d;
-    uint32_t key[32];
+    uint32_t key[V];
+    bool ok[V];
 #pragma unroll
-    for (int j = 0; j < 32; ++j) {
+    for (int j = 0; j < V; ++j) {
         const int e = j * 32 + lane;
-        key[j] = (j < v && e < d) ? fkey(hr[e]) : 0u;
+        ok[j] = e < d;
+        key[j] = ok[j] ? fkey(__ldg(hr + e)) : 0u;
     }
     uint32_t t = 0;
     int need = k;
@@ -41,10 +45,7 @@ __device__ __forceinline__ void maxk_select_impl(const float* __restrict__ h, ID
         const uint32_t want = (t >> b) | 1u;
         int c = 0;
 #pragma unroll
-        for (int j = 0; j < 32; ++j) {
-            const int e = j * 32 + lane;
-            c += (j < v && e < d && (key[j] >> b) == want) ? 1 : 0;
-        }
+        for (int j = 0; j < V; ++j) c += (ok[j] && (key[j] >> b) == want) ? 1 : 0;
         c = __reduce_add_sync(FULL, c);
         if (c >= need) {
             t |= 1u << b;
@@ -56,10 +57,10 @@ __device__ __forceinline__ void maxk_select_impl(const float* __restrict__ h, ID
     int taken = 0, ties = 0;
     IDX* o = out + (size_t)row * k;
 #pragma unroll
-    for (int j = 0; j < 32; ++j) {
+    for (int j = 0; j < V; ++j) {
         if (j < v) {
             const int e = j * 32 + lane;
-            const bool valid = e < d;
+            const bool valid = ok[j];
             const bool eq = valid && key[j] == t;
             const uint32_t eqm = __ballot_sync(FULL, eq);
             const int rank = ties + __popc(eqm & lower);
@@ -93,24 +94,30 @@ __device__ __forceinline__ void scatter_impl(const float* __restrict__ data, con
 // before the shared-memory atomics.
 #define UNROLL 4
 
+// Forward SpGEMM, one warp per output row. Lanes take (edge, slot) pairs: with k <= 32, `per`
+// sub-groups of k lanes take `per` edges per step, each sub-group accumulating into its own
+// D-float shared row (one edge's slots are distinct columns, so no two lanes of a sub-group
+// touch one address in a step); with k > 32 one edge per step, lanes looping over its slots.
+// Steps are separated by __syncwarp, so plain read-modify-writes suffice: shared-memory float
+// atomics would be a compare-and-swap loop. The sub-rows are summed at write-back.
 template <typename IDX>
 __device__ __forceinline__ void spgemm_impl(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
                                             const float* __restrict__ vals, const float* __restrict__ data,
                                             const IDX* __restrict__ idx, float* __restrict__ out, int n_rows, int d,
-                                            int k, int weighted, int mean) {
+                                            int k, int per, int weighted, int mean) {
     extern __shared__ float smem[];
     const int lane = threadIdx.x & 31;
     const int w = threadIdx.x >> 5;
     const int row = blockIdx.x * (blockDim.x >> 5) + w;
     if (row >= n_rows) return;
-    float* buf = smem + (size_t)w * d;
-    for (int c = lane; c < d; c += 32) buf[c] = 0.f;
+    float* buf = smem + (size_t)w * per * d;
+    for (int c = lane; c < per * d; c += 32) buf[c] = 0.f;
     __syncwarp();
     const uint32_t start = indptr[row], end = indptr[row + 1];
     if (k <= 32) {
-        const int per = 32 / k;
         const int sub = lane / k, slot = lane % k;
         const bool active = sub < per;
+        float* mine = buf + (active ? sub : 0) * d;
         for (uint32_t base = start; base < end; base += per * UNROLL) {
             float val[UNROLL];
             int col[UNROLL];
@@ -127,8 +134,10 @@ __device__ __forceinline__ void spgemm_impl(const uint32_t* __restrict__ indptr,
                 }
             }
 #pragma unroll
-            for (int u = 0; u < UNROLL; ++u)
-                if (col[u] >= 0) atomicAdd(buf + col[u], val[u]);
+            for (int u = 0; u < UNROLL; ++u) {
+                if (col[u] >= 0) mine[col[u]] += val[u];
+                __syncwarp();
+            }
         }
     } else {
         for (uint32_t p = start; p < end; ++p) {
@@ -136,21 +145,48 @@ __device__ __forceinline__ void spgemm_impl(const uint32_t* __restrict__ indptr,
             const float a = weighted ? __ldg(vals + p) : 1.f;
             for (int s = lane; s < k; s += 32) {
                 const size_t q = (size_t)j * k + s;
-                atomicAdd(buf + col_of(idx[q]), a * __ldg(data + q));
+                buf[col_of(idx[q])] += a * __ldg(data + q);
             }
+            __syncwarp();
         }
     }
     __syncwarp();
     const float scale = (mean && end > start) ? 1.f / (float)(end - start) : 1.f;
     float* o = out + (size_t)row * d;
-    for (int c = lane; c < d; c += 32) o[c] = buf[c] * scale;
+    for (int c = lane; c < d; c += 32) {
+        float acc = 0.f;
+        for (int q = 0; q < per; ++q) acc += buf[q * d + c];
+        o[c] = acc * scale;
+    }
 }
 
+template <typename IDX>
+struct Idx4;
+template <>
+struct Idx4<uint8_t> {
+    __device__ static void load(const uint8_t* p, int (&c)[4]) {
+        const uchar4 v = *reinterpret_cast<const uchar4*>(p);
+        c[0] = v.x; c[1] = v.y; c[2] = v.z; c[3] = v.w;
+    }
+};
+template <>
+struct Idx4<int16_t> {
+    __device__ static void load(const int16_t* p, int (&c)[4]) {
+        const ushort4 v = *reinterpret_cast<const ushort4*>(p);
+        c[0] = v.x; c[1] = v.y; c[2] = v.z; c[3] = v.w;
+    }
+};
+
+// Backward SSpMM, one warp per forward row i: the gradient row dOut[i, :] (times 1/deg for
+// means) is prefetched into shared memory, then for every edge (i, j) the CBSR slots of j are
+// sampled from it and added to dx[j, :] with global atomics. With k a multiple of 4 each lane
+// owns 4 consecutive slots (one 128-bit index/atomic access: sm_90 float4 atomicAdd), k/4
+// lanes per edge and 32/(k/4) edges per step; otherwise one slot per lane.
 template <typename IDX>
 __device__ __forceinline__ void sspmm_impl(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
                                            const float* __restrict__ vals, const float* __restrict__ dout,
                                            const IDX* __restrict__ idx, float* __restrict__ dx, int n_rows, int d,
-                                           int k, int weighted, int mean) {
+                                           int k, int vec, int weighted, int mean) {
     extern __shared__ float smem[];
     const int lane = threadIdx.x & 31;
     const int w = threadIdx.x >> 5;
@@ -163,28 +199,44 @@ __device__ __forceinline__ void sspmm_impl(const uint32_t* __restrict__ indptr, 
     const float* g = dout + (size_t)row * d;
     for (int c = lane; c < d; c += 32) buf[c] = __ldg(g + c) * scale;
     __syncwarp();
-    if (k <= 32) {
+    if (vec && (k & 3) == 0) {
+        const int groups = k >> 2;                       // 4-slot groups per edge
+        const int lanes = groups < 32 ? groups : 32;     // lanes per edge
+        const int per = 32 / lanes;                      // edges per step
+        const int sub = lane / lanes, grp0 = lane % lanes;
+        const bool active = sub < per;
+        for (uint32_t base = start; base < end; base += per * UNROLL) {
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u) {
+                const uint32_t p = base + u * per + sub;
+                if (active && p < end) {
+                    const uint32_t j = __ldg(indices + p);
+                    const float a = weighted ? __ldg(vals + p) : 1.f;
+                    for (int gq = grp0; gq < groups; gq += lanes) {
+                        const size_t q = (size_t)j * k + 4 * gq;
+                        int c[4];
+                        Idx4<IDX>::load(idx + q, c);
+                        const float4 v = make_float4(a * buf[c[0]], a * buf[c[1]], a * buf[c[2]], a * buf[c[3]]);
+                        atomicAdd(reinterpret_cast<float4*>(dx + q), v);
+                    }
+                }
+            }
+        }
+    } else if (k <= 32) {
         const int per = 32 / k;
         const int sub = lane / k, slot = lane % k;
         const bool active = sub < per;
         for (uint32_t base = start; base < end; base += per * UNROLL) {
-            float val[UNROLL];
-            size_t dst[UNROLL];
-            bool on[UNROLL];
 #pragma unroll
             for (int u = 0; u < UNROLL; ++u) {
                 const uint32_t p = base + u * per + sub;
-                on[u] = active && p < end;
-                if (on[u]) {
+                if (active && p < end) {
                     const uint32_t j = __ldg(indices + p);
                     const float a = weighted ? __ldg(vals + p) : 1.f;
-                    dst[u] = (size_t)j * k + slot;
-                    val[u] = a * buf[col_of(idx[dst[u]])];
+                    const size_t q = (size_t)j * k + slot;
+                    atomicAdd(dx + q, a * buf[col_of(idx[q])]);
                 }
             }
-#pragma unroll
-            for (int u = 0; u < UNROLL; ++u)
-                if (on[u]) atomicAdd(dx + dst[u], val[u]);
         }
     } else {
         for (uint32_t p = start; p < end; ++p) {
@@ -198,11 +250,15 @@ __device__ __forceinline__ void sspmm_impl(const uint32_t* __restrict__ indptr, 
     }
 }
 
+#define SELECT(IDX, SUF, V)                                                                                     \
+    extern "C" __global__ void maxk_select_##SUF##_v##V(const float* __restrict__ h, IDX* __restrict__ out, int n,  \
+                                                        int d, int k) {                                             \
+        maxk_select_impl<IDX, V>(h, out, n, d, k);                                                                  \
+    }
+
 #define MAXK_KERNELS(IDX, SUF)                                                                                         \
-    extern "C" __global__ void maxk_select_##SUF(const float* __restrict__ h, IDX* __restrict__ out, int n, int d,    \
-                                                 int k) {                                                              \
-        maxk_select_impl<IDX>(h, out, n, d, k);                                                                       \
-    }                                                                                                                  \
+    SELECT(IDX, SUF, 1) SELECT(IDX, SUF, 2) SELECT(IDX, SUF, 4) SELECT(IDX, SUF, 8) SELECT(IDX, SUF, 16)            \
+    SELECT(IDX, SUF, 32)                                                                                              \
     extern "C" __global__ void cbsr_gather_##SUF(const float* __restrict__ h, const IDX* __restrict__ idx,            \
                                                  float* __restrict__ out, uint64_t total, int k, int d) {             \
         gather_impl<IDX>(h, idx, out, total, k, d);                                                                   \
@@ -214,14 +270,14 @@ __device__ __forceinline__ void sspmm_impl(const uint32_t* __restrict__ indptr, 
     extern "C" __global__ void spgemm_##SUF(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices, \
                                             const float* __restrict__ vals, const float* __restrict__ data,            \
                                             const IDX* __restrict__ idx, float* __restrict__ out, int n_rows, int d,   \
-                                            int k, int weighted, int mean) {                                           \
-        spgemm_impl<IDX>(indptr, indices, vals, data, idx, out, n_rows, d, k, weighted, mean);                        \
+                                            int k, int per, int weighted, int mean) {                                  \
+        spgemm_impl<IDX>(indptr, indices, vals, data, idx, out, n_rows, d, k, per, weighted, mean);                   \
     }                                                                                                                  \
     extern "C" __global__ void sspmm_##SUF(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,  \
                                            const float* __restrict__ vals, const float* __restrict__ dout,             \
                                            const IDX* __restrict__ idx, float* __restrict__ dx, int n_rows, int d,     \
-                                           int k, int weighted, int mean) {                                            \
-        sspmm_impl<IDX>(indptr, indices, vals, dout, idx, dx, n_rows, d, k, weighted, mean);                          \
+                                           int k, int vec, int weighted, int mean) {                                   \
+        sspmm_impl<IDX>(indptr, indices, vals, dout, idx, dx, n_rows, d, k, vec, weighted, mean);                     \
     }
 
 MAXK_KERNELS(uint8_t, u8)

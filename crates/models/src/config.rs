@@ -51,8 +51,24 @@ impl std::fmt::Display for ConvKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Activation {
-    /// `max(x, 0)`.
+    /// `max(x, 0)` after each hidden layer.
     Relu,
+    /// MaxK-GNN: every layer but the last runs `linear -> MaxK (k largest per row, CBSR) ->
+    /// dropout -> aggregation (SpGEMM)`, with no other non-linearity between layers. GCN,
+    /// GraphSAGE-mean and GIN (whose MLP keeps its inner ReLU); hidden width <= 1024.
+    MaxK {
+        /// Entries kept per row.
+        k: usize,
+    },
+}
+
+impl std::fmt::Display for Activation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Relu => f.write_str("relu"),
+            Self::MaxK { k } => write!(f, "maxk:{k}"),
+        }
+    }
 }
 
 /// Everything needed to rebuild a model (not its weights).
@@ -112,6 +128,24 @@ impl ModelConfig {
                 "widths must be positive (in {}, hidden {}, out {})",
                 self.in_dim, self.hidden, self.out_dim
             )));
+        }
+        if let Activation::MaxK { k } = self.activation {
+            if !matches!(
+                self.kind,
+                ConvKind::Gcn | ConvKind::SageMean | ConvKind::Gin
+            ) {
+                return Err(Error::Config(format!(
+                    "MaxK needs a GCN, GraphSAGE-mean or GIN model, not {}",
+                    self.kind
+                )));
+            }
+            if k == 0 || k > self.hidden || self.hidden > gnn_kernels::ops::maxk::MAX_WIDTH {
+                return Err(Error::Config(format!(
+                    "MaxK k = {k} must be in 1..=hidden ({}), hidden <= {}",
+                    self.hidden,
+                    gnn_kernels::ops::maxk::MAX_WIDTH
+                )));
+            }
         }
         for (name, p) in [
             ("dropout", self.dropout),

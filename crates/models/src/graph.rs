@@ -4,7 +4,7 @@ use crate::config::ConvKind;
 use crate::error::{Error, Result};
 use candle_core::{Device, Tensor};
 use gnn_graph::{BuildOptions, Csr, Normalization, SelfLoops};
-use gnn_kernels::{spmm, spmm_sampled, spmm_weighted, DeviceGraph, Reduce, Sampling};
+use gnn_kernels::{spgemm, spmm, spmm_sampled, spmm_weighted, Cbsr, DeviceGraph, Reduce, Sampling};
 use serde::{Deserialize, Serialize};
 
 /// Which aggregation kernel the layers call. Training always uses [`Aggregation::Exact`];
@@ -130,5 +130,14 @@ impl ModelGraph {
                 spmm_sampled(&self.graph, x, v.as_ref(), reduce, s)?
             }
         })
+    }
+
+    /// Aggregates MaxK features given in CBSR (the forward SpGEMM; its backward is the
+    /// SSpMM). Under a sampled aggregation the features are densified first.
+    pub fn aggregate_cbsr(&self, x: &Cbsr, reduce: Reduce) -> Result<Tensor> {
+        match self.aggregation {
+            Aggregation::Exact => Ok(spgemm(&self.graph, x, self.values.as_ref(), reduce)?),
+            Aggregation::Sampled(_) => self.aggregate(&x.to_dense()?, reduce),
+        }
     }
 }

@@ -176,6 +176,30 @@ impl Gnn {
         }
         let last = self.convs.len() - 1;
         for (l, conv) in self.convs.iter().enumerate() {
+            if let (Activation::MaxK { k }, false) = (self.cfg.activation, l == last) {
+                // linear -> MaxK -> dropout -> aggregation inside the layer; nothing after it
+                // but the optional LayerNorm.
+                let p = self.cfg.dropout;
+                let drop = match (ctx.train && p > 0.0, ctx.rng.as_deref_mut()) {
+                    (true, Some(rng)) => Some((rng, p)),
+                    (true, None) => {
+                        return Err(Error::Config("training forward needs a dropout rng".into()))
+                    }
+                    (false, _) => None,
+                };
+                h = match conv {
+                    Conv::Gcn(c) => c.forward_maxk(g, &h, k, drop, t)?,
+                    Conv::Sage(c) => c.forward_maxk(g, &h, k, drop, t)?,
+                    Conv::Gin(c) => c.forward_maxk(g, &h, k, drop, t)?,
+                    Conv::Lin(_) => {
+                        return Err(Error::Config("MaxK needs a graph convolution".into()))
+                    }
+                };
+                if let Some(norm) = self.norms.get(l) {
+                    h = t.time(Phase::Elementwise, || norm.forward(&h))?;
+                }
+                continue;
+            }
             h = match conv {
                 Conv::Gcn(c) => c.forward(g, &h, t)?,
                 Conv::Sage(c) => c.forward(g, &h, t)?,
@@ -190,6 +214,8 @@ impl Gnn {
             }
             h = match self.cfg.activation {
                 Activation::Relu => t.time(Phase::Elementwise, || Ok(h.relu()?))?,
+                // Applied inside each layer but the last (above); never reached.
+                Activation::MaxK { .. } => h,
             };
             if ctx.train && self.cfg.dropout > 0.0 {
                 let rng = ctx

@@ -327,3 +327,133 @@ fn config_validation_and_parsing() {
     assert!("sage".parse::<ConvKind>().unwrap() == ConvKind::SageMean);
     assert!("gat".parse::<ConvKind>().is_err());
 }
+
+/// Keeps the k largest entries of each row (ties to the lower column), zeroes the rest.
+fn maxk_dense(x: &[Vec<f32>], k: usize) -> Vec<Vec<f32>> {
+    x.iter()
+        .map(|r| {
+            let mut c: Vec<usize> = (0..r.len()).collect();
+            c.sort_by(|&a, &b| r[b].total_cmp(&r[a]).then(a.cmp(&b)));
+            let mut out = vec![0f32; r.len()];
+            for &j in &c[..k] {
+                out[j] = r[j];
+            }
+            out
+        })
+        .collect()
+}
+
+#[test]
+fn maxk_layers_match_dense_formulas() {
+    use gnn_models::Activation;
+    let dev = Device::Cpu;
+    let csr = small_graph();
+    let with_loops = csr
+        .rebuild(BuildOptions {
+            self_loops: gnn_graph::SelfLoops::Add,
+            ..Default::default()
+        })
+        .unwrap();
+    let x = Tensor::randn(0f32, 1.0, (30, 6), &dev).unwrap();
+    let timer = Timer::disabled();
+    for kind in [ConvKind::Gcn, ConvKind::SageMean, ConvKind::Gin] {
+        let mut cfg = ModelConfig::new(kind, 6, 10, 3, 2, 0.0);
+        cfg.activation = Activation::MaxK { k: 4 };
+        let m = Gnn::new(cfg, &dev, 5).unwrap();
+        let g = ModelGraph::new(&csr, kind, &dev).unwrap();
+        let y = mat(&m.forward(&g, &x, &mut Forward::eval(&timer)).unwrap());
+        // Layer 0 by hand: linear, MaxK, aggregation; layer 1 as the ReLU model's last layer.
+        let xs = mat(&x);
+        let h0 = match kind {
+            ConvKind::Gcn => {
+                let s = maxk_dense(&matmul_t(&xs, &mat(&param(&m, "convs.0.lin.weight"))), 4);
+                let deg = |v: usize| with_loops.row_len(v) as f32;
+                aggregate(&with_loops, &s, |a, b| 1.0 / (deg(a) * deg(b)).sqrt())
+            }
+            ConvKind::SageMean => {
+                let s = maxk_dense(&matmul_t(&xs, &mat(&param(&m, "convs.0.lin_l.weight"))), 4);
+                let agg = aggregate(&csr, &s, |a, _| 1.0 / csr.row_len(a).max(1) as f32);
+                let r = matmul_t(&xs, &mat(&param(&m, "convs.0.lin_r.weight")));
+                agg.iter()
+                    .zip(&r)
+                    .map(|(a, b)| a.iter().zip(b).map(|(p, q)| p + q).collect())
+                    .collect()
+            }
+            _ => {
+                let s = maxk_dense(&matmul_t(&xs, &mat(&param(&m, "convs.0.nn.0.weight"))), 4);
+                let agg = aggregate(&csr, &s, |_, _| 1.0);
+                let z: Vec<Vec<f32>> = agg
+                    .iter()
+                    .zip(&s)
+                    .map(|(a, b)| a.iter().zip(b).map(|(p, q)| (p + q).max(0.0)).collect())
+                    .collect();
+                matmul_t(&z, &mat(&param(&m, "convs.0.nn.2.weight")))
+            }
+        };
+        // Feed the hand-computed hidden layer through a ReLU twin's last layer: the last
+        // layer of a MaxK model is the ordinary one.
+        let relu = {
+            let mut c = m.config().clone();
+            c.activation = Activation::Relu;
+            c.layers = 1;
+            c.in_dim = 10;
+            Gnn::new(c, &dev, 0).unwrap()
+        };
+        for (name, v) in relu.named_vars() {
+            let src = name.replacen("convs.0.", "convs.1.", 1);
+            v.set(&param(&m, &src)).unwrap();
+        }
+        let h0 = Tensor::new(h0, &dev).unwrap();
+        let want = mat(&relu.forward(&g, &h0, &mut Forward::eval(&timer)).unwrap());
+        close(&y, &want, 1e-4);
+
+        // Training: every parameter gets a gradient through MaxK, dropout and SpGEMM/SSpMM.
+        let mut rng = DropoutRng::new(0);
+        let mut cfg = m.config().clone();
+        cfg.dropout = 0.3;
+        cfg.layers = 3;
+        let m3 = Gnn::new(cfg, &dev, 5).unwrap();
+        let y = m3
+            .forward(&g, &x, &mut Forward::train(&mut rng, &timer))
+            .unwrap();
+        let grads = y.sqr().unwrap().sum_all().unwrap().backward().unwrap();
+        for (name, v) in m3.named_vars() {
+            let gr = grads
+                .get(v.as_tensor())
+                .unwrap_or_else(|| panic!("{kind} {name}"));
+            let n = gr
+                .sqr()
+                .unwrap()
+                .sum_all()
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
+            assert!(
+                n > 0.0 || name.ends_with("eps"),
+                "{kind}: zero grad for {name}"
+            );
+        }
+    }
+}
+
+#[test]
+fn maxk_config_is_validated() {
+    use gnn_models::Activation;
+    let mut cfg = ModelConfig::new(ConvKind::Gcn, 8, 16, 3, 2, 0.5);
+    for (kind, k, ok) in [
+        (ConvKind::Gcn, 16, true),
+        (ConvKind::Gcn, 17, false),
+        (ConvKind::Gcn, 0, false),
+        (ConvKind::SagePool, 4, false),
+        (ConvKind::Mlp, 4, false),
+        (ConvKind::Gin, 4, true),
+    ] {
+        cfg.kind = kind;
+        cfg.activation = Activation::MaxK { k };
+        assert_eq!(cfg.validate().is_ok(), ok, "{kind} k={k}");
+    }
+    let json = serde_json::to_string(&cfg).unwrap();
+    assert!(json.contains("\"max_k\":{\"k\":4}"), "{json}");
+    let back: ModelConfig = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, cfg);
+}

@@ -10,7 +10,8 @@
 //! The product is associative, so the layer aggregates at the narrower of `in` and `out`:
 //! `Â (X W^T)` when `out < in`, `(Â X) W^T` otherwise.
 
-use super::Linear;
+use super::{maxk_dropout, Linear};
+use crate::dropout::DropoutRng;
 use crate::error::Result;
 use crate::graph::ModelGraph;
 use crate::params::{Init, ParamStore};
@@ -43,6 +44,21 @@ impl GcnConv {
             let h = t.time(Phase::Aggregation, || g.aggregate(x, Reduce::Sum))?;
             self.lin.forward_no_bias(&h, t)?
         };
+        t.time(Phase::Elementwise, || Ok(y.broadcast_add(&self.bias)?))
+    }
+
+    /// MaxK-GNN order: `A · dropout(MaxK(x W^T)) + b`, the aggregation over CBSR (SpGEMM).
+    pub fn forward_maxk(
+        &self,
+        g: &ModelGraph,
+        x: &Tensor,
+        k: usize,
+        drop: Option<(&mut DropoutRng, f32)>,
+        t: &Timer,
+    ) -> Result<Tensor> {
+        let h = self.lin.forward_no_bias(x, t)?;
+        let c = maxk_dropout(&h, k, drop, t)?;
+        let y = t.time(Phase::Aggregation, || g.aggregate_cbsr(&c, Reduce::Sum))?;
         t.time(Phase::Elementwise, || Ok(y.broadcast_add(&self.bias)?))
     }
 }

@@ -10,7 +10,8 @@
 //! The MLP's first product is linear, so it is applied before aggregation (`A (X W^T) =
 //! (A X) W^T`): the sum runs at width `out` instead of `in`, the bias is added after.
 
-use super::Linear;
+use super::{maxk_dropout, Linear};
+use crate::dropout::DropoutRng;
 use crate::error::Result;
 use crate::graph::ModelGraph;
 use crate::params::{Init, ParamStore};
@@ -56,6 +57,28 @@ impl GinConv {
             let h = self.nn0.forward(&z, t)?;
             t.time(Phase::Elementwise, || Ok(h.relu()?))?
         };
+        self.nn2.forward(&h, t)
+    }
+
+    /// MaxK-GNN order: `MLP`'s first product, MaxK, dropout, then the GIN sum over CBSR
+    /// (SpGEMM) plus `(1 + eps)` times the node's own MaxK row, bias, ReLU, second linear.
+    pub fn forward_maxk(
+        &self,
+        g: &ModelGraph,
+        x: &Tensor,
+        k: usize,
+        drop: Option<(&mut DropoutRng, f32)>,
+        t: &Timer,
+    ) -> Result<Tensor> {
+        let h = self.nn0.forward_no_bias(x, t)?;
+        let c = maxk_dropout(&h, k, drop, t)?;
+        let agg = t.time(Phase::Aggregation, || g.aggregate_cbsr(&c, Reduce::Sum))?;
+        let h = t.time(Phase::Elementwise, || {
+            let own = c.to_dense()?.broadcast_mul(&(self.eps.clone() + 1.0)?)?;
+            Ok((agg + own)?
+                .broadcast_add(self.nn0.bias.as_ref().expect("bias"))?
+                .relu()?)
+        })?;
         self.nn2.forward(&h, t)
     }
 }

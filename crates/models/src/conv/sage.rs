@@ -11,7 +11,8 @@
 //! Mean aggregation is linear, so when `out < in` the layer runs one GEMM with
 //! `[W_l; W_r]` and aggregates the `W_l` half at width `out`.
 
-use super::Linear;
+use super::{maxk_dropout, Linear};
+use crate::dropout::DropoutRng;
 use crate::error::Result;
 use crate::graph::ModelGraph;
 use crate::params::ParamStore;
@@ -64,5 +65,30 @@ impl SageConv {
             let r = self.lin_r.forward_no_bias(x, t)?;
             t.time(Phase::Elementwise, || Ok((l + r)?))
         }
+    }
+
+    /// MaxK-GNN order (mean aggregator): `mean_j dropout(MaxK(x W_l^T))_j + x_i W_r^T + b`,
+    /// one GEMM for both products, the aggregation over CBSR (SpGEMM).
+    pub fn forward_maxk(
+        &self,
+        g: &ModelGraph,
+        x: &Tensor,
+        k: usize,
+        drop: Option<(&mut DropoutRng, f32)>,
+        t: &Timer,
+    ) -> Result<Tensor> {
+        if self.pool.is_some() {
+            return Err(crate::Error::Config(
+                "MaxK is not defined for GraphSAGE-pool".into(),
+            ));
+        }
+        let (out_dim, _) = self.lin_l.weight.dims2()?;
+        let bias = self.lin_l.bias.as_ref().expect("lin_l has a bias");
+        let w = Tensor::cat(&[&self.lin_l.weight, &self.lin_r.weight], 0)?;
+        let h = t.time(Phase::Gemm, || Ok(gnn_kernels::matmul_nt(x, &w)?))?;
+        let (hl, hr) = (h.narrow(1, 0, out_dim)?, h.narrow(1, out_dim, out_dim)?);
+        let c = maxk_dropout(&hl.contiguous()?, k, drop, t)?;
+        let agg = t.time(Phase::Aggregation, || g.aggregate_cbsr(&c, Reduce::Mean))?;
+        t.time(Phase::Elementwise, || Ok((agg + hr)?.broadcast_add(bias)?))
     }
 }

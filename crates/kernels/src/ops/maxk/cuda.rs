@@ -9,8 +9,20 @@ use candle_core::cuda_backend::cudarc::driver::{
 use candle_core::cuda_backend::CudaDType;
 use candle_core::{CudaStorage, DType, Layout, Result, Shape};
 
-/// Warps per block of the row kernels (spgemm/sspmm stage `4 * D` floats in shared memory).
+/// Warps per block of the row kernels.
 const WARPS: usize = 4;
+/// Shared-memory budget of one block of the row kernels (the default limit, no opt-in).
+const SHARED_BYTES: usize = 48 * 1024;
+
+/// SpGEMM sub-rows per warp: edges accumulated side by side, each into its own `D`-float row
+/// (`32 / k` when `k <= 32`, capped by the shared-memory budget).
+fn spgemm_per(k: usize, d: usize) -> usize {
+    if k > 32 || k == 0 {
+        1
+    } else {
+        (32 / k).min(SHARED_BYTES / (WARPS * d.max(1) * 4)).max(1)
+    }
+}
 
 fn rows_cfg(n: usize, shared_floats: usize) -> LaunchConfig {
     LaunchConfig {
@@ -63,10 +75,14 @@ pub(crate) fn select(s: &CudaStorage, l: &Layout, k: usize) -> Result<(CudaStora
         }
         Ok(out)
     }
+    // Keys per lane: the power of two with 32 * v >= d.
+    let v = d.div_ceil(32).next_power_of_two().max(1);
     let st = if d <= 256 {
-        CudaStorage::wrap_cuda_slice(run::<u8>(&dev, &h, "maxk_select_u8", n, d, k)?, dev)
+        let name = format!("maxk_select_u8_v{v}");
+        CudaStorage::wrap_cuda_slice(run::<u8>(&dev, &h, &name, n, d, k)?, dev)
     } else {
-        CudaStorage::wrap_cuda_slice(run::<i16>(&dev, &h, "maxk_select_i16", n, d, k)?, dev)
+        let name = format!("maxk_select_i16_v{v}");
+        CudaStorage::wrap_cuda_slice(run::<i16>(&dev, &h, &name, n, d, k)?, dev)
     };
     Ok((st, Shape::from((n, k))))
 }
@@ -188,15 +204,24 @@ fn row_kernel(
             v16 = idx_view::<i16>(is, il)?;
             b.arg(&v16);
         }
+        // SpGEMM: sub-rows per warp; SSpMM: 4-slot vector atomics when aligned.
+        let extra = if backward {
+            (k.is_multiple_of(4) && il.start_offset().is_multiple_of(4)) as i32
+        } else {
+            spgemm_per(k, d) as i32
+        };
+        let floats = if backward { d } else { extra as usize * d };
         b.arg(&out)
             .arg(&n_i)
             .arg(&d_i)
             .arg(&k_i)
+            .arg(&extra)
             .arg(&w_i)
             .arg(&m_i);
         // SAFETY: CBSR data/index hold n_cols*k entries with columns below d, the dense
-        // operand n_rows*d floats, values nnz floats; shared memory is WARPS*d floats.
-        launched(unsafe { b.launch(rows_cfg(n, d)) }.map(|_| ()))?;
+        // operand n_rows*d floats, values nnz floats; shared memory is WARPS*floats floats
+        // (<= 48 KiB: d <= 1024, per capped by the budget).
+        launched(unsafe { b.launch(rows_cfg(n, floats)) }.map(|_| ()))?;
     }
     Ok((CudaStorage::wrap_cuda_slice(out, dev), shape))
 }
@@ -229,4 +254,23 @@ pub(crate) fn sspmm(
     mean: bool,
 ) -> Result<(CudaStorage, Shape)> {
     row_kernel(g, s, l, is, il, vals, k, d, mean, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{spgemm_per, SHARED_BYTES, WARPS};
+
+    #[test]
+    fn spgemm_sub_rows_fit_shared_memory() {
+        for d in 1..=1024 {
+            for k in 1..=d.min(64) {
+                let per = spgemm_per(k, d);
+                assert!(per >= 1 && (k > 32 || per * k <= 32), "d {d} k {k}");
+                assert!(WARPS * per * d * 4 <= SHARED_BYTES, "d {d} k {k}");
+            }
+        }
+        assert_eq!(spgemm_per(8, 256), 4);
+        assert_eq!(spgemm_per(32, 256), 1);
+        assert_eq!(spgemm_per(1, 1024), 3);
+    }
 }

@@ -1,0 +1,217 @@
+//! MaxK-GNN kernels on the Reddit-shaped graph at width D (default 256): MaxK (selection +
+//! CBSR gather), forward SpGEMM and backward SSpMM for each k, against cuSPARSE's CSR SpMM
+//! and our exact SpMM at K = D on the same graph and GCN-normalised values (same process, same
+//! stream, CUDA events, medians after warm-up). Prints a table, writes JSON and an SVG chart.
+//!
+//! ```text
+//! cargo run --release --features cuda --example bench_maxk -- --out runs/bench_maxk
+//! ```
+
+use anyhow::{Context, Result};
+use candle_core::{DType, Device, Tensor};
+use clap::Parser;
+use gnn::graph::{generate, BuildOptions, Normalization, SelfLoops, SyntheticSpec};
+use gnn::kernels::{maxk, spgemm, spmm_weighted, sspmm, DeviceGraph, Reduce};
+use std::path::PathBuf;
+
+#[path = "common/cusparse.rs"]
+mod cusparse;
+use cusparse::{time_ms, Cusparse, SpmmAlg};
+
+#[derive(Parser)]
+struct Args {
+    /// Node scale of the synthetic Reddit graph (1 = 232,965 nodes).
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
+    /// Dense width before MaxK.
+    #[arg(long, default_value_t = 256)]
+    dim: usize,
+    /// Values of k.
+    #[arg(long, value_delimiter = ',', default_value = "8,16,32,64,96,128,192")]
+    k: Vec<usize>,
+    /// Timed repetitions (after 3 warm-ups).
+    #[arg(long, default_value_t = 20)]
+    reps: usize,
+    /// Output folder (bench_maxk.json, bench_maxk.svg).
+    #[arg(long, default_value = "runs/bench_maxk")]
+    out: PathBuf,
+}
+
+#[derive(serde::Serialize)]
+struct Row {
+    k: usize,
+    maxk_ms: f64,
+    spgemm_ms: f64,
+    sspmm_ms: f64,
+    spgemm_speedup_vs_cusparse: f64,
+    sspmm_speedup_vs_cusparse: f64,
+    maxk_pct_of_spgemm: f64,
+    spgemm_rel_err_vs_exact: f64,
+}
+
+fn rel_err(a: &Tensor, b: &Tensor) -> Result<f64> {
+    let d = (a - b)?.abs()?.max_all()?.to_scalar::<f32>()? as f64;
+    let s = b.abs()?.max_all()?.to_scalar::<f32>()? as f64;
+    Ok(d / s.max(1e-30))
+}
+
+fn chart(rows: &[Row], path: &std::path::Path, dim: usize) -> Result<()> {
+    use plotters::prelude::*;
+    let draw = || -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let root = SVGBackend::new(path, (760, 460)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let kmax = rows.iter().map(|r| r.k).max().unwrap_or(1) as f64;
+        let ymax = rows
+            .iter()
+            .map(|r| {
+                r.spgemm_speedup_vs_cusparse
+                    .max(r.sspmm_speedup_vs_cusparse)
+            })
+            .fold(3.0, f64::max)
+            * 1.1;
+        let mut c = ChartBuilder::on(&root)
+            .caption(
+                format!("MaxK kernels vs cuSPARSE SpMM at K = {dim}"),
+                ("sans-serif", 18),
+            )
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(52)
+            .build_cartesian_2d(0.0..kmax * 1.05, 0.0..ymax)?;
+        c.configure_mesh()
+            .x_desc("k (entries kept per row)")
+            .y_desc("speed-up")
+            .draw()?;
+        let series = [
+            (
+                "SpGEMM forward",
+                rows.iter()
+                    .map(|r| (r.k as f64, r.spgemm_speedup_vs_cusparse))
+                    .collect::<Vec<_>>(),
+                BLUE.to_rgba(),
+            ),
+            (
+                "SSpMM backward",
+                rows.iter()
+                    .map(|r| (r.k as f64, r.sspmm_speedup_vs_cusparse))
+                    .collect(),
+                RED.to_rgba(),
+            ),
+            (
+                "2.5x target",
+                vec![(0.0, 2.5), (kmax * 1.05, 2.5)],
+                BLACK.mix(0.4),
+            ),
+        ];
+        for (name, pts, color) in series {
+            let col = color;
+            c.draw_series(LineSeries::new(pts.clone(), col.stroke_width(2)))?
+                .label(name)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], col));
+            c.draw_series(pts.iter().map(|&p| Circle::new(p, 3, col.filled())))?;
+        }
+        c.configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()?;
+        root.present()?;
+        Ok(())
+    };
+    draw().map_err(|e| anyhow::anyhow!("drawing {}: {e}", path.display()))
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let gpu = Device::new_cuda(0).context("no CUDA device")?;
+    let Device::Cuda(dev) = &gpu else {
+        unreachable!("new_cuda returns a CUDA device")
+    };
+    let stream = dev.cuda_stream();
+    let (ds, rep) = generate(&SyntheticSpec::reddit().scaled(args.scale)?, 0)?;
+    println!("{rep}");
+    let a = ds.graph.rebuild(BuildOptions {
+        self_loops: SelfLoops::Add,
+        ..Default::default()
+    })?;
+    let n = a.n_rows();
+    let vals = Tensor::from_vec(Normalization::GcnSymmetric.edge_values(&a), a.nnz(), &gpu)?;
+    let g = DeviceGraph::upload(&a, &gpu)?;
+    drop(ds);
+    let d = args.dim;
+    let x = Tensor::randn(0f32, 1.0, (n, d), &gpu)?;
+    let dout = Tensor::randn(0f32, 1.0, (n, d), &gpu)?;
+    let c = Tensor::zeros((n, d), DType::F32, &gpu)?;
+    let sp = Cusparse::new(&g, &vals, &stream)?;
+    let mut cusp = f64::INFINITY;
+    for alg in [
+        SpmmAlg::CUSPARSE_SPMM_ALG_DEFAULT,
+        SpmmAlg::CUSPARSE_SPMM_CSR_ALG2,
+    ] {
+        let plan = sp.plan(&x, &c, alg, dev)?;
+        cusp = cusp.min(time_ms(&stream, args.reps, || sp.run(&plan))?);
+    }
+    let exact = time_ms(&stream, args.reps, || {
+        spmm_weighted(&g, &x, &vals, Reduce::Sum)?;
+        Ok(())
+    })?;
+    println!(
+        "{n} nodes, {} edges, D = {d}: cuSPARSE SpMM {cusp:.3} ms, our exact SpMM {exact:.3} ms",
+        a.nnz()
+    );
+    println!(
+        "{:>4} {:>9} {:>10} {:>9} {:>11} {:>11} {:>9} {:>9}",
+        "k", "maxk ms", "spgemm ms", "sspmm ms", "fwd vs cuSP", "bwd vs cuSP", "maxk %", "rel err"
+    );
+    let mut rows = Vec::new();
+    for &k in &args.k {
+        let maxk_ms = time_ms(&stream, args.reps, || {
+            maxk(&x, k)?;
+            Ok(())
+        })?;
+        let cb = maxk(&x, k)?;
+        let spgemm_ms = time_ms(&stream, args.reps, || {
+            spgemm(&g, &cb, Some(&vals), Reduce::Sum)?;
+            Ok(())
+        })?;
+        let sspmm_ms = time_ms(&stream, args.reps, || {
+            sspmm(&g, &dout, &cb.index, d, Some(&vals), Reduce::Sum)?;
+            Ok(())
+        })?;
+        let err = rel_err(
+            &spgemm(&g, &cb, Some(&vals), Reduce::Sum)?,
+            &spmm_weighted(&g, &cb.to_dense()?, &vals, Reduce::Sum)?,
+        )?;
+        let r = Row {
+            k,
+            maxk_ms,
+            spgemm_ms,
+            sspmm_ms,
+            spgemm_speedup_vs_cusparse: cusp / spgemm_ms,
+            sspmm_speedup_vs_cusparse: cusp / sspmm_ms,
+            maxk_pct_of_spgemm: 100.0 * maxk_ms / spgemm_ms,
+            spgemm_rel_err_vs_exact: err,
+        };
+        println!(
+            "{:>4} {:>9.3} {:>10.3} {:>9.3} {:>10.2}x {:>10.2}x {:>8.1}% {:>9.1e}",
+            k,
+            r.maxk_ms,
+            r.spgemm_ms,
+            r.sspmm_ms,
+            r.spgemm_speedup_vs_cusparse,
+            r.sspmm_speedup_vs_cusparse,
+            r.maxk_pct_of_spgemm,
+            err
+        );
+        rows.push(r);
+    }
+    std::fs::create_dir_all(&args.out)?;
+    let doc = serde_json::json!({
+        "device": "cuda:0", "graph": {"nodes": n, "edges": a.nnz(), "scale": args.scale},
+        "dim": d, "reps": args.reps, "cusparse_ms": cusp, "exact_spmm_ms": exact, "rows": rows,
+    });
+    let json = args.out.join("bench_maxk.json");
+    std::fs::write(&json, serde_json::to_string_pretty(&doc)? + "\n")?;
+    chart(&rows, &args.out.join("bench_maxk.svg"), d)?;
+    println!("wrote {} and bench_maxk.svg", json.display());
+    Ok(())
+}
