@@ -94,72 +94,6 @@ __device__ __forceinline__ void scatter_impl(const float* __restrict__ data, con
 // before the shared-memory atomics.
 #define UNROLL 4
 
-// Forward SpGEMM, one warp per output row. Lanes take (edge, slot) pairs: with k <= 32, `per`
-// sub-groups of k lanes take `per` edges per step, each sub-group accumulating into its own
-// D-float shared row (one edge's slots are distinct columns, so no two lanes of a sub-group
-// touch one address in a step); with k > 32 one edge per step, lanes looping over its slots.
-// Steps are separated by __syncwarp, so plain read-modify-writes suffice: shared-memory float
-// atomics would be a compare-and-swap loop. The sub-rows are summed at write-back.
-template <typename IDX>
-__device__ __forceinline__ void spgemm_impl(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
-                                            const float* __restrict__ vals, const float* __restrict__ data,
-                                            const IDX* __restrict__ idx, float* __restrict__ out, int n_rows, int d,
-                                            int k, int per, int weighted, int mean) {
-    extern __shared__ float smem[];
-    const int lane = threadIdx.x & 31;
-    const int w = threadIdx.x >> 5;
-    const int row = blockIdx.x * (blockDim.x >> 5) + w;
-    if (row >= n_rows) return;
-    float* buf = smem + (size_t)w * per * d;
-    for (int c = lane; c < per * d; c += 32) buf[c] = 0.f;
-    __syncwarp();
-    const uint32_t start = indptr[row], end = indptr[row + 1];
-    if (k <= 32) {
-        const int sub = lane / k, slot = lane % k;
-        const bool active = sub < per;
-        float* mine = buf + (active ? sub : 0) * d;
-        for (uint32_t base = start; base < end; base += per * UNROLL) {
-            float val[UNROLL];
-            int col[UNROLL];
-#pragma unroll
-            for (int u = 0; u < UNROLL; ++u) {
-                const uint32_t p = base + u * per + sub;
-                col[u] = -1;
-                if (active && p < end) {
-                    const uint32_t j = __ldg(indices + p);
-                    const float a = weighted ? __ldg(vals + p) : 1.f;
-                    const size_t q = (size_t)j * k + slot;
-                    val[u] = a * __ldg(data + q);
-                    col[u] = col_of(idx[q]);
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < UNROLL; ++u) {
-                if (col[u] >= 0) mine[col[u]] += val[u];
-                __syncwarp();
-            }
-        }
-    } else {
-        for (uint32_t p = start; p < end; ++p) {
-            const uint32_t j = __ldg(indices + p);
-            const float a = weighted ? __ldg(vals + p) : 1.f;
-            for (int s = lane; s < k; s += 32) {
-                const size_t q = (size_t)j * k + s;
-                buf[col_of(idx[q])] += a * __ldg(data + q);
-            }
-            __syncwarp();
-        }
-    }
-    __syncwarp();
-    const float scale = (mean && end > start) ? 1.f / (float)(end - start) : 1.f;
-    float* o = out + (size_t)row * d;
-    for (int c = lane; c < d; c += 32) {
-        float acc = 0.f;
-        for (int q = 0; q < per; ++q) acc += buf[q * d + c];
-        o[c] = acc * scale;
-    }
-}
-
 template <typename IDX>
 struct Idx4;
 template <>
@@ -176,6 +110,82 @@ struct Idx4<int16_t> {
         c[0] = v.x; c[1] = v.y; c[2] = v.z; c[3] = v.w;
     }
 };
+
+// Forward SpGEMM, one warp per output row (Algorithm 1). Lanes own VEC consecutive CBSR slots
+// of an edge (VEC = 4: one float4 data load and one 4-index load), so an edge takes
+// L = min(32, k / VEC) lanes and a warp step covers `per` edges side by side, each sub-group
+// accumulating into its own D-float shared row: one edge's slots are distinct columns, so no
+// two lanes of a sub-group touch one address in a step. Steps are separated by __syncwarp, so
+// plain read-modify-writes suffice (shared-memory float atomics would be a compare-and-swap
+// loop). The sub-rows are summed at the coalesced write-back. Edge indices and values are
+// streamed (evict-first) so that they do not push the CBSR rows out of L2.
+template <typename IDX, int VEC>
+__device__ __forceinline__ void spgemm_impl(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
+                                            const float* __restrict__ vals, const float* __restrict__ data,
+                                            const IDX* __restrict__ idx, float* __restrict__ out, int n_rows, int d,
+                                            int k, int per, int weighted, int mean) {
+    extern __shared__ float smem[];
+    const int lane = threadIdx.x & 31;
+    const int w = threadIdx.x >> 5;
+    const int row = blockIdx.x * (blockDim.x >> 5) + w;
+    if (row >= n_rows) return;
+    float* buf = smem + (size_t)w * per * d;
+    for (int c = lane; c < per * d; c += 32) buf[c] = 0.f;
+    __syncwarp();
+    const uint32_t start = indptr[row], end = indptr[row + 1];
+    const int groups = k / VEC;                  // VEC-slot groups per edge
+    const int lanes = groups < 32 ? groups : 32; // lanes per edge
+    const int sub = lane / lanes, g0 = lane % lanes;
+    const bool active = sub < per;
+    float* mine = buf + (active ? sub : 0) * d;
+    const int iters = (groups + lanes - 1) / lanes; // warp-uniform (one unless groups > 32)
+    for (uint32_t base = start; base < end; base += per * UNROLL) {
+        for (int it = 0; it < iters; ++it) {
+            const int gq = g0 + it * lanes;
+            float val[UNROLL][VEC];
+            int col[UNROLL][VEC];
+            bool on[UNROLL];
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u) {
+                const uint32_t p = base + u * per + sub;
+                on[u] = active && p < end && gq < groups;
+                if (on[u]) {
+                    const uint32_t j = __ldcs(indices + p);
+                    const float a = weighted ? __ldcs(vals + p) : 1.f;
+                    const size_t q = (size_t)j * k + (size_t)gq * VEC;
+                    if (VEC == 4) {
+                        const float4 v = __ldg(reinterpret_cast<const float4*>(data + q));
+                        int c[4];
+                        Idx4<IDX>::load(idx + q, c);
+                        val[u][0] = a * v.x; val[u][1 % VEC] = a * v.y;
+                        val[u][2 % VEC] = a * v.z; val[u][3 % VEC] = a * v.w;
+#pragma unroll
+                        for (int e = 0; e < VEC; ++e) col[u][e] = c[e];
+                    } else {
+                        val[u][0] = a * __ldg(data + q);
+                        col[u][0] = col_of(idx[q]);
+                    }
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u) {
+                if (on[u]) {
+#pragma unroll
+                    for (int e = 0; e < VEC; ++e) mine[col[u][e]] += val[u][e];
+                }
+                __syncwarp();
+            }
+        }
+    }
+    __syncwarp();
+    const float scale = (mean && end > start) ? 1.f / (float)(end - start) : 1.f;
+    float* o = out + (size_t)row * d;
+    for (int c = lane; c < d; c += 32) {
+        float acc = 0.f;
+        for (int q = 0; q < per; ++q) acc += buf[q * d + c];
+        o[c] = acc * scale;
+    }
+}
 
 // Backward SSpMM, one warp per forward row i: the gradient row dOut[i, :] (times 1/deg for
 // means) is prefetched into shared memory, then for every edge (i, j) the CBSR slots of j are
@@ -197,7 +207,7 @@ __device__ __forceinline__ void sspmm_impl(const uint32_t* __restrict__ indptr, 
     float* buf = smem + (size_t)w * d;
     const float scale = mean ? 1.f / (float)(end - start) : 1.f;
     const float* g = dout + (size_t)row * d;
-    for (int c = lane; c < d; c += 32) buf[c] = __ldg(g + c) * scale;
+    for (int c = lane; c < d; c += 32) buf[c] = __ldcs(g + c) * scale;
     __syncwarp();
     if (vec && (k & 3) == 0) {
         const int groups = k >> 2;                       // 4-slot groups per edge
@@ -210,8 +220,8 @@ __device__ __forceinline__ void sspmm_impl(const uint32_t* __restrict__ indptr, 
             for (int u = 0; u < UNROLL; ++u) {
                 const uint32_t p = base + u * per + sub;
                 if (active && p < end) {
-                    const uint32_t j = __ldg(indices + p);
-                    const float a = weighted ? __ldg(vals + p) : 1.f;
+                    const uint32_t j = __ldcs(indices + p);
+                    const float a = weighted ? __ldcs(vals + p) : 1.f;
                     for (int gq = grp0; gq < groups; gq += lanes) {
                         const size_t q = (size_t)j * k + 4 * gq;
                         int c[4];
@@ -231,8 +241,8 @@ __device__ __forceinline__ void sspmm_impl(const uint32_t* __restrict__ indptr, 
             for (int u = 0; u < UNROLL; ++u) {
                 const uint32_t p = base + u * per + sub;
                 if (active && p < end) {
-                    const uint32_t j = __ldg(indices + p);
-                    const float a = weighted ? __ldg(vals + p) : 1.f;
+                    const uint32_t j = __ldcs(indices + p);
+                    const float a = weighted ? __ldcs(vals + p) : 1.f;
                     const size_t q = (size_t)j * k + slot;
                     atomicAdd(dx + q, a * buf[col_of(idx[q])]);
                 }
@@ -240,8 +250,8 @@ __device__ __forceinline__ void sspmm_impl(const uint32_t* __restrict__ indptr, 
         }
     } else {
         for (uint32_t p = start; p < end; ++p) {
-            const uint32_t j = __ldg(indices + p);
-            const float a = weighted ? __ldg(vals + p) : 1.f;
+            const uint32_t j = __ldcs(indices + p);
+            const float a = weighted ? __ldcs(vals + p) : 1.f;
             for (int s = lane; s < k; s += 32) {
                 const size_t q = (size_t)j * k + s;
                 atomicAdd(dx + q, a * buf[col_of(idx[q])]);
@@ -256,6 +266,14 @@ __device__ __forceinline__ void sspmm_impl(const uint32_t* __restrict__ indptr, 
         maxk_select_impl<IDX, V>(h, out, n, d, k);                                                                  \
     }
 
+#define SPGEMM(IDX, SUF, VEC)                                                                                   \
+    extern "C" __global__ void spgemm_##SUF##_v##VEC(                                                               \
+        const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices, const float* __restrict__ vals,  \
+        const float* __restrict__ data, const IDX* __restrict__ idx, float* __restrict__ out, int n_rows, int d,    \
+        int k, int per, int weighted, int mean) {                                                                   \
+        spgemm_impl<IDX, VEC>(indptr, indices, vals, data, idx, out, n_rows, d, k, per, weighted, mean);            \
+    }
+
 #define MAXK_KERNELS(IDX, SUF)                                                                                         \
     SELECT(IDX, SUF, 1) SELECT(IDX, SUF, 2) SELECT(IDX, SUF, 4) SELECT(IDX, SUF, 8) SELECT(IDX, SUF, 16)            \
     SELECT(IDX, SUF, 32)                                                                                              \
@@ -267,12 +285,7 @@ __device__ __forceinline__ void sspmm_impl(const uint32_t* __restrict__ indptr, 
                                                   float* __restrict__ out, uint64_t total, int k, int d) {            \
         scatter_impl<IDX>(data, idx, out, total, k, d);                                                               \
     }                                                                                                                  \
-    extern "C" __global__ void spgemm_##SUF(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices, \
-                                            const float* __restrict__ vals, const float* __restrict__ data,            \
-                                            const IDX* __restrict__ idx, float* __restrict__ out, int n_rows, int d,   \
-                                            int k, int per, int weighted, int mean) {                                  \
-        spgemm_impl<IDX>(indptr, indices, vals, data, idx, out, n_rows, d, k, per, weighted, mean);                   \
-    }                                                                                                                  \
+    SPGEMM(IDX, SUF, 1) SPGEMM(IDX, SUF, 4)                                                                           \
     extern "C" __global__ void sspmm_##SUF(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,  \
                                            const float* __restrict__ vals, const float* __restrict__ dout,             \
                                            const IDX* __restrict__ idx, float* __restrict__ dx, int n_rows, int d,     \

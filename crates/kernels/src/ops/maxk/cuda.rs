@@ -11,16 +11,40 @@ use candle_core::{CudaStorage, DType, Layout, Result, Shape};
 
 /// Warps per block of the row kernels.
 const WARPS: usize = 4;
+
 /// Shared-memory budget of one block of the row kernels (the default limit, no opt-in).
 const SHARED_BYTES: usize = 48 * 1024;
+/// At most this many SpGEMM sub-rows per warp (more costs occupancy: 8 rows of D = 256
+/// floats are 8 KiB per warp).
+const MAX_PER: usize = 8;
 
-/// SpGEMM sub-rows per warp: edges accumulated side by side, each into its own `D`-float row
-/// (`32 / k` when `k <= 32`, capped by the shared-memory budget).
-fn spgemm_per(k: usize, d: usize) -> usize {
-    if k > 32 || k == 0 {
+/// SpGEMM sub-rows per warp for `vec` slots per lane: edges accumulated side by side, each
+/// into its own `D`-float row (`32 / (k / vec)` when an edge needs at most 32 lanes, capped
+/// by [`MAX_PER`] and the shared-memory budget).
+fn spgemm_per(k: usize, d: usize, vec: usize) -> usize {
+    let lanes = k / vec;
+    if lanes > 32 || lanes == 0 {
         1
     } else {
-        (32 / k).min(SHARED_BYTES / (WARPS * d.max(1) * 4)).max(1)
+        (32 / lanes)
+            .min(MAX_PER)
+            .min(SHARED_BYTES / (WARPS * d.max(1) * 4))
+            .max(1)
+    }
+}
+
+/// SpGEMM slots per lane: 4 (16-byte loads) from k = 32 on, when k and the operands' offsets
+/// allow; below that one (measured on the H100: at k = 8 and 16 the 4-slot lanes need more
+/// sub-rows than occupancy affords, see docs/perf).
+fn spgemm_vec(k: usize, data_offset: usize, index_offset: usize) -> usize {
+    if k >= 32
+        && k.is_multiple_of(4)
+        && data_offset.is_multiple_of(4)
+        && index_offset.is_multiple_of(4)
+    {
+        4
+    } else {
+        1
     }
 }
 
@@ -181,11 +205,12 @@ fn row_kernel(
     };
     let out = zeros::<f32>(&dev, len)?;
     if n > 0 && d > 0 {
-        let name = format!(
-            "{}_{}",
-            if backward { "sspmm" } else { "spgemm" },
-            suffix(is.dtype())?
-        );
+        let vec = spgemm_vec(k, l.start_offset(), il.start_offset());
+        let name = if backward {
+            format!("sspmm_{}", suffix(is.dtype())?)
+        } else {
+            format!("spgemm_{}_v{vec}", suffix(is.dtype())?)
+        };
         let func = dev.get_or_load_custom_func(&name, "gnn_maxk", MAXK_PTX)?;
         let (n_i, d_i, k_i) = (i32_of("rows", n)?, d as i32, k as i32);
         let (w_i, m_i) = (vv.is_some() as i32, mean as i32);
@@ -205,10 +230,11 @@ fn row_kernel(
             b.arg(&v16);
         }
         // SpGEMM: sub-rows per warp; SSpMM: 4-slot vector atomics when aligned.
+        // SSpMM: 4-slot vector atomics when aligned; SpGEMM: sub-rows per warp.
         let extra = if backward {
             (k.is_multiple_of(4) && il.start_offset().is_multiple_of(4)) as i32
         } else {
-            spgemm_per(k, d) as i32
+            spgemm_per(k, d, vec) as i32
         };
         let floats = if backward { d } else { extra as usize * d };
         b.arg(&out)
@@ -220,7 +246,7 @@ fn row_kernel(
             .arg(&m_i);
         // SAFETY: CBSR data/index hold n_cols*k entries with columns below d, the dense
         // operand n_rows*d floats, values nnz floats; shared memory is WARPS*floats floats
-        // (<= 48 KiB: d <= 1024, per capped by the budget).
+        // (<= 48 KiB: per is capped by the budget).
         launched(unsafe { b.launch(rows_cfg(n, floats)) }.map(|_| ()))?;
     }
     Ok((CudaStorage::wrap_cuda_slice(out, dev), shape))
@@ -258,19 +284,26 @@ pub(crate) fn sspmm(
 
 #[cfg(test)]
 mod tests {
-    use super::{spgemm_per, SHARED_BYTES, WARPS};
+    use super::{spgemm_per, spgemm_vec, MAX_PER, SHARED_BYTES, WARPS};
 
     #[test]
     fn spgemm_sub_rows_fit_shared_memory() {
-        for d in 1..=1024 {
-            for k in 1..=d.min(64) {
-                let per = spgemm_per(k, d);
-                assert!(per >= 1 && (k > 32 || per * k <= 32), "d {d} k {k}");
-                assert!(WARPS * per * d * 4 <= SHARED_BYTES, "d {d} k {k}");
+        for d in 1usize..=1024 {
+            for k in 1..=d.min(200) {
+                let vec = spgemm_vec(k, 0, 0);
+                assert!(k.is_multiple_of(vec));
+                let per = spgemm_per(k, d, vec);
+                let lanes = (k / vec).min(32);
+                assert!(per >= 1 && per * lanes <= 32, "d {d} k {k}");
+                assert!(
+                    WARPS * per * d * 4 <= SHARED_BYTES && per <= MAX_PER,
+                    "d {d} k {k}"
+                );
             }
         }
-        assert_eq!(spgemm_per(8, 256), 4);
-        assert_eq!(spgemm_per(32, 256), 1);
-        assert_eq!(spgemm_per(1, 1024), 3);
+        assert_eq!((spgemm_vec(8, 0, 0), spgemm_per(8, 256, 1)), (1, 4));
+        assert_eq!((spgemm_vec(32, 0, 0), spgemm_per(32, 256, 4)), (4, 4));
+        assert_eq!(spgemm_vec(32, 2, 0), 1);
+        assert_eq!(spgemm_per(1, 1024, 1), 3);
     }
 }
