@@ -181,7 +181,7 @@ pub(crate) fn scatter(
 /// SpGEMM (`backward == false`, output `[n_rows, D]`) or SSpMM (`[n_cols, k]`); both walk the
 /// forward CSR, one warp per row with a `D`-float shared row.
 #[allow(clippy::too_many_arguments)]
-fn row_kernel(
+pub(crate) fn row_kernel(
     g: &DeviceGraph,
     s: &CudaStorage,
     l: &Layout,
@@ -250,36 +250,6 @@ fn row_kernel(
         launched(unsafe { b.launch(rows_cfg(n, floats)) }.map(|_| ()))?;
     }
     Ok((CudaStorage::wrap_cuda_slice(out, dev), shape))
-}
-
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn spgemm(
-    g: &DeviceGraph,
-    s: &CudaStorage,
-    l: &Layout,
-    is: &CudaStorage,
-    il: &Layout,
-    vals: Option<(&CudaStorage, &Layout)>,
-    k: usize,
-    d: usize,
-    mean: bool,
-) -> Result<(CudaStorage, Shape)> {
-    row_kernel(g, s, l, is, il, vals, k, d, mean, false)
-}
-
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn sspmm(
-    g: &DeviceGraph,
-    s: &CudaStorage,
-    l: &Layout,
-    is: &CudaStorage,
-    il: &Layout,
-    vals: Option<(&CudaStorage, &Layout)>,
-    k: usize,
-    d: usize,
-    mean: bool,
-) -> Result<(CudaStorage, Shape)> {
-    row_kernel(g, s, l, is, il, vals, k, d, mean, true)
 }
 
 #[cfg(test)]

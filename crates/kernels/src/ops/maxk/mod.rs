@@ -191,11 +191,12 @@ pub fn spgemm(
     check_float(OP, "CBSR data", &x.data)?;
     check_cbsr(OP, x, g.n_cols())?;
     check_values(OP, g, values, x.data.dtype())?;
-    let op = SpgemmOp {
+    let op = CbsrRowOp {
         g: g.clone(),
         k: x.k(),
         d: x.dim,
         mean,
+        backward: false,
     };
     let data = x.data.contiguous()?;
     let index = x.index.contiguous()?;
@@ -259,11 +260,12 @@ fn sspmm_raw(
     values: Option<&Tensor>,
     mean: bool,
 ) -> candle_core::Result<Tensor> {
-    let op = SspmmOp {
+    let op = CbsrRowOp {
         g: g.clone(),
         k,
         d,
         mean,
+        backward: true,
     };
     match values {
         Some(v) => dout.apply_op3_no_bwd(index, &v.contiguous()?, &op),
@@ -445,14 +447,26 @@ impl CustomOp2 for ScatterOp {
     }
 }
 
-struct SpgemmOp {
+/// The two row kernels over the forward CSR and a CBSR index: SpGEMM (`backward == false`:
+/// CBSR data in, dense `[n_rows, D]` out, differentiable) and SSpMM (`backward == true`: dense
+/// `[n_rows, D]` gradient in, CBSR-shaped `[n_cols, k]` out, used inside SpGEMM's backward).
+struct CbsrRowOp {
     g: DeviceGraph,
     k: usize,
     d: usize,
     mean: bool,
+    backward: bool,
 }
 
-impl SpgemmOp {
+impl CbsrRowOp {
+    fn label(&self) -> &'static str {
+        if self.backward {
+            "sspmm"
+        } else {
+            "spgemm"
+        }
+    }
+
     fn cpu(
         &self,
         s: &CpuStorage,
@@ -461,22 +475,86 @@ impl SpgemmOp {
         il: &Layout,
         v: Option<(&CpuStorage, &Layout)>,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let out = with_float!("spgemm", s, |T| {
-            let data = cpu_slice::<T>("spgemm", s, l)?;
-            let vals = cpu_slice_opt::<T>("spgemm", v)?;
-            with_index!("spgemm", is, il, |ix: I| T::to_cpu_storage_owned(
-                cpu::spgemm::<T, I>(self.g.csr(), data, ix, self.k, self.d, vals, self.mean)
-            ))
+        let op = self.label();
+        let (k, d, mean) = (self.k, self.d, self.mean);
+        if !self.backward {
+            let out = with_float!(op, s, |T| {
+                let data = cpu_slice::<T>(op, s, l)?;
+                let vals = cpu_slice_opt::<T>(op, v)?;
+                with_index!(op, is, il, |ix: I| T::to_cpu_storage_owned(cpu::spgemm::<
+                    T,
+                    I,
+                >(
+                    self.g.csr(),
+                    data,
+                    ix,
+                    k,
+                    d,
+                    vals,
+                    mean
+                )))
+            });
+            return Ok((out, Shape::from((self.g.n_rows(), d))));
+        }
+        let (t, perm) = self
+            .g
+            .transpose()
+            .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
+        let perm: Vec<u32> = perm.to_vec1()?;
+        let out = with_float!(op, s, |T| {
+            let dout = cpu_slice::<T>(op, s, l)?;
+            let vals = cpu_slice_opt::<T>(op, v)?;
+            with_index!(op, is, il, |ix: I| T::to_cpu_storage_owned(cpu::sspmm::<
+                T,
+                I,
+            >(
+                self.g.csr(),
+                t.csr(),
+                &perm,
+                dout,
+                ix,
+                k,
+                d,
+                vals,
+                mean
+            )))
         });
-        Ok((out, Shape::from((self.g.n_rows(), self.d))))
+        Ok((out, Shape::from((self.g.n_cols(), k))))
     }
 
+    #[cfg(feature = "cuda")]
+    fn cuda(
+        &self,
+        s: &CudaStorage,
+        l: &Layout,
+        is: &CudaStorage,
+        il: &Layout,
+        v: Option<(&CudaStorage, &Layout)>,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        cuda::row_kernel(
+            &self.g,
+            s,
+            l,
+            is,
+            il,
+            v,
+            self.k,
+            self.d,
+            self.mean,
+            self.backward,
+        )
+    }
+
+    /// SpGEMM's gradient with respect to the CBSR data: the SSpMM.
     fn grad(
         &self,
         index: &Tensor,
         values: Option<&Tensor>,
         grad: &Tensor,
     ) -> candle_core::Result<Tensor> {
+        if self.backward {
+            candle_core::bail!("sspmm has no backward (it is itself a backward pass)");
+        }
         let _timer = self.g.backward_timer();
         sspmm_raw(
             &self.g,
@@ -490,9 +568,9 @@ impl SpgemmOp {
     }
 }
 
-impl CustomOp2 for SpgemmOp {
+impl CustomOp2 for CbsrRowOp {
     fn name(&self) -> &'static str {
-        "spgemm"
+        self.label()
     }
     fn cpu_fwd(
         &self,
@@ -511,7 +589,7 @@ impl CustomOp2 for SpgemmOp {
         is: &CudaStorage,
         il: &Layout,
     ) -> candle_core::Result<(CudaStorage, Shape)> {
-        cuda::spgemm(&self.g, s, l, is, il, None, self.k, self.d, self.mean)
+        self.cuda(s, l, is, il, None)
     }
     fn bwd(
         &self,
@@ -524,9 +602,9 @@ impl CustomOp2 for SpgemmOp {
     }
 }
 
-impl CustomOp3 for SpgemmOp {
+impl CustomOp3 for CbsrRowOp {
     fn name(&self) -> &'static str {
-        "spgemm_weighted"
+        self.label()
     }
     fn cpu_fwd(
         &self,
@@ -549,17 +627,7 @@ impl CustomOp3 for SpgemmOp {
         vs: &CudaStorage,
         vl: &Layout,
     ) -> candle_core::Result<(CudaStorage, Shape)> {
-        cuda::spgemm(
-            &self.g,
-            s,
-            l,
-            is,
-            il,
-            Some((vs, vl)),
-            self.k,
-            self.d,
-            self.mean,
-        )
+        self.cuda(s, l, is, il, Some((vs, vl)))
     }
     fn bwd(
         &self,
@@ -570,111 +638,5 @@ impl CustomOp3 for SpgemmOp {
         grad: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
         Ok((Some(self.grad(index, Some(values), grad)?), None, None))
-    }
-}
-
-struct SspmmOp {
-    g: DeviceGraph,
-    k: usize,
-    d: usize,
-    mean: bool,
-}
-
-impl SspmmOp {
-    fn cpu(
-        &self,
-        s: &CpuStorage,
-        l: &Layout,
-        is: &CpuStorage,
-        il: &Layout,
-        v: Option<(&CpuStorage, &Layout)>,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (t, perm) = self
-            .g
-            .transpose()
-            .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
-        let perm: Vec<u32> = perm.to_vec1()?;
-        let out = with_float!("sspmm", s, |T| {
-            let dout = cpu_slice::<T>("sspmm", s, l)?;
-            let vals = cpu_slice_opt::<T>("sspmm", v)?;
-            with_index!("sspmm", is, il, |ix: I| T::to_cpu_storage_owned(
-                cpu::sspmm::<T, I>(
-                    self.g.csr(),
-                    t.csr(),
-                    &perm,
-                    dout,
-                    ix,
-                    self.k,
-                    self.d,
-                    vals,
-                    self.mean
-                )
-            ))
-        });
-        Ok((out, Shape::from((self.g.n_cols(), self.k))))
-    }
-}
-
-impl CustomOp2 for SspmmOp {
-    fn name(&self) -> &'static str {
-        "sspmm"
-    }
-    fn cpu_fwd(
-        &self,
-        s: &CpuStorage,
-        l: &Layout,
-        is: &CpuStorage,
-        il: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        self.cpu(s, l, is, il, None)
-    }
-    #[cfg(feature = "cuda")]
-    fn cuda_fwd(
-        &self,
-        s: &CudaStorage,
-        l: &Layout,
-        is: &CudaStorage,
-        il: &Layout,
-    ) -> candle_core::Result<(CudaStorage, Shape)> {
-        cuda::sspmm(&self.g, s, l, is, il, None, self.k, self.d, self.mean)
-    }
-}
-
-impl CustomOp3 for SspmmOp {
-    fn name(&self) -> &'static str {
-        "sspmm_weighted"
-    }
-    fn cpu_fwd(
-        &self,
-        s: &CpuStorage,
-        l: &Layout,
-        is: &CpuStorage,
-        il: &Layout,
-        vs: &CpuStorage,
-        vl: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        self.cpu(s, l, is, il, Some((vs, vl)))
-    }
-    #[cfg(feature = "cuda")]
-    fn cuda_fwd(
-        &self,
-        s: &CudaStorage,
-        l: &Layout,
-        is: &CudaStorage,
-        il: &Layout,
-        vs: &CudaStorage,
-        vl: &Layout,
-    ) -> candle_core::Result<(CudaStorage, Shape)> {
-        cuda::sspmm(
-            &self.g,
-            s,
-            l,
-            is,
-            il,
-            Some((vs, vl)),
-            self.k,
-            self.d,
-            self.mean,
-        )
     }
 }
