@@ -1,5 +1,30 @@
 //! Operators, one module each: `mod.rs` (API, op structs, backward), `cpu.rs`, `reference.rs`.
 
+/// Evaluates `$body` with `$T` bound to the float element type of a CPU storage (f32 or f64),
+/// or fails naming `$op`.
+macro_rules! with_float {
+    ($op:expr, $s:expr, |$T:ident| $body:expr) => {
+        match $s {
+            candle_core::CpuStorage::F32(_) => {
+                type $T = f32;
+                $body
+            }
+            candle_core::CpuStorage::F64(_) => {
+                type $T = f64;
+                $body
+            }
+            o => candle_core::bail!("{}: unsupported dtype {:?}", $op, o.dtype()),
+        }
+    };
+}
+
+/// Runs `$f::<T>(args)` on the storage's float element type (see [`with_float`]).
+macro_rules! dispatch_float {
+    ($op:expr, $s:expr, $f:ident ( $($arg:expr),* )) => {
+        with_float!($op, $s, |T| $f::<T>($($arg),*))
+    };
+}
+
 pub mod matmul;
 pub mod maxk;
 pub mod quant;

@@ -28,7 +28,6 @@ use candle_core::CudaStorage;
 use candle_core::{
     CpuStorage, CustomOp1, CustomOp2, CustomOp3, DType, Layout, Shape, Tensor, WithDType,
 };
-use cpu::CbsrIndex;
 
 /// Largest row width MaxK handles (the GPU selection keeps a row in one warp's registers).
 pub const MAX_WIDTH: usize = 1024;
@@ -292,27 +291,6 @@ macro_rules! with_index {
     };
 }
 
-/// Runs `f::<T>` for the float dtype of a CPU storage.
-macro_rules! with_float {
-    ($op:expr, $s:expr, |$T:ident| $body:expr) => {
-        match $s {
-            CpuStorage::F32(_) => {
-                type $T = f32;
-                $body
-            }
-            CpuStorage::F64(_) => {
-                type $T = f64;
-                $body
-            }
-            o => candle_core::bail!("{}: unsupported dtype {:?}", $op, o.dtype()),
-        }
-    };
-}
-
-fn index_storage<I: CbsrIndex>(v: Vec<I>) -> CpuStorage {
-    I::to_cpu_storage_owned(v)
-}
-
 struct SelectOp {
     k: usize,
 }
@@ -326,9 +304,9 @@ impl CustomOp1 for SelectOp {
         let out = with_float!("maxk", s, |T| {
             let h = cpu_slice::<T>("maxk", s, l)?;
             if d <= 256 {
-                index_storage(cpu::select::<T, u8>(h, d, self.k))
+                u8::to_cpu_storage_owned(cpu::select::<T, u8>(h, d, self.k))
             } else {
-                index_storage(cpu::select::<T, i16>(h, d, self.k))
+                i16::to_cpu_storage_owned(cpu::select::<T, i16>(h, d, self.k))
             }
         });
         Ok((out, Shape::from((n, self.k))))

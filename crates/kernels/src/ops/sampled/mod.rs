@@ -235,11 +235,7 @@ impl CustomOp1 for SampledOp {
         )
     }
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        match s {
-            CpuStorage::F32(_) => run::<f32>(self, s, l, None),
-            CpuStorage::F64(_) => run::<f64>(self, s, l, None),
-            o => candle_core::bail!("spmm_sampled: unsupported dtype {:?}", o.dtype()),
-        }
+        dispatch_float!("spmm_sampled", s, run(self, s, l, None))
     }
 }
 
@@ -271,10 +267,6 @@ impl CustomOp2 for SampledOp {
         vs: &CpuStorage,
         vl: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        match s {
-            CpuStorage::F32(_) => run::<f32>(self, s, l, Some((vs, vl))),
-            CpuStorage::F64(_) => run::<f64>(self, s, l, Some((vs, vl))),
-            o => candle_core::bail!("spmm_sampled: unsupported dtype {:?}", o.dtype()),
-        }
+        dispatch_float!("spmm_sampled", s, run(self, s, l, Some((vs, vl))))
     }
 }

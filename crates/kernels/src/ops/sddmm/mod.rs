@@ -98,11 +98,7 @@ impl CustomOp2 for SddmmOp {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        match s1 {
-            CpuStorage::F32(_) => sddmm_cpu::<f32>(self, s1, l1, s2, l2),
-            CpuStorage::F64(_) => sddmm_cpu::<f64>(self, s1, l1, s2, l2),
-            other => candle_core::bail!("sddmm: unsupported dtype {:?}", other.dtype()),
-        }
+        dispatch_float!("sddmm", s1, sddmm_cpu(self, s1, l1, s2, l2))
     }
     fn bwd(
         &self,

@@ -123,17 +123,6 @@ fn check_values(op: &'static str, g: &DeviceGraph, x: &Tensor, v: &Tensor) -> Re
     Ok(v.contiguous()?)
 }
 
-/// Runs `$f::<T>` on the storage's element type (f32 or f64).
-macro_rules! dispatch_float {
-    ($op:expr, $s:expr, $f:ident ( $($arg:expr),* )) => {
-        match $s {
-            CpuStorage::F32(_) => $f::<f32>($($arg),*),
-            CpuStorage::F64(_) => $f::<f64>($($arg),*),
-            other => candle_core::bail!("{}: unsupported dtype {:?}", $op, other.dtype()),
-        }
-    };
-}
-
 /// Forward op for every reduction, without argmax; backward for sum/mean.
 struct SpmmOp {
     g: DeviceGraph,
