@@ -4,7 +4,7 @@ use crate::cuda::{elementwise_cfg, f32_view, f32_view_opt, launched, zeros, MAXK
 use crate::device_graph::DeviceGraph;
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{
-    CudaSlice, CudaView, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits,
+    CudaSlice, CudaView, DeviceRepr, LaunchArgs, LaunchConfig, PushKernelArg, ValidAsZeroBits,
 };
 use candle_core::cuda_backend::CudaDType;
 use candle_core::{CudaStorage, DType, Layout, Result, Shape};
@@ -56,19 +56,39 @@ fn rows_cfg(n: usize, shared_floats: usize) -> LaunchConfig {
     }
 }
 
-fn suffix(dt: DType) -> Result<&'static str> {
-    match dt {
-        DType::U8 => Ok("u8"),
-        DType::I16 => Ok("i16"),
-        o => candle_core::bail!("maxk: index dtype {o:?} (u8 or i16 expected)"),
-    }
+/// A CBSR index on the device, of either index type, as a kernel argument.
+enum IdxView<'a> {
+    U8(CudaView<'a, u8>),
+    I16(CudaView<'a, i16>),
 }
 
-fn idx_view<'a, I: CudaDType>(s: &'a CudaStorage, l: &Layout) -> Result<CudaView<'a, I>> {
-    if !l.is_contiguous() {
-        candle_core::bail!("maxk: CBSR index must be contiguous");
+impl<'a> IdxView<'a> {
+    fn new(s: &'a CudaStorage, l: &Layout) -> Result<Self> {
+        if !l.is_contiguous() {
+            candle_core::bail!("maxk: CBSR index must be contiguous");
+        }
+        let from = l.start_offset()..;
+        Ok(match s.dtype() {
+            DType::U8 => Self::U8(s.as_cuda_slice::<u8>()?.slice(from)),
+            DType::I16 => Self::I16(s.as_cuda_slice::<i16>()?.slice(from)),
+            o => candle_core::bail!("maxk: index dtype {o:?} (u8 or i16 expected)"),
+        })
     }
-    Ok(s.as_cuda_slice::<I>()?.slice(l.start_offset()..))
+
+    /// Kernel-name suffix of the index type.
+    fn suffix(&self) -> &'static str {
+        match self {
+            Self::U8(_) => "u8",
+            Self::I16(_) => "i16",
+        }
+    }
+
+    fn push<'b>(&'b self, b: &mut LaunchArgs<'b>) {
+        match self {
+            Self::U8(v) => b.arg(v),
+            Self::I16(v) => b.arg(v),
+        };
+    }
 }
 
 fn i32_of(what: &str, v: usize) -> Result<i32> {
@@ -112,7 +132,7 @@ pub(crate) fn select(s: &CudaStorage, l: &Layout, k: usize) -> Result<(CudaStora
 }
 
 /// Gather (`scatter == false`: `[N, k]` from `[N, D]`) or scatter (`[N, D]` from `[N, k]`).
-fn move_entries(
+pub(crate) fn move_entries(
     s: &CudaStorage,
     l: &Layout,
     is: &CudaStorage,
@@ -127,23 +147,17 @@ fn move_entries(
     let out = zeros::<f32>(&dev, n * if scatter { d } else { k })?;
     let total = n * k;
     if total > 0 {
+        let iv = IdxView::new(is, il)?;
         let name = format!(
             "cbsr_{}_{}",
             if scatter { "scatter" } else { "gather" },
-            suffix(is.dtype())?
+            iv.suffix()
         );
         let func = dev.get_or_load_custom_func(&name, "gnn_maxk", MAXK_PTX)?;
         let (t, k_i, d_i) = (total as u64, k as i32, d as i32);
         let mut b = func.builder();
         b.arg(&src);
-        let (v8, v16);
-        if is.dtype() == DType::U8 {
-            v8 = idx_view::<u8>(is, il)?;
-            b.arg(&v8);
-        } else {
-            v16 = idx_view::<i16>(is, il)?;
-            b.arg(&v16);
-        }
+        iv.push(&mut b);
         b.arg(&out).arg(&t).arg(&k_i).arg(&d_i);
         // SAFETY: index entries are columns below d (written by maxk_select); sizes as above.
         launched(unsafe { b.launch(elementwise_cfg(total)) }.map(|_| ()))?;
@@ -154,28 +168,6 @@ fn move_entries(
         Shape::from((n, k))
     };
     Ok((CudaStorage::wrap_cuda_slice(out, dev), shape))
-}
-
-pub(crate) fn gather(
-    s: &CudaStorage,
-    l: &Layout,
-    is: &CudaStorage,
-    il: &Layout,
-    k: usize,
-    d: usize,
-) -> Result<(CudaStorage, Shape)> {
-    move_entries(s, l, is, il, k, d, false)
-}
-
-pub(crate) fn scatter(
-    s: &CudaStorage,
-    l: &Layout,
-    is: &CudaStorage,
-    il: &Layout,
-    k: usize,
-    d: usize,
-) -> Result<(CudaStorage, Shape)> {
-    move_entries(s, l, is, il, k, d, true)
 }
 
 /// SpGEMM (`backward == false`, output `[n_rows, D]`) or SSpMM (`[n_cols, k]`); both walk the
@@ -206,10 +198,11 @@ pub(crate) fn row_kernel(
     let out = zeros::<f32>(&dev, len)?;
     if n > 0 && d > 0 {
         let vec = spgemm_vec(k, l.start_offset(), il.start_offset());
+        let iv = IdxView::new(is, il)?;
         let name = if backward {
-            format!("sspmm_{}", suffix(is.dtype())?)
+            format!("sspmm_{}", iv.suffix())
         } else {
-            format!("spgemm_{}_v{vec}", suffix(is.dtype())?)
+            format!("spgemm_{}_v{vec}", iv.suffix())
         };
         let func = dev.get_or_load_custom_func(&name, "gnn_maxk", MAXK_PTX)?;
         let (n_i, d_i, k_i) = (i32_of("rows", n)?, d as i32, k as i32);
@@ -221,15 +214,7 @@ pub(crate) fn row_kernel(
             None => b.arg(&x), // never read when unweighted
         };
         b.arg(&x);
-        let (v8, v16);
-        if is.dtype() == DType::U8 {
-            v8 = idx_view::<u8>(is, il)?;
-            b.arg(&v8);
-        } else {
-            v16 = idx_view::<i16>(is, il)?;
-            b.arg(&v16);
-        }
-        // SpGEMM: sub-rows per warp; SSpMM: 4-slot vector atomics when aligned.
+        iv.push(&mut b);
         // SSpMM: 4-slot vector atomics when aligned; SpGEMM: sub-rows per warp.
         let extra = if backward {
             (k.is_multiple_of(4) && il.start_offset().is_multiple_of(4)) as i32

@@ -77,9 +77,10 @@ impl Cbsr {
     pub fn to_dense(&self) -> Result<Tensor> {
         Ok(self.data.apply_op2(
             &self.index,
-            ScatterOp {
+            CbsrMoveOp {
                 k: self.k(),
                 d: self.dim,
+                scatter: true,
             },
         )?)
     }
@@ -110,7 +111,14 @@ pub fn maxk(h: &Tensor, k: usize) -> Result<Cbsr> {
     }
     let h = h.contiguous()?;
     let index = h.detach().apply_op1_no_bwd(&SelectOp { k })?;
-    let data = h.apply_op2(&index, GatherOp { k, d })?;
+    let data = h.apply_op2(
+        &index,
+        CbsrMoveOp {
+            k,
+            d,
+            scatter: false,
+        },
+    )?;
     Ok(Cbsr {
         data,
         index,
@@ -317,15 +325,28 @@ impl CustomOp1 for SelectOp {
     }
 }
 
-/// `data = h[i, idx[i, s]]`; backward scatters.
-struct GatherOp {
+/// Moves entries between dense `[N, D]` and CBSR `[N, k]` at the pattern `index`: gather
+/// (`scatter == false`, dense to CBSR) or scatter (CBSR to a dense array, zeros elsewhere).
+/// Each is the other's backward.
+struct CbsrMoveOp {
     k: usize,
     d: usize,
+    scatter: bool,
 }
 
-impl CustomOp2 for GatherOp {
+impl CbsrMoveOp {
+    fn label(&self) -> &'static str {
+        if self.scatter {
+            "cbsr_scatter"
+        } else {
+            "cbsr_gather"
+        }
+    }
+}
+
+impl CustomOp2 for CbsrMoveOp {
     fn name(&self) -> &'static str {
-        "cbsr_gather"
+        self.label()
     }
     fn cpu_fwd(
         &self,
@@ -335,13 +356,19 @@ impl CustomOp2 for GatherOp {
         il: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
         let (n, _) = l.shape().dims2()?;
-        let out = with_float!("cbsr_gather", s, |T| {
-            let h = cpu_slice::<T>("cbsr_gather", s, l)?;
-            with_index!("cbsr_gather", is, il, |ix: I| T::to_cpu_storage_owned(
-                cpu::gather::<T, I>(h, ix, self.d, self.k)
+        let (op, k, d) = (self.label(), self.k, self.d);
+        let out = with_float!(op, s, |T| {
+            let src = cpu_slice::<T>(op, s, l)?;
+            with_index!(op, is, il, |ix: I| T::to_cpu_storage_owned(
+                if self.scatter {
+                    cpu::scatter::<T, I>(src, ix, d, k)
+                } else {
+                    cpu::gather::<T, I>(src, ix, d, k)
+                }
             ))
         });
-        Ok((out, Shape::from((n, self.k))))
+        let width = if self.scatter { d } else { k };
+        Ok((out, Shape::from((n, width))))
     }
     #[cfg(feature = "cuda")]
     fn cuda_fwd(
@@ -351,77 +378,23 @@ impl CustomOp2 for GatherOp {
         is: &CudaStorage,
         il: &Layout,
     ) -> candle_core::Result<(CudaStorage, Shape)> {
-        cuda::gather(s, l, is, il, self.k, self.d)
+        cuda::move_entries(s, l, is, il, self.k, self.d, self.scatter)
     }
     fn bwd(
         &self,
-        _h: &Tensor,
+        _src: &Tensor,
         index: &Tensor,
         _res: &Tensor,
         grad: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
-        let dh = grad.contiguous()?.apply_op2_no_bwd(
-            index,
-            &ScatterOp {
-                k: self.k,
-                d: self.d,
-            },
-        )?;
-        Ok((Some(dh), None))
-    }
-}
-
-/// Dense from CBSR; backward gathers.
-struct ScatterOp {
-    k: usize,
-    d: usize,
-}
-
-impl CustomOp2 for ScatterOp {
-    fn name(&self) -> &'static str {
-        "cbsr_scatter"
-    }
-    fn cpu_fwd(
-        &self,
-        s: &CpuStorage,
-        l: &Layout,
-        is: &CpuStorage,
-        il: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (n, _) = l.shape().dims2()?;
-        let out = with_float!("cbsr_scatter", s, |T| {
-            let data = cpu_slice::<T>("cbsr_scatter", s, l)?;
-            with_index!("cbsr_scatter", is, il, |ix: I| T::to_cpu_storage_owned(
-                cpu::scatter::<T, I>(data, ix, self.d, self.k)
-            ))
-        });
-        Ok((out, Shape::from((n, self.d))))
-    }
-    #[cfg(feature = "cuda")]
-    fn cuda_fwd(
-        &self,
-        s: &CudaStorage,
-        l: &Layout,
-        is: &CudaStorage,
-        il: &Layout,
-    ) -> candle_core::Result<(CudaStorage, Shape)> {
-        cuda::scatter(s, l, is, il, self.k, self.d)
-    }
-    fn bwd(
-        &self,
-        _data: &Tensor,
-        index: &Tensor,
-        _res: &Tensor,
-        grad: &Tensor,
-    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
-        let dd = grad.contiguous()?.apply_op2_no_bwd(
-            index,
-            &GatherOp {
-                k: self.k,
-                d: self.d,
-            },
-        )?;
-        Ok((Some(dd), None))
+        let back = CbsrMoveOp {
+            scatter: !self.scatter,
+            ..*self
+        };
+        Ok((
+            Some(grad.contiguous()?.apply_op2_no_bwd(index, &back)?),
+            None,
+        ))
     }
 }
 
