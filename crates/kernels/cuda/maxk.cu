@@ -5,9 +5,8 @@
 //
 // Index types: uint8_t (D <= 256) or int16_t read as uint16 (D <= 1024).
 
-#include <stdint.h>
+#include "common.cuh"
 
-#define FULL 0xffffffffu
 
 __device__ __forceinline__ int col_of(uint8_t v) { return v; }
 __device__ __forceinline__ int col_of(int16_t v) { return (uint16_t)v; }

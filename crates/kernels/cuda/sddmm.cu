@@ -2,9 +2,8 @@
 // One warp per row; lanes split the feature dimension, a shuffle tree reduces each dot
 // product, lane 0 writes it. a's row is re-read per edge from L1.
 
-#include <stdint.h>
+#include "common.cuh"
 
-#define FULL 0xffffffffu
 
 extern "C" __global__ void sddmm_rows(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
                                       const float* __restrict__ a, const float* __restrict__ b,

@@ -16,35 +16,11 @@
 // Max/min use the sign trick (min x = -max -x) and keep the first strictly better edge,
 // exactly as the CPU reference; empty rows give 0.
 
-#include <stdint.h>
 #include <math_constants.h>
 
-#define FULL 0xffffffffu
+#include "common.cuh"
+
 #define NO_EDGE 0xffffffffu
-
-template <int VEC>
-__device__ __forceinline__ void load_vec(const float* __restrict__ p, float (&r)[VEC]) {
-    if (VEC == 4) {
-        float4 v = __ldg(reinterpret_cast<const float4*>(p));
-        r[0] = v.x; r[1] = v.y; r[2 % VEC] = v.z; r[3 % VEC] = v.w;
-    } else if (VEC == 2) {
-        float2 v = __ldg(reinterpret_cast<const float2*>(p));
-        r[0] = v.x; r[1 % VEC] = v.y;
-    } else {
-        r[0] = __ldg(p);
-    }
-}
-
-template <int VEC>
-__device__ __forceinline__ void store_vec(float* p, const float (&r)[VEC]) {
-    if (VEC == 4) {
-        *reinterpret_cast<float4*>(p) = make_float4(r[0], r[1 % VEC], r[2 % VEC], r[3 % VEC]);
-    } else if (VEC == 2) {
-        *reinterpret_cast<float2*>(p) = make_float2(r[0], r[1 % VEC]);
-    } else {
-        p[0] = r[0];
-    }
-}
 
 // One edge's contribution to one accumulator. MODE 0: sum; 1/2: max of sign * a * x (min via
 // sign = -1), keeping the first strictly better edge (position recorded in MODE 2).

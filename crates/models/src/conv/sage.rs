@@ -87,7 +87,7 @@ impl SageConv {
         let w = Tensor::cat(&[&self.lin_l.weight, &self.lin_r.weight], 0)?;
         let h = t.time(Phase::Gemm, || Ok(gnn_kernels::matmul_nt(x, &w)?))?;
         let (hl, hr) = (h.narrow(1, 0, out_dim)?, h.narrow(1, out_dim, out_dim)?);
-        let c = maxk_dropout(&hl.contiguous()?, k, drop, t)?;
+        let c = maxk_dropout(&hl, k, drop, t)?;
         let agg = t.time(Phase::Aggregation, || g.aggregate_cbsr(&c, Reduce::Mean))?;
         t.time(Phase::Elementwise, || Ok((agg + hr)?.broadcast_add(bias)?))
     }
