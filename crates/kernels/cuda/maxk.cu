@@ -38,9 +38,13 @@ __device__ __forceinline__ void maxk_select_impl(const float* __restrict__ h, ID
         ok[j] = e < d;
         key[j] = ok[j] ? fkey(__ldg(hr + e)) : 0u;
     }
+    // Radix selection, most significant bit first. `cand` counts the keys that share the
+    // prefix decided so far; once they are exactly the `need` keys still to take, every one of
+    // them is kept and the remaining bits of T can stay zero (random-looking data stops after
+    // about log2(d) passes plus the bits all keys share, instead of 32).
     uint32_t t = 0;
-    int need = k;
-    for (int b = 31; b >= 0; --b) {
+    int need = k, cand = d;
+    for (int b = 31; b >= 0 && cand != need; --b) {
         const uint32_t want = (t >> b) | 1u;
         int c = 0;
 #pragma unroll
@@ -48,8 +52,10 @@ __device__ __forceinline__ void maxk_select_impl(const float* __restrict__ h, ID
         c = __reduce_add_sync(FULL, c);
         if (c >= need) {
             t |= 1u << b;
+            cand = c;
         } else {
             need -= c;
+            cand -= c;
         }
     }
     const uint32_t lower = (1u << lane) - 1u;
@@ -93,45 +99,69 @@ __device__ __forceinline__ void scatter_impl(const float* __restrict__ data, con
 // before the shared-memory atomics.
 #define UNROLL 4
 
+// Four consecutive CBSR indices of one lane, kept packed (one register for u8, two for i16) so
+// that the unrolled edge loop holds fewer live registers.
 template <typename IDX>
 struct Idx4;
 template <>
 struct Idx4<uint8_t> {
-    __device__ static void load(const uint8_t* p, int (&c)[4]) {
-        const uchar4 v = *reinterpret_cast<const uchar4*>(p);
-        c[0] = v.x; c[1] = v.y; c[2] = v.z; c[3] = v.w;
-    }
+    using W = uint32_t;
+    __device__ static W load(const uint8_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
+    __device__ static int col(W w, int e) { return (w >> (8 * e)) & 0xffu; }
 };
 template <>
 struct Idx4<int16_t> {
-    __device__ static void load(const int16_t* p, int (&c)[4]) {
-        const ushort4 v = *reinterpret_cast<const ushort4*>(p);
-        c[0] = v.x; c[1] = v.y; c[2] = v.z; c[3] = v.w;
-    }
+    using W = uint2;
+    __device__ static W load(const int16_t* p) { return *reinterpret_cast<const uint2*>(p); }
+    __device__ static int col(W w, int e) { return ((e < 2 ? w.x : w.y) >> (16 * (e & 1))) & 0xffffu; }
 };
 
-// Forward SpGEMM, one warp per output row (Algorithm 1). Lanes own VEC consecutive CBSR slots
-// of an edge (VEC = 4: one float4 data load and one 4-index load), so an edge takes
-// L = min(32, k / VEC) lanes and a warp step covers `per` edges side by side, each sub-group
-// accumulating into its own D-float shared row: one edge's slots are distinct columns, so no
-// two lanes of a sub-group touch one address in a step. Steps are separated by __syncwarp, so
-// plain read-modify-writes suffice (shared-memory float atomics would be a compare-and-swap
-// loop). The sub-rows are summed at the coalesced write-back. Edge indices and values are
+// A work item of the row schedule (crates/kernels/src/schedule.rs): the warp's row and the edge
+// range it covers; `split` when the row has other items too, whose partial sums meet in global
+// memory through atomics.
+struct Item {
+    uint32_t row, start, end;
+    bool split;
+};
+
+__device__ __forceinline__ Item item_of(const uint32_t* __restrict__ indptr, const uint2* __restrict__ items, int i,
+                                        int chunk) {
+    const uint2 it = items[i];
+    const uint32_t rs = indptr[it.x], re = indptr[it.x + 1];
+    Item r;
+    r.row = it.x;
+    r.start = it.y;
+    r.end = min(it.y + (uint32_t)chunk, re);
+    r.split = re - rs > (uint32_t)chunk;
+    return r;
+}
+
+// Forward SpGEMM, one warp per work item (Algorithm 1 with its warp-level edge groups: rows
+// longer than `chunk` edges are cut into groups of `chunk`, longest items first). Lanes own VEC
+// consecutive CBSR slots of an edge (VEC = 4: one float4 data load and one 4-index load), so an
+// edge takes L = min(32, k / VEC) lanes and a warp step covers `per` edges side by side, each
+// sub-group accumulating into its own D-float shared row: one edge's slots are distinct
+// columns, so no two lanes of a sub-group touch one address in a step. Steps are separated by
+// __syncwarp, so plain read-modify-writes suffice (shared-memory float atomics would be a
+// compare-and-swap loop). The sub-rows are summed at the coalesced write-back, which adds
+// atomically into the zeroed output when the row is split. Edge indices and values are
 // streamed (evict-first) so that they do not push the CBSR rows out of L2.
 template <typename IDX, int VEC>
 __device__ __forceinline__ void spgemm_impl(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
                                             const float* __restrict__ vals, const float* __restrict__ data,
-                                            const IDX* __restrict__ idx, float* __restrict__ out, int n_rows, int d,
-                                            int k, int per, int weighted, int mean) {
+                                            const IDX* __restrict__ idx, float* __restrict__ out,
+                                            const uint2* __restrict__ items, int n_items, int chunk, int d, int k,
+                                            int per, int weighted, int mean) {
     extern __shared__ float smem[];
     const int lane = threadIdx.x & 31;
     const int w = threadIdx.x >> 5;
-    const int row = blockIdx.x * (blockDim.x >> 5) + w;
-    if (row >= n_rows) return;
+    const int i = blockIdx.x * (blockDim.x >> 5) + w;
+    if (i >= n_items) return;
+    const Item item = item_of(indptr, items, i, chunk);
     float* buf = smem + (size_t)w * per * d;
     for (int c = lane; c < per * d; c += 32) buf[c] = 0.f;
     __syncwarp();
-    const uint32_t start = indptr[row], end = indptr[row + 1];
+    const uint32_t start = item.start, end = item.end;
     const int groups = k / VEC;                  // VEC-slot groups per edge
     const int lanes = groups < 32 ? groups : 32; // lanes per edge
     const int sub = lane / lanes, g0 = lane % lanes;
@@ -142,7 +172,8 @@ __device__ __forceinline__ void spgemm_impl(const uint32_t* __restrict__ indptr,
         for (int it = 0; it < iters; ++it) {
             const int gq = g0 + it * lanes;
             float val[UNROLL][VEC];
-            int col[UNROLL][VEC];
+            typename Idx4<IDX>::W cw[UNROLL];
+            int col[UNROLL];
             bool on[UNROLL];
 #pragma unroll
             for (int u = 0; u < UNROLL; ++u) {
@@ -154,59 +185,68 @@ __device__ __forceinline__ void spgemm_impl(const uint32_t* __restrict__ indptr,
                     const size_t q = (size_t)j * k + (size_t)gq * VEC;
                     if (VEC == 4) {
                         const float4 v = __ldg(reinterpret_cast<const float4*>(data + q));
-                        int c[4];
-                        Idx4<IDX>::load(idx + q, c);
+                        cw[u] = Idx4<IDX>::load(idx + q);
                         val[u][0] = a * v.x; val[u][1 % VEC] = a * v.y;
                         val[u][2 % VEC] = a * v.z; val[u][3 % VEC] = a * v.w;
-#pragma unroll
-                        for (int e = 0; e < VEC; ++e) col[u][e] = c[e];
                     } else {
                         val[u][0] = a * __ldg(data + q);
-                        col[u][0] = col_of(idx[q]);
+                        col[u] = col_of(idx[q]);
                     }
                 }
             }
 #pragma unroll
             for (int u = 0; u < UNROLL; ++u) {
                 if (on[u]) {
+                    if (VEC == 4) {
 #pragma unroll
-                    for (int e = 0; e < VEC; ++e) mine[col[u][e]] += val[u][e];
+                        for (int e = 0; e < VEC; ++e) mine[Idx4<IDX>::col(cw[u], e)] += val[u][e];
+                    } else {
+                        mine[col[u]] += val[u][0];
+                    }
                 }
                 __syncwarp();
             }
         }
     }
     __syncwarp();
-    const float scale = (mean && end > start) ? 1.f / (float)(end - start) : 1.f;
-    float* o = out + (size_t)row * d;
+    const uint32_t deg = indptr[item.row + 1] - indptr[item.row];
+    const float scale = mean ? 1.f / (float)deg : 1.f;
+    float* o = out + (size_t)item.row * d;
     for (int c = lane; c < d; c += 32) {
         float acc = 0.f;
         for (int q = 0; q < per; ++q) acc += buf[q * d + c];
-        o[c] = acc * scale;
+        if (item.split) {
+            atomicAdd(o + c, acc * scale);
+        } else {
+            o[c] = acc * scale;
+        }
     }
 }
 
-// Backward SSpMM, one warp per forward row i: the gradient row dOut[i, :] (times 1/deg for
-// means) is prefetched into shared memory, then for every edge (i, j) the CBSR slots of j are
-// sampled from it and added to dx[j, :] with global atomics. With k a multiple of 4 each lane
-// owns 4 consecutive slots (one 128-bit index/atomic access: sm_90 float4 atomicAdd), k/4
-// lanes per edge and 32/(k/4) edges per step; otherwise one slot per lane.
+// Backward SSpMM, one warp per work item of forward row i (the same schedule as the SpGEMM):
+// the gradient row dOut[i, :] (times 1/deg for means) is prefetched into shared memory, then for
+// every edge (i, j) of the item the CBSR slots of j are sampled from it and added to dx[j, :]
+// with global atomics. With k a multiple of 4 each lane owns 4 consecutive slots (one 128-bit
+// index/atomic access: sm_90 float4 atomicAdd), k/4 lanes per edge and 32/(k/4) edges per step;
+// otherwise one slot per lane.
 template <typename IDX>
 __device__ __forceinline__ void sspmm_impl(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
                                            const float* __restrict__ vals, const float* __restrict__ dout,
-                                           const IDX* __restrict__ idx, float* __restrict__ dx, int n_rows, int d,
-                                           int k, int vec, int weighted, int mean) {
+                                           const IDX* __restrict__ idx, float* __restrict__ dx,
+                                           const uint2* __restrict__ items, int n_items, int chunk, int d, int k,
+                                           int vec, int weighted, int mean) {
     extern __shared__ float smem[];
     const int lane = threadIdx.x & 31;
     const int w = threadIdx.x >> 5;
-    const int row = blockIdx.x * (blockDim.x >> 5) + w;
-    if (row >= n_rows) return;
-    const uint32_t start = indptr[row], end = indptr[row + 1];
-    if (start == end) return;
+    const int i = blockIdx.x * (blockDim.x >> 5) + w;
+    if (i >= n_items) return;
+    const Item item = item_of(indptr, items, i, chunk);
+    const uint32_t start = item.start, end = item.end;
     float* buf = smem + (size_t)w * d;
-    const float scale = mean ? 1.f / (float)(end - start) : 1.f;
-    const float* g = dout + (size_t)row * d;
-    for (int c = lane; c < d; c += 32) buf[c] = __ldcs(g + c) * scale;
+    const uint32_t deg = indptr[item.row + 1] - indptr[item.row];
+    const float scale = mean ? 1.f / (float)deg : 1.f;
+    const float* g = dout + (size_t)item.row * d;
+    for (int c = lane; c < d; c += 32) buf[c] = __ldg(g + c) * scale;
     __syncwarp();
     if (vec && (k & 3) == 0) {
         const int groups = k >> 2;                       // 4-slot groups per edge
@@ -223,9 +263,9 @@ __device__ __forceinline__ void sspmm_impl(const uint32_t* __restrict__ indptr, 
                     const float a = weighted ? __ldcs(vals + p) : 1.f;
                     for (int gq = grp0; gq < groups; gq += lanes) {
                         const size_t q = (size_t)j * k + 4 * gq;
-                        int c[4];
-                        Idx4<IDX>::load(idx + q, c);
-                        const float4 v = make_float4(a * buf[c[0]], a * buf[c[1]], a * buf[c[2]], a * buf[c[3]]);
+                        const typename Idx4<IDX>::W cw = Idx4<IDX>::load(idx + q);
+                        const float4 v = make_float4(a * buf[Idx4<IDX>::col(cw, 0)], a * buf[Idx4<IDX>::col(cw, 1)],
+                                                     a * buf[Idx4<IDX>::col(cw, 2)], a * buf[Idx4<IDX>::col(cw, 3)]);
                         atomicAdd(reinterpret_cast<float4*>(dx + q), v);
                     }
                 }
@@ -268,9 +308,10 @@ __device__ __forceinline__ void sspmm_impl(const uint32_t* __restrict__ indptr, 
 #define SPGEMM(IDX, SUF, VEC)                                                                                   \
     extern "C" __global__ void spgemm_##SUF##_v##VEC(                                                               \
         const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices, const float* __restrict__ vals,  \
-        const float* __restrict__ data, const IDX* __restrict__ idx, float* __restrict__ out, int n_rows, int d,    \
-        int k, int per, int weighted, int mean) {                                                                   \
-        spgemm_impl<IDX, VEC>(indptr, indices, vals, data, idx, out, n_rows, d, k, per, weighted, mean);            \
+        const float* __restrict__ data, const IDX* __restrict__ idx, float* __restrict__ out,                       \
+        const uint2* __restrict__ items, int n_items, int chunk, int d, int k, int per, int weighted, int mean) {   \
+        spgemm_impl<IDX, VEC>(indptr, indices, vals, data, idx, out, items, n_items, chunk, d, k, per, weighted,    \
+                              mean);                                                                                \
     }
 
 #define MAXK_KERNELS(IDX, SUF)                                                                                         \
@@ -287,9 +328,10 @@ __device__ __forceinline__ void sspmm_impl(const uint32_t* __restrict__ indptr, 
     SPGEMM(IDX, SUF, 1) SPGEMM(IDX, SUF, 4)                                                                           \
     extern "C" __global__ void sspmm_##SUF(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,  \
                                            const float* __restrict__ vals, const float* __restrict__ dout,             \
-                                           const IDX* __restrict__ idx, float* __restrict__ dx, int n_rows, int d,     \
-                                           int k, int vec, int weighted, int mean) {                                   \
-        sspmm_impl<IDX>(indptr, indices, vals, dout, idx, dx, n_rows, d, k, vec, weighted, mean);                     \
+                                           const IDX* __restrict__ idx, float* __restrict__ dx,                        \
+                                           const uint2* __restrict__ items, int n_items, int chunk, int d, int k,      \
+                                           int vec, int weighted, int mean) {                                          \
+        sspmm_impl<IDX>(indptr, indices, vals, dout, idx, dx, items, n_items, chunk, d, k, vec, weighted, mean);      \
     }
 
 MAXK_KERNELS(uint8_t, u8)

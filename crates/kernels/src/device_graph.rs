@@ -5,6 +5,8 @@
 //! and cached, as DGL caches sparse formats on its graphs.
 
 use crate::error::Result;
+#[cfg(feature = "cuda")]
+use crate::schedule::RowSchedule;
 use candle_core::{DType, Device, Tensor};
 use gnn_graph::Csr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -24,6 +26,8 @@ struct Inner {
     bwd_ns: AtomicU64,
     #[cfg(feature = "cuda")]
     cuda: Option<crate::cuda::CudaCsr>,
+    #[cfg(feature = "cuda")]
+    schedule: OnceLock<(candle_core::cuda_backend::cudarc::driver::CudaSlice<u32>, usize)>,
     #[cfg(feature = "cuda")]
     bwd_events: std::sync::Mutex<Vec<(CudaEvent, CudaEvent)>>,
 }
@@ -66,6 +70,8 @@ impl DeviceGraph {
             bwd_ns: AtomicU64::new(0),
             #[cfg(feature = "cuda")]
             cuda,
+            #[cfg(feature = "cuda")]
+            schedule: OnceLock::new(),
             #[cfg(feature = "cuda")]
             bwd_events: std::sync::Mutex::new(Vec::new()),
         })))
@@ -136,6 +142,29 @@ impl DeviceGraph {
                 self.0.device.location()
             ))
         })
+    }
+
+    /// The device copy of the graph's [`RowSchedule`] with edge groups of
+    /// [`crate::schedule::CHUNK`] edges, and its item count. Built on first use.
+    #[cfg(feature = "cuda")]
+    pub(crate) fn cuda_schedule(
+        &self,
+    ) -> candle_core::Result<(&candle_core::cuda_backend::cudarc::driver::CudaSlice<u32>, usize)>
+    {
+        if self.0.schedule.get().is_none() {
+            let Device::Cuda(dev) = &self.0.device else {
+                candle_core::bail!("graph lives on {:?}, not on a CUDA device", self.0.device.location());
+            };
+            let s = RowSchedule::build(self.0.csr.indptr(), crate::schedule::CHUNK);
+            let buf = if s.is_empty() {
+                dev.alloc_zeros::<u32>(2)?
+            } else {
+                dev.clone_htod(&s.items)?
+            };
+            let _ = self.0.schedule.set((buf, s.len()));
+        }
+        let (b, n) = self.0.schedule.get().expect("set above");
+        Ok((b, *n))
     }
 
     /// Device buffers `(indptr, indices)` of a CUDA graph, for interop with other libraries

@@ -24,6 +24,7 @@ pub mod cuda;
 pub mod device_graph;
 pub mod error;
 pub mod ops;
+pub mod schedule;
 
 pub use device_graph::DeviceGraph;
 pub use error::{Error, Result};

@@ -2,6 +2,7 @@
 
 use crate::cuda::{elementwise_cfg, f32_view, f32_view_opt, launched, zeros, MAXK_PTX};
 use crate::device_graph::DeviceGraph;
+use crate::schedule::CHUNK;
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{
     CudaSlice, CudaView, DeviceRepr, LaunchArgs, LaunchConfig, PushKernelArg, ValidAsZeroBits,
@@ -171,7 +172,8 @@ pub(crate) fn move_entries(
 }
 
 /// SpGEMM (`backward == false`, output `[n_rows, D]`) or SSpMM (`[n_cols, k]`); both walk the
-/// forward CSR, one warp per row with a `D`-float shared row.
+/// forward CSR through its row schedule (crate::schedule), one warp per work item with a
+/// `D`-float shared row.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn row_kernel(
     g: &DeviceGraph,
@@ -195,8 +197,10 @@ pub(crate) fn row_kernel(
     } else {
         (n * d, Shape::from((n, d)))
     };
+    // Zeroed: empty rows get no work item, and split rows add their groups atomically.
     let out = zeros::<f32>(&dev, len)?;
-    if n > 0 && d > 0 {
+    let (items, n_items) = g.cuda_schedule()?;
+    if n_items > 0 && d > 0 {
         let vec = spgemm_vec(k, l.start_offset(), il.start_offset());
         let iv = IdxView::new(is, il)?;
         let name = if backward {
@@ -205,7 +209,8 @@ pub(crate) fn row_kernel(
             format!("spgemm_{}_v{vec}", iv.suffix())
         };
         let func = dev.get_or_load_custom_func(&name, "gnn_maxk", MAXK_PTX)?;
-        let (n_i, d_i, k_i) = (i32_of("rows", n)?, d as i32, k as i32);
+        let (items_i, chunk_i) = (i32_of("work items", n_items)?, CHUNK as i32);
+        let (d_i, k_i) = (d as i32, k as i32);
         let (w_i, m_i) = (vv.is_some() as i32, mean as i32);
         let mut b = func.builder();
         b.arg(&csr.indptr).arg(&csr.indices);
@@ -223,16 +228,19 @@ pub(crate) fn row_kernel(
         };
         let floats = if backward { d } else { extra as usize * d };
         b.arg(&out)
-            .arg(&n_i)
+            .arg(items)
+            .arg(&items_i)
+            .arg(&chunk_i)
             .arg(&d_i)
             .arg(&k_i)
             .arg(&extra)
             .arg(&w_i)
             .arg(&m_i);
         // SAFETY: CBSR data/index hold n_cols*k entries with columns below d, the dense
-        // operand n_rows*d floats, values nnz floats; shared memory is WARPS*floats floats
+        // operand n_rows*d floats, values nnz floats; the schedule's n_items pairs name rows
+        // below n_rows and edge ranges inside them; shared memory is WARPS*floats floats
         // (<= 48 KiB: per is capped by the budget).
-        launched(unsafe { b.launch(rows_cfg(n, floats)) }.map(|_| ()))?;
+        launched(unsafe { b.launch(rows_cfg(n_items, floats)) }.map(|_| ()))?;
     }
     Ok((CudaStorage::wrap_cuda_slice(out, dev), shape))
 }
