@@ -115,7 +115,7 @@ impl Gnn {
                 ConvKind::Gcn => Conv::Gcn(GcnConv::new(i, o, &s)?),
                 ConvKind::SageMean => Conv::Sage(SageConv::new(i, o, false, &s)?),
                 ConvKind::SagePool => Conv::Sage(SageConv::new(i, o, true, &s)?),
-                ConvKind::Gin => Conv::Gin(GinConv::new(i, o, &s)?),
+                ConvKind::Gin => Conv::Gin(GinConv::new(i, cfg.hidden, o, &s)?),
                 ConvKind::Mlp => Conv::Lin(Linear::new(i, o, true, &s)?),
             });
             if cfg.layer_norm && l + 1 < cfg.layers {

@@ -159,6 +159,10 @@ fn gin_matches_dense_formula_in_both_orders() {
     let csr = small_graph();
     for (i, o) in [(12, 5), (4, 9)] {
         let (x, y, m) = run(ConvKind::Gin, i, o);
+        // The MLP is in -> hidden (8) -> out, also in the last layer.
+        assert_eq!(mat(&param(&m, "convs.0.nn.0.weight")).len(), 8);
+        assert_eq!(mat(&param(&m, "convs.0.nn.2.weight")).len(), o);
+        assert_eq!(mat(&param(&m, "convs.0.nn.2.weight"))[0].len(), 8);
         let agg = aggregate(&csr, &x, |_, _| 1.0);
         let z: Vec<Vec<f32>> = agg
             .iter()

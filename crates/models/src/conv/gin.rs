@@ -3,9 +3,11 @@
 //! Node-wise: `x'_i = MLP((1 + eps) x_i + sum_{j in N(i)} x_j)`, `MLP = Lin -> ReLU -> Lin`.
 //! Matrix form: `X' = MLP((A + (1 + eps) I) X)`.
 //!
-//! Shapes: `x [N, in]` -> `[N, out]` (MLP hidden width = `out`); the graph has no self loops.
-//! Parameters (PyG `GINConv(train_eps=True)`): `eps [1]`, `nn.0.weight [out, in]`,
-//! `nn.0.bias [out]`, `nn.2.weight [out, out]`, `nn.2.bias [out]`.
+//! Shapes: `x [N, in]` -> `[N, out]`, the MLP's hidden width `mlp` (the model's hidden width
+//! in every layer, so the last layer's MLP is `hidden -> hidden -> classes`: an MLP as narrow
+//! as the class count, ReLU in between, went dead in 4-layer models and predicted one class);
+//! the graph has no self loops. Parameters (PyG `GINConv(train_eps=True)`): `eps [1]`,
+//! `nn.0.weight [mlp, in]`, `nn.0.bias [mlp]`, `nn.2.weight [out, mlp]`, `nn.2.bias [out]`.
 //!
 //! The MLP's first product is linear, so it is applied before aggregation (`A (X W^T) =
 //! (A X) W^T`): the sum runs at width `out` instead of `in`, the bias is added after.
@@ -27,12 +29,12 @@ pub struct GinConv {
 }
 
 impl GinConv {
-    /// Creates `eps` (0), `nn.0.*`, `nn.2.*` under `store`.
-    pub fn new(in_dim: usize, out_dim: usize, store: &ParamStore) -> Result<Self> {
+    /// Creates `eps` (0), `nn.0.*` (`in -> mlp`), `nn.2.*` (`mlp -> out`) under `store`.
+    pub fn new(in_dim: usize, mlp_dim: usize, out_dim: usize, store: &ParamStore) -> Result<Self> {
         Ok(Self {
             eps: store.get("eps", &[1], Init::Zeros)?,
-            nn0: Linear::new(in_dim, out_dim, true, &store.pp("nn.0"))?,
-            nn2: Linear::new(out_dim, out_dim, true, &store.pp("nn.2"))?,
+            nn0: Linear::new(in_dim, mlp_dim, true, &store.pp("nn.0"))?,
+            nn2: Linear::new(mlp_dim, out_dim, true, &store.pp("nn.2"))?,
         })
     }
 

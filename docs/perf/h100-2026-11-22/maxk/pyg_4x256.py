@@ -125,8 +125,8 @@ class GIN(torch.nn.Module):
         super().__init__()
         dims = [i] + [h] * (L - 1) + [o]
         s.convs = torch.nn.ModuleList(
-            GINConv(torch.nn.Sequential(torch.nn.Linear(dims[k], dims[k + 1]), torch.nn.ReLU(),
-                                        torch.nn.Linear(dims[k + 1], dims[k + 1])), train_eps=True)
+            GINConv(torch.nn.Sequential(torch.nn.Linear(dims[k], h), torch.nn.ReLU(),
+                                        torch.nn.Linear(h, dims[k + 1])), train_eps=True)
             for k in range(L))
     def forward(s, x, adj):
         for k, c in enumerate(s.convs):

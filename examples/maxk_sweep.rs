@@ -1,0 +1,496 @@
+//! MaxK-GNN training sweep: for each model (GCN, GraphSAGE, GIN) trains the ReLU version and
+//! the MaxK version at every k on one dataset (the Reddit-shaped graph or Cora), and reports
+//! test accuracy, median epoch time, the speed-up over our ReLU model and over PyG (from the
+//! JSON `.dev/pyg_4x256.py` writes on the same GPU), and the per-phase epoch breakdown (the
+//! shapes of the MaxK-GNN paper's Fig. 1, Fig. 9 and Table 5).
+//!
+//! Epoch times come from unprofiled runs (no synchronisation inside the epoch); the breakdown
+//! from a separate short profiled run of the same configuration. Writes `sweep.json`,
+//! `sweep.md`, `accuracy_time.svg` and `breakdown.svg` under `--out`; `--append` merges into
+//! an existing `sweep.json` (one model per invocation keeps each run short).
+//!
+//! ```text
+//! cargo run --release --example maxk_sweep -- --dataset cora --k 16,32,64 --seeds 2
+//! cargo run --release --features cuda --example maxk_sweep -- --dataset reddit --models gcn \
+//!     --k 8,16,32,64,128 --pyg pyg_4x256.json --out runs/maxk_sweep
+//! ```
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use gnn::graph::{generate, load_planetoid, Dataset, SyntheticSpec};
+use gnn::models::{Activation, ConvKind, Gnn, ModelConfig, ModelGraph};
+use gnn::train::{train, DeviceData, TrainConfig};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Parser, Debug)]
+#[command(about = "MaxK-GNN training sweep: accuracy and epoch time per k against ReLU and PyG")]
+struct Args {
+    /// `reddit` (synthetic Reddit-shaped graph at --scale) or `cora` (bundled Planetoid files).
+    #[arg(long, default_value = "cora")]
+    dataset: String,
+    /// Synthetic Reddit scale (1 = 232,965 nodes).
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
+    /// Models.
+    #[arg(long, value_delimiter = ',', default_value = "gcn,sage,gin")]
+    models: Vec<ConvKind>,
+    /// Values of k (the ReLU model always runs too).
+    #[arg(long, value_delimiter = ',', default_value = "8,16,32,64,96,128,192")]
+    k: Vec<usize>,
+    /// Layers.
+    #[arg(long, default_value_t = 4)]
+    layers: usize,
+    /// Hidden width.
+    #[arg(long, default_value_t = 256)]
+    hidden: usize,
+    /// Epochs of the accuracy/timing run.
+    #[arg(long, default_value_t = 200)]
+    epochs: usize,
+    /// Epochs of the profiled breakdown run (the first 3 are warm-up).
+    #[arg(long, default_value_t = 15)]
+    profile_epochs: usize,
+    /// Learning rate.
+    #[arg(long, default_value_t = 0.01)]
+    lr: f64,
+    /// Weight decay (default: 5e-4 on Cora, 0 on Reddit).
+    #[arg(long)]
+    weight_decay: Option<f64>,
+    /// Dropout.
+    #[arg(long, default_value_t = 0.5)]
+    dropout: f32,
+    /// LayerNorm between layers.
+    #[arg(long)]
+    layer_norm: bool,
+    /// Seeds per configuration (accuracy is their mean; time is seed 0's).
+    #[arg(long, default_value_t = 1)]
+    seeds: u64,
+    /// Evaluate every this many epochs.
+    #[arg(long, default_value_t = 5)]
+    eval_every: usize,
+    /// PyG reference JSON (`pyg_epochs.<model>_<layers>x<hidden>.train_epoch_ms`).
+    #[arg(long)]
+    pyg: Option<PathBuf>,
+    /// Output folder.
+    #[arg(long, default_value = "runs/maxk_sweep")]
+    out: PathBuf,
+    /// Merge into an existing `sweep.json` in --out instead of replacing it.
+    #[arg(long)]
+    append: bool,
+    /// Run on the CPU even when a CUDA device is available.
+    #[arg(long)]
+    cpu: bool,
+}
+
+/// One configuration's result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Row {
+    dataset: String,
+    model: String,
+    /// `relu` or `maxk:K`.
+    activation: String,
+    k: Option<usize>,
+    test_acc: f64,
+    test_acc_seeds: Vec<f64>,
+    epoch_ms: f64,
+    speedup_vs_relu: Option<f64>,
+    pyg_epoch_ms: Option<f64>,
+    speedup_vs_pyg: Option<f64>,
+    /// Per-phase milliseconds per epoch from the profiled run, in table order.
+    breakdown: Vec<(String, f64)>,
+}
+
+#[derive(Serialize, Deserialize, Default)]
+struct Doc {
+    device: String,
+    setup: BTreeMap<String, String>,
+    rows: Vec<Row>,
+}
+
+fn load(args: &Args) -> Result<Dataset> {
+    match args.dataset.as_str() {
+        "cora" => {
+            let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/cora/raw");
+            load_planetoid(&dir, "cora").with_context(|| format!("loading Cora from {}", dir.display()))
+        }
+        "reddit" => {
+            let spec = SyntheticSpec::reddit().scaled(args.scale)?;
+            let (ds, report) = generate(&spec, 0)?;
+            println!("{report}");
+            Ok(ds)
+        }
+        other => bail!("--dataset {other}: expected reddit or cora"),
+    }
+}
+
+fn pyg_ms(path: &Path, key: &str) -> Result<Option<f64>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    Ok(v["pyg_epochs"][key]["train_epoch_ms"].as_f64())
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    if args.k.iter().any(|&k| k == 0 || k > args.hidden) {
+        bail!("--k {:?}: every k must be in 1..={} (the hidden width)", args.k, args.hidden);
+    }
+    let device = gnn::train::pick_device(args.cpu)?;
+    let dev_name = gnn::train::device_name(&device);
+    println!("device: {dev_name}");
+    let ds = load(&args)?;
+    println!("{}", ds.summary());
+    let cora = args.dataset == "cora";
+    let data = DeviceData::new(&ds, &device, cora)?;
+    let wd = args.weight_decay.unwrap_or(if cora { 5e-4 } else { 0.0 });
+
+    std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
+    let json_path = args.out.join("sweep.json");
+    let mut doc = if args.append && json_path.exists() {
+        let text = std::fs::read_to_string(&json_path)
+            .with_context(|| format!("reading {}", json_path.display()))?;
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", json_path.display()))?
+    } else {
+        Doc::default()
+    };
+    doc.device = dev_name.clone();
+    let setup = format!(
+        "{}x{} layers, lr {}, weight decay {wd}, dropout {}, layer norm {}, {} epochs, {} seed(s)",
+        args.layers, args.hidden, args.lr, args.dropout, args.layer_norm, args.epochs, args.seeds
+    );
+    doc.setup.insert(args.dataset.clone(), setup.clone());
+    println!("{setup}");
+
+    for &kind in &args.models {
+        let graph = ModelGraph::new(&ds.graph, kind, &device)?;
+        let pyg = match &args.pyg {
+            Some(p) => pyg_ms(p, &format!("{kind}_{}x{}", args.layers, args.hidden))?,
+            None => None,
+        };
+        let mut relu_ms = None;
+        let acts = std::iter::once(Activation::Relu).chain(args.k.iter().map(|&k| Activation::MaxK { k }));
+        for act in acts {
+            let mut cfg = ModelConfig::new(
+                kind,
+                ds.features.cols(),
+                args.hidden,
+                ds.num_classes,
+                args.layers,
+                args.dropout,
+            );
+            cfg.layer_norm = args.layer_norm;
+            cfg.activation = act;
+            let base = TrainConfig {
+                epochs: args.epochs,
+                lr: args.lr,
+                weight_decay: wd,
+                eval_every: args.eval_every,
+                ..TrainConfig::default()
+            };
+            let mut accs = Vec::new();
+            let mut epoch_ms = 0.0;
+            for seed in 0..args.seeds {
+                let model = Gnn::new(cfg.clone(), &device, seed)?;
+                let rep = train(&model, &graph, &data, &TrainConfig { seed, ..base.clone() }, |_| {})?;
+                accs.push(100.0 * rep.test_acc);
+                if seed == 0 {
+                    epoch_ms = rep.epoch_ms_median;
+                }
+            }
+            // Breakdown: a short profiled run (synchronises around phases).
+            let model = Gnn::new(cfg.clone(), &device, 0)?;
+            let prof = TrainConfig {
+                epochs: args.profile_epochs.max(4),
+                profile: true,
+                warmup: 3,
+                eval_every: usize::MAX,
+                ..base.clone()
+            };
+            let rep = train(&model, &graph, &data, &prof, |_| {})?;
+            let breakdown = rep
+                .breakdown
+                .rows()
+                .into_iter()
+                .map(|r| (r.phase.to_string(), r.ms_per_epoch))
+                .collect();
+            let k = match act {
+                Activation::MaxK { k } => Some(k),
+                _ => None,
+            };
+            if k.is_none() {
+                relu_ms = Some(epoch_ms);
+            }
+            let row = Row {
+                dataset: args.dataset.clone(),
+                model: kind.to_string(),
+                activation: act.to_string(),
+                k,
+                test_acc: accs.iter().sum::<f64>() / accs.len() as f64,
+                test_acc_seeds: accs,
+                epoch_ms,
+                speedup_vs_relu: relu_ms.map(|r| r / epoch_ms),
+                pyg_epoch_ms: pyg,
+                speedup_vs_pyg: pyg.map(|p| p / epoch_ms),
+                breakdown,
+            };
+            println!(
+                "{:<5} {:<9} test {:>6.2} %  epoch {:>8.2} ms  vs ReLU {:>5.2}x  vs PyG {}",
+                row.model,
+                row.activation,
+                row.test_acc,
+                row.epoch_ms,
+                row.speedup_vs_relu.unwrap_or(f64::NAN),
+                row.speedup_vs_pyg.map_or("-".into(), |s| format!("{s:.2}x"))
+            );
+            doc.rows.retain(|r| {
+                !(r.dataset == row.dataset && r.model == row.model && r.activation == row.activation)
+            });
+            doc.rows.push(row);
+        }
+    }
+    doc.rows.sort_by(|a, b| {
+        (&a.dataset, &a.model, a.k.unwrap_or(0)).cmp(&(&b.dataset, &b.model, b.k.unwrap_or(0)))
+    });
+    std::fs::write(&json_path, serde_json::to_string_pretty(&doc)? + "\n")
+        .with_context(|| format!("writing {}", json_path.display()))?;
+    let md = markdown(&doc);
+    print!("\n{md}");
+    let md_path = args.out.join("sweep.md");
+    std::fs::write(&md_path, &md).with_context(|| format!("writing {}", md_path.display()))?;
+    charts::accuracy_time(&doc, &args.out.join("accuracy_time.svg"))?;
+    charts::breakdown(&doc, &args.out.join("breakdown.svg"))?;
+    println!("wrote sweep.json, sweep.md, accuracy_time.svg, breakdown.svg in {}", args.out.display());
+    Ok(())
+}
+
+fn markdown(doc: &Doc) -> String {
+    let mut s = format!("Device: {}\n\n", doc.device);
+    for (ds, setup) in &doc.setup {
+        s += &format!("- {ds}: {setup}\n");
+    }
+    s += "\n| dataset | model | activation | test acc % | Δ vs ReLU (points) | epoch ms | vs ReLU | vs PyG |";
+    let phases: Vec<String> = doc
+        .rows
+        .first()
+        .map(|r| r.breakdown.iter().map(|(p, _)| p.clone()).collect())
+        .unwrap_or_default();
+    for p in &phases {
+        s += &format!(" {p} |");
+    }
+    s += "\n|---|---|---|---|---|---|---|---|";
+    s += &"---|".repeat(phases.len());
+    s += "\n";
+    for r in &doc.rows {
+        let relu = doc
+            .rows
+            .iter()
+            .find(|o| o.dataset == r.dataset && o.model == r.model && o.k.is_none());
+        let delta = relu.map_or("-".into(), |o| format!("{:+.2}", r.test_acc - o.test_acc));
+        s += &format!(
+            "| {} | {} | {} | {:.2} | {} | {:.2} | {} | {} |",
+            r.dataset,
+            r.model,
+            r.activation,
+            r.test_acc,
+            delta,
+            r.epoch_ms,
+            r.speedup_vs_relu.map_or("-".into(), |x| format!("{x:.2}×")),
+            r.speedup_vs_pyg.map_or("-".into(), |x| format!("{x:.2}×")),
+        );
+        for (_, ms) in &r.breakdown {
+            s += &format!(" {ms:.2} |");
+        }
+        s += "\n";
+    }
+    s
+}
+
+mod charts {
+    use super::Doc;
+    use anyhow::Result;
+    use plotters::prelude::*;
+    use std::path::Path;
+
+    const COLORS: [RGBColor; 6] = [
+        RGBColor(31, 119, 180),
+        RGBColor(214, 39, 40),
+        RGBColor(44, 160, 44),
+        RGBColor(148, 103, 189),
+        RGBColor(255, 127, 14),
+        RGBColor(127, 127, 127),
+    ];
+
+    fn groups(doc: &Doc) -> Vec<(String, String)> {
+        let mut g: Vec<(String, String)> = doc
+            .rows
+            .iter()
+            .map(|r| (r.dataset.clone(), r.model.clone()))
+            .collect();
+        g.dedup();
+        g
+    }
+
+    /// Per (dataset, model): test accuracy and epoch time against k, ReLU and PyG as lines.
+    pub fn accuracy_time(doc: &Doc, path: &Path) -> Result<()> {
+        let gs = groups(doc);
+        let draw = || -> std::result::Result<(), Box<dyn std::error::Error>> {
+            let rows_n = gs.len().max(1);
+            let root = SVGBackend::new(path, (980, 300 * rows_n as u32)).into_drawing_area();
+            root.fill(&WHITE)?;
+            let cells = root.split_evenly((rows_n, 2));
+            for (gi, (ds, model)) in gs.iter().enumerate() {
+                let rows: Vec<_> = doc
+                    .rows
+                    .iter()
+                    .filter(|r| &r.dataset == ds && &r.model == model)
+                    .collect();
+                let maxk: Vec<_> = rows.iter().filter_map(|r| r.k.map(|k| (k as f64, *r))).collect();
+                let relu = rows.iter().find(|r| r.k.is_none());
+                let kmax = maxk.iter().map(|p| p.0).fold(1.0, f64::max) * 1.08;
+                // accuracy panel
+                let amin = rows.iter().map(|r| r.test_acc).fold(100.0, f64::min).max(0.0);
+                let mut c = ChartBuilder::on(&cells[2 * gi])
+                    .caption(format!("{model} on {ds}: test accuracy"), ("sans-serif", 16))
+                    .margin(10)
+                    .x_label_area_size(32)
+                    .y_label_area_size(46)
+                    .build_cartesian_2d(0.0..kmax, (amin - 2.0).max(0.0)..100.0)?;
+                c.configure_mesh().x_desc("k").y_desc("%").draw()?;
+                let pts: Vec<(f64, f64)> = maxk.iter().map(|(k, r)| (*k, r.test_acc)).collect();
+                c.draw_series(LineSeries::new(pts.clone(), COLORS[0].stroke_width(2)))?
+                    .label("MaxK")
+                    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], COLORS[0]));
+                c.draw_series(pts.iter().map(|&p| Circle::new(p, 3, COLORS[0].filled())))?;
+                if let Some(r) = relu {
+                    c.draw_series(LineSeries::new(
+                        vec![(0.0, r.test_acc), (kmax, r.test_acc)],
+                        COLORS[1].stroke_width(2),
+                    ))?
+                    .label("ReLU")
+                    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], COLORS[1]));
+                }
+                c.configure_series_labels()
+                    .background_style(WHITE.mix(0.85))
+                    .border_style(BLACK)
+                    .position(SeriesLabelPosition::LowerRight)
+                    .draw()?;
+                // epoch-time panel
+                let tmax = rows
+                    .iter()
+                    .map(|r| r.epoch_ms.max(r.pyg_epoch_ms.unwrap_or(0.0)))
+                    .fold(1.0, f64::max)
+                    * 1.1;
+                let mut c = ChartBuilder::on(&cells[2 * gi + 1])
+                    .caption(format!("{model} on {ds}: epoch time"), ("sans-serif", 16))
+                    .margin(10)
+                    .x_label_area_size(32)
+                    .y_label_area_size(52)
+                    .build_cartesian_2d(0.0..kmax, 0.0..tmax)?;
+                c.configure_mesh().x_desc("k").y_desc("ms").draw()?;
+                let pts: Vec<(f64, f64)> = maxk.iter().map(|(k, r)| (*k, r.epoch_ms)).collect();
+                c.draw_series(LineSeries::new(pts.clone(), COLORS[0].stroke_width(2)))?
+                    .label("MaxK")
+                    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], COLORS[0]));
+                c.draw_series(pts.iter().map(|&p| Circle::new(p, 3, COLORS[0].filled())))?;
+                let mut hline = |v: f64, name: &str, col: RGBColor| -> std::result::Result<(), Box<dyn std::error::Error>> {
+                    c.draw_series(LineSeries::new(vec![(0.0, v), (kmax, v)], col.stroke_width(2)))?
+                        .label(name.to_string())
+                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], col));
+                    Ok(())
+                };
+                if let Some(r) = relu {
+                    hline(r.epoch_ms, "ReLU (ours)", COLORS[1])?;
+                }
+                if let Some(p) = rows.iter().find_map(|r| r.pyg_epoch_ms) {
+                    hline(p, "PyG", COLORS[2])?;
+                }
+                c.configure_series_labels()
+                    .background_style(WHITE.mix(0.85))
+                    .border_style(BLACK)
+                    .position(SeriesLabelPosition::UpperLeft)
+                    .draw()?;
+            }
+            root.present()?;
+            Ok(())
+        };
+        draw().map_err(|e| anyhow::anyhow!("drawing {}: {e}", path.display()))
+    }
+
+    /// Stacked per-phase epoch time of every configuration (the paper's Fig. 1 shape).
+    pub fn breakdown(doc: &Doc, path: &Path) -> Result<()> {
+        let rows: Vec<_> = doc.rows.iter().collect();
+        let phases: Vec<String> = rows
+            .first()
+            .map(|r| {
+                r.breakdown
+                    .iter()
+                    .map(|(p, _)| p.clone())
+                    .filter(|p| p != "epoch total")
+                    .collect()
+            })
+            .unwrap_or_default();
+        let draw = || -> std::result::Result<(), Box<dyn std::error::Error>> {
+            let root = SVGBackend::new(path, (1000, 520)).into_drawing_area();
+            root.fill(&WHITE)?;
+            let n = rows.len().max(1);
+            let tmax = rows
+                .iter()
+                .map(|r| {
+                    r.breakdown
+                        .iter()
+                        .filter(|(p, _)| p != "epoch total")
+                        .map(|(_, v)| v)
+                        .sum::<f64>()
+                })
+                .fold(1.0, f64::max)
+                * 1.1;
+            let labels: Vec<String> = rows
+                .iter()
+                .map(|r| format!("{}/{} {}", r.dataset, r.model, r.activation))
+                .collect();
+            let mut c = ChartBuilder::on(&root)
+                .caption("Epoch time by phase (profiled runs)", ("sans-serif", 18))
+                .margin(12)
+                .x_label_area_size(110)
+                .y_label_area_size(52)
+                .build_cartesian_2d(0.0..n as f64, 0.0..tmax)?;
+            c.configure_mesh()
+                .disable_x_mesh()
+                .x_labels(n)
+                .x_label_formatter(&|x| {
+                    let i = x.floor() as usize;
+                    labels.get(i).cloned().unwrap_or_default()
+                })
+                .x_label_style(("sans-serif", 11).into_font().transform(FontTransform::Rotate90))
+                .y_desc("ms per epoch")
+                .draw()?;
+            for (pi, phase) in phases.iter().enumerate() {
+                let col = COLORS[pi % COLORS.len()];
+                let bars: Vec<_> = rows
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| {
+                        let below: f64 = r.breakdown.iter().take(pi).map(|(_, v)| v).sum();
+                        let v = r.breakdown.get(pi).map_or(0.0, |(_, v)| *v);
+                        Rectangle::new(
+                            [(i as f64 + 0.15, below), (i as f64 + 0.85, below + v)],
+                            col.filled(),
+                        )
+                    })
+                    .collect();
+                c.draw_series(bars)?
+                    .label(phase.clone())
+                    .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], col.filled()));
+            }
+            c.configure_series_labels()
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .position(SeriesLabelPosition::UpperRight)
+                .draw()?;
+            root.present()?;
+            Ok(())
+        };
+        draw().map_err(|e| anyhow::anyhow!("drawing {}: {e}", path.display()))
+    }
+}
