@@ -57,9 +57,13 @@ struct Args {
     /// Weight decay (default: 5e-4 on Cora, 0 on Reddit).
     #[arg(long)]
     weight_decay: Option<f64>,
-    /// Dropout.
+    /// Dropout on hidden layers.
     #[arg(long, default_value_t = 0.5)]
     dropout: f32,
+    /// Dropout on the input features (default as train_cora / train_reddit: 0.5 on Cora, 0 on
+    /// Reddit).
+    #[arg(long)]
+    input_dropout: Option<f32>,
     /// LayerNorm between layers.
     #[arg(long)]
     layer_norm: bool,
@@ -81,6 +85,10 @@ struct Args {
     /// Run on the CPU even when a CUDA device is available.
     #[arg(long)]
     cpu: bool,
+    /// Train nothing: rewrite `sweep.md` and the charts from `sweep.json` in --out (e.g. after
+    /// merging the JSON of several runs).
+    #[arg(long)]
+    replot: bool,
 }
 
 /// One configuration's result.
@@ -111,8 +119,15 @@ struct Doc {
 fn load(args: &Args) -> Result<Dataset> {
     match args.dataset.as_str() {
         "cora" => {
-            let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/cora/raw");
-            load_planetoid(&dir, "cora").with_context(|| format!("loading Cora from {}", dir.display()))
+            // Relative to the working directory first (binaries run from a checkout elsewhere).
+            let rel = PathBuf::from("data/cora/raw");
+            let dir = if rel.is_dir() {
+                rel
+            } else {
+                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/cora/raw")
+            };
+            load_planetoid(&dir, "cora")
+                .with_context(|| format!("loading Cora from {}", dir.display()))
         }
         "reddit" => {
             let spec = SyntheticSpec::reddit().scaled(args.scale)?;
@@ -125,7 +140,8 @@ fn load(args: &Args) -> Result<Dataset> {
 }
 
 fn pyg_ms(path: &Path, key: &str) -> Result<Option<f64>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let v: serde_json::Value =
         serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
     Ok(v["pyg_epochs"][key]["train_epoch_ms"].as_f64())
@@ -133,8 +149,20 @@ fn pyg_ms(path: &Path, key: &str) -> Result<Option<f64>> {
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    if args.replot {
+        let path = args.out.join("sweep.json");
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        let doc: Doc =
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        return write_outputs(&doc, &args.out);
+    }
     if args.k.iter().any(|&k| k == 0 || k > args.hidden) {
-        bail!("--k {:?}: every k must be in 1..={} (the hidden width)", args.k, args.hidden);
+        bail!(
+            "--k {:?}: every k must be in 1..={} (the hidden width)",
+            args.k,
+            args.hidden
+        );
     }
     let device = gnn::train::pick_device(args.cpu)?;
     let dev_name = gnn::train::device_name(&device);
@@ -144,8 +172,10 @@ fn main() -> Result<()> {
     let cora = args.dataset == "cora";
     let data = DeviceData::new(&ds, &device, cora)?;
     let wd = args.weight_decay.unwrap_or(if cora { 5e-4 } else { 0.0 });
+    let input_dropout = args.input_dropout.unwrap_or(if cora { 0.5 } else { 0.0 });
 
-    std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
     let json_path = args.out.join("sweep.json");
     let mut doc = if args.append && json_path.exists() {
         let text = std::fs::read_to_string(&json_path)
@@ -156,8 +186,15 @@ fn main() -> Result<()> {
     };
     doc.device = dev_name.clone();
     let setup = format!(
-        "{}x{} layers, lr {}, weight decay {wd}, dropout {}, layer norm {}, {} epochs, {} seed(s)",
-        args.layers, args.hidden, args.lr, args.dropout, args.layer_norm, args.epochs, args.seeds
+        "{}x{} layers, lr {}, weight decay {wd}, dropout {} (input {}), layer norm {}, {} epochs, {} seed(s)",
+        args.layers,
+        args.hidden,
+        args.lr,
+        args.dropout,
+        input_dropout,
+        args.layer_norm,
+        args.epochs,
+        args.seeds
     );
     doc.setup.insert(args.dataset.clone(), setup.clone());
     println!("{setup}");
@@ -169,7 +206,8 @@ fn main() -> Result<()> {
             None => None,
         };
         let mut relu_ms = None;
-        let acts = std::iter::once(Activation::Relu).chain(args.k.iter().map(|&k| Activation::MaxK { k }));
+        let acts =
+            std::iter::once(Activation::Relu).chain(args.k.iter().map(|&k| Activation::MaxK { k }));
         for act in acts {
             let mut cfg = ModelConfig::new(
                 kind,
@@ -180,6 +218,7 @@ fn main() -> Result<()> {
                 args.dropout,
             );
             cfg.layer_norm = args.layer_norm;
+            cfg.input_dropout = input_dropout;
             cfg.activation = act;
             let base = TrainConfig {
                 epochs: args.epochs,
@@ -192,7 +231,16 @@ fn main() -> Result<()> {
             let mut epoch_ms = 0.0;
             for seed in 0..args.seeds {
                 let model = Gnn::new(cfg.clone(), &device, seed)?;
-                let rep = train(&model, &graph, &data, &TrainConfig { seed, ..base.clone() }, |_| {})?;
+                let rep = train(
+                    &model,
+                    &graph,
+                    &data,
+                    &TrainConfig {
+                        seed,
+                        ..base.clone()
+                    },
+                    |_| {},
+                )?;
                 accs.push(100.0 * rep.test_acc);
                 if seed == 0 {
                     epoch_ms = rep.epoch_ms_median;
@@ -241,10 +289,13 @@ fn main() -> Result<()> {
                 row.test_acc,
                 row.epoch_ms,
                 row.speedup_vs_relu.unwrap_or(f64::NAN),
-                row.speedup_vs_pyg.map_or("-".into(), |s| format!("{s:.2}x"))
+                row.speedup_vs_pyg
+                    .map_or("-".into(), |s| format!("{s:.2}x"))
             );
             doc.rows.retain(|r| {
-                !(r.dataset == row.dataset && r.model == row.model && r.activation == row.activation)
+                !(r.dataset == row.dataset
+                    && r.model == row.model
+                    && r.activation == row.activation)
             });
             doc.rows.push(row);
         }
@@ -254,13 +305,21 @@ fn main() -> Result<()> {
     });
     std::fs::write(&json_path, serde_json::to_string_pretty(&doc)? + "\n")
         .with_context(|| format!("writing {}", json_path.display()))?;
-    let md = markdown(&doc);
+    write_outputs(&doc, &args.out)
+}
+
+/// `sweep.md` and the two charts from a sweep document.
+fn write_outputs(doc: &Doc, out: &Path) -> Result<()> {
+    let md = markdown(doc);
     print!("\n{md}");
-    let md_path = args.out.join("sweep.md");
+    let md_path = out.join("sweep.md");
     std::fs::write(&md_path, &md).with_context(|| format!("writing {}", md_path.display()))?;
-    charts::accuracy_time(&doc, &args.out.join("accuracy_time.svg"))?;
-    charts::breakdown(&doc, &args.out.join("breakdown.svg"))?;
-    println!("wrote sweep.json, sweep.md, accuracy_time.svg, breakdown.svg in {}", args.out.display());
+    charts::accuracy_time(doc, &out.join("accuracy_time.svg"))?;
+    charts::breakdown(doc, &out.join("breakdown.svg"))?;
+    println!(
+        "wrote sweep.md, accuracy_time.svg, breakdown.svg in {}",
+        out.display()
+    );
     Ok(())
 }
 
@@ -345,13 +404,23 @@ mod charts {
                     .iter()
                     .filter(|r| &r.dataset == ds && &r.model == model)
                     .collect();
-                let maxk: Vec<_> = rows.iter().filter_map(|r| r.k.map(|k| (k as f64, *r))).collect();
+                let maxk: Vec<_> = rows
+                    .iter()
+                    .filter_map(|r| r.k.map(|k| (k as f64, *r)))
+                    .collect();
                 let relu = rows.iter().find(|r| r.k.is_none());
                 let kmax = maxk.iter().map(|p| p.0).fold(1.0, f64::max) * 1.08;
                 // accuracy panel
-                let amin = rows.iter().map(|r| r.test_acc).fold(100.0, f64::min).max(0.0);
+                let amin = rows
+                    .iter()
+                    .map(|r| r.test_acc)
+                    .fold(100.0, f64::min)
+                    .max(0.0);
                 let mut c = ChartBuilder::on(&cells[2 * gi])
-                    .caption(format!("{model} on {ds}: test accuracy"), ("sans-serif", 16))
+                    .caption(
+                        format!("{model} on {ds}: test accuracy"),
+                        ("sans-serif", 16),
+                    )
                     .margin(10)
                     .x_label_area_size(32)
                     .y_label_area_size(46)
@@ -393,12 +462,19 @@ mod charts {
                     .label("MaxK")
                     .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], COLORS[0]));
                 c.draw_series(pts.iter().map(|&p| Circle::new(p, 3, COLORS[0].filled())))?;
-                let mut hline = |v: f64, name: &str, col: RGBColor| -> std::result::Result<(), Box<dyn std::error::Error>> {
-                    c.draw_series(LineSeries::new(vec![(0.0, v), (kmax, v)], col.stroke_width(2)))?
+                let mut hline =
+                    |v: f64,
+                     name: &str,
+                     col: RGBColor|
+                     -> std::result::Result<(), Box<dyn std::error::Error>> {
+                        c.draw_series(LineSeries::new(
+                            vec![(0.0, v), (kmax, v)],
+                            col.stroke_width(2),
+                        ))?
                         .label(name.to_string())
                         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], col));
-                    Ok(())
-                };
+                        Ok(())
+                    };
                 if let Some(r) = relu {
                     hline(r.epoch_ms, "ReLU (ours)", COLORS[1])?;
                 }
@@ -462,7 +538,11 @@ mod charts {
                     let i = x.floor() as usize;
                     labels.get(i).cloned().unwrap_or_default()
                 })
-                .x_label_style(("sans-serif", 11).into_font().transform(FontTransform::Rotate90))
+                .x_label_style(
+                    ("sans-serif", 11)
+                        .into_font()
+                        .transform(FontTransform::Rotate90),
+                )
                 .y_desc("ms per epoch")
                 .draw()?;
             for (pi, phase) in phases.iter().enumerate() {
@@ -481,7 +561,9 @@ mod charts {
                     .collect();
                 c.draw_series(bars)?
                     .label(phase.clone())
-                    .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], col.filled()));
+                    .legend(move |(x, y)| {
+                        Rectangle::new([(x, y - 5), (x + 12, y + 5)], col.filled())
+                    });
             }
             c.configure_series_labels()
                 .background_style(WHITE.mix(0.85))

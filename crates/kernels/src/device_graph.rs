@@ -27,7 +27,10 @@ struct Inner {
     #[cfg(feature = "cuda")]
     cuda: Option<crate::cuda::CudaCsr>,
     #[cfg(feature = "cuda")]
-    schedule: OnceLock<(candle_core::cuda_backend::cudarc::driver::CudaSlice<u32>, usize)>,
+    schedule: OnceLock<(
+        candle_core::cuda_backend::cudarc::driver::CudaSlice<u32>,
+        usize,
+    )>,
     #[cfg(feature = "cuda")]
     bwd_events: std::sync::Mutex<Vec<(CudaEvent, CudaEvent)>>,
 }
@@ -149,11 +152,16 @@ impl DeviceGraph {
     #[cfg(feature = "cuda")]
     pub(crate) fn cuda_schedule(
         &self,
-    ) -> candle_core::Result<(&candle_core::cuda_backend::cudarc::driver::CudaSlice<u32>, usize)>
-    {
+    ) -> candle_core::Result<(
+        &candle_core::cuda_backend::cudarc::driver::CudaSlice<u32>,
+        usize,
+    )> {
         if self.0.schedule.get().is_none() {
             let Device::Cuda(dev) = &self.0.device else {
-                candle_core::bail!("graph lives on {:?}, not on a CUDA device", self.0.device.location());
+                candle_core::bail!(
+                    "graph lives on {:?}, not on a CUDA device",
+                    self.0.device.location()
+                );
             };
             let s = RowSchedule::build(self.0.csr.indptr(), crate::schedule::CHUNK);
             let buf = if s.is_empty() {
