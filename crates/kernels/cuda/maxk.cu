@@ -123,11 +123,11 @@ struct Idx4<int16_t> {
     __device__ static int col(W w, int e) { return ((e < 2 ? w.x : w.y) >> (16 * (e & 1))) & 0xffffu; }
 };
 
-// A work item of the row schedule (crates/kernels/src/schedule.rs): the warp's row and the edge
-// range it covers; `split` when the row has other items too, whose partial sums meet in global
-// memory through atomics.
+// A work item of the row schedule (crates/kernels/src/schedule.rs): the warp's row, the edge
+// range it covers and the row's whole degree (for means); `split` when the row has other items
+// too, whose partial sums meet in global memory through atomics.
 struct Item {
-    uint32_t row, start, end;
+    uint32_t row, start, end, deg;
     bool split;
 };
 
@@ -139,7 +139,8 @@ __device__ __forceinline__ Item item_of(const uint32_t* __restrict__ indptr, con
     r.row = it.x;
     r.start = it.y;
     r.end = min(it.y + (uint32_t)chunk, re);
-    r.split = re - rs > (uint32_t)chunk;
+    r.deg = re - rs;
+    r.split = r.deg > (uint32_t)chunk;
     return r;
 }
 
@@ -216,8 +217,7 @@ __device__ __forceinline__ void spgemm_impl(const uint32_t* __restrict__ indptr,
         }
     }
     __syncwarp();
-    const uint32_t deg = indptr[item.row + 1] - indptr[item.row];
-    const float scale = mean ? 1.f / (float)deg : 1.f;
+    const float scale = mean ? 1.f / (float)item.deg : 1.f;
     float* o = out + (size_t)item.row * d;
     for (int c = lane; c < d; c += 32) {
         float acc = 0.f;
@@ -250,8 +250,7 @@ __device__ __forceinline__ void sspmm_impl(const uint32_t* __restrict__ indptr, 
     const Item item = item_of(indptr, items, i, chunk);
     const uint32_t start = item.start, end = item.end;
     float* buf = smem + (size_t)w * d;
-    const uint32_t deg = indptr[item.row + 1] - indptr[item.row];
-    const float scale = mean ? 1.f / (float)deg : 1.f;
+    const float scale = mean ? 1.f / (float)item.deg : 1.f;
     const float* g = dout + (size_t)item.row * d;
     for (int c = lane; c < d; c += 32) buf[c] = __ldg(g + c) * scale;
     __syncwarp();
