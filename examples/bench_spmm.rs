@@ -106,12 +106,20 @@ fn main() -> Result<()> {
             use gnn::kernels::ops::spmm::cuda::{set_tiling_override, SpmmTiling, CFS};
             for (vi, vec) in [1usize, 2, 4].into_iter().enumerate() {
                 for &cf in CFS[vi] {
-                    for (tile_major, unroll) in [(false, 4), (true, 4), (false, 8), (true, 8)] {
+                    for (tile_major, unroll, schedule) in [
+                        (false, 4, false),
+                        (true, 4, false),
+                        (false, 8, false),
+                        (true, 8, false),
+                        (false, 8, true),
+                        (true, 8, true),
+                    ] {
                         let t = SpmmTiling {
                             vec,
                             cf,
                             tile_major,
                             unroll,
+                            schedule,
                         };
                         if !t.valid(k, 0) || 32 * vec * cf > 2 * k.max(32) {
                             continue;
@@ -121,7 +129,7 @@ fn main() -> Result<()> {
                             spmm_weighted(&g, &x, &vals, Reduce::Sum)?;
                             Ok(())
                         })?;
-                        sweep.push(serde_json::json!({"vec": vec, "cf": cf, "tile_major": tile_major, "unroll": unroll, "ms": ms}));
+                        sweep.push(serde_json::json!({"vec": vec, "cf": cf, "tile_major": tile_major, "unroll": unroll, "schedule": schedule, "ms": ms}));
                     }
                 }
             }
@@ -132,13 +140,19 @@ fn main() -> Result<()> {
                     (
                         r["ms"].as_f64().unwrap_or(f64::MAX),
                         format!(
-                            "vec {} cf {} {}",
+                            "vec {} cf {} u{} {} {}",
                             r["vec"],
                             r["cf"],
+                            r["unroll"],
                             if r["tile_major"].as_bool().unwrap_or(false) {
                                 "tile-major"
                             } else {
                                 "node-major"
+                            },
+                            if r["schedule"].as_bool().unwrap_or(false) {
+                                "scheduled"
+                            } else {
+                                "per-row"
                             }
                         ),
                     )

@@ -16,7 +16,7 @@ use candle_core::{DType, Device, Tensor, Var};
 use clap::Parser;
 use gnn::graph::{generate, Csr, Normalization, SyntheticSpec};
 use gnn::kernels::{
-    dequantize, matmul_nt, maxk, sddmm, spgemm, spmm, spmm_sampled, spmm_weighted, sspmm,
+    dequantize, matmul_nt, maxk, sddmm, spgemm, spgemm_bias, spmm, spmm_sampled, spmm_weighted, sspmm,
     DeviceGraph, QuantizedFeatures, Reduce, Sampling,
 };
 use rand::{Rng, SeedableRng};
@@ -319,6 +319,28 @@ fn check_maxk(
     };
     let (dc, dg) = (grad(&cpu, &gc)?, grad(gpu, &gg)?);
     c.check(name, format!("{tag} grad dh"), d, &dg, &dc, 1e-5)?;
+    // The fused bias (GCN's MaxK layer): output and both gradients.
+    let bias = Tensor::randn(0f32, 1.0, d, &cpu)?;
+    let with_bias = |dev: &Device, g: &DeviceGraph| -> Result<(Tensor, Tensor, Tensor)> {
+        let hv = Var::from_tensor(&h.to_device(dev)?)?;
+        let bv = Var::from_tensor(&bias.to_device(dev)?)?;
+        let v = vals.to_device(dev)?;
+        let y = spgemm_bias(
+            g,
+            &maxk(hv.as_tensor(), k)?,
+            Some(&v),
+            Reduce::Sum,
+            Some(bv.as_tensor()),
+        )?;
+        let gr = (&y * w.to_device(dev)?)?.sum_all()?.backward()?;
+        let dh = gr.get(hv.as_tensor()).context("dh")?.clone();
+        let db = gr.get(bv.as_tensor()).context("dbias")?.unsqueeze(0)?;
+        Ok((y, dh, db))
+    };
+    let ((yc, dhc, dbc), (yg, dhg, dbg)) = (with_bias(&cpu, &gc)?, with_bias(gpu, &gg)?);
+    c.check(name, format!("{tag} spgemm+bias"), d, &yg, &yc, 1e-5)?;
+    c.check(name, format!("{tag} spgemm+bias dh"), d, &dhg, &dhc, 1e-5)?;
+    c.check(name, format!("{tag} spgemm+bias dbias"), d, &dbg, &dbc, 1e-5)?;
     Ok(())
 }
 

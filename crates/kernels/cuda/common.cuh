@@ -29,3 +29,24 @@ __device__ __forceinline__ void store_vec(float* p, const float (&r)[VEC]) {
         p[0] = r[0];
     }
 }
+
+// A work item of the row schedule (crates/kernels/src/schedule.rs): the warp's row, the edge
+// range it covers and the row's whole degree (for means); `split` when the row has other items
+// too, whose partial sums meet in global memory through atomics.
+struct Item {
+    uint32_t row, start, end, deg;
+    bool split;
+};
+
+__device__ __forceinline__ Item item_of(const uint32_t* __restrict__ indptr, const uint2* __restrict__ items, int i,
+                                        int chunk) {
+    const uint2 it = items[i];
+    const uint32_t rs = indptr[it.x], re = indptr[it.x + 1];
+    Item r;
+    r.row = it.x;
+    r.start = it.y;
+    r.end = min(it.y + (uint32_t)chunk, re);
+    r.deg = re - rs;
+    r.split = r.deg > (uint32_t)chunk;
+    return r;
+}

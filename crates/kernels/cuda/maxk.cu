@@ -17,71 +17,92 @@ __device__ __forceinline__ uint32_t fkey(float f) {
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
+// Inverse of fkey.
+__device__ __forceinline__ float unkey(uint32_t k) {
+    return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
 // One warp per row; element e = j * 32 + lane lives in lane `lane`, slot j (j < 32, D <= 1024).
-// Radix selection of the k-th largest key T bit by bit with warp-wide counts, then one pass in
-// column order keeps keys > T and the lowest-column keys == T until k are kept.
+// The threshold T (the k-th largest key) is found by bisection over key values: with G(x) the
+// warp-wide count of keys >= x, the interval [lo, up] keeps G(lo) >= k > G(up + 1). It starts
+// at [a lower bound, max key]: for k <= 32 the smallest of the lanes' largest keys (every lane
+// has a key at or above it, so G >= 32 >= k), else the smallest key. Each pass counts keys at
+// the midpoint (V compares per lane and one warp reduction) and stops as soon as G(mid) == k,
+// when the kept set is exactly the keys >= mid. Bisecting between the data's own bounds skips
+// the sign and exponent bits that all the row's large keys share, where a most-significant-bit
+// radix pass decides nothing: about 8 passes on Gaussian-like rows of 256 against 16. If the
+// interval closes without an exact count, lo is the k-th largest key and the keys equal to it
+// are ties: the lowest columns among them fill the remaining places.
+// A final pass in column order writes the kept columns and, when `vals` is given, their
+// values (the CBSR gather fused in).
 // V = keys per lane (a power of two, 32 * V >= d), a template parameter so that the loops over
 // a lane's keys are fully unrolled without dead iterations.
 template <typename IDX, int V>
-__device__ __forceinline__ void maxk_select_impl(const float* __restrict__ h, IDX* __restrict__ out, int n, int d,
-                                                 int k) {
+__device__ __forceinline__ void maxk_select_impl(const float* __restrict__ h, IDX* __restrict__ out,
+                                                 float* __restrict__ vals, int n, int d, int k) {
     const int lane = threadIdx.x & 31;
     const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (row >= n) return;
-    const int v = V;
     const float* hr = h + (size_t)row * d;
     uint32_t key[V];
-    bool ok[V];
+    uint32_t kmax = 0, kmin = 0xffffffffu;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
         const int e = j * 32 + lane;
-        ok[j] = e < d;
-        key[j] = ok[j] ? fkey(__ldg(hr + e)) : 0u;
+        // Padding slots get key 0, which no midpoint (always >= 1) counts.
+        key[j] = e < d ? fkey(__ldg(hr + e)) : 0u;
+        kmax = max(kmax, key[j]);
+        if (e < d) kmin = min(kmin, key[j]);
     }
-    // Radix selection, most significant bit first. `m` marks the lane's keys that share the
-    // prefix of T decided so far (the candidates), `cand` counts them over the warp; once they
-    // are exactly the `need` keys still to take, every one of them is kept and the remaining
-    // bits of T can stay zero (random-looking data stops after about log2(d) passes plus the
-    // bits all keys share, instead of 32). Two bits per pass (three counts) measured the same
-    // on the H100, so the simpler one-bit pass stays.
-    uint32_t m = 0;
+    // Lanes without keys (d < 32) hold kmax = 0, which keeps the bound valid.
+    uint32_t lo = k <= 32 ? __reduce_min_sync(FULL, kmax) : __reduce_min_sync(FULL, kmin);
+    uint32_t up = __reduce_max_sync(FULL, kmax); // T <= up: G(up + 1) = 0 < k
+    int g_hi = 0;                                 // G(up + 1)
+    bool exact = false;
+    while (lo < up) {
+        const uint32_t mid = lo + ((up - lo) >> 1) + 1; // in (lo, up]
+        uint32_t m = 0; // bit j: key j counts (a mask and one popc, no serial add chain)
 #pragma unroll
-    for (int j = 0; j < V; ++j) m |= (ok[j] ? 1u : 0u) << j;
-    uint32_t t = 0;
-    int need = k, cand = d;
-    for (int b = 31; b >= 0 && cand != need; --b) {
-        uint32_t bits = 0;
-#pragma unroll
-        for (int j = 0; j < V; ++j) bits |= ((key[j] >> b) & 1u) << j;
-        const uint32_t up = bits & m;
-        const int c = __reduce_add_sync(FULL, __popc(up));
-        if (c >= need) {
-            t |= 1u << b;
-            m = up;
-            cand = c;
+        for (int j = 0; j < V; ++j) m |= (key[j] >= mid ? 1u : 0u) << j;
+        const int c = __reduce_add_sync(FULL, __popc(m));
+        if (c >= k) {
+            lo = mid;
+            if (c == k) {
+                exact = true;
+                break;
+            }
         } else {
-            m &= ~bits;
-            need -= c;
-            cand -= c;
+            up = mid - 1;
+            g_hi = c;
         }
     }
+    const uint32_t t = lo;
+    const int need = k - g_hi; // ties at t to keep (unused when exact)
     const uint32_t lower = (1u << lane) - 1u;
     int taken = 0, ties = 0;
     IDX* o = out + (size_t)row * k;
+    float* ov = vals ? vals + (size_t)row * k : nullptr;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-        if (j < v) {
-            const int e = j * 32 + lane;
-            const bool valid = ok[j];
+        const int e = j * 32 + lane;
+        const bool valid = e < d;
+        bool take;
+        if (exact) {
+            take = valid && key[j] >= t;
+        } else {
             const bool eq = valid && key[j] == t;
             const uint32_t eqm = __ballot_sync(FULL, eq);
             const int rank = ties + __popc(eqm & lower);
             ties += __popc(eqm);
-            const bool take = valid && (key[j] > t || (eq && rank < need));
-            const uint32_t tm = __ballot_sync(FULL, take);
-            if (take) o[taken + __popc(tm & lower)] = (IDX)e;
-            taken += __popc(tm);
+            take = valid && (key[j] > t || (eq && rank < need));
         }
+        const uint32_t tm = __ballot_sync(FULL, take);
+        if (take) {
+            const int pos = taken + __popc(tm & lower);
+            o[pos] = (IDX)e;
+            if (ov) ov[pos] = unkey(key[j]);
+        }
+        taken += __popc(tm);
     }
 }
 
@@ -123,27 +144,6 @@ struct Idx4<int16_t> {
     __device__ static int col(W w, int e) { return ((e < 2 ? w.x : w.y) >> (16 * (e & 1))) & 0xffffu; }
 };
 
-// A work item of the row schedule (crates/kernels/src/schedule.rs): the warp's row, the edge
-// range it covers and the row's whole degree (for means); `split` when the row has other items
-// too, whose partial sums meet in global memory through atomics.
-struct Item {
-    uint32_t row, start, end, deg;
-    bool split;
-};
-
-__device__ __forceinline__ Item item_of(const uint32_t* __restrict__ indptr, const uint2* __restrict__ items, int i,
-                                        int chunk) {
-    const uint2 it = items[i];
-    const uint32_t rs = indptr[it.x], re = indptr[it.x + 1];
-    Item r;
-    r.row = it.x;
-    r.start = it.y;
-    r.end = min(it.y + (uint32_t)chunk, re);
-    r.deg = re - rs;
-    r.split = r.deg > (uint32_t)chunk;
-    return r;
-}
-
 // Forward SpGEMM, one warp per work item (Algorithm 1 with its warp-level edge groups: rows
 // longer than `chunk` edges are cut into groups of `chunk`, longest items first). Lanes own VEC
 // consecutive CBSR slots of an edge (VEC = 4: one float4 data load and one 4-index load), so an
@@ -152,14 +152,15 @@ __device__ __forceinline__ Item item_of(const uint32_t* __restrict__ indptr, con
 // columns, so no two lanes of a sub-group touch one address in a step. Steps are separated by
 // __syncwarp, so plain read-modify-writes suffice (shared-memory float atomics would be a
 // compare-and-swap loop). The sub-rows are summed at the coalesced write-back, which adds
-// atomically into the zeroed output when the row is split. Edge indices and values are
+// atomically into the zeroed output when the row is split (with a fused bias the output starts
+// as the bias in every row, and unsplit rows add it at the write-back). Edge indices and values are
 // streamed (evict-first) so that they do not push the CBSR rows out of L2.
 template <typename IDX, int VEC>
 __device__ __forceinline__ void spgemm_impl(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
                                             const float* __restrict__ vals, const float* __restrict__ data,
                                             const IDX* __restrict__ idx, float* __restrict__ out,
-                                            const uint2* __restrict__ items, int n_items, int chunk, int d, int k,
-                                            int per, int weighted, int mean) {
+                                            const float* __restrict__ bias, const uint2* __restrict__ items,
+                                            int n_items, int chunk, int d, int k, int per, int weighted, int mean) {
     extern __shared__ float smem[];
     const int lane = threadIdx.x & 31;
     const int w = threadIdx.x >> 5;
@@ -223,9 +224,9 @@ __device__ __forceinline__ void spgemm_impl(const uint32_t* __restrict__ indptr,
         float acc = 0.f;
         for (int q = 0; q < per; ++q) acc += buf[q * d + c];
         if (item.split) {
-            atomicAdd(o + c, acc * scale);
+            atomicAdd(o + c, acc * scale); // onto the pre-filled output (zeros or the bias)
         } else {
-            o[c] = acc * scale;
+            o[c] = bias ? acc * scale + __ldg(bias + c) : acc * scale;
         }
     }
 }
@@ -306,9 +307,9 @@ __device__ __forceinline__ void sspmm_impl(const uint32_t* __restrict__ indptr, 
 }
 
 #define SELECT(IDX, SUF, V)                                                                                     \
-    extern "C" __global__ void maxk_select_##SUF##_v##V(const float* __restrict__ h, IDX* __restrict__ out, int n,  \
-                                                        int d, int k) {                                             \
-        maxk_select_impl<IDX, V>(h, out, n, d, k);                                                                  \
+    extern "C" __global__ void maxk_select_##SUF##_v##V(const float* __restrict__ h, IDX* __restrict__ out,         \
+                                                        float* __restrict__ vals, int n, int d, int k) {            \
+        maxk_select_impl<IDX, V>(h, out, vals, n, d, k);                                                            \
     }
 
 // At most 42 registers (12 blocks of 128 threads per SM: 75 % occupancy), for latency hiding.
@@ -316,10 +317,19 @@ __device__ __forceinline__ void sspmm_impl(const uint32_t* __restrict__ indptr, 
     extern "C" __global__ void spgemm_##SUF##_v##VEC(                                                               \
         const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices, const float* __restrict__ vals,  \
         const float* __restrict__ data, const IDX* __restrict__ idx, float* __restrict__ out,                       \
-        const uint2* __restrict__ items, int n_items, int chunk, int d, int k, int per, int weighted, int mean) {   \
-        spgemm_impl<IDX, VEC>(indptr, indices, vals, data, idx, out, items, n_items, chunk, d, k, per, weighted,    \
-                              mean);                                                                                \
+        const float* __restrict__ bias, const uint2* __restrict__ items, int n_items, int chunk, int d, int k,      \
+        int per, int weighted, int mean) {                                                                          \
+        spgemm_impl<IDX, VEC>(indptr, indices, vals, data, idx, out, bias, items, n_items, chunk, d, k, per,        \
+                              weighted, mean);                                                                      \
     }
+
+// out[r, c] = bias[c]: the SpGEMM output's initial value when a bias is fused (rows without
+// edges keep it, split rows add onto it).
+extern "C" __global__ void bias_fill(const float* __restrict__ bias, float* __restrict__ out, uint64_t total, int d) {
+    for (uint64_t e = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; e < total; e += (uint64_t)gridDim.x * blockDim.x) {
+        out[e] = __ldg(bias + e % d);
+    }
+}
 
 #define MAXK_KERNELS(IDX, SUF)                                                                                         \
     SELECT(IDX, SUF, 1) SELECT(IDX, SUF, 2) SELECT(IDX, SUF, 4) SELECT(IDX, SUF, 8) SELECT(IDX, SUF, 16)            \

@@ -13,6 +13,10 @@
 // - Block order: node-major (consecutive blocks share rows and differ in column tile, so a
 //   row's sparse data is reused from L2 across tiles) or tile-major (all rows of a column
 //   tile first, so the gathered columns of x stay in L2); the host picks by size.
+// - Optional row schedule (sum/mean only; `items` non-null): a warp takes a work item of
+//   crates/kernels/src/schedule.rs instead of a row: rows longer than `chunk` edges are cut
+//   into `chunk`-edge groups whose partial sums add atomically into the zeroed output, and
+//   the longest items run first, so no block waits on one hub row (HP-SpMM's nnz balance).
 // Max/min use the sign trick (min x = -max -x) and keep the first strictly better edge,
 // exactly as the CPU reference; empty rows give 0.
 
@@ -44,17 +48,26 @@ __device__ __forceinline__ void spmm_impl(
     const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
     const float* __restrict__ vals, const float* __restrict__ x, float* __restrict__ out,
     uint32_t* __restrict__ arg, int n_rows, int k, int n_tiles, int weighted, int mean, float sign,
-    int tile_major)
+    int tile_major, const uint2* __restrict__ items, int n_items, int chunk)
 {
     const int lane = threadIdx.x & 31;
     const int warps = blockDim.x >> 5;
     // Node-major: consecutive blocks share rows (sparse data reused across tiles).
     // Tile-major: all rows of one column tile first (the gathered slice of x, n_cols * tile
     // width, can stay in L2 while the tile is processed).
-    const int row_blocks = (n_rows + warps - 1) / warps;
+    const int n_work = items ? n_items : n_rows;
+    const int row_blocks = (n_work + warps - 1) / warps;
     const int tile = tile_major ? blockIdx.x / row_blocks : blockIdx.x % n_tiles;
-    const int row = (tile_major ? blockIdx.x % row_blocks : blockIdx.x / n_tiles) * warps + (threadIdx.x >> 5);
-    if (row >= n_rows) return;
+    const int w = (tile_major ? blockIdx.x % row_blocks : blockIdx.x / n_tiles) * warps + (threadIdx.x >> 5);
+    if (w >= n_work) return;
+    uint32_t row, start, end, len;
+    bool split = false;
+    if (items) {
+        const Item it = item_of(indptr, items, w, chunk);
+        row = it.row; start = it.start; end = it.end; len = it.deg; split = it.split;
+    } else {
+        row = w; start = indptr[row]; end = indptr[row + 1]; len = end - start;
+    }
     const int col0 = tile * (32 * VEC * CF) + lane * VEC;
     float acc[CF][VEC];
     uint32_t am[CF][VEC];
@@ -63,7 +76,6 @@ __device__ __forceinline__ void spmm_impl(
 #pragma unroll
         for (int j = 0; j < VEC; ++j) { acc[c][j] = MODE == 0 ? 0.f : -CUDART_INF_F; am[c][j] = NO_EDGE; }
 
-    const uint32_t start = indptr[row], end = indptr[row + 1];
     for (uint32_t base = start; base < end; base += 32) {
         const uint32_t p = base + lane;
         uint32_t my_c = 0;
@@ -114,7 +126,6 @@ __device__ __forceinline__ void spmm_impl(
             }
         }
     }
-    const uint32_t len = end - start;
     const float scale = (MODE == 0 && mean && len > 0) ? 1.f / (float)len : 1.f;
 #pragma unroll
     for (int cc = 0; cc < CF; ++cc) {
@@ -125,7 +136,12 @@ __device__ __forceinline__ void spmm_impl(
             for (int j = 0; j < VEC; ++j) {
                 r[j] = MODE == 0 ? acc[cc][j] * scale : (len == 0 ? 0.f : sign * acc[cc][j]);
             }
-            store_vec<VEC>(out + (size_t)row * k + col, r);
+            if (MODE == 0 && split) {
+#pragma unroll
+                for (int j = 0; j < VEC; ++j) atomicAdd(out + (size_t)row * k + col + j, r[j]);
+            } else {
+                store_vec<VEC>(out + (size_t)row * k + col, r);
+            }
             if (MODE == 2) {
 #pragma unroll
                 for (int j = 0; j < VEC; ++j) arg[(size_t)row * k + col + j] = am[cc][j];
@@ -139,9 +155,9 @@ __device__ __forceinline__ void spmm_impl(
         const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,              \
         const float* __restrict__ vals, const float* __restrict__ x, float* __restrict__ out,   \
         uint32_t* __restrict__ arg, int n_rows, int k, int n_tiles, int weighted, int mean,     \
-        float sign, int tile_major) {                                                           \
+        float sign, int tile_major, const uint2* __restrict__ items, int n_items, int chunk) {  \
         spmm_impl<VEC, CF, MODE, U>(indptr, indices, vals, x, out, arg, n_rows, k, n_tiles,    \
-                                    weighted, mean, sign, tile_major);                          \
+                                    weighted, mean, sign, tile_major, items, n_items, chunk);   \
     }
 #define SPMM_KERNEL(VEC, CF, MODE) SPMM_KERNEL_U(VEC, CF, MODE, 4, )
 

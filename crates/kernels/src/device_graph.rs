@@ -22,6 +22,8 @@ struct Inner {
     device: Device,
     transpose: OnceLock<(DeviceGraph, Tensor)>,
     inv_deg: OnceLock<Tensor>,
+    /// The last constant edge-value tensor permuted to the transpose: `(its id, values)`.
+    transposed_values: std::sync::Mutex<Option<(candle_core::TensorId, Tensor)>>,
     timing: AtomicBool,
     bwd_ns: AtomicU64,
     #[cfg(feature = "cuda")]
@@ -69,6 +71,7 @@ impl DeviceGraph {
             device: device.clone(),
             transpose: OnceLock::new(),
             inv_deg: OnceLock::new(),
+            transposed_values: std::sync::Mutex::new(None),
             timing: AtomicBool::new(false),
             bwd_ns: AtomicU64::new(0),
             #[cfg(feature = "cuda")]
@@ -113,6 +116,29 @@ impl DeviceGraph {
         }
         let (g, p) = self.0.transpose.get().expect("set above");
         Ok((g, p))
+    }
+
+    /// Edge values `v` (`[nnz]`) in the order of the [`Self::transpose`]: `v[perm]`. A constant
+    /// `v` (no gradient) is permuted once and cached by its tensor id, so that a training loop
+    /// over fixed normalisation values (GCN) does not re-gather `nnz` floats every backward.
+    pub fn transposed_values(&self, v: &Tensor) -> Result<Tensor> {
+        let (_, perm) = self.transpose()?;
+        if v.track_op() {
+            return Ok(v.index_select(perm, 0)?);
+        }
+        let mut cache = self
+            .0
+            .transposed_values
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some((id, vt)) = cache.as_ref() {
+            if *id == v.id() {
+                return Ok(vt.clone());
+            }
+        }
+        let vt = v.index_select(perm, 0)?;
+        *cache = Some((v.id(), vt.clone()));
+        Ok(vt)
     }
 
     /// `1 / row_len` as an `[n_rows, 1]` tensor of `dtype` (0 for empty rows). Cached in f32.

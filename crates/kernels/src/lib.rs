@@ -13,7 +13,7 @@
 //! | [`sddmm`] | `e[p] = <a[i], b[j]>` for every edge `p = (i, j)` |
 //! | [`spmm_sampled`] | edge-sampled `spmm` estimate for inference (ES-SpMM / AES-SpMM) |
 //! | [`maxk`] | top-k of each row as CBSR (MaxK-GNN), gradient to the kept entries |
-//! | [`spgemm`] | `A · dense(x)` for CBSR `x` (backward: [`sspmm`], the sampled `Aᵀ · dOut`) |
+//! | [`spgemm`] | `A · dense(x)` for CBSR `x` (backward: [`sspmm`], the sampled `Aᵀ · dOut`); [`spgemm_bias`] fuses a bias |
 //! | [`dequantize`] | f32 features from INT8 codes with per-feature scales |
 //!
 //! The `cuda` feature enables candle's CUDA backend; GPU kernels plug into the same ops.
@@ -29,7 +29,7 @@ pub mod schedule;
 pub use device_graph::DeviceGraph;
 pub use error::{Error, Result};
 pub use ops::matmul::matmul_nt;
-pub use ops::maxk::{maxk, spgemm, sspmm, Cbsr};
+pub use ops::maxk::{maxk, spgemm, spgemm_bias, sspmm, Cbsr};
 pub use ops::quant::{dequantize, QuantizedFeatures};
 pub use ops::sampled::{spmm_sampled, Sampling};
 pub use ops::sddmm::sddmm;

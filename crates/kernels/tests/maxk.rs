@@ -2,7 +2,7 @@
 
 use candle_core::{DType, Device, Tensor, Var};
 use gnn_graph::Csr;
-use gnn_kernels::{maxk, spgemm, spmm, spmm_weighted, sspmm, DeviceGraph, Reduce};
+use gnn_kernels::{maxk, spgemm, spgemm_bias, spmm, spmm_weighted, sspmm, DeviceGraph, Reduce};
 use rand::{Rng, SeedableRng};
 
 fn rng(seed: u64) -> rand_xoshiro::Xoshiro256PlusPlus {
@@ -253,6 +253,58 @@ fn finite_differences_agree_with_the_maxk_spgemm_gradient() {
 }
 
 #[test]
+fn spgemm_bias_adds_the_bias_and_differentiates_it() {
+    let dev = Device::Cpu;
+    let csr = graph(6); // empty rows keep the bias alone
+    let g = DeviceGraph::upload(&csr, &dev).unwrap();
+    let vals = Tensor::randn(0f64, 1.0, csr.nnz(), &dev).unwrap();
+    for (d, k, reduce) in [(16, 4, Reduce::Sum), (40, 7, Reduce::Mean), (300, 33, Reduce::Sum)] {
+        let h0 = Tensor::randn(0f64, 1.0, (70, d), &dev).unwrap();
+        let b0 = Tensor::randn(0f64, 1.0, d, &dev).unwrap();
+        let w = Tensor::randn(0f64, 1.0, (50, d), &dev).unwrap();
+        // Fused and unfused, each with its own leaves.
+        let run = |fused: bool| {
+            let h = Var::from_tensor(&h0).unwrap();
+            let b = Var::from_tensor(&b0).unwrap();
+            let x = maxk(h.as_tensor(), k).unwrap();
+            let y = if fused {
+                spgemm_bias(&g, &x, Some(&vals), reduce, Some(b.as_tensor())).unwrap()
+            } else {
+                spgemm(&g, &x, Some(&vals), reduce)
+                    .unwrap()
+                    .broadcast_add(b.as_tensor())
+                    .unwrap()
+            };
+            let grads = (&y * &w).unwrap().sum_all().unwrap().backward().unwrap();
+            let dh = grads.get(h.as_tensor()).unwrap().clone();
+            let db = grads.get(b.as_tensor()).unwrap().clone();
+            (y, dh, db)
+        };
+        let (yf, dhf, dbf) = run(true);
+        let (yu, dhu, dbu) = run(false);
+        let tag = format!("{d}/{k} {reduce:?}");
+        close(&rows(&yf), &rows(&yu), 1e-12, &format!("{tag} out"));
+        close(&rows(&dhf), &rows(&dhu), 1e-12, &format!("{tag} dh"));
+        let (dbf, dbu) = (dbf.unsqueeze(0).unwrap(), dbu.unsqueeze(0).unwrap());
+        close(&rows(&dbf), &rows(&dbu), 1e-12, &format!("{tag} db"));
+        // The bias gradient is the column sum of the upstream gradient, here `w`.
+        close(
+            &rows(&dbf),
+            &rows(&w.sum_keepdim(0).unwrap()),
+            1e-12,
+            &format!("{tag} db = sum w"),
+        );
+        let empty = csr.row_degrees().iter().position(|&n| n == 0).unwrap();
+        close(
+            &rows(&yf.narrow(0, empty, 1).unwrap()),
+            &rows(&b0.unsqueeze(0).unwrap()),
+            0.0,
+            &format!("{tag} empty row"),
+        );
+    }
+}
+
+#[test]
 fn bad_inputs_are_refused() {
     let dev = Device::Cpu;
     let h = Tensor::zeros((4, 8), DType::F32, &dev).unwrap();
@@ -273,4 +325,11 @@ fn bad_inputs_are_refused() {
         .contains("edge values"));
     let wrong_rows = maxk(&Tensor::randn(0f32, 1.0, (50, 16), &dev).unwrap(), 4).unwrap();
     assert!(spgemm(&g, &wrong_rows, None, Reduce::Sum).is_err());
+    let short_bias = Tensor::zeros(15, DType::F32, &dev).unwrap();
+    assert!(
+        spgemm_bias(&g, &x, None, Reduce::Sum, Some(&short_bias))
+            .unwrap_err()
+            .to_string()
+            .contains("bias")
+    );
 }

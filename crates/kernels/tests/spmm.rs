@@ -312,3 +312,22 @@ fn matmul_nt_gradients_equal_plain_matmul() {
     assert!(max_rel_err(&to_f64(g.get(xv.as_tensor()).unwrap()), &to_f64(&want_dx)) < 1e-12);
     assert!(gnn_kernels::matmul_nt(&x, &Tensor::zeros((5, 6), DType::F64, &dev).unwrap()).is_err());
 }
+
+#[test]
+fn transposed_values_are_permuted_and_cached_by_tensor() {
+    let dev = Device::Cpu;
+    let csr = graph(30, 20, 4, 0, 8);
+    let g = DeviceGraph::upload(&csr, &dev).unwrap();
+    let (_, perm) = g.transpose().unwrap();
+    let want = |v: &Tensor| to_f64(&v.index_select(perm, 0).unwrap());
+    let v1 = Tensor::new(rand_vec(csr.nnz(), 1), &dev).unwrap();
+    let v2 = Tensor::new(rand_vec(csr.nnz(), 2), &dev).unwrap();
+    for v in [&v1, &v1, &v2, &v1] {
+        assert_eq!(to_f64(&g.transposed_values(v).unwrap()), want(v));
+    }
+    // A tracked tensor is permuted every time (and keeps its gradient path).
+    let tracked = candle_core::Var::from_tensor(&v2).unwrap();
+    let t = g.transposed_values(tracked.as_tensor()).unwrap();
+    assert!(t.track_op());
+    assert_eq!(to_f64(&t), want(&v2));
+}

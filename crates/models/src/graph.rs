@@ -4,7 +4,9 @@ use crate::config::ConvKind;
 use crate::error::{Error, Result};
 use candle_core::{Device, Tensor};
 use gnn_graph::{BuildOptions, Csr, Normalization, SelfLoops};
-use gnn_kernels::{spgemm, spmm, spmm_sampled, spmm_weighted, Cbsr, DeviceGraph, Reduce, Sampling};
+use gnn_kernels::{
+    spgemm, spgemm_bias, spmm, spmm_sampled, spmm_weighted, Cbsr, DeviceGraph, Reduce, Sampling,
+};
 use serde::{Deserialize, Serialize};
 
 /// Which aggregation kernel the layers call. Training always uses [`Aggregation::Exact`];
@@ -138,6 +140,23 @@ impl ModelGraph {
         match self.aggregation {
             Aggregation::Exact => Ok(spgemm(&self.graph, x, self.values.as_ref(), reduce)?),
             Aggregation::Sampled(_) => self.aggregate(&x.to_dense()?, reduce),
+        }
+    }
+
+    /// [`Self::aggregate_cbsr`] plus `bias [D]` on every row, fused into the SpGEMM under
+    /// exact aggregation (a broadcast add otherwise).
+    pub fn aggregate_cbsr_bias(&self, x: &Cbsr, reduce: Reduce, bias: &Tensor) -> Result<Tensor> {
+        match self.aggregation {
+            Aggregation::Exact => Ok(spgemm_bias(
+                &self.graph,
+                x,
+                self.values.as_ref(),
+                reduce,
+                Some(bias),
+            )?),
+            Aggregation::Sampled(_) => Ok(self
+                .aggregate(&x.to_dense()?, reduce)?
+                .broadcast_add(bias)?),
         }
     }
 }

@@ -47,7 +47,8 @@ impl GcnConv {
         t.time(Phase::Elementwise, || Ok(y.broadcast_add(&self.bias)?))
     }
 
-    /// MaxK-GNN order: `A · dropout(MaxK(x W^T)) + b`, the aggregation over CBSR (SpGEMM).
+    /// MaxK-GNN order: `A · dropout(MaxK(x W^T)) + b`, the aggregation over CBSR (SpGEMM, with
+    /// the bias fused).
     pub fn forward_maxk(
         &self,
         g: &ModelGraph,
@@ -58,7 +59,9 @@ impl GcnConv {
     ) -> Result<Tensor> {
         let h = self.lin.forward_no_bias(x, t)?;
         let c = maxk_dropout(&h, k, drop, t)?;
-        let y = t.time(Phase::Aggregation, || g.aggregate_cbsr(&c, Reduce::Sum))?;
-        t.time(Phase::Elementwise, || Ok(y.broadcast_add(&self.bias)?))
+        // The bias rides in the SpGEMM's write-back (no separate broadcast add).
+        t.time(Phase::Aggregation, || {
+            g.aggregate_cbsr_bias(&c, Reduce::Sum, &self.bias)
+        })
     }
 }

@@ -5,9 +5,8 @@ use crate::device_graph::DeviceGraph;
 use crate::schedule::CHUNK;
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{
-    CudaSlice, CudaView, DeviceRepr, LaunchArgs, LaunchConfig, PushKernelArg, ValidAsZeroBits,
+    CudaSlice, CudaView, LaunchArgs, LaunchConfig, PushKernelArg,
 };
-use candle_core::cuda_backend::CudaDType;
 use candle_core::{CudaStorage, DType, Layout, Result, Shape};
 
 /// Warps per block of the row kernels.
@@ -101,35 +100,88 @@ pub(crate) fn select(s: &CudaStorage, l: &Layout, k: usize) -> Result<(CudaStora
     let (n, d) = l.shape().dims2()?;
     let dev = s.device().clone();
     let h = f32_view("maxk", s, l)?;
-    fn run<I: CudaDType + DeviceRepr + ValidAsZeroBits>(
-        dev: &candle_core::CudaDevice,
-        h: &CudaView<'_, f32>,
-        name: &str,
-        n: usize,
-        d: usize,
-        k: usize,
-    ) -> Result<CudaSlice<I>> {
-        let out = zeros::<I>(dev, n * k)?;
-        if n > 0 {
-            let func = dev.get_or_load_custom_func(name, "gnn_maxk", MAXK_PTX)?;
-            let (n_i, d_i, k_i) = (i32_of("rows", n)?, d as i32, k as i32);
-            let mut b = func.builder();
-            b.arg(h).arg(&out).arg(&n_i).arg(&d_i).arg(&k_i);
-            // SAFETY: h holds n*d floats, out n*k indices; one warp per row, k <= d <= 1024.
-            launched(unsafe { b.launch(rows_cfg(n, 0)) }.map(|_| ()))?;
-        }
-        Ok(out)
+    let st = if d <= 256 {
+        let out = zeros::<u8>(&dev, n * k)?;
+        launch_select(&dev, &h, IdxOut::U8(&out), None, n, d, k)?;
+        CudaStorage::wrap_cuda_slice(out, dev)
+    } else {
+        let out = zeros::<i16>(&dev, n * k)?;
+        launch_select(&dev, &h, IdxOut::I16(&out), None, n, d, k)?;
+        CudaStorage::wrap_cuda_slice(out, dev)
+    };
+    Ok((st, Shape::from((n, k))))
+}
+
+/// MaxK selection with the CBSR gather fused: writes the columns into `index` (a fresh
+/// `[N, k]` buffer of the index dtype, owned by the caller's op) and returns the values
+/// `[N, k]`. One pass over `h` instead of a selection pass plus a gather that reads `h` again.
+pub(crate) fn select_fused(
+    s: &CudaStorage,
+    l: &Layout,
+    index: &CudaStorage,
+    il: &Layout,
+    k: usize,
+) -> Result<(CudaStorage, Shape)> {
+    let (n, d) = l.shape().dims2()?;
+    if il.shape().dims() != [n, k] || !il.is_contiguous() || il.start_offset() != 0 {
+        candle_core::bail!(
+            "maxk: index buffer {:?} must be a whole contiguous [{n}, {k}]",
+            il.shape().dims()
+        );
+    }
+    let dev = s.device().clone();
+    let h = f32_view("maxk", s, l)?;
+    // SAFETY: the kernel keeps exactly k entries of every row, so all n * k values are written.
+    let vals = unsafe { dev.alloc::<f32>((n * k).max(1))? };
+    let idx = match index.dtype() {
+        DType::U8 if d <= 256 => IdxOut::U8(index.as_cuda_slice::<u8>()?),
+        DType::I16 if d > 256 => IdxOut::I16(index.as_cuda_slice::<i16>()?),
+        o => candle_core::bail!("maxk: index dtype {o:?} does not fit width {d}"),
+    };
+    launch_select(&dev, &h, idx, Some(&vals), n, d, k)?;
+    Ok((CudaStorage::wrap_cuda_slice(vals, dev), Shape::from((n, k))))
+}
+
+/// The index buffer a selection writes.
+enum IdxOut<'a> {
+    U8(&'a CudaSlice<u8>),
+    I16(&'a CudaSlice<i16>),
+}
+
+fn launch_select(
+    dev: &candle_core::CudaDevice,
+    h: &CudaView<'_, f32>,
+    idx: IdxOut<'_>,
+    vals: Option<&CudaSlice<f32>>,
+    n: usize,
+    d: usize,
+    k: usize,
+) -> Result<()> {
+    if n == 0 {
+        return Ok(());
     }
     // Keys per lane: the power of two with 32 * v >= d.
     let v = d.div_ceil(32).next_power_of_two().max(1);
-    let st = if d <= 256 {
-        let name = format!("maxk_select_u8_v{v}");
-        CudaStorage::wrap_cuda_slice(run::<u8>(&dev, &h, &name, n, d, k)?, dev)
-    } else {
-        let name = format!("maxk_select_i16_v{v}");
-        CudaStorage::wrap_cuda_slice(run::<i16>(&dev, &h, &name, n, d, k)?, dev)
+    let name = match idx {
+        IdxOut::U8(_) => format!("maxk_select_u8_v{v}"),
+        IdxOut::I16(_) => format!("maxk_select_i16_v{v}"),
     };
-    Ok((st, Shape::from((n, k))))
+    let func = dev.get_or_load_custom_func(&name, "gnn_maxk", MAXK_PTX)?;
+    let (n_i, d_i, k_i) = (i32_of("rows", n)?, d as i32, k as i32);
+    let mut b = func.builder();
+    b.arg(h);
+    match &idx {
+        IdxOut::U8(o) => b.arg(*o),
+        IdxOut::I16(o) => b.arg(*o),
+    };
+    match vals {
+        Some(o) => b.arg(o),
+        None => b.arg(&0u64), // null: indices only
+    };
+    b.arg(&n_i).arg(&d_i).arg(&k_i);
+    // SAFETY: h holds n*d floats, the index (and values) n*k entries; one warp per row,
+    // k <= d <= 1024 (checked by maxk()).
+    launched(unsafe { b.launch(rows_cfg(n, 0)) }.map(|_| ()))
 }
 
 /// Gather (`scatter == false`: `[N, k]` from `[N, D]`) or scatter (`[N, D]` from `[N, k]`).
@@ -182,6 +234,7 @@ pub(crate) fn row_kernel(
     is: &CudaStorage,
     il: &Layout,
     vals: Option<(&CudaStorage, &Layout)>,
+    bias: Option<(&CudaStorage, &Layout)>,
     k: usize,
     d: usize,
     mean: bool,
@@ -191,14 +244,29 @@ pub(crate) fn row_kernel(
     let csr = g.cuda_csr()?;
     let x = f32_view("spgemm", s, l)?;
     let vv = f32_view_opt("spgemm", vals)?;
+    let bv = f32_view_opt("spgemm", bias)?;
     let n = g.n_rows();
     let (len, shape) = if backward {
         (g.n_cols() * k, Shape::from((g.n_cols(), k)))
     } else {
         (n * d, Shape::from((n, d)))
     };
-    // Zeroed: empty rows get no work item, and split rows add their groups atomically.
-    let out = zeros::<f32>(&dev, len)?;
+    // Pre-filled: empty rows get no work item, and split rows add their groups atomically.
+    // Zeros, or the bias in every row when it is fused (SpGEMM only).
+    let out = match &bv {
+        Some(b) if !backward && len > 0 => {
+            // SAFETY: every element is written by bias_fill below before any other use.
+            let out = unsafe { dev.alloc::<f32>(len)? };
+            let func = dev.get_or_load_custom_func("bias_fill", "gnn_maxk", MAXK_PTX)?;
+            let (t, d_i) = (len as u64, d as i32);
+            let mut lb = func.builder();
+            lb.arg(b).arg(&out).arg(&t).arg(&d_i);
+            // SAFETY: bias holds d floats (checked by the caller), out len = n * d.
+            launched(unsafe { lb.launch(elementwise_cfg(len)) }.map(|_| ()))?;
+            out
+        }
+        _ => zeros::<f32>(&dev, len)?,
+    };
     let (items, n_items) = g.cuda_schedule()?;
     if n_items > 0 && d > 0 {
         let vec = spgemm_vec(k, l.start_offset(), il.start_offset());
@@ -227,8 +295,14 @@ pub(crate) fn row_kernel(
             spgemm_per(k, d, vec) as i32
         };
         let floats = if backward { d } else { extra as usize * d };
-        b.arg(&out)
-            .arg(items)
+        b.arg(&out);
+        if !backward {
+            match &bv {
+                Some(bias) => b.arg(bias),
+                None => b.arg(&0u64), // null: no bias
+            };
+        }
+        b.arg(items)
             .arg(&items_i)
             .arg(&chunk_i)
             .arg(&d_i)

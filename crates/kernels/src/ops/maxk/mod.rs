@@ -110,6 +110,22 @@ pub fn maxk(h: &Tensor, k: usize) -> Result<Cbsr> {
         });
     }
     let h = h.contiguous()?;
+    #[cfg(feature = "cuda")]
+    if h.device().is_cuda() && h.dtype() == DType::F32 {
+        // One kernel selects and gathers; the index buffer is the op's output slot.
+        let (n, _) = h.dims2()?;
+        let index = Tensor::zeros((n, k), index_dtype(d), h.device())?;
+        let data = h.apply_op1(FusedMaxkOp {
+            k,
+            d,
+            index: index.clone(),
+        })?;
+        return Ok(Cbsr {
+            data,
+            index,
+            dim: d,
+        });
+    }
     let index = h.detach().apply_op1_no_bwd(&SelectOp { k })?;
     let data = h.apply_op2(
         &index,
@@ -192,23 +208,52 @@ pub fn spgemm(
     values: Option<&Tensor>,
     reduce: Reduce,
 ) -> Result<Tensor> {
+    spgemm_bias(g, x, values, reduce, None)
+}
+
+/// [`spgemm`] plus a bias `[D]` added to every output row, fused into the kernel's write-back
+/// (one pass over the output instead of a broadcast add, and in the backward a column sum
+/// instead of candle's broadcast reduction). Differentiable in `x.data` and `bias`.
+pub fn spgemm_bias(
+    g: &DeviceGraph,
+    x: &Cbsr,
+    values: Option<&Tensor>,
+    reduce: Reduce,
+    bias: Option<&Tensor>,
+) -> Result<Tensor> {
     const OP: &str = "spgemm";
     let mean = mean_of(OP, reduce)?;
     check_device(OP, g, &x.data)?;
     check_float(OP, "CBSR data", &x.data)?;
     check_cbsr(OP, x, g.n_cols())?;
     check_values(OP, g, values, x.data.dtype())?;
+    if let Some(b) = bias {
+        check_device(OP, g, b)?;
+        if b.dims() != [x.dim] || b.dtype() != x.data.dtype() {
+            return Err(Error::Shape {
+                op: OP,
+                what: format!(
+                    "bias {:?} {:?} must be [{}] {:?}",
+                    b.dims(),
+                    b.dtype(),
+                    x.dim,
+                    x.data.dtype()
+                ),
+            });
+        }
+    }
     let op = CbsrRowOp {
         g: g.clone(),
         k: x.k(),
         d: x.dim,
         mean,
         backward: false,
+        values: values.map(Tensor::contiguous).transpose()?,
     };
     let data = x.data.contiguous()?;
     let index = x.index.contiguous()?;
-    Ok(match values {
-        Some(v) => data.apply_op3(&index, &v.contiguous()?, op)?,
+    Ok(match bias {
+        Some(b) => data.apply_op3(&index, &b.contiguous()?, op)?,
         None => data.apply_op2(&index, op)?,
     })
 }
@@ -273,11 +318,9 @@ fn sspmm_raw(
         d,
         mean,
         backward: true,
+        values: values.map(Tensor::contiguous).transpose()?,
     };
-    match values {
-        Some(v) => dout.apply_op3_no_bwd(index, &v.contiguous()?, &op),
-        None => dout.apply_op2_no_bwd(index, &op),
-    }
+    dout.apply_op2_no_bwd(index, &op)
 }
 
 /// Runs `f` with the CPU index slice typed by the storage's dtype.
@@ -322,6 +365,49 @@ impl CustomOp1 for SelectOp {
     #[cfg(feature = "cuda")]
     fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
         cuda::select(s, l, self.k)
+    }
+}
+
+/// MaxK of a CUDA f32 tensor in one kernel: the selection writes the columns into `index`
+/// (allocated by [`maxk`] for this call alone, and handed out only with the result) and the
+/// op's output is the kept values. The backward scatters the gradient to the kept columns.
+/// Other devices and dtypes take [`SelectOp`] followed by the gather.
+#[cfg(feature = "cuda")]
+struct FusedMaxkOp {
+    k: usize,
+    d: usize,
+    index: Tensor,
+}
+
+#[cfg(feature = "cuda")]
+impl CustomOp1 for FusedMaxkOp {
+    fn name(&self) -> &'static str {
+        "maxk"
+    }
+    fn cpu_fwd(&self, _s: &CpuStorage, _l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        candle_core::bail!("maxk: the fused selection is CUDA-only (the CPU runs select + gather)")
+    }
+    fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
+        let (guard, il) = self.index.storage_and_layout();
+        let candle_core::Storage::Cuda(is) = &*guard else {
+            candle_core::bail!("maxk: the index buffer is not on the GPU");
+        };
+        cuda::select_fused(s, l, is, il, self.k)
+    }
+    fn bwd(
+        &self,
+        _h: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> candle_core::Result<Option<Tensor>> {
+        let back = CbsrMoveOp {
+            k: self.k,
+            d: self.d,
+            scatter: true,
+        };
+        Ok(Some(
+            grad.contiguous()?.apply_op2_no_bwd(&self.index, &back)?,
+        ))
     }
 }
 
@@ -401,12 +487,15 @@ impl CustomOp2 for CbsrMoveOp {
 /// The two row kernels over the forward CSR and a CBSR index: SpGEMM (`backward == false`:
 /// CBSR data in, dense `[n_rows, D]` out, differentiable) and SSpMM (`backward == true`: dense
 /// `[n_rows, D]` gradient in, CBSR-shaped `[n_cols, k]` out, used inside SpGEMM's backward).
+/// The constant edge values ride in the op; as a [`CustomOp3`] the third input is a bias `[D]`
+/// fused into the SpGEMM output (and differentiated: its gradient is the column sum of `dOut`).
 struct CbsrRowOp {
     g: DeviceGraph,
     k: usize,
     d: usize,
     mean: bool,
     backward: bool,
+    values: Option<Tensor>,
 }
 
 impl CbsrRowOp {
@@ -424,18 +513,24 @@ impl CbsrRowOp {
         l: &Layout,
         is: &CpuStorage,
         il: &Layout,
-        v: Option<(&CpuStorage, &Layout)>,
+        bias: Option<(&CpuStorage, &Layout)>,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
         let op = self.label();
         let (k, d, mean) = (self.k, self.d, self.mean);
+        let guard = self.values.as_ref().map(|v| v.storage_and_layout());
+        let v = match &guard {
+            Some((st, vl)) => match &**st {
+                candle_core::Storage::Cpu(c) => Some((c, *vl)),
+                _ => candle_core::bail!("{op}: edge values are not on the CPU"),
+            },
+            None => None,
+        };
         if !self.backward {
             let out = with_float!(op, s, |T| {
                 let data = cpu_slice::<T>(op, s, l)?;
                 let vals = cpu_slice_opt::<T>(op, v)?;
-                with_index!(op, is, il, |ix: I| T::to_cpu_storage_owned(cpu::spgemm::<
-                    T,
-                    I,
-                >(
+                let bias = cpu_slice_opt::<T>(op, bias)?;
+                let mut out = with_index!(op, is, il, |ix: I| cpu::spgemm::<T, I>(
                     self.g.csr(),
                     data,
                     ix,
@@ -443,7 +538,13 @@ impl CbsrRowOp {
                     d,
                     vals,
                     mean
-                )))
+                ));
+                if let Some(b) = bias {
+                    for row in out.chunks_exact_mut(d.max(1)) {
+                        row.iter_mut().zip(b).for_each(|(o, &b)| *o += b);
+                    }
+                }
+                T::to_cpu_storage_owned(out)
             });
             return Ok((out, Shape::from((self.g.n_rows(), d))));
         }
@@ -480,8 +581,16 @@ impl CbsrRowOp {
         l: &Layout,
         is: &CudaStorage,
         il: &Layout,
-        v: Option<(&CudaStorage, &Layout)>,
+        bias: Option<(&CudaStorage, &Layout)>,
     ) -> candle_core::Result<(CudaStorage, Shape)> {
+        let guard = self.values.as_ref().map(|v| v.storage_and_layout());
+        let v = match &guard {
+            Some((st, vl)) => match &**st {
+                candle_core::Storage::Cuda(c) => Some((c, *vl)),
+                _ => candle_core::bail!("{}: edge values are not on the GPU", self.label()),
+            },
+            None => None,
+        };
         cuda::row_kernel(
             &self.g,
             s,
@@ -489,6 +598,7 @@ impl CbsrRowOp {
             is,
             il,
             v,
+            bias,
             self.k,
             self.d,
             self.mean,
@@ -497,12 +607,7 @@ impl CbsrRowOp {
     }
 
     /// SpGEMM's gradient with respect to the CBSR data: the SSpMM.
-    fn grad(
-        &self,
-        index: &Tensor,
-        values: Option<&Tensor>,
-        grad: &Tensor,
-    ) -> candle_core::Result<Tensor> {
+    fn grad(&self, index: &Tensor, grad: &Tensor) -> candle_core::Result<Tensor> {
         if self.backward {
             candle_core::bail!("sspmm has no backward (it is itself a backward pass)");
         }
@@ -513,7 +618,7 @@ impl CbsrRowOp {
             index,
             self.k,
             self.d,
-            values,
+            self.values.as_ref(),
             self.mean,
         )
     }
@@ -549,13 +654,14 @@ impl CustomOp2 for CbsrRowOp {
         _res: &Tensor,
         grad: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
-        Ok((Some(self.grad(index, None, grad)?), None))
+        Ok((Some(self.grad(index, grad)?), None))
     }
 }
 
+/// SpGEMM with a fused bias: `(data, index, bias)`.
 impl CustomOp3 for CbsrRowOp {
     fn name(&self) -> &'static str {
-        self.label()
+        "spgemm_bias"
     }
     fn cpu_fwd(
         &self,
@@ -563,10 +669,10 @@ impl CustomOp3 for CbsrRowOp {
         l: &Layout,
         is: &CpuStorage,
         il: &Layout,
-        vs: &CpuStorage,
-        vl: &Layout,
+        bs: &CpuStorage,
+        bl: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        self.cpu(s, l, is, il, Some((vs, vl)))
+        self.cpu(s, l, is, il, Some((bs, bl)))
     }
     #[cfg(feature = "cuda")]
     fn cuda_fwd(
@@ -575,19 +681,33 @@ impl CustomOp3 for CbsrRowOp {
         l: &Layout,
         is: &CudaStorage,
         il: &Layout,
-        vs: &CudaStorage,
-        vl: &Layout,
+        bs: &CudaStorage,
+        bl: &Layout,
     ) -> candle_core::Result<(CudaStorage, Shape)> {
-        self.cuda(s, l, is, il, Some((vs, vl)))
+        self.cuda(s, l, is, il, Some((bs, bl)))
     }
     fn bwd(
         &self,
         _data: &Tensor,
         index: &Tensor,
-        values: &Tensor,
+        bias: &Tensor,
         _res: &Tensor,
         grad: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        Ok((Some(self.grad(index, Some(values), grad)?), None, None))
+        let dbias = if bias.track_op() {
+            Some(column_sum(grad)?)
+        } else {
+            None
+        };
+        Ok((Some(self.grad(index, grad)?), None, dbias))
     }
+}
+
+/// `x.sum(0)` of a `[N, D]` tensor as one GEMM row (`ones [1, N] · x`): cuBLAS streams `x`
+/// once, where candle's dim-0 reduction runs one block per column.
+fn column_sum(x: &Tensor) -> candle_core::Result<Tensor> {
+    let (n, d) = x.dims2()?;
+    Tensor::ones((1, n), x.dtype(), x.device())?
+        .matmul(&x.contiguous()?)?
+        .reshape(d)
 }

@@ -21,6 +21,9 @@ pub struct SpmmTiling {
     pub tile_major: bool,
     /// Edges unrolled per step (4, or 8 when `cf == 1`).
     pub unroll: usize,
+    /// Walk the graph's row schedule (nnz-balanced work items, see [`crate::schedule`])
+    /// instead of one warp per row; sum and mean only (max/min always run per row).
+    pub schedule: bool,
 }
 
 impl SpmmTiling {
@@ -53,6 +56,9 @@ pub const CFS: [&[usize]; 3] = [
 
 /// Edges per unrolled step of the built-in shape.
 const UNROLL: usize = 8;
+
+/// Whether sum/mean launches walk the row schedule by default.
+const SCHEDULE: bool = true;
 
 /// Bytes of the gathered operand above which tiles run tile-major (about the H100/H200 L2).
 const L2_BYTES: usize = 48 << 20;
@@ -107,7 +113,7 @@ pub(crate) fn spmm_fwd(
         None
     };
     if n > 0 && k > 0 {
-        let (vec, cf, n_tiles, tile_major, unroll) =
+        let (vec, cf, n_tiles, tile_major, unroll, schedule) =
             match *OVERRIDE.lock().unwrap_or_else(|e| e.into_inner()) {
                 Some(t) if t.valid(k, xl.start_offset()) => (
                     t.vec,
@@ -115,12 +121,19 @@ pub(crate) fn spmm_fwd(
                     k.div_ceil(32 * t.vec * t.cf),
                     t.tile_major,
                     t.unroll,
+                    t.schedule,
                 ),
                 _ => {
                     let (v, c, t, m) = tile_shape(k, xl.start_offset(), g.n_cols());
-                    (v, c, t, m, UNROLL)
+                    (v, c, t, m, UNROLL, SCHEDULE)
                 }
             };
+        // Split rows meet through atomic adds, which only a sum (or mean) can take.
+        let sched = if schedule && !extreme {
+            Some(g.cuda_schedule()?)
+        } else {
+            None
+        };
         let mode = match (extreme, arg.is_some()) {
             (false, _) => 0,
             (true, false) => 1,
@@ -129,7 +142,8 @@ pub(crate) fn spmm_fwd(
         let suffix = if unroll == 8 { "_u8" } else { "" };
         let name = format!("spmm_v{vec}_c{cf}_m{mode}{suffix}");
         let func = dev.get_or_load_custom_func(&name, MODULE, SPMM_PTX)?;
-        let row_blocks = n.div_ceil(WARPS_PER_BLOCK as usize);
+        let n_work = sched.map_or(n, |(_, items)| items);
+        let row_blocks = n_work.div_ceil(WARPS_PER_BLOCK as usize).max(1);
         let blocks = u32::try_from(row_blocks * n_tiles)
             .map_err(|_| candle_core::Error::Msg("spmm: grid too large".into()))?;
         let cfg = LaunchConfig {
@@ -166,8 +180,19 @@ pub(crate) fn spmm_fwd(
             .arg(&mean)
             .arg(&sign)
             .arg(&tm);
+        let (items_i, chunk_i) = (
+            i32_arg("work items", sched.map_or(0, |(_, items)| items))?,
+            crate::schedule::CHUNK as i32,
+        );
+        match sched {
+            // A null `items` pointer selects one warp per row.
+            Some((buf, _)) => b.arg(buf),
+            None => b.arg(&0u64),
+        };
+        b.arg(&items_i).arg(&chunk_i);
         // SAFETY: buffers match the kernel signature; the CSR was validated on upload, x has
-        // n_cols * k elements (checked by the public functions), out/arg have n * k.
+        // n_cols * k elements (checked by the public functions), out/arg have n * k (zeroed,
+        // as split rows of the schedule add into it); the schedule covers this CSR's rows.
         launched(unsafe { b.launch(cfg) }.map(|_| ()))?;
     }
     let arg = arg.map(|a| CudaStorage::wrap_cuda_slice(a, dev.clone()));

@@ -238,8 +238,11 @@ impl CustomOp2 for SpmmOp {
         let _timer = self.g.backward_timer();
         let dy = self.scaled_grad(&dy.contiguous()?)?;
         let dx = if x.track_op() {
-            let (gt, perm) = self.g.transpose()?;
-            let vt = v.index_select(perm, 0)?;
+            let (gt, _) = self.g.transpose()?;
+            let vt = self
+                .g
+                .transposed_values(v)
+                .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
             Some(dy.apply_op2_no_bwd(
                 &vt,
                 &SpmmOp {
