@@ -103,6 +103,14 @@ struct Row {
     k: Option<usize>,
     test_acc: f64,
     test_acc_seeds: Vec<f64>,
+    /// Per seed: the epoch of the best validation accuracy.
+    #[serde(default)]
+    best_epoch_seeds: Vec<usize>,
+    /// Per seed: the first evaluated epoch whose validation accuracy is within one point of
+    /// that seed's best (how long the model takes to converge; times `epoch_ms` it is the
+    /// training time to accuracy).
+    #[serde(default)]
+    converged_epoch_seeds: Vec<usize>,
     epoch_ms: f64,
     speedup_vs_relu: Option<f64>,
     pyg_epoch_ms: Option<f64>,
@@ -230,6 +238,7 @@ fn main() -> Result<()> {
                 ..TrainConfig::default()
             };
             let mut accs = Vec::new();
+            let (mut best_epochs, mut converged) = (Vec::new(), Vec::new());
             let mut epoch_ms = 0.0;
             for seed in 0..args.seeds {
                 let model = Gnn::new(cfg.clone(), &device, seed)?;
@@ -244,6 +253,13 @@ fn main() -> Result<()> {
                     |_| {},
                 )?;
                 accs.push(100.0 * rep.test_acc);
+                best_epochs.push(rep.best_epoch);
+                converged.push(
+                    rep.history
+                        .iter()
+                        .find(|l| l.acc.is_some_and(|(_, va, _)| va >= rep.best_val_acc - 0.01))
+                        .map_or(rep.best_epoch, |l| l.epoch),
+                );
                 if seed == 0 {
                     epoch_ms = rep.epoch_ms_median;
                 }
@@ -278,6 +294,8 @@ fn main() -> Result<()> {
                 k,
                 test_acc: accs.iter().sum::<f64>() / accs.len() as f64,
                 test_acc_seeds: accs,
+                best_epoch_seeds: best_epochs,
+                converged_epoch_seeds: converged,
                 epoch_ms,
                 speedup_vs_relu: relu_ms.map(|r| r / epoch_ms),
                 pyg_epoch_ms: pyg,
@@ -285,14 +303,21 @@ fn main() -> Result<()> {
                 breakdown,
             };
             println!(
-                "{:<5} {:<9} test {:>6.2} %  epoch {:>8.2} ms  vs ReLU {:>5.2}x  vs PyG {}",
+                "{:<5} {:<9} test {:>6.2} % (seeds {})  epoch {:>8.2} ms  vs ReLU {:>5.2}x  vs PyG {}  \
+                 converged at epoch {:?}",
                 row.model,
                 row.activation,
                 row.test_acc,
+                row.test_acc_seeds
+                    .iter()
+                    .map(|a| format!("{a:.2}"))
+                    .collect::<Vec<_>>()
+                    .join("/"),
                 row.epoch_ms,
                 row.speedup_vs_relu.unwrap_or(f64::NAN),
                 row.speedup_vs_pyg
-                    .map_or("-".into(), |s| format!("{s:.2}x"))
+                    .map_or("-".into(), |s| format!("{s:.2}x")),
+                row.converged_epoch_seeds
             );
             doc.rows.retain(|r| {
                 !(r.dataset == row.dataset
@@ -330,7 +355,7 @@ fn markdown(doc: &Doc) -> String {
     for (ds, setup) in &doc.setup {
         s += &format!("- {ds}: {setup}\n");
     }
-    s += "\n| dataset | model | activation | test acc % | Δ vs ReLU (points) | epoch ms | vs ReLU | vs PyG |";
+    s += "\n| dataset | model | activation | test acc % | Δ vs ReLU (points) | converged at epoch (per seed) | epoch ms | vs ReLU | vs PyG |";
     let phases: Vec<String> = doc
         .rows
         .first()
@@ -339,7 +364,7 @@ fn markdown(doc: &Doc) -> String {
     for p in &phases {
         s += &format!(" {p} |");
     }
-    s += "\n|---|---|---|---|---|---|---|---|";
+    s += "\n|---|---|---|---|---|---|---|---|---|";
     s += &"---|".repeat(phases.len());
     s += "\n";
     for r in &doc.rows {
@@ -348,13 +373,23 @@ fn markdown(doc: &Doc) -> String {
             .iter()
             .find(|o| o.dataset == r.dataset && o.model == r.model && o.k.is_none());
         let delta = relu.map_or("-".into(), |o| format!("{:+.2}", r.test_acc - o.test_acc));
+        let conv = if r.converged_epoch_seeds.is_empty() {
+            "-".to_string()
+        } else {
+            r.converged_epoch_seeds
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join(" / ")
+        };
         s += &format!(
-            "| {} | {} | {} | {:.2} | {} | {:.2} | {} | {} |",
+            "| {} | {} | {} | {:.2} | {} | {} | {:.2} | {} | {} |",
             r.dataset,
             r.model,
             r.activation,
             r.test_acc,
             delta,
+            conv,
             r.epoch_ms,
             r.speedup_vs_relu.map_or("-".into(), |x| format!("{x:.2}×")),
             r.speedup_vs_pyg.map_or("-".into(), |x| format!("{x:.2}×")),
