@@ -17,8 +17,8 @@ use candle_core::{DType, Device, Tensor, Var};
 use clap::Parser;
 use gnn::graph::{generate, Csr, Normalization, SyntheticSpec};
 use gnn::kernels::{
-    dequantize, matmul_nt, maxk, sddmm, spgemm, spgemm_bias, spmm, spmm_sampled, spmm_weighted, sspmm,
-    DeviceGraph, QuantizedFeatures, Reduce, Sampling,
+    dequantize, matmul_nt, maxk, sddmm, spgemm, spgemm_bias, spmm, spmm_sampled, spmm_weighted,
+    sspmm, DeviceGraph, QuantizedFeatures, Reduce, Sampling,
 };
 use rand::{Rng, SeedableRng};
 use std::path::PathBuf;
@@ -355,7 +355,14 @@ fn check_maxk(
     let ((yc, dhc, dbc), (yg, dhg, dbg)) = (with_bias(&cpu, &gc)?, with_bias(gpu, &gg)?);
     c.check(name, format!("{tag} spgemm+bias"), d, &yg, &yc, 1e-5)?;
     c.check(name, format!("{tag} spgemm+bias dh"), d, &dhg, &dhc, 1e-5)?;
-    c.check(name, format!("{tag} spgemm+bias dbias"), d, &dbg, &dbc, 1e-5)?;
+    c.check(
+        name,
+        format!("{tag} spgemm+bias dbias"),
+        d,
+        &dbg,
+        &dbc,
+        1e-5,
+    )?;
     Ok(())
 }
 

@@ -257,7 +257,10 @@ fn main() -> Result<()> {
                 converged.push(
                     rep.history
                         .iter()
-                        .find(|l| l.acc.is_some_and(|(_, va, _)| va >= rep.best_val_acc - 0.01))
+                        .find(|l| {
+                            l.acc
+                                .is_some_and(|(_, va, _)| va >= rep.best_val_acc - 0.01)
+                        })
                         .map_or(rep.best_epoch, |l| l.epoch),
                 );
                 if seed == 0 {

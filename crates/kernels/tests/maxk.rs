@@ -258,7 +258,11 @@ fn spgemm_bias_adds_the_bias_and_differentiates_it() {
     let csr = graph(6); // empty rows keep the bias alone
     let g = DeviceGraph::upload(&csr, &dev).unwrap();
     let vals = Tensor::randn(0f64, 1.0, csr.nnz(), &dev).unwrap();
-    for (d, k, reduce) in [(16, 4, Reduce::Sum), (40, 7, Reduce::Mean), (300, 33, Reduce::Sum)] {
+    for (d, k, reduce) in [
+        (16, 4, Reduce::Sum),
+        (40, 7, Reduce::Mean),
+        (300, 33, Reduce::Sum),
+    ] {
         let h0 = Tensor::randn(0f64, 1.0, (70, d), &dev).unwrap();
         let b0 = Tensor::randn(0f64, 1.0, d, &dev).unwrap();
         let w = Tensor::randn(0f64, 1.0, (50, d), &dev).unwrap();
@@ -326,10 +330,8 @@ fn bad_inputs_are_refused() {
     let wrong_rows = maxk(&Tensor::randn(0f32, 1.0, (50, 16), &dev).unwrap(), 4).unwrap();
     assert!(spgemm(&g, &wrong_rows, None, Reduce::Sum).is_err());
     let short_bias = Tensor::zeros(15, DType::F32, &dev).unwrap();
-    assert!(
-        spgemm_bias(&g, &x, None, Reduce::Sum, Some(&short_bias))
-            .unwrap_err()
-            .to_string()
-            .contains("bias")
-    );
+    assert!(spgemm_bias(&g, &x, None, Reduce::Sum, Some(&short_bias))
+        .unwrap_err()
+        .to_string()
+        .contains("bias"));
 }
