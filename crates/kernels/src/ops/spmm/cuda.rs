@@ -70,7 +70,9 @@ const L2_BYTES: usize = 48 << 20;
 /// chunk per warp and 8 edges in flight win at every width; float2 loads beat float4 and
 /// scalar ones for k >= 64 (K=128: 10.46 ms vs 11.44 float4 / 11.04 scalar); scalar loads for
 /// k <= 32 or odd k; tile-major order once the gathered slice of x (`n_cols * k * 4` bytes)
-/// outgrows L2 (K=256: 19.4 ms), node-major otherwise (K=41: 38 MB stays node-major).
+/// outgrows L2, node-major otherwise. Rechecked over the row schedule
+/// (`maxk/select-bisect-bias-schedule/first-run`): K=256 float2 tile-major 15.86 ms vs 16.39
+/// float4 / 18.08 scalar; K=41 (38 MB) node-major 4.20 ms vs 4.53 tile-major.
 pub(crate) fn tile_shape(k: usize, offset: usize, n_cols: usize) -> (usize, usize, usize, bool) {
     let vec: usize = if k > 32 && k.is_multiple_of(2) && offset.is_multiple_of(2) {
         2
