@@ -174,7 +174,7 @@ fn main() -> Result<()> {
             Ok(())
         })?;
         let sspmm_ms = time_ms(&stream, args.reps, || {
-            sspmm(&g, &dout, &cb.index, d, Some(&vals), Reduce::Sum)?;
+            sspmm(&g, &dout, &cb, Some(&vals), Reduce::Sum)?;
             Ok(())
         })?;
         let err = rel_err(

@@ -313,13 +313,13 @@ fn check_maxk(
         name,
         format!("{tag} index"),
         d,
-        &xg.index.to_device(&cpu)?,
-        &xc.index,
+        &xg.index().to_device(&cpu)?,
+        xc.index(),
         0.0,
     )?;
     // Sums against an f64 CPU run, as in `check_spmm` (the selection above stays f32: its
     // values convert exactly, so f64 selects the same entries).
-    let x64 = xc.with_data(xc.data.to_dtype(DType::F64)?)?;
+    let x64 = xc.with_data(xc.data().to_dtype(DType::F64)?)?;
     let (v64, vgpu) = (vals.to_dtype(DType::F64)?, vals.to_device(gpu)?);
     let (w64, wgpu) = (w.to_dtype(DType::F64)?, w.to_device(gpu)?);
     for (reduce, weighted) in [(Reduce::Sum, true), (Reduce::Mean, false)] {
@@ -332,8 +332,8 @@ fn check_maxk(
         let og = spgemm(&gg, &xg, vg, reduce)?;
         let r = format!("{reduce:?}").to_lowercase();
         c.check(name, format!("{tag} spgemm {r}"), d, &og, &oc, 1e-5)?;
-        let sc = sspmm(&gc, &w64, &xc.index, d, vc, reduce)?;
-        let sg = sspmm(&gg, &wgpu, &xg.index, d, vg, reduce)?;
+        let sc = sspmm(&gc, &w64, &xc, vc, reduce)?;
+        let sg = sspmm(&gg, &wgpu, &xg, vg, reduce)?;
         c.check(name, format!("{tag} sspmm {r}"), d, &sg, &sc, 1e-5)?;
     }
     let grad = |dev: &Device, g: &DeviceGraph| -> Result<Tensor> {

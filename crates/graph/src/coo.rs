@@ -51,14 +51,15 @@ impl BuildOptions {
 }
 
 /// A directed edge list over `n_nodes` nodes: edge `k` goes `src[k] -> dst[k]`.
+///
+/// Invariant (private fields, checked by [`Coo::new`]): `src` and `dst` have one entry per edge
+/// and every endpoint is `< n_nodes < u32::MAX`. [`Coo::to_csr`] relies on it to build a
+/// [`Csr`] without re-checking, so the fields cannot be public.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Coo {
-    /// Number of nodes.
-    pub n_nodes: usize,
-    /// Source node of each edge.
-    pub src: Vec<u32>,
-    /// Target node of each edge.
-    pub dst: Vec<u32>,
+    n_nodes: usize,
+    src: Vec<u32>,
+    dst: Vec<u32>,
 }
 
 impl Coo {
@@ -86,6 +87,35 @@ impl Coo {
             )));
         }
         Ok(Self { n_nodes, src, dst })
+    }
+
+    /// Number of nodes.
+    pub fn n_nodes(&self) -> usize {
+        self.n_nodes
+    }
+
+    /// Source node of each edge.
+    pub fn src(&self) -> &[u32] {
+        &self.src
+    }
+
+    /// Target node of each edge.
+    pub fn dst(&self) -> &[u32] {
+        &self.dst
+    }
+
+    /// The same edges reversed (`dst -> src`); the invariant is unchanged.
+    pub fn reversed(self) -> Coo {
+        Coo {
+            n_nodes: self.n_nodes,
+            src: self.dst,
+            dst: self.src,
+        }
+    }
+
+    /// Consumes the list, returning `(n_nodes, src, dst)`.
+    pub fn into_parts(self) -> (usize, Vec<u32>, Vec<u32>) {
+        (self.n_nodes, self.src, self.dst)
     }
 
     /// Number of edges.
@@ -177,7 +207,13 @@ impl Coo {
         }
         indices.truncate(w);
         indices.shrink_to_fit();
-        // SAFETY: rows built from range-checked endpoints; offsets are a prefix sum of lengths.
+        // SAFETY: the invariants of `Csr::new_checked` hold by construction:
+        // - shape: `n = n_nodes < u32::MAX` (checked by `Coo::new`, the only way to build a
+        //   `Coo` from outside this module; `Csr::to_coo` below copies a valid CSR's bounds);
+        // - `out_ptr` has `n + 1` entries, starts at 0 and is a running sum of row lengths, so
+        //   it is non-decreasing and ends at `w == indices.len()`; `total < u32::MAX` was
+        //   checked above, so no offset wrapped;
+        // - every index is an endpoint `< n_nodes` (the `Coo` invariant) or a self loop `i < n`.
         Ok(unsafe { Csr::new_unchecked(n, n, out_ptr, indices) })
     }
 }

@@ -103,14 +103,15 @@ impl Csr {
         }
     }
 
-    /// An `n_rows x n_cols` pattern with no non-zeros.
-    pub fn empty(n_rows: usize, n_cols: usize) -> Self {
-        Self {
+    /// An `n_rows x n_cols` pattern with no non-zeros (the shape must fit in `u32`, as for
+    /// [`Csr::new_checked`]).
+    pub fn empty(n_rows: usize, n_cols: usize) -> Result<Self> {
+        Self::new_checked(
             n_rows,
             n_cols,
-            indptr: vec![0; n_rows + 1],
-            indices: Vec::new(),
-        }
+            vec![0; n_rows.min(u32::MAX as usize) + 1],
+            Vec::new(),
+        )
     }
 
     /// Number of rows (target nodes).

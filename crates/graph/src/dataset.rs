@@ -19,10 +19,10 @@ pub struct DenseMatrix {
 impl DenseMatrix {
     /// Checks `data.len() == rows * cols`.
     pub fn new(rows: usize, cols: usize, data: Vec<f32>) -> Result<Self> {
-        if data.len() != rows * cols {
+        if rows.checked_mul(cols) != Some(data.len()) {
             return Err(Error::InvalidStructure(format!(
                 "dense matrix {rows}x{cols} needs {} values, got {}",
-                rows * cols,
+                rows as u128 * cols as u128,
                 data.len()
             )));
         }
@@ -68,6 +68,22 @@ impl Features {
             Features::Sparse(s) => s.pattern.n_cols(),
         }
     }
+    /// `(node, feature, value)` of the first NaN or infinite value, in row-major order.
+    pub fn first_non_finite(&self) -> Option<(usize, usize, f32)> {
+        match self {
+            Features::Dense(d) => {
+                let p = d.data.par_iter().position_first(|v| !v.is_finite())?;
+                let c = d.cols.max(1);
+                Some((p / c, p % c, d.data[p]))
+            }
+            Features::Sparse(s) => {
+                let p = s.values.par_iter().position_first(|v| !v.is_finite())?;
+                let row = s.pattern.indptr().partition_point(|&o| o as usize <= p) - 1;
+                Some((row, s.pattern.indices()[p] as usize, s.values[p]))
+            }
+        }
+    }
+
     /// Dense copy (or the dense matrix itself).
     pub fn to_dense(&self) -> DenseMatrix {
         match self {
@@ -262,6 +278,32 @@ impl Dataset {
         }
         if self.labels.len() != n {
             return Err(bad(format!("{} labels for {n} nodes", self.labels.len())));
+        }
+        if self.num_classes > n.max(1) {
+            // Bounds the model's output layer by the data: a stray huge label would otherwise
+            // size a classifier the machine cannot hold.
+            return Err(bad(format!(
+                "{} classes for {n} nodes (the largest label is {})",
+                self.num_classes,
+                self.num_classes - 1
+            )));
+        }
+        let stored = match &self.features {
+            Features::Dense(d) => (d.rows.checked_mul(d.cols), d.data.len()),
+            Features::Sparse(s) => (Some(s.pattern.nnz()), s.values.len()),
+        };
+        if stored.0 != Some(stored.1) {
+            return Err(bad(format!(
+                "{} feature values for a {}x{} feature matrix",
+                stored.1,
+                self.features.rows(),
+                self.features.cols()
+            )));
+        }
+        if let Some((node, feature, v)) = self.features.first_non_finite() {
+            return Err(bad(format!(
+                "feature {feature} of node {node} is {v} (features must be finite)"
+            )));
         }
         if let Some((i, &l)) = self
             .labels

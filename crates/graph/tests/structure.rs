@@ -204,3 +204,35 @@ fn dataset_permutation_round_trips() {
     assert_eq!(c.split.test, a.split.test);
     assert!(a.permute(&p[1..]).is_err());
 }
+
+/// Soundness: an edge list can only be built through `Coo::new`, which range-checks every
+/// endpoint, so `to_csr` (which skips the CSR checks) never sees column 7 in a 2-node graph.
+#[test]
+fn coo_refuses_out_of_range_endpoints_and_keeps_its_invariant() {
+    for (n, src, dst, want) in [
+        (2usize, vec![7u32], vec![0u32], "endpoint 7"),
+        (2, vec![0], vec![2], "endpoint 2"),
+        (0, vec![0], vec![0], "endpoint 0"),
+        (3, vec![0, 1], vec![1], "1 targets"),
+        (u32::MAX as usize, vec![], vec![], "32-bit"),
+    ] {
+        let e = Coo::new(n, src, dst).unwrap_err().to_string();
+        assert!(e.contains(want), "{e} should contain {want}");
+    }
+    // What can be built converts to a CSR that passes the full check.
+    let coo = Coo::new(3, vec![0, 2, 1], vec![1, 1, 0]).unwrap();
+    let rev = coo.clone().reversed();
+    assert_eq!((rev.src(), rev.dst()), (coo.dst(), coo.src()));
+    for c in [coo, rev] {
+        let csr = c.to_csr(BuildOptions::default()).unwrap();
+        let (p, i) = csr.clone().into_parts();
+        assert_eq!(Csr::new_checked(3, 3, p, i).unwrap(), csr);
+    }
+}
+
+#[test]
+fn empty_csr_checks_its_shape() {
+    assert_eq!(Csr::empty(3, 0).unwrap().nnz(), 0);
+    let e = Csr::empty(u32::MAX as usize, 1).unwrap_err().to_string();
+    assert!(e.contains("32-bit"), "{e}");
+}

@@ -20,7 +20,7 @@
 #![deny(missing_docs)]
 
 #[cfg(feature = "cuda")]
-pub mod cuda;
+pub(crate) mod cuda;
 pub mod device_graph;
 pub mod error;
 pub mod ops;

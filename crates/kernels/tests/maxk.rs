@@ -73,17 +73,17 @@ fn maxk_on_hand_checked_rows() {
     )
     .unwrap();
     let c = maxk(&h, 2).unwrap();
-    assert_eq!(c.index.dtype(), DType::U8);
+    assert_eq!(c.index().dtype(), DType::U8);
     // Ties go to the lower column; -0.0 < +0.0 in the total order.
-    assert_eq!(cols(&c.index), vec![vec![1, 2], vec![1, 2], vec![0, 1]]);
+    assert_eq!(cols(c.index()), vec![vec![1, 2], vec![1, 2], vec![0, 1]]);
     assert_eq!(
-        rows(&c.data),
+        rows(c.data()),
         vec![vec![3.0, 3.0], vec![-0.0, 0.0], vec![5.0, 5.0]]
     );
     let c = maxk(&h, 1).unwrap();
-    assert_eq!(cols(&c.index), vec![vec![1], vec![2], vec![0]]);
+    assert_eq!(cols(c.index()), vec![vec![1], vec![2], vec![0]]);
     let all = maxk(&h, 5).unwrap();
-    assert_eq!(cols(&all.index)[0], vec![0, 1, 2, 3, 4]);
+    assert_eq!(cols(all.index())[0], vec![0, 1, 2, 3, 4]);
     assert_eq!(rows(&all.to_dense().unwrap()), rows(&h));
 }
 
@@ -107,12 +107,12 @@ fn maxk_keeps_the_largest_k_for_many_shapes() {
         let h = Tensor::from_vec(v.clone(), (n, d), &dev).unwrap();
         let c = maxk(&h, k).unwrap();
         assert_eq!(
-            c.index.dtype(),
+            c.index().dtype(),
             if d <= 256 { DType::U8 } else { DType::I16 }
         );
-        assert_eq!(c.data.dims(), [n, k]);
+        assert_eq!(c.data().dims(), [n, k]);
         let dense = rows(&c.to_dense().unwrap());
-        for (i, ix) in cols(&c.index).iter().enumerate() {
+        for (i, ix) in cols(c.index()).iter().enumerate() {
             let row = &v[i * d..(i + 1) * d];
             assert!(ix.windows(2).all(|p| p[0] < p[1]), "ascending, distinct");
             let kept: std::collections::HashSet<usize> = ix.iter().copied().collect();
@@ -194,10 +194,10 @@ fn sspmm_is_the_gradient_through_the_dense_path() {
             let tol = if reduce == Reduce::Mean { 1e-6 } else { 1e-12 };
             close(&rows(&a), &rows(&b), tol, &format!("{d}/{k} {reduce:?}"));
             // The public sspmm agrees with the pattern-sampled dense gradient.
-            let direct = sspmm(&g, &w, &x.index, d, v, reduce).unwrap();
+            let direct = sspmm(&g, &w, &x, v, reduce).unwrap();
             assert_eq!(direct.dims(), [70, k]);
             let (ga, dr) = (rows(&a), rows(&direct));
-            for (j, ix) in cols(&x.index).iter().enumerate() {
+            for (j, ix) in cols(x.index()).iter().enumerate() {
                 for (s, &c) in ix.iter().enumerate() {
                     assert!((ga[j][c] - dr[j][s]).abs() < 1e-12, "sspmm ({j}, {s})");
                 }
@@ -334,4 +334,56 @@ fn bad_inputs_are_refused() {
         .unwrap_err()
         .to_string()
         .contains("bias"));
+}
+
+/// Soundness: a caller's CBSR arrays are checked before any kernel indexes with them.
+#[test]
+fn cbsr_new_refuses_bad_columns_shapes_and_dtypes() {
+    use gnn_kernels::Cbsr;
+    let dev = Device::Cpu;
+    let data = Tensor::ones((2, 2), DType::F32, &dev).unwrap();
+    let u8s = |v: &[u8]| Tensor::from_vec(v.to_vec(), (2, 2), &dev).unwrap();
+    let i16s = |v: &[i16]| Tensor::from_vec(v.to_vec(), (2, 2), &dev).unwrap();
+    let ok = Cbsr::new(data.clone(), u8s(&[0, 3, 1, 2]), 4).unwrap();
+    assert_eq!((ok.k(), ok.rows(), ok.dim()), (2, 2, 4));
+    let cases: Vec<(Tensor, usize, &str)> = vec![
+        (u8s(&[0, 4, 1, 2]), 4, "column 4"),           // out of range
+        (u8s(&[0, 1, 2, 2]), 4, "row 1 slot 1"),       // repeated
+        (u8s(&[3, 1, 0, 1]), 4, "row 0 slot 1"),       // descending
+        (i16s(&[0, 1, 2, 3]), 4, "must be [2, 2] U8"), // wrong dtype for D <= 256
+        (i16s(&[-5, 1, 0, 1]), 300, "column -5"),      // negative i16
+        (i16s(&[0, 1000, 0, 1]), 300, "column 1000"),
+        (u8s(&[0, 1, 0, 1]), 1, "k <= D"),
+        (u8s(&[0, 1, 0, 1]), 2000, "k <= D <= 1024"),
+    ];
+    for (index, dim, want) in cases {
+        let e = Cbsr::new(data.clone(), index, dim).unwrap_err().to_string();
+        assert!(e.contains(want), "{e} should contain {want}");
+    }
+    let e = Cbsr::new(
+        data.clone(),
+        Tensor::zeros((2, 3), DType::U8, &dev).unwrap(),
+        4,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("[2, 2]"), "{e}");
+    let ints = Tensor::zeros((2, 2), DType::U32, &dev).unwrap();
+    assert!(Cbsr::new(ints, u8s(&[0, 1, 0, 1]), 4).is_err());
+    // A checked CBSR aggregates like its dense form; a pattern of the wrong row count is
+    // refused by the sspmm.
+    let g = DeviceGraph::upload(
+        &Csr::new_checked(2, 2, vec![0, 1, 2], vec![1, 0]).unwrap(),
+        &dev,
+    )
+    .unwrap();
+    let y = spgemm(&g, &ok, None, Reduce::Sum).unwrap();
+    let y2 = spmm(&g, &ok.to_dense().unwrap(), Reduce::Sum).unwrap();
+    assert_eq!(rows(&y), rows(&y2));
+    let g3 = DeviceGraph::upload(&Csr::empty(4, 3).unwrap(), &dev).unwrap();
+    let dout = Tensor::zeros((4, 4), DType::F32, &dev).unwrap();
+    let e = sspmm(&g3, &dout, &ok, None, Reduce::Sum)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("2 rows, the graph 3 columns"), "{e}");
 }

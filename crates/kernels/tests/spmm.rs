@@ -67,7 +67,7 @@ fn forward_matches_reference_over_shapes() {
     ];
     for (si, &(nr, nc, avg, huge)) in shapes.iter().enumerate() {
         let csr = if nc == 0 {
-            Csr::empty(nr, 0)
+            Csr::empty(nr, 0).unwrap()
         } else {
             graph(nr, nc, avg, huge, si as u64)
         };

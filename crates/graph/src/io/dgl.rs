@@ -29,6 +29,18 @@ pub fn load_dgl_reddit(dir: impl AsRef<Path>) -> Result<Dataset> {
     }
     let (n, dim) = (feat.shape[0], feat.shape[1]);
     let features = DenseMatrix::new(n, dim, feat.to_f32())?;
+    if let Some(p) = features.data.iter().position(|v| !v.is_finite()) {
+        return Err(Error::format(
+            &pdata,
+            "feature",
+            format!(
+                "node {} feature {} is {} (features must be finite)",
+                p / dim.max(1),
+                p % dim.max(1),
+                features.data[p]
+            ),
+        ));
+    }
     let ints = |arr: super::npz::NpyArray, field: &str| -> Result<Vec<i64>> {
         if arr.shape != [n] {
             return Err(Error::format(
@@ -140,12 +152,7 @@ pub fn load_scipy_graph(path: &Path, n: usize) -> Result<Csr> {
         let csr = Csr::new_checked(n, n, indptr, indices)
             .map_err(|e| Error::format(path, "indptr/indices", e.to_string()))?;
         // scipy CSR rows are sources here (edges row -> col).
-        let c = csr.to_coo();
-        Coo {
-            n_nodes: n,
-            src: c.dst,
-            dst: c.src,
-        }
+        csr.to_coo().reversed()
     } else {
         return Err(Error::format(
             path,

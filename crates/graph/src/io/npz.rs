@@ -125,8 +125,13 @@ impl NpzArchive {
                 format!("array missing from the archive (it has: {have})"),
             )
         })?;
-        let mut bytes = Vec::with_capacity(entry.size() as usize);
-        entry
+        // The declared size sizes nothing up front (a header may claim any size): the buffer
+        // grows as bytes arrive, and reading stops at the declared size. A member's bytes are
+        // then at most its compressed size times deflate's 1032:1 ceiling.
+        let declared = entry.size();
+        let mut bytes = Vec::with_capacity(declared.min(entry.compressed_size()) as usize);
+        (&mut entry)
+            .take(declared)
             .read_to_end(&mut bytes)
             .map_err(|e| Error::format(&path, name, format!("cannot decompress: {e}")))?;
         parse_npy(&bytes).map_err(|e| Error::format(&path, name, e))
@@ -136,11 +141,25 @@ impl NpzArchive {
 /// Parses one `.npy` byte buffer.
 pub fn parse_npy(bytes: &[u8]) -> std::result::Result<NpyArray, String> {
     let npy = npyz::NpyFile::new(bytes).map_err(|e| format!("bad .npy header: {e}"))?;
-    let shape: Vec<usize> = npy.shape().iter().map(|&d| d as usize).collect();
     let fortran = npy.order() == npyz::Order::Fortran;
     let npyz::DType::Plain(ts) = npy.dtype() else {
         return Err("structured dtypes are not supported".into());
     };
+    // The header's shape must fit in the bytes that follow it before anything is decoded.
+    let need = npy
+        .shape()
+        .iter()
+        .try_fold(1u64, |a, &d| a.checked_mul(d))
+        .and_then(|c| c.checked_mul(ts.size_field()));
+    if need.is_none_or(|b| b > bytes.len() as u64) {
+        return Err(format!(
+            "header shape {:?} of {}-byte items needs more than the member's {} bytes",
+            npy.shape(),
+            ts.size_field(),
+            bytes.len()
+        ));
+    }
+    let shape: Vec<usize> = npy.shape().iter().map(|&d| d as usize).collect();
     let bad = |e: std::io::Error| format!("bad .npy data ({ts}): {e}");
     let data = match (ts.type_char(), ts.size_field()) {
         (TypeChar::Float, 4) => NpyData::F32(npy.into_vec::<f32>().map_err(bad)?),
@@ -193,7 +212,7 @@ pub fn parse_npy(bytes: &[u8]) -> std::result::Result<NpyArray, String> {
         _ => return Err(format!("dtype {ts} is not supported")),
     };
     let mut a = NpyArray { shape, data };
-    if a.len() != a.shape.iter().product::<usize>() {
+    if Some(a.len()) != a.shape.iter().try_fold(1usize, |p, &d| p.checked_mul(d)) {
         return Err(format!(
             "shape {:?} does not match {} values",
             a.shape,

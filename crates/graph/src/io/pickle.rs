@@ -83,24 +83,112 @@ impl Value {
     }
 }
 
+/// Deepest nesting of containers a pickle may build (Planetoid's files need 5). Deeper values
+/// would make the recursive `Drop`/`Clone` of [`Value`] overflow the thread's stack.
+pub const MAX_DEPTH: u32 = 64;
+
+/// The decoder's operand stack: each value with its nesting depth, so that building a
+/// container checks [`MAX_DEPTH`] in constant time.
+struct Stack {
+    vals: Vec<Value>,
+    depth: Vec<u32>,
+}
+
+impl Stack {
+    fn push(&mut self, v: Value, d: u32, at: usize) -> Result<(), String> {
+        if d > MAX_DEPTH {
+            return Err(format!(
+                "values nest deeper than {MAX_DEPTH} levels at byte {at}"
+            ));
+        }
+        self.vals.push(v);
+        self.depth.push(d);
+        Ok(())
+    }
+    fn pop(&mut self, at: usize) -> Result<(Value, u32), String> {
+        match (self.vals.pop(), self.depth.pop()) {
+            (Some(v), Some(d)) => Ok((v, d)),
+            _ => Err(format!("stack underflow at byte {at}")),
+        }
+    }
+    fn split_off(&mut self, m: usize) -> (Vec<Value>, u32) {
+        let d = self.depth.split_off(m).into_iter().max().unwrap_or(0);
+        (self.vals.split_off(m), d)
+    }
+    /// The top value and its depth, raised to hold a child of depth `child`.
+    fn top_for(&mut self, child: u32, at: usize) -> Result<&mut Value, String> {
+        let d = self.depth.last_mut().ok_or("operation on an empty stack")?;
+        *d = (*d).max(child + 1);
+        if *d > MAX_DEPTH {
+            return Err(format!(
+                "values nest deeper than {MAX_DEPTH} levels at byte {at}"
+            ));
+        }
+        Ok(self
+            .vals
+            .last_mut()
+            .expect("depth and values have one entry each"))
+    }
+    fn top(&self) -> Result<(&Value, u32), String> {
+        match (self.vals.last(), self.depth.last()) {
+            (Some(v), Some(&d)) => Ok((v, d)),
+            _ => Err("PUT/DUP on an empty stack".into()),
+        }
+    }
+}
+
+/// Number of values in `v` (itself and everything it holds; strings count by length), the
+/// unit of [`parse`]'s copy budget.
+fn weight(v: &Value) -> usize {
+    1 + match v {
+        Value::Str(s) => s.len() / 8,
+        Value::Tuple(x) | Value::List(x) => x.iter().map(weight).sum(),
+        Value::Dict(x) => x.iter().map(|(k, v)| weight(k) + weight(v)).sum(),
+        Value::Object {
+            class,
+            args,
+            state,
+            items,
+        } => {
+            weight(class)
+                + weight(args)
+                + state.as_deref().map_or(0, weight)
+                + items
+                    .iter()
+                    .map(|(k, v)| weight(k) + weight(v))
+                    .sum::<usize>()
+        }
+        _ => 0,
+    }
+}
+
 /// Decodes one pickle. Errors are plain messages; the caller adds file and field.
+///
+/// Memory is bounded by the input: values nest at most [`MAX_DEPTH`] deep, and the copies that
+/// memo reads and `DUP` make (this decoder copies where Python shares) may add at most
+/// `4 * data.len() + 2^20` values in all.
 pub fn parse(data: &[u8]) -> Result<Value, String> {
     let mut r = Reader { data, pos: 0 };
-    let mut stack: Vec<Value> = Vec::new();
+    let mut stack = Stack {
+        vals: Vec::new(),
+        depth: Vec::new(),
+    };
     let mut marks: Vec<usize> = Vec::new();
-    let mut memo: std::collections::HashMap<u32, Value> = std::collections::HashMap::new();
+    let mut memo: std::collections::HashMap<u32, (Value, u32)> = std::collections::HashMap::new();
+    let mut budget = data.len().saturating_mul(4).saturating_add(1 << 20);
+    let mut charge = |v: &Value, at: usize| -> Result<(), String> {
+        budget = budget.checked_sub(weight(v)).ok_or_else(|| {
+            format!("memo/DUP copies at byte {at} expand the pickle beyond its copy budget")
+        })?;
+        Ok(())
+    };
     loop {
         let at = r.pos;
         let op = r.byte()?;
-        let pop = |stack: &mut Vec<Value>| {
-            stack
-                .pop()
-                .ok_or_else(|| format!("stack underflow at byte {at}"))
-        };
         let pop_mark =
-            |stack: &mut Vec<Value>, marks: &mut Vec<usize>| -> Result<Vec<Value>, String> {
+            |stack: &mut Stack, marks: &mut Vec<usize>| -> Result<(Vec<Value>, u32), String> {
                 let m = marks.pop().ok_or_else(|| format!("no MARK at byte {at}"))?;
-                if m > stack.len() {
+                if m > stack.vals.len() {
                     return Err(format!("MARK beyond the stack at byte {at}"));
                 }
                 Ok(stack.split_off(m))
@@ -114,14 +202,14 @@ pub fn parse(data: &[u8]) -> Result<Value, String> {
                     ));
                 }
             }
-            b'.' => return pop(&mut stack),
-            b'(' => marks.push(stack.len()),
-            b'N' => stack.push(Value::None),
-            0x88 => stack.push(Value::Bool(true)),
-            0x89 => stack.push(Value::Bool(false)),
-            b'K' => stack.push(Value::Int(r.byte()? as i64)),
-            b'M' => stack.push(Value::Int(u16::from_le_bytes(r.array()?) as i64)),
-            b'J' => stack.push(Value::Int(i32::from_le_bytes(r.array()?) as i64)),
+            b'.' => return Ok(stack.pop(at)?.0),
+            b'(' => marks.push(stack.vals.len()),
+            b'N' => stack.push(Value::None, 0, at)?,
+            0x88 => stack.push(Value::Bool(true), 0, at)?,
+            0x89 => stack.push(Value::Bool(false), 0, at)?,
+            b'K' => stack.push(Value::Int(r.byte()? as i64), 0, at)?,
+            b'M' => stack.push(Value::Int(u16::from_le_bytes(r.array()?) as i64), 0, at)?,
+            b'J' => stack.push(Value::Int(i32::from_le_bytes(r.array()?) as i64), 0, at)?,
             0x8a => {
                 let n = r.byte()? as usize;
                 let b = r.take(n)?;
@@ -137,7 +225,7 @@ pub fn parse(data: &[u8]) -> Result<Value, String> {
                 if n > 0 && n < 8 && b[n - 1] & 0x80 != 0 {
                     v -= 1i64 << (8 * n);
                 }
-                stack.push(Value::Int(v));
+                stack.push(Value::Int(v), 0, at)?;
             }
             b'I' => {
                 let line = r.line()?;
@@ -149,138 +237,135 @@ pub fn parse(data: &[u8]) -> Result<Value, String> {
                             .map_err(|_| format!("bad INT `{s}` at byte {at}"))?,
                     ),
                 };
-                stack.push(v);
+                stack.push(v, 0, at)?;
             }
             b'L' => {
                 let line = r.line()?;
                 let s = line.trim_end_matches('L');
-                stack.push(Value::Int(
-                    s.parse()
-                        .map_err(|_| format!("bad LONG `{s}` at byte {at}"))?,
-                ));
+                let v = s
+                    .parse()
+                    .map_err(|_| format!("bad LONG `{s}` at byte {at}"))?;
+                stack.push(Value::Int(v), 0, at)?;
             }
-            b'G' => stack.push(Value::Float(f64::from_be_bytes(r.array()?))),
+            b'G' => stack.push(Value::Float(f64::from_be_bytes(r.array()?)), 0, at)?,
             b'F' => {
                 let line = r.line()?;
-                stack.push(Value::Float(
-                    line.parse()
-                        .map_err(|_| format!("bad FLOAT `{line}` at byte {at}"))?,
-                ));
+                let v = line
+                    .parse()
+                    .map_err(|_| format!("bad FLOAT `{line}` at byte {at}"))?;
+                stack.push(Value::Float(v), 0, at)?;
             }
             b'U' => {
                 let n = r.byte()? as usize;
-                stack.push(Value::Bytes(Rc::new(r.take(n)?.to_vec())));
+                stack.push(Value::Bytes(Rc::new(r.take(n)?.to_vec())), 0, at)?;
             }
             b'T' => {
                 let n = u32::from_le_bytes(r.array()?) as usize;
-                stack.push(Value::Bytes(Rc::new(r.take(n)?.to_vec())));
+                stack.push(Value::Bytes(Rc::new(r.take(n)?.to_vec())), 0, at)?;
             }
             b'X' => {
                 let n = u32::from_le_bytes(r.array()?) as usize;
                 let s = std::str::from_utf8(r.take(n)?)
                     .map_err(|_| format!("bad UTF-8 at byte {at}"))?;
-                stack.push(Value::Str(s.to_string()));
+                stack.push(Value::Str(s.to_string()), 0, at)?;
             }
             b'S' => {
                 let line = r.line()?;
                 let s = line.trim_matches(|c| c == '\'' || c == '"');
-                stack.push(Value::Bytes(Rc::new(s.as_bytes().to_vec())));
+                stack.push(Value::Bytes(Rc::new(s.as_bytes().to_vec())), 0, at)?;
             }
-            b'V' => stack.push(Value::Str(r.line()?)),
-            b')' => stack.push(Value::Tuple(Vec::new())),
-            0x85 => {
-                let a = pop(&mut stack)?;
-                stack.push(Value::Tuple(vec![a]));
-            }
-            0x86 => {
-                let b = pop(&mut stack)?;
-                let a = pop(&mut stack)?;
-                stack.push(Value::Tuple(vec![a, b]));
-            }
-            0x87 => {
-                let c = pop(&mut stack)?;
-                let b = pop(&mut stack)?;
-                let a = pop(&mut stack)?;
-                stack.push(Value::Tuple(vec![a, b, c]));
+            b'V' => stack.push(Value::Str(r.line()?), 0, at)?,
+            b')' => stack.push(Value::Tuple(Vec::new()), 1, at)?,
+            0x85..=0x87 => {
+                let n = (op - 0x84) as usize;
+                let mut items = Vec::with_capacity(n);
+                let mut d = 0;
+                for _ in 0..n {
+                    let (v, dv) = stack.pop(at)?;
+                    items.push(v);
+                    d = d.max(dv);
+                }
+                items.reverse();
+                stack.push(Value::Tuple(items), d + 1, at)?;
             }
             b't' => {
-                let items = pop_mark(&mut stack, &mut marks)?;
-                stack.push(Value::Tuple(items));
+                let (items, d) = pop_mark(&mut stack, &mut marks)?;
+                stack.push(Value::Tuple(items), d + 1, at)?;
             }
-            b']' => stack.push(Value::List(Vec::new())),
+            b']' => stack.push(Value::List(Vec::new()), 1, at)?,
             b'l' => {
-                let items = pop_mark(&mut stack, &mut marks)?;
-                stack.push(Value::List(items));
+                let (items, d) = pop_mark(&mut stack, &mut marks)?;
+                stack.push(Value::List(items), d + 1, at)?;
             }
-            b'}' => stack.push(Value::Dict(Vec::new())),
+            b'}' => stack.push(Value::Dict(Vec::new()), 1, at)?,
             b'd' => {
-                let items = pop_mark(&mut stack, &mut marks)?;
-                stack.push(Value::Dict(pairs(items, at)?));
+                let (items, d) = pop_mark(&mut stack, &mut marks)?;
+                stack.push(Value::Dict(pairs(items, at)?), d + 1, at)?;
             }
             b'a' => {
-                let v = pop(&mut stack)?;
-                match stack.last_mut() {
-                    Some(Value::List(l)) => l.push(v),
+                let (v, d) = stack.pop(at)?;
+                match stack.top_for(d, at)? {
+                    Value::List(l) => l.push(v),
                     _ => return Err(format!("APPEND to a non-list at byte {at}")),
                 }
             }
             b'e' => {
-                let items = pop_mark(&mut stack, &mut marks)?;
-                match stack.last_mut() {
-                    Some(Value::List(l)) => l.extend(items),
+                let (items, d) = pop_mark(&mut stack, &mut marks)?;
+                match stack.top_for(d, at)? {
+                    Value::List(l) => l.extend(items),
                     _ => return Err(format!("APPENDS to a non-list at byte {at}")),
                 }
             }
             b's' | b'u' => {
-                let items = if op == b's' {
-                    let v = pop(&mut stack)?;
-                    let k = pop(&mut stack)?;
-                    vec![(k, v)]
+                let (items, d) = if op == b's' {
+                    let (v, dv) = stack.pop(at)?;
+                    let (k, dk) = stack.pop(at)?;
+                    (vec![(k, v)], dv.max(dk))
                 } else {
-                    pairs(pop_mark(&mut stack, &mut marks)?, at)?
+                    let (items, d) = pop_mark(&mut stack, &mut marks)?;
+                    (pairs(items, at)?, d)
                 };
-                match stack.last_mut() {
-                    Some(Value::Dict(d)) => d.extend(items),
-                    Some(Value::Object { items: d, .. }) => d.extend(items),
+                match stack.top_for(d, at)? {
+                    Value::Dict(m) => m.extend(items),
+                    Value::Object { items: m, .. } => m.extend(items),
                     _ => return Err(format!("SETITEM(S) on a non-dict at byte {at}")),
                 }
             }
             b'c' => {
                 let module = r.line()?;
                 let name = r.line()?;
-                stack.push(Value::Global(module, name));
+                stack.push(Value::Global(module, name), 0, at)?;
             }
             b'R' | 0x81 => {
-                let args = pop(&mut stack)?;
-                let class = pop(&mut stack)?;
-                stack.push(Value::Object {
+                let (args, da) = stack.pop(at)?;
+                let (class, dc) = stack.pop(at)?;
+                let obj = Value::Object {
                     class: Box::new(class),
                     args: Box::new(args),
                     state: None,
                     items: Vec::new(),
-                });
+                };
+                stack.push(obj, da.max(dc) + 1, at)?;
             }
             b'b' => {
-                let st = pop(&mut stack)?;
-                match stack.last_mut() {
-                    Some(Value::Object { state, .. }) => *state = Some(Box::new(st)),
+                let (st, d) = stack.pop(at)?;
+                match stack.top_for(d, at)? {
+                    Value::Object { state, .. } => *state = Some(Box::new(st)),
                     _ => return Err(format!("BUILD on a non-object at byte {at}")),
                 }
             }
-            b'q' => {
-                let k = r.byte()? as u32;
-                memo.insert(k, stack.last().ok_or("PUT on an empty stack")?.clone());
-            }
-            b'r' => {
-                let k = u32::from_le_bytes(r.array()?);
-                memo.insert(k, stack.last().ok_or("PUT on an empty stack")?.clone());
-            }
-            b'p' => {
-                let k: u32 = r
-                    .line()?
-                    .parse()
-                    .map_err(|_| format!("bad PUT at byte {at}"))?;
-                memo.insert(k, stack.last().ok_or("PUT on an empty stack")?.clone());
+            b'q' | b'r' | b'p' => {
+                let k = match op {
+                    b'q' => r.byte()? as u32,
+                    b'r' => u32::from_le_bytes(r.array()?),
+                    _ => r
+                        .line()?
+                        .parse()
+                        .map_err(|_| format!("bad PUT at byte {at}"))?,
+                };
+                let (v, d) = stack.top()?;
+                charge(v, at)?;
+                memo.insert(k, (v.clone(), d));
             }
             b'h' | b'j' | b'g' => {
                 let k = match op {
@@ -291,18 +376,20 @@ pub fn parse(data: &[u8]) -> Result<Value, String> {
                         .parse()
                         .map_err(|_| format!("bad GET at byte {at}"))?,
                 };
-                stack.push(
-                    memo.get(&k)
-                        .cloned()
-                        .ok_or_else(|| format!("memo key {k} unset at byte {at}"))?,
-                );
+                let (v, d) = memo
+                    .get(&k)
+                    .ok_or_else(|| format!("memo key {k} unset at byte {at}"))?;
+                charge(v, at)?;
+                stack.push(v.clone(), *d, at)?;
             }
             b'0' => {
-                pop(&mut stack)?;
+                stack.pop(at)?;
             }
             b'2' => {
-                let v = stack.last().ok_or("DUP on an empty stack")?.clone();
-                stack.push(v);
+                let (v, d) = stack.top()?;
+                charge(v, at)?;
+                let v = v.clone();
+                stack.push(v, d, at)?;
             }
             other => {
                 return Err(format!(
@@ -409,7 +496,11 @@ pub fn to_ndarray(v: &Value) -> Result<NdArray, String> {
             "numpy array data is not a byte string (object arrays are not supported)".into(),
         );
     };
-    let count: usize = shape.iter().product();
+    let count = shape
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .filter(|c| c.checked_mul(size).is_some())
+        .ok_or_else(|| format!("numpy array shape {shape:?} overflows"))?;
     if raw.len() != count * size {
         return Err(format!(
             "numpy array of shape {shape:?} and {size}-byte items needs {} bytes, found {}",
@@ -508,11 +599,14 @@ pub fn to_csr_matrix(v: &Value) -> Result<CsrMatrix, String> {
             .dict_get(k)
             .ok_or_else(|| format!("scipy matrix has no `{k}`"))
     };
+    let dim = |v: &Value| {
+        v.as_int()
+            .filter(|&d| (0..u32::MAX as i64).contains(&d))
+            .map(|d| d as usize)
+            .ok_or_else(|| format!("scipy matrix `_shape` entry {v:?} is not a 32-bit size"))
+    };
     let shape = match get("_shape")? {
-        Value::Tuple(s) if s.len() == 2 => (
-            s[0].as_int().ok_or("bad _shape")? as usize,
-            s[1].as_int().ok_or("bad _shape")? as usize,
-        ),
+        Value::Tuple(s) if s.len() == 2 => (dim(&s[0])?, dim(&s[1])?),
         _ => return Err("scipy matrix `_shape` is not a pair".into()),
     };
     let ints = |k: &str| -> Result<Vec<u64>, String> {
@@ -545,6 +639,30 @@ pub fn to_csr_matrix(v: &Value) -> Result<CsrMatrix, String> {
             "{} indices but {} values",
             indices.len(),
             data.len()
+        ));
+    }
+    // The CSR invariants, checked once here so that readers can slice rows without checks.
+    if indptr[0] != 0 {
+        return Err(format!("`indptr` starts at {}, expected 0", indptr[0]));
+    }
+    if let Some(r) = indptr.windows(2).position(|w| w[1] < w[0]) {
+        return Err(format!(
+            "`indptr` decreases at row {r}: {} > {}",
+            indptr[r],
+            indptr[r + 1]
+        ));
+    }
+    if indptr[shape.0] != indices.len() as u64 {
+        return Err(format!(
+            "`indptr` ends at {} but there are {} indices",
+            indptr[shape.0],
+            indices.len()
+        ));
+    }
+    if let Some(p) = indices.iter().position(|&c| c >= shape.1 as u64) {
+        return Err(format!(
+            "`indices` entry {p} = {} is outside 0..{} columns",
+            indices[p], shape.1
         ));
     }
     Ok(CsrMatrix {

@@ -119,11 +119,27 @@ pub fn load_planetoid(dir: impl AsRef<Path>, name: &str) -> Result<Dataset> {
                     format!("smallest test id is {lo}, expected allx's row count {n_all}"),
                 ));
             }
+            // Test ids may leave gaps (CiteSeer: 15 missing ids become isolated nodes), but
+            // never more gaps than test rows: the node count comes from the largest id, so a
+            // stray huge id must not size the graph.
+            let span = hi - lo + 1;
+            if span > 2 * sorted.len() {
+                return Err(Error::format(
+                    &ptest,
+                    "test.index",
+                    format!(
+                        "largest test id {hi} leaves {} gaps among {} test ids (at most as many \
+                         gaps as test ids are accepted)",
+                        span - sorted.len(),
+                        sorted.len()
+                    ),
+                ));
+            }
             hi + 1
         }
         _ => n_all,
     };
-    if y.shape[0] + 500 > n_all {
+    if y.shape[0].saturating_add(500) > n_all {
         return Err(Error::format(
             &py,
             "y",

@@ -26,7 +26,7 @@ pub(crate) fn maxk_dropout(
     let c = t.time(Phase::Elementwise, || Ok(maxk(h, k)?))?;
     match drop {
         Some((rng, p)) if p > 0.0 => {
-            let d = t.time(Phase::Elementwise, || rng.dropout(&c.data, p))?;
+            let d = t.time(Phase::Elementwise, || rng.dropout(c.data(), p))?;
             Ok(c.with_data(d)?)
         }
         _ => Ok(c),

@@ -14,9 +14,9 @@
 //! Edge values are constants here (GCN normalisation); a tracked value tensor is refused.
 //! CUDA kernels take f32; the CPU takes f32 and f64.
 
-pub mod cpu;
+pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
-pub mod cuda;
+pub(crate) mod cuda;
 
 use super::{check_device, check_float, cpu_slice, cpu_slice_opt};
 use crate::device_graph::DeviceGraph;
@@ -33,17 +33,91 @@ use candle_core::{
 pub const MAX_WIDTH: usize = 1024;
 
 /// Features after MaxK in Compressed Balanced Sparse Row form: `k` entries per row.
+///
+/// ```text
+///  dense row  [0.0, 3.1, 0.0, 0.0, 2.5, 0.9]     (D = 6, k = 2)
+///  data  row  [3.1, 2.5]                         kept values, differentiable
+///  index row  [  1,   4]                         their columns, strictly ascending, < D
+/// ```
+///
+/// Invariant (private fields): `data` and `index` are `[N, k]`, `index` has the dtype
+/// [`index_dtype`]`(dim)`, `k <= dim <= `[`MAX_WIDTH`], and every index row is strictly
+/// increasing with entries `< dim`. The GPU kernels index `[N, dim]` buffers with these
+/// columns, so a value outside `0..dim` would be an out-of-bounds access: [`maxk`] establishes
+/// the invariant by construction and [`Cbsr::new`] checks it for a caller's own arrays.
 #[derive(Debug, Clone)]
 pub struct Cbsr {
-    /// Kept values `[N, k]` (carries the gradient).
-    pub data: Tensor,
-    /// Their columns `[N, k]`, ascending per row (`u8` or `i16`).
-    pub index: Tensor,
-    /// The dense width `D`.
-    pub dim: usize,
+    data: Tensor,
+    index: Tensor,
+    dim: usize,
 }
 
 impl Cbsr {
+    /// A CBSR from a caller's own values and columns, after checking the invariant above:
+    /// shapes, dtypes, and every column in range and strictly ascending per row (the index is
+    /// read back to the host once for this).
+    pub fn new(data: Tensor, index: Tensor, dim: usize) -> Result<Cbsr> {
+        const OP: &str = "cbsr";
+        let bad = |what: String| Err(Error::Shape { op: OP, what });
+        check_float(OP, "CBSR data", &data)?;
+        let Ok((n, k)) = data.dims2() else {
+            return bad(format!("data has shape {:?}, expected [N, k]", data.dims()));
+        };
+        if k > dim || dim > MAX_WIDTH {
+            return bad(format!(
+                "need k <= D <= {MAX_WIDTH}, got k = {k}, D = {dim}"
+            ));
+        }
+        if index.dims() != [n, k] || index.dtype() != index_dtype(dim) {
+            return bad(format!(
+                "index {:?} {:?} must be [{n}, {k}] {:?}",
+                index.dims(),
+                index.dtype(),
+                index_dtype(dim)
+            ));
+        }
+        if !index.device().same_device(data.device()) {
+            return Err(Error::Device {
+                op: OP,
+                tensor: index.device().location(),
+                graph: data.device().location(),
+            });
+        }
+        let cols = index
+            .to_dtype(DType::I64)?
+            .flatten_all()?
+            .to_vec1::<i64>()?;
+        if k > 0 {
+            for (r, row) in cols.chunks_exact(k).enumerate() {
+                if let Some(t) = (0..k).find(|&t| {
+                    row[t] < 0 || row[t] as usize >= dim || (t > 0 && row[t] <= row[t - 1])
+                }) {
+                    return bad(format!(
+                        "index row {r} slot {t} holds column {} (columns must be strictly \
+                         ascending and in 0..{dim})",
+                        row[t]
+                    ));
+                }
+            }
+        }
+        Ok(Cbsr { data, index, dim })
+    }
+
+    /// Kept values `[N, k]` (carries the gradient).
+    pub fn data(&self) -> &Tensor {
+        &self.data
+    }
+
+    /// Their columns `[N, k]`, strictly ascending per row ([`index_dtype`]`(dim)`).
+    pub fn index(&self) -> &Tensor {
+        &self.index
+    }
+
+    /// The dense width `D`.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
     /// Entries per row.
     pub fn k(&self) -> usize {
         self.data.dims().get(1).copied().unwrap_or(0)
@@ -66,6 +140,7 @@ impl Cbsr {
                 ),
             });
         }
+        check_float("cbsr", "CBSR data", &data)?;
         Ok(Cbsr {
             data,
             index: self.index.clone(),
@@ -258,36 +333,34 @@ pub fn spgemm_bias(
     })
 }
 
-/// `(Aᵀ · dout)` at the CBSR pattern `index` (`[n_cols, k]`): the gradient of [`spgemm`] with
-/// respect to the CBSR data. `dout` is `[n_rows, D]`.
+/// `(Aᵀ · dout)` at the pattern of `x` (`[n_cols, k]`): the gradient of [`spgemm`] with
+/// respect to the CBSR data. `dout` is `[n_rows, D]`; only `x`'s index and width are used.
 pub fn sspmm(
     g: &DeviceGraph,
     dout: &Tensor,
-    index: &Tensor,
-    dim: usize,
+    x: &Cbsr,
     values: Option<&Tensor>,
     reduce: Reduce,
 ) -> Result<Tensor> {
     const OP: &str = "sspmm";
     let mean = mean_of(OP, reduce)?;
     check_device(OP, g, dout)?;
+    check_device(OP, g, &x.index)?;
     check_float(OP, "dout", dout)?;
+    let dim = x.dim;
     if dout.dims() != [g.n_rows(), dim] {
         return Err(Error::Shape {
             op: OP,
             what: format!("dout {:?} must be [{}, {dim}]", dout.dims(), g.n_rows()),
         });
     }
-    let k = index.dims().get(1).copied().unwrap_or(0);
-    if index.dims() != [g.n_cols(), k] || index.dtype() != index_dtype(dim) || k > dim {
+    if x.rows() != g.n_cols() {
         return Err(Error::Shape {
             op: OP,
             what: format!(
-                "index {:?} {:?} must be [{}, k <= {dim}] {:?}",
-                index.dims(),
-                index.dtype(),
-                g.n_cols(),
-                index_dtype(dim)
+                "CBSR pattern has {} rows, the graph {} columns",
+                x.rows(),
+                g.n_cols()
             ),
         });
     }
@@ -295,8 +368,8 @@ pub fn sspmm(
     Ok(sspmm_raw(
         g,
         &dout.contiguous()?,
-        &index.contiguous()?,
-        k,
+        &x.index.contiguous()?,
+        x.k(),
         dim,
         values,
         mean,

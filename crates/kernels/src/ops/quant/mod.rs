@@ -8,9 +8,9 @@
 //! CPU and GPU give identical bits). `|x - x'| <= scale_j / 2` (plus f32 rounding); a constant
 //! feature has `scale_j = 0` and is reproduced exactly.
 
-pub mod cpu;
+pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
-pub mod cuda;
+pub(crate) mod cuda;
 
 use super::cpu_slice;
 use crate::error::{Error, Result};

@@ -18,9 +18,9 @@
 //! `(1 / m) * sum_sampled a_p x[col_p]`. GCN's symmetric normalisation is carried by the
 //! edge values `a_p`, so `Sum` with GCN values estimates the GCN aggregation.
 
-pub mod cpu;
+pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
-pub mod cuda;
+pub(crate) mod cuda;
 
 use super::{check_device, check_float, cpu_slice, cpu_slice_opt};
 use crate::device_graph::DeviceGraph;

@@ -5,9 +5,9 @@
 //! Backward: `da = E b` (SpMM with the edge gradients as values), `db = E^T a` (over the
 //! transpose, values permuted).
 
-pub mod cpu;
+pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
-pub mod cuda;
+pub(crate) mod cuda;
 
 use super::{check_device, check_float, cpu_slice};
 use crate::device_graph::DeviceGraph;

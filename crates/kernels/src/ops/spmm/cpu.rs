@@ -126,15 +126,16 @@ unsafe impl<T> Send for SyncPtr<T> {}
 unsafe impl<T> Sync for SyncPtr<T> {}
 
 /// Backward of [`gather_arg`] w.r.t. `x`: `dx[col_p, t] += v_p dy[i, t]` for `p = arg[i,t]`.
-/// Output has `n_src` rows.
+/// Output has `csr.n_cols()` rows (the sources). `arg` and `dy` are `[n_rows, k]`; an `arg`
+/// entry other than [`NO_EDGE`] must be an edge position (`< nnz`), which is bounds-checked.
 pub fn scatter_arg<T: WithDType>(
     csr: &Csr,
     dy: &[T],
     k: usize,
     arg: &[u32],
     vals: Option<&[T]>,
-    n_src: usize,
 ) -> Vec<T> {
+    let n_src = csr.n_cols();
     let mut dx = vec![T::zero(); n_src * k];
     if k == 0 {
         return dx;
@@ -153,8 +154,10 @@ pub fn scatter_arg<T: WithDType>(
                 }
                 let w = vals.map_or(T::one(), |v| v[p as usize]);
                 let dst = idx[p as usize] as usize * k + t;
-                // SAFETY: `dst % k == t` lies in this task's column block, blocks are
-                // disjoint, and `dst < n_src * k` because column indices are < n_cols = n_src.
+                // SAFETY: in bounds: `idx[p]` is a bounds-checked read of a validated `Csr`, so
+                // `idx[p] < n_cols = n_src` and, with `t < k`, `dst < n_src * k = dx.len()`.
+                // No data race: `dst % k == t` lies in this task's column block, and blocks
+                // are disjoint; `dx` outlives the scope (the tasks end before it is returned).
                 unsafe { *ptr.0.add(dst) += w * dy[i * k + t] };
             }
         }

@@ -10,9 +10,9 @@
 //!   `dy` to the winners only (DGL's approach). Ties go to the first edge of the row. Empty
 //!   rows produce 0 and pass no gradient.
 
-pub mod cpu;
+pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
-pub mod cuda;
+pub(crate) mod cuda;
 pub mod reference;
 
 use super::{check_device, check_float, cpu_slice, cpu_slice_opt};
@@ -511,7 +511,7 @@ fn scatter_cpu<T: WithDType>(
     let arg = u32_slice(a, al)?;
     let vals = cpu_slice_opt::<T>("spmm_arg_scatter", v)?;
     let n_src = op.g.n_cols();
-    let dx = cpu::scatter_arg(op.g.csr(), dy, k, arg, vals, n_src);
+    let dx = cpu::scatter_arg(op.g.csr(), dy, k, arg, vals);
     Ok((T::to_cpu_storage_owned(dx), Shape::from((n_src, k))))
 }
 fn scatter_cpu2<T: WithDType>(
