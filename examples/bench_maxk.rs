@@ -30,7 +30,7 @@ struct Args {
     #[arg(long, value_delimiter = ',', default_value = "8,16,32,64,96,128,192")]
     k: Vec<usize>,
     /// Timed repetitions (after 3 warm-ups).
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     reps: usize,
     /// Output folder (bench_maxk.json, bench_maxk.svg).
     #[arg(long, default_value = "runs/bench_maxk")]

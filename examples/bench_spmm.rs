@@ -27,7 +27,7 @@ struct Args {
     #[arg(long, value_delimiter = ',', default_value = "16,32,64,128,256,602")]
     k: Vec<usize>,
     /// Timed repetitions (after 3 warm-ups).
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     reps: usize,
     /// Also time every compiled tile shape and block order of our kernel (tuning data).
     #[arg(long)]

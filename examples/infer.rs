@@ -79,7 +79,7 @@ struct Args {
     #[arg(long, value_delimiter = ',', default_value = "bucket,fastrand,aes")]
     strategies: Vec<String>,
     /// Timed forward passes per setting (median reported), after two warm-ups.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     reps: usize,
     /// Output folder (JSON, Markdown table, SVG chart).
     #[arg(long, default_value = "runs/infer")]

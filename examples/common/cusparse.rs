@@ -11,12 +11,15 @@ use std::sync::Arc;
 
 pub use cs::cusparseSpMMAlg_t as SpmmAlg;
 
-/// Median CUDA-event time of `f` on `stream`, in ms.
+/// Median CUDA-event time of `f` on `stream`, in ms, over `reps >= 1` timed runs.
 pub fn time_ms(
     stream: &Arc<CudaStream>,
     reps: usize,
     mut f: impl FnMut() -> Result<()>,
 ) -> Result<f64> {
+    if reps == 0 {
+        bail!("--reps must be at least 1 (a median needs one timed run)");
+    }
     for _ in 0..3 {
         f()?;
     }

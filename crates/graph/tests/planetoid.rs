@@ -155,3 +155,53 @@ fn garbage_pickle_opcode_is_reported() {
         "{msg}"
     );
 }
+
+/// The last test id of Cora replaced by a huge value used to panic (u64::MAX: index out of
+/// bounds) or abort on a 64 GB allocation (4e9): the node count now has to be explained by
+/// the test ids.
+#[test]
+fn huge_last_test_id_is_refused_not_allocated() {
+    for huge in ["18446744073709551615", "4000000000", "3709"] {
+        let err = load_damaged(|d| {
+            let p = d.join("ind.cora.test.index");
+            let t = std::fs::read_to_string(&p).unwrap();
+            let mut lines: Vec<&str> = t.lines().collect();
+            let k = lines
+                .iter()
+                .position(|&l| l == "2707")
+                .unwrap_or(lines.len() - 1);
+            lines[k] = huge;
+            std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+        });
+        let msg = err.to_string();
+        assert!(
+            msg.contains("ind.cora.test.index") && msg.contains(&format!("largest test id {huge}")),
+            "{msg}"
+        );
+    }
+}
+
+/// A scipy CSR whose `indptr` decreases (or does not end at nnz) is refused by the pickle
+/// reader instead of panicking while rows are sliced.
+#[test]
+fn bad_csr_indptr_in_pickle_is_refused() {
+    use gnn_graph::io::pickle::Writer;
+    for (what, patch) in [("decreases", [0i32, 2, 1, 2]), ("ends at 5", [0, 1, 2, 5])] {
+        let err = load_damaged(|d| {
+            let mut w = Writer::new();
+            w.csr(3, 1433, &[(0, 1, 1.0), (1, 2, 1.0)]);
+            let mut b = w.finish();
+            // Overwrite the indptr array's raw bytes (3 + 1 little-endian i4 values).
+            let raw: Vec<u8> = [0i32, 1, 2, 2]
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect();
+            let at = b.windows(raw.len()).position(|w| w == raw).unwrap();
+            let new: Vec<u8> = patch.iter().flat_map(|v| v.to_le_bytes()).collect();
+            b[at..at + raw.len()].copy_from_slice(&new);
+            std::fs::write(d.join("ind.cora.x"), b).unwrap();
+        });
+        let msg = err.to_string();
+        assert!(msg.contains("ind.cora.x") && msg.contains(what), "{msg}");
+    }
+}

@@ -287,6 +287,28 @@ impl Gnn {
             .ok_or_else(|| bad("no `gnn.config` entry in the header metadata".into()))?;
         let cfg: ModelConfig =
             serde_json::from_str(cfg_text).map_err(|e| bad(format!("bad `gnn.config`: {e}")))?;
+        cfg.validate()
+            .map_err(|e| bad(format!("bad `gnn.config`: {e}")))?;
+        // The model is allocated from the config before the weights are read, so the config
+        // may not ask for more than the file holds: every layer has at least an `in x out`
+        // weight matrix, and the tensors' sizes were checked against the file by the parser.
+        let stored: usize = meta
+            .tensors()
+            .values()
+            .map(|t| t.shape.iter().product::<usize>())
+            .fold(0, usize::saturating_add);
+        let needed = match cfg.layers {
+            1 => cfg.in_dim.saturating_mul(cfg.out_dim),
+            l => (l - 2)
+                .saturating_mul(cfg.hidden.saturating_mul(cfg.hidden))
+                .saturating_add(cfg.in_dim.saturating_mul(cfg.hidden))
+                .saturating_add(cfg.hidden.saturating_mul(cfg.out_dim)),
+        };
+        if needed > stored {
+            return Err(bad(format!(
+                "`gnn.config` needs at least {needed} weights, the file holds {stored}"
+            )));
+        }
         let mut model = Self::new(cfg, device, 0)?;
         let names: Vec<String> = meta.tensors().keys().cloned().collect();
         for (k, _) in model.named_vars() {

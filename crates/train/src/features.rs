@@ -159,8 +159,30 @@ impl HostFeatures {
             }
             Ok(x)
         };
+        // NaN/Inf would poison every row it aggregates into: refuse them, naming the place.
+        let finite = |name: &str, x: &Tensor| -> Result<()> {
+            let cols = x.dims().last().copied().unwrap_or(1).max(1);
+            let v = x.flatten_all()?.to_vec1::<f32>()?;
+            match v.iter().position(|x| !x.is_finite()) {
+                None => Ok(()),
+                Some(p) if x.rank() == 2 => Err(bad(format!(
+                    "tensor `{name}` holds {} at node {} feature {} (values must be finite)",
+                    v[p],
+                    p / cols,
+                    p % cols
+                ))),
+                Some(p) => Err(bad(format!(
+                    "tensor `{name}` holds {} at feature {p} (values must be finite)",
+                    v[p]
+                ))),
+            }
+        };
         match md.get("encoding").map(String::as_str) {
-            Some("f32") => Ok(Self::F32(take("features", DType::F32, 2)?)),
+            Some("f32") => {
+                let x = take("features", DType::F32, 2)?;
+                finite("features", &x)?;
+                Ok(Self::F32(x))
+            }
             Some("int8") => {
                 let codes = take("features.codes", DType::U8, 2)?;
                 let scale = take("features.scale", DType::F32, 1)?;
@@ -173,6 +195,7 @@ impl HostFeatures {
                             v.dim(0)?
                         )));
                     }
+                    finite(name, v)?;
                 }
                 Ok(Self::Int8 { codes, scale, min })
             }

@@ -87,6 +87,8 @@ impl NpyArray {
 pub struct NpzArchive {
     path: PathBuf,
     zip: zip::ZipArchive<File>,
+    /// The archive's length in bytes: no member's stored bytes can be more.
+    len: u64,
 }
 
 impl NpzArchive {
@@ -94,6 +96,7 @@ impl NpzArchive {
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
         let f = File::open(&path).map_err(|e| Error::io(&path, e))?;
+        let len = f.metadata().map_err(|e| Error::io(&path, e))?.len();
         let zip = zip::ZipArchive::new(f).map_err(|e| {
             Error::format(
                 &path,
@@ -101,7 +104,7 @@ impl NpzArchive {
                 format!("not a valid npz (zip) archive: {e}"),
             )
         })?;
-        Ok(Self { path, zip })
+        Ok(Self { path, zip, len })
     }
 
     /// Array names (member names without `.npy`).
@@ -125,11 +128,12 @@ impl NpzArchive {
                 format!("array missing from the archive (it has: {have})"),
             )
         })?;
-        // The declared size sizes nothing up front (a header may claim any size): the buffer
+        // Headers may claim any size: the buffer starts no larger than the archive itself and
         // grows as bytes arrive, and reading stops at the declared size. A member's bytes are
-        // then at most its compressed size times deflate's 1032:1 ceiling.
+        // then at most the archive's length times deflate's 1032:1 ceiling.
         let declared = entry.size();
-        let mut bytes = Vec::with_capacity(declared.min(entry.compressed_size()) as usize);
+        let start = declared.min(entry.compressed_size()).min(self.len);
+        let mut bytes = Vec::with_capacity(start as usize);
         (&mut entry)
             .take(declared)
             .read_to_end(&mut bytes)
