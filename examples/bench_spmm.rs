@@ -103,7 +103,7 @@ fn main() -> Result<()> {
         let best = cusp[0].min(cusp[1]);
         let mut sweep = Vec::new();
         if args.sweep {
-            use gnn::kernels::ops::spmm::cuda::{set_tiling_override, SpmmTiling, CFS};
+            use gnn::kernels::ops::spmm::tuning::{set_tiling_override, SpmmTiling, CFS};
             for (vi, vec) in [1usize, 2, 4].into_iter().enumerate() {
                 for &cf in CFS[vi] {
                     for (tile_major, unroll, schedule) in [

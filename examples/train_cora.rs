@@ -59,7 +59,7 @@ struct Args {
     /// Keep raw features (default: row-normalised, as in the GCN paper).
     #[arg(long)]
     no_row_normalize: bool,
-    /// Save the best seed's model under this stem (default weights/<model>-<dataset>).
+    /// Save the best seed's model under this stem (default runs/weights/<model>-<dataset>).
     #[arg(long)]
     save: Option<PathBuf>,
     /// Do not save weights.
@@ -151,10 +151,9 @@ fn main() -> Result<()> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if let (false, Some((val, test, seed, model))) = (args.no_save, best) {
-        let stem = args
-            .save
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(format!("weights/{}-{}", args.model, args.dataset)));
+        let stem = args.save.clone().unwrap_or_else(|| {
+            PathBuf::from(format!("runs/weights/{}-{}", args.model, args.dataset))
+        });
         let (st, _) = model.save(&stem, serde_json::json!({"dataset": args.dataset, "saved_seed": seed, "saved_val_acc": val, "saved_test_acc": test, "mean_test_acc": mean, "std_test_acc": std, "seeds": args.seeds, "train": tc}))?;
         println!("saved {}", st.display());
     }

@@ -5,7 +5,14 @@
 //! edges, 602 features, 41 classes) at `--scale` (on the CPU the default scale is reduced so
 //! the run finishes in a few minutes on 2 cores). It trains the chosen GNN and, on the same
 //! data, an MLP baseline, prints both accuracies and the per-phase timing breakdown, writes a
-//! JSON report and saves the GNN's weights to `weights/`.
+//! JSON report and saves the GNN's weights under `runs/weights/` (the shipped checkpoints in
+//! `weights/` are never overwritten unless `--save` names them).
+//!
+//! Long runs can checkpoint (`--checkpoint-every N`: weights, Adam state, dropout stream,
+//! model selection and history, see `gnn::train::checkpoint`) and continue after an
+//! interruption with `--resume runs/checkpoints/<model>-<dataset>`: the continued run equals
+//! an uninterrupted one. A NaN or infinite loss or gradient stops training with the epoch and
+//! tensor named, the state before that epoch saved beside the checkpoints.
 //!
 //! ```text
 //! cargo run --release --example train_reddit
@@ -18,7 +25,9 @@ use candle_core::Device;
 use clap::Parser;
 use gnn::graph::{generate, load_dgl_reddit, Dataset, SyntheticSpec};
 use gnn::models::{ConvKind, Gnn, ModelConfig, ModelGraph};
-use gnn::train::{train, DeviceData, EpochLog, OptimizerKind, TrainConfig, TrainReport};
+use gnn::train::{
+    train_from, DeviceData, EpochLog, OptimizerKind, TrainConfig, TrainReport, TrainState,
+};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -91,9 +100,19 @@ struct Args {
     /// Where to write the JSON report.
     #[arg(long, default_value = "runs/train_reddit.json")]
     json: PathBuf,
-    /// Weights stem (default weights/<model>-<dataset>).
+    /// Weights stem (default runs/weights/<model>-<dataset>).
     #[arg(long)]
     save: Option<PathBuf>,
+    /// Write a training checkpoint every N epochs (0: never).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    checkpoint_every: usize,
+    /// Checkpoint stem (default runs/checkpoints/<model>-<dataset>); also where the last good
+    /// state goes when training stops on a non-finite value.
+    #[arg(long)]
+    checkpoint: Option<PathBuf>,
+    /// Continue from this training checkpoint (same model, data and recipe; --epochs may grow).
+    #[arg(long)]
+    resume: Option<PathBuf>,
 }
 
 fn progress(name: &'static str, epochs: usize) -> impl FnMut(&EpochLog) {
@@ -175,6 +194,8 @@ fn run(
         args.hidden,
         model.num_params()
     );
+    // Checkpoints and resumption belong to the GNN run, not to the MLP baseline.
+    let gnn_run = kind != ConvKind::Mlp || args.model == ConvKind::Mlp;
     let tc = TrainConfig {
         epochs: args.epochs,
         lr: args.lr,
@@ -183,9 +204,37 @@ fn run(
         eval_every: args.eval_every,
         seed: args.seed,
         profile: true,
+        checkpoint_every: if gnn_run { args.checkpoint_every } else { 0 },
+        checkpoint: gnn_run.then(|| {
+            args.checkpoint.clone().unwrap_or_else(|| {
+                PathBuf::from(format!("runs/checkpoints/{}-{}", args.model, ds.name))
+            })
+        }),
         ..TrainConfig::default()
     };
-    let report = train(&model, &graph, data, &tc, progress(name, args.epochs))?;
+    let resume = match (&args.resume, gnn_run) {
+        (Some(p), true) => {
+            let st = TrainState::load(p, device)?;
+            println!(
+                "{name}: resuming from {} at epoch {}",
+                p.display(),
+                st.meta.epoch
+            );
+            Some(st)
+        }
+        _ => None,
+    };
+    let report = train_from(
+        &model,
+        &graph,
+        data,
+        &tc,
+        resume.as_ref(),
+        progress(name, args.epochs),
+    )?;
+    if let (true, Some(p)) = (tc.checkpoint_every > 0, &tc.checkpoint) {
+        println!("{name}: checkpoints in {}", p.display());
+    }
     Ok((model, report, prep))
 }
 
@@ -248,7 +297,7 @@ fn main() -> Result<()> {
     let stem = args
         .save
         .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("weights/{}-{}", args.model, ds.name)));
+        .unwrap_or_else(|| PathBuf::from(format!("runs/weights/{}-{}", args.model, ds.name)));
     let info = serde_json::json!({"dataset": ds.name, "test_acc": gnn.test_acc, "val_acc": gnn.best_val_acc, "epochs": gnn.epochs_run});
     let (st, _) = model.save(&stem, info)?;
     println!("saved weights to {}", st.display());

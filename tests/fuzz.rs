@@ -1,7 +1,7 @@
 //! Seeded mutation fuzzing of every file the engine reads: Planetoid pickles and test ids, DGL
 //! Reddit npz, OGB csv.gz folders, model checkpoints (safetensors with the JSON config in the
 //! header), the JSON config itself, feature files (f32 and INT8) and training-state
-//! checkpoints.
+//! checkpoints (`--resume`).
 //!
 //! Each case writes a small valid fixture, applies one mutation (bit flips, truncation,
 //! insertion, junk, huge declared sizes, or format-aware ones: NaN/Inf in float arrays,
@@ -11,7 +11,7 @@
 //! [`BUDGET_SLACK`], counted by a global allocator). The bar is 0 panics, 0 hangs and 0 over
 //! budget; the counts are printed as a table (`cargo test --test fuzz -- --nocapture`).
 //!
-//! `GNN_FUZZ_CASES` scales the case count (default 10,500 in all) and `GNN_FUZZ_SEED` picks
+//! `GNN_FUZZ_CASES` scales the case count (default 11,500 in all) and `GNN_FUZZ_SEED` picks
 //! another seed; a failing case prints its target, case number and mutation to replay it.
 
 use flate2::read::GzDecoder;
@@ -20,7 +20,7 @@ use gnn::graph::io::npz::{write_npz, NpyArray, NpyData};
 use gnn::graph::io::pickle::Writer;
 use gnn::graph::{load_dgl_reddit, load_ogb_node, load_planetoid, BuildOptions};
 use gnn::models::{ConvKind, Gnn, ModelConfig};
-use gnn::train::HostFeatures;
+use gnn::train::{train, DeviceData, HostFeatures, TrainConfig, TrainState};
 use rand::{Rng, SeedableRng};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
@@ -522,6 +522,30 @@ fn config_json(r: &mut Rng64, base: &Files) -> (Files, String) {
     (f, what)
 }
 
+/// A training checkpoint (`state.safetensors`) of 2 epochs of a small GCN, with model
+/// selection state and Adam moments.
+fn train_state() -> Files {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = candle_core::Device::Cpu;
+    let spec = gnn::graph::SyntheticSpec::reddit().scaled(0.001).unwrap();
+    let (ds, _) = gnn::graph::generate(&spec, 1).unwrap();
+    let data = DeviceData::new(&ds, &dev, false).unwrap();
+    let cfg = ModelConfig::new(ConvKind::Gcn, 602, 8, 41, 2, 0.5);
+    let g = gnn::models::ModelGraph::new(&ds.graph, ConvKind::Gcn, &dev).unwrap();
+    let m = Gnn::new(cfg, &dev, 1).unwrap();
+    let tc = TrainConfig {
+        epochs: 2,
+        checkpoint_every: 2,
+        checkpoint: Some(tmp.path().join("state")),
+        ..TrainConfig::default()
+    };
+    train(&m, &g, &data, &tc, |_| {}).unwrap();
+    Files::from([(
+        "state.safetensors".to_string(),
+        std::fs::read(tmp.path().join("state.safetensors")).unwrap(),
+    )])
+}
+
 /// A feature file, f32 or INT8, for 9 nodes x 4 features.
 fn features(r: &mut Rng64, twist: Twist) -> Files {
     let mut v: Vec<f32> = (0..36).map(|i| (i % 5) as f32 - 1.5).collect();
@@ -628,6 +652,7 @@ fn targets(scale: f64) -> Vec<Target> {
     let n = |c: f64| ((c * scale) as usize).max(1);
     let ckpt = checkpoint();
     let ckpt2 = ckpt.clone();
+    let state = train_state();
     vec![
         Target {
             name: "planetoid",
@@ -676,6 +701,20 @@ fn targets(scale: f64) -> Vec<Target> {
             }),
         },
         Target {
+            name: "train-state",
+            cases: n(1000.0),
+            make: Box::new(move |r| {
+                let mut f = state.clone();
+                let what = mutate_files(r, &mut f);
+                (f, what)
+            }),
+            load: Box::new(|d| {
+                TrainState::load(d.join("state"), &candle_core::Device::Cpu)
+                    .map(drop)
+                    .map_err(err)
+            }),
+        },
+        Target {
             name: "features",
             cases: n(1000.0),
             make: with_twists(features),
@@ -693,7 +732,7 @@ fn fuzz_every_input_format() {
     let scale: f64 = std::env::var("GNN_FUZZ_CASES")
         .ok()
         .and_then(|s| s.parse::<f64>().ok())
-        .map_or(1.0, |c| c / 10_500.0);
+        .map_or(1.0, |c| c / 11_500.0);
     let seed: u64 = std::env::var("GNN_FUZZ_SEED")
         .ok()
         .and_then(|s| s.parse().ok())

@@ -14,6 +14,8 @@ pub const SDDMM_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/sddmm.ptx"))
 pub const MAXK_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/maxk.ptx"));
 /// PTX of `cuda/quant.cu`.
 pub const QUANT_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/quant.ptx"));
+/// PTX of `cuda/dropout.cu`.
+pub const DROPOUT_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/dropout.ptx"));
 /// PTX of `cuda/sampled.cu`.
 pub const SAMPLED_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/sampled.ptx"));
 

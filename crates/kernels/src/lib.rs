@@ -15,6 +15,7 @@
 //! | [`maxk`] | top-k of each row as CBSR (MaxK-GNN), gradient to the kept entries |
 //! | [`spgemm`] | `A · dense(x)` for CBSR `x` (backward: [`sspmm`], the sampled `Aᵀ · dOut`); [`spgemm_bias`] fuses a bias |
 //! | [`dequantize`] | f32 features from INT8 codes with per-feature scales |
+//! | [`dropout`] | inverted dropout with a stateless, device-independent mask |
 //!
 //! The `cuda` feature enables candle's CUDA backend; GPU kernels plug into the same ops.
 #![deny(missing_docs)]
@@ -28,6 +29,7 @@ pub mod schedule;
 
 pub use device_graph::DeviceGraph;
 pub use error::{Error, Result};
+pub use ops::dropout::dropout;
 pub use ops::matmul::matmul_nt;
 pub use ops::maxk::{maxk, spgemm, spgemm_bias, sspmm, Cbsr};
 pub use ops::quant::{dequantize, QuantizedFeatures};

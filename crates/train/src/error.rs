@@ -26,6 +26,20 @@ pub enum Error {
         /// What is wrong (naming the field when one is at fault).
         problem: String,
     },
+    /// Training produced a NaN or infinite loss or gradient.
+    #[error(
+        "non-finite value at epoch {epoch}: {tensor}; training stopped{}. Try a lower \
+         learning rate, gradient-friendly inputs (row-normalised features) or --layer-norm",
+        checkpoint.as_ref().map(|p| format!(" (the state before this epoch is saved in {p})")).unwrap_or_default()
+    )]
+    NonFinite {
+        /// 1-based epoch.
+        epoch: usize,
+        /// Which tensor: the loss, or the gradient of a named parameter.
+        tensor: String,
+        /// Where the last good state was saved, if a checkpoint path was set.
+        checkpoint: Option<String>,
+    },
     /// Writing a report failed.
     #[error("{path}: {source}")]
     Io {

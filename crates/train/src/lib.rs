@@ -9,6 +9,7 @@
 #![deny(missing_docs)]
 
 pub mod breakdown;
+pub mod checkpoint;
 pub mod data;
 pub mod device;
 pub mod error;
@@ -18,10 +19,13 @@ pub mod optim;
 pub mod trainer;
 
 pub use breakdown::PhaseSums;
+pub use checkpoint::TrainState;
 pub use data::{accuracy, DeviceData};
 pub use device::{device_memory_in_use, device_name, pick_device};
 pub use error::{Error, Result};
 pub use features::{HostFeatures, LoadTimes};
 pub use infer::{Engine, Inference};
 pub use optim::{Adam, OptimizerKind};
-pub use trainer::{masked_cross_entropy, predict, train, EpochLog, TrainConfig, TrainReport};
+pub use trainer::{
+    masked_cross_entropy, predict, train, train_from, EpochLog, TrainConfig, TrainReport,
+};

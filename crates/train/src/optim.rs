@@ -83,6 +83,48 @@ impl Adam {
         })
     }
 
+    /// Steps taken so far (the bias-correction counter).
+    pub fn steps(&self) -> i32 {
+        self.step
+    }
+
+    /// The first and second moments of each parameter, in the order given to [`Adam::new`].
+    pub fn moments(&self) -> Vec<(Tensor, Tensor)> {
+        self.slots
+            .iter()
+            .map(|s| (s.m.clone(), s.v.clone()))
+            .collect()
+    }
+
+    /// Restores `steps` and the moments saved by [`Adam::moments`] (same order and shapes).
+    pub fn restore(&mut self, steps: i32, moments: Vec<(Tensor, Tensor)>) -> Result<()> {
+        if moments.len() != self.slots.len() || steps < 0 {
+            return Err(crate::Error::Invalid(format!(
+                "optimiser state has {} moment pairs and step {steps}, the model {} parameters",
+                moments.len(),
+                self.slots.len()
+            )));
+        }
+        for (i, (s, (m, v))) in self.slots.iter_mut().zip(moments).enumerate() {
+            let want = s.var.as_tensor();
+            for t in [&m, &v] {
+                if t.dims() != want.dims() || t.dtype() != want.dtype() {
+                    return Err(crate::Error::Invalid(format!(
+                        "optimiser moment {i} is {:?} {:?}, the parameter {:?} {:?}",
+                        t.dims(),
+                        t.dtype(),
+                        want.dims(),
+                        want.dtype()
+                    )));
+                }
+            }
+            s.m = m.to_device(want.device())?;
+            s.v = v.to_device(want.device())?;
+        }
+        self.step = steps;
+        Ok(())
+    }
+
     /// One update from `grads`; parameters without a gradient are left alone.
     pub fn step(&mut self, grads: &GradStore) -> Result<()> {
         self.step += 1;

@@ -5,12 +5,14 @@
 //! restored at the end); optional early stopping.
 
 use crate::breakdown::PhaseSums;
+use crate::checkpoint::{BestSoFar, StateMeta, TrainState};
 use crate::data::{accuracy, DeviceData};
 use crate::error::{Error, Result};
 use crate::optim::{Adam, OptimizerKind};
 use candle_core::Tensor;
 use gnn_models::{DropoutRng, Forward, Gnn, ModelGraph, Timer};
 use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
 use std::time::Instant;
 
 /// Training hyper-parameters.
@@ -34,6 +36,28 @@ pub struct TrainConfig {
     pub profile: bool,
     /// Leading epochs left out of timing statistics.
     pub warmup: usize,
+    /// Write a training checkpoint every this many epochs (0: never); see [`crate::checkpoint`].
+    #[serde(default)]
+    pub checkpoint_every: usize,
+    /// Where checkpoints go (a stem: `<stem>.safetensors` + `<stem>.json`). Also where the
+    /// last good state is saved when training stops on a non-finite loss or gradient.
+    #[serde(default)]
+    pub checkpoint: Option<PathBuf>,
+}
+
+impl TrainConfig {
+    /// True when `other` trains the same way (everything but `epochs`, checkpointing and
+    /// profiling equal): the condition for resuming a checkpoint made under `self`.
+    pub fn same_recipe(&self, other: &TrainConfig) -> bool {
+        let strip = |c: &TrainConfig| TrainConfig {
+            epochs: 0,
+            profile: false,
+            checkpoint_every: 0,
+            checkpoint: None,
+            ..c.clone()
+        };
+        strip(self) == strip(other)
+    }
 }
 
 impl Default for TrainConfig {
@@ -49,12 +73,14 @@ impl Default for TrainConfig {
             seed: 0,
             profile: false,
             warmup: 3,
+            checkpoint_every: 0,
+            checkpoint: None,
         }
     }
 }
 
 /// One epoch's numbers, passed to the progress callback.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EpochLog {
     /// 1-based epoch.
     pub epoch: usize,
@@ -110,6 +136,24 @@ pub fn train(
     graph: &ModelGraph,
     data: &DeviceData,
     cfg: &TrainConfig,
+    on_epoch: impl FnMut(&EpochLog),
+) -> Result<TrainReport> {
+    train_from(model, graph, data, cfg, None, on_epoch)
+}
+
+/// [`train`], continuing from `resume` (a checkpoint of the same model and recipe, see
+/// [`TrainState::load`]) when given: parameters, optimiser moments, dropout stream, model
+/// selection and history are restored, and epochs continue after the checkpoint's. On the
+/// CPU the continued run is bit-identical to one that was never interrupted.
+///
+/// Stops with [`Error::NonFinite`] when the loss or a gradient is NaN or infinite, naming the
+/// epoch and the tensor, after saving the state before that epoch when `cfg.checkpoint` is set.
+pub fn train_from(
+    model: &Gnn,
+    graph: &ModelGraph,
+    data: &DeviceData,
+    cfg: &TrainConfig,
+    resume: Option<&TrainState>,
     mut on_epoch: impl FnMut(&EpochLog),
 ) -> Result<TrainReport> {
     if cfg.epochs == 0 || cfg.eval_every == 0 {
@@ -136,10 +180,12 @@ pub fn train(
         .map(|(k, v)| (v.clone(), !k.starts_with("norms.")))
         .collect();
     let mut opt = Adam::new(cfg.optimizer, params, cfg.lr, cfg.weight_decay)?;
+    // Dropout masks are a function of this stream alone on every device (no device RNG).
     let mut rng = DropoutRng::new(cfg.seed);
-    if !device.is_cpu() {
-        // Device RNG drives dropout off the CPU; the CPU path uses `rng` above.
-        device.set_seed(cfg.seed)?;
+    if cfg.checkpoint_every > 0 && cfg.checkpoint.is_none() {
+        return Err(Error::Invalid(
+            "checkpoint_every is set but no checkpoint path is".into(),
+        ));
     }
     let timer = if cfg.profile {
         Timer::enabled(&device)
@@ -153,10 +199,41 @@ pub fn train(
     let mut history = Vec::with_capacity(cfg.epochs);
     let mut sums = PhaseSums::default();
     let (mut epoch_ms, mut infer_ms) = (Vec::new(), Vec::new());
-    let (mut best_val, mut best_epoch, mut best_test, mut best_train) = (-1.0f64, 0usize, 0.0, 0.0);
+    let mut best = BestSoFar::default();
     let mut best_weights: Option<Vec<Tensor>> = None;
-    let mut since_best = 0usize;
     let mut final_loss = f64::NAN;
+    let mut start = 0;
+    if let Some(st) = resume {
+        best_weights = st.apply(model, cfg, &mut opt)?;
+        let m = &st.meta;
+        (start, rng, best, final_loss) = (m.epoch, m.dropout, m.best, m.final_loss);
+        history = m.history.clone();
+        (epoch_ms, infer_ms) = (m.epoch_ms.clone(), m.infer_ms.clone());
+    }
+    let state = |epoch: usize,
+                 rng: DropoutRng,
+                 best: BestSoFar,
+                 final_loss: f64,
+                 history: &[EpochLog],
+                 epoch_ms: &[f64],
+                 infer_ms: &[f64],
+                 opt: &Adam,
+                 best_weights: Option<&[Tensor]>| {
+        let meta = StateMeta {
+            format: "gnn-train-state-v1".into(),
+            epoch,
+            model: model.config().clone(),
+            train: cfg.clone(),
+            adam_steps: opt.steps(),
+            dropout: rng,
+            best,
+            final_loss,
+            history: history.to_vec(),
+            epoch_ms: epoch_ms.to_vec(),
+            infer_ms: infer_ms.to_vec(),
+        };
+        TrainState::capture(meta, &vars, opt, best_weights)
+    };
     let mut peak: Option<u64> = None;
     let sample = |peak: &mut Option<u64>| {
         if let Some(b) = crate::device::device_memory_in_use(&device) {
@@ -164,7 +241,9 @@ pub fn train(
         }
     };
 
-    for epoch in 1..=cfg.epochs {
+    for epoch in start + 1..=cfg.epochs {
+        // The dropout stream before this epoch's masks, for the non-finite guard's checkpoint.
+        let rng_before = rng;
         sync(&device)?;
         let t0 = Instant::now();
         let logits = model.forward(graph, &data.x, &mut Forward::train(&mut rng, &timer))?;
@@ -180,10 +259,37 @@ pub fn train(
         sync(&device)?;
         let t_bwd = t2.elapsed();
         sample(&mut peak);
+        let loss_value = loss.to_scalar::<f32>()? as f64;
+        if let Some(tensor) = non_finite(loss_value, &vars, &grads)? {
+            // Nothing of this epoch has reached the parameters, moments or records yet: with
+            // the dropout stream rewound, the current state is the state before the epoch.
+            let saved = match &cfg.checkpoint {
+                Some(path) => Some(
+                    state(
+                        epoch - 1,
+                        rng_before,
+                        best,
+                        final_loss,
+                        &history,
+                        &epoch_ms,
+                        &infer_ms,
+                        &opt,
+                        best_weights.as_deref(),
+                    )
+                    .save(path)?,
+                ),
+                None => None,
+            };
+            return Err(Error::NonFinite {
+                epoch,
+                tensor,
+                checkpoint: saved.map(|p| p.display().to_string()),
+            });
+        }
         let t3 = Instant::now();
         opt.step(&grads)?;
         drop(grads);
-        final_loss = loss.to_scalar::<f32>()? as f64;
+        final_loss = loss_value;
         sync(&device)?;
         let t_opt = t3.elapsed();
         let total = t0.elapsed();
@@ -223,21 +329,43 @@ pub fn train(
             let va = accuracy(&logits, &data.labels, &data.val)?;
             let te = accuracy(&logits, &data.labels, &data.test)?;
             log.acc = Some((tr, va, te));
-            if va > best_val {
-                (best_val, best_epoch, best_test, best_train) = (va, epoch, te, tr);
+            if va > best.val {
+                best = BestSoFar {
+                    val: va,
+                    epoch,
+                    test: te,
+                    train: tr,
+                    since: 0,
+                };
                 best_weights = Some(
                     vars.iter()
                         .map(|(_, v)| v.as_tensor().copy())
                         .collect::<candle_core::Result<_>>()?,
                 );
-                since_best = 0;
             } else {
-                since_best += 1;
+                best.since += 1;
             }
         }
         on_epoch(&log);
         history.push(log);
-        if cfg.patience.is_some_and(|p| since_best >= p) {
+        if cfg.checkpoint_every > 0 && epoch % cfg.checkpoint_every == 0 {
+            if let Some(path) = &cfg.checkpoint {
+                sync(&device)?;
+                state(
+                    epoch,
+                    rng,
+                    best,
+                    final_loss,
+                    &history,
+                    &epoch_ms,
+                    &infer_ms,
+                    &opt,
+                    best_weights.as_deref(),
+                )
+                .save(path)?;
+            }
+        }
+        if cfg.patience.is_some_and(|p| best.since >= p) {
             break;
         }
     }
@@ -256,10 +384,10 @@ pub fn train(
     };
     Ok(TrainReport {
         epochs_run: history.len(),
-        best_epoch,
-        best_val_acc: best_val,
-        test_acc: best_test,
-        train_acc: best_train,
+        best_epoch: best.epoch,
+        best_val_acc: best.val,
+        test_acc: best.test,
+        train_acc: best.train,
         final_loss,
         epoch_ms_mean: mean(&epoch_ms),
         epoch_ms_median: median(&mut epoch_ms.clone()),
@@ -268,6 +396,41 @@ pub fn train(
         breakdown: sums,
         history,
     })
+}
+
+/// `Some(name)` of the first non-finite value among the loss and the parameters' gradients
+/// (one device synchronisation: the gradient sums are stacked and read back together).
+fn non_finite(
+    loss: f64,
+    vars: &[(String, candle_core::Var)],
+    grads: &candle_core::backprop::GradStore,
+) -> Result<Option<String>> {
+    if !loss.is_finite() {
+        return Ok(Some(format!("the training loss ({loss})")));
+    }
+    let (names, sums): (Vec<&str>, Vec<Tensor>) = vars
+        .iter()
+        .filter_map(|(k, v)| {
+            let g = grads.get(v.as_tensor())?;
+            Some((
+                k.as_str(),
+                g.to_dtype(candle_core::DType::F32)
+                    .and_then(|g| g.sum_all()),
+            ))
+        })
+        .map(|(k, s)| s.map(|s| (k, s)))
+        .collect::<candle_core::Result<Vec<_>>>()?
+        .into_iter()
+        .unzip();
+    if sums.is_empty() {
+        return Ok(None);
+    }
+    let sums = Tensor::stack(&sums, 0)?.to_vec1::<f32>()?;
+    Ok(names
+        .iter()
+        .zip(&sums)
+        .find(|(_, s)| !s.is_finite())
+        .map(|(k, s)| format!("the gradient of `{k}` (sum {s})")))
 }
 
 /// Mean cross-entropy over the nodes and labels encoded in `weight` (see

@@ -25,6 +25,7 @@ macro_rules! dispatch_float {
     };
 }
 
+pub mod dropout;
 pub mod matmul;
 pub mod maxk;
 pub mod quant;

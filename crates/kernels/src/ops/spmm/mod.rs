@@ -13,6 +13,14 @@
 pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
+
+/// Tuning knobs of the CUDA SpMM (for `bench_spmm --sweep`): a forced tiling is checked
+/// against each call's shape and alignment at launch, and an invalid one falls back to the
+/// built-in choice, so no setting can make a kernel read out of bounds.
+#[cfg(feature = "cuda")]
+pub mod tuning {
+    pub use super::cuda::{set_tiling_override, SpmmTiling, CFS};
+}
 pub mod reference;
 
 use super::{check_device, check_float, cpu_slice, cpu_slice_opt};

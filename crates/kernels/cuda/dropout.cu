@@ -1,0 +1,28 @@
+// Stateless inverted dropout: element i of a call with seed s is kept iff
+// (mix(s + i * golden) >> 40) >= threshold, threshold = round(p * 2^24); kept values are scaled.
+// The same hash runs on the CPU (src/ops/dropout/cpu.rs), so masks are bit-identical on both
+// devices and a mask is a function of (seed, index) alone: no generator state to save.
+#include <stdint.h>
+
+__device__ __forceinline__ uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+template <typename T>
+__device__ void dropout_impl(const T* x, T* out, uint64_t n, uint64_t seed, uint64_t threshold, T scale) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        uint64_t u = mix64(seed + i * 0x9E3779B97F4A7C15ULL) >> 40;
+        out[i] = u >= threshold ? x[i] * scale : T(0);
+    }
+}
+
+extern "C" __global__ void dropout_f32(const float* x, float* out, uint64_t n, uint64_t seed, uint64_t threshold, float scale) {
+    dropout_impl<float>(x, out, n, seed, threshold, scale);
+}
+
+extern "C" __global__ void dropout_f64(const double* x, double* out, uint64_t n, uint64_t seed, uint64_t threshold, double scale) {
+    dropout_impl<double>(x, out, n, seed, threshold, scale);
+}

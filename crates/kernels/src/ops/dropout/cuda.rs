@@ -1,0 +1,46 @@
+//! Host side of the CUDA dropout (`cuda/dropout.cu`).
+
+use crate::cuda::{elementwise_cfg, launched, DROPOUT_PTX};
+use candle_core::backend::BackendStorage;
+use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
+use candle_core::{CudaStorage, DType, Layout, Result, Shape};
+
+/// One thread per element (grid-stride); f32 and f64.
+pub(crate) fn dropout(
+    s: &CudaStorage,
+    l: &Layout,
+    p: f32,
+    seed: u64,
+) -> Result<(CudaStorage, Shape)> {
+    if !l.is_contiguous() {
+        candle_core::bail!("dropout: input must be contiguous");
+    }
+    let dev = s.device().clone();
+    let n = l.shape().elem_count();
+    let (t, n_u) = (super::threshold(p), n as u64);
+    let scale = 1.0 / (1.0 - p as f64);
+    macro_rules! run {
+        ($T:ty, $name:expr) => {{
+            let x = s.as_cuda_slice::<$T>()?.slice(l.start_offset()..);
+            // SAFETY: `alloc` leaves the buffer uninitialised, and the kernel writes all `n`
+            // elements (every index below `n` is visited by the grid-stride loop).
+            let out = unsafe { dev.alloc::<$T>(n.max(1))? };
+            if n > 0 {
+                let func = dev.get_or_load_custom_func($name, "gnn_dropout", DROPOUT_PTX)?;
+                let sc = scale as $T;
+                let mut b = func.builder();
+                b.arg(&x).arg(&out).arg(&n_u).arg(&seed).arg(&t).arg(&sc);
+                // SAFETY: `x` (contiguous from its offset) and `out` hold `n` elements; the
+                // kernel reads and writes indices below `n` only.
+                launched(unsafe { b.launch(elementwise_cfg(n)) }.map(|_| ()))?;
+            }
+            CudaStorage::wrap_cuda_slice(out, dev)
+        }};
+    }
+    let out = match s.dtype() {
+        DType::F32 => run!(f32, "dropout_f32"),
+        DType::F64 => run!(f64, "dropout_f64"),
+        o => candle_core::bail!("dropout: unsupported dtype {o:?}"),
+    };
+    Ok((out, l.shape().clone()))
+}

@@ -1,0 +1,169 @@
+//! Training checkpoints: a run interrupted at epoch k and resumed from its last checkpoint
+//! reproduces the uninterrupted run exactly on the CPU (losses, accuracies, selected weights);
+//! a non-finite loss or gradient stops training with an error naming the epoch and tensor and
+//! leaves the state before that epoch on disk.
+
+use candle_core::Device;
+use gnn::graph::{generate, SyntheticSpec};
+use gnn::models::{Activation, ConvKind, Gnn, ModelConfig, ModelGraph};
+use gnn::train::{
+    train, train_from, DeviceData, EpochLog, Error, TrainConfig, TrainReport, TrainState,
+};
+
+fn setup(kind: ConvKind, act: Activation) -> (Gnn, ModelGraph, DeviceData) {
+    let dev = Device::Cpu;
+    let spec = SyntheticSpec::reddit().scaled(0.004).unwrap();
+    let (ds, _) = generate(&spec, 5).unwrap();
+    let data = DeviceData::new(&ds, &dev, false).unwrap();
+    let mut cfg = ModelConfig::new(kind, 602, 32, 41, 3, 0.5);
+    cfg.activation = act;
+    let graph = ModelGraph::new(&ds.graph, kind, &dev).unwrap();
+    (Gnn::new(cfg, &dev, 4).unwrap(), graph, data)
+}
+
+fn weights(m: &Gnn) -> Vec<(String, Vec<f32>)> {
+    m.named_vars()
+        .into_iter()
+        .map(|(k, v)| (k, v.as_tensor().flatten_all().unwrap().to_vec1().unwrap()))
+        .collect()
+}
+
+fn curve(r: &TrainReport) -> Vec<EpochLog> {
+    r.history
+        .iter()
+        .map(|h| EpochLog {
+            epoch_ms: 0.0,
+            ..h.clone()
+        })
+        .collect()
+}
+
+#[test]
+fn resumed_run_equals_uninterrupted_run() {
+    for (kind, act) in [
+        (ConvKind::Gcn, Activation::Relu),
+        (ConvKind::SageMean, Activation::MaxK { k: 8 }),
+        (ConvKind::Gin, Activation::Relu),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let stem = tmp.path().join("state");
+        let base = TrainConfig {
+            epochs: 12,
+            eval_every: 2,
+            patience: Some(50),
+            seed: 9,
+            ..TrainConfig::default()
+        };
+        // Uninterrupted.
+        let (m1, g, data) = setup(kind, act);
+        let full = train(&m1, &g, &data, &base, |_| {}).unwrap();
+        // Interrupted after epoch 7 (the process "dies" in the progress callback), with a
+        // checkpoint every 5 epochs: the resumed run restarts from epoch 5.
+        let (m2, g2, data2) = setup(kind, act);
+        let ck = TrainConfig {
+            checkpoint_every: 5,
+            checkpoint: Some(stem.clone()),
+            ..base.clone()
+        };
+        let died = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            train(&m2, &g2, &data2, &ck, |e| {
+                assert!(e.epoch < 8, "interrupted");
+            })
+        }));
+        assert!(died.is_err());
+        let st = TrainState::load(&stem, &Device::Cpu).unwrap();
+        assert_eq!(st.meta.epoch, 5);
+        let (m3, g3, data3) = setup(kind, act);
+        let resumed = train_from(&m3, &g3, &data3, &ck, Some(&st), |e| {
+            assert!(
+                e.epoch > 5,
+                "resumed epochs continue after the checkpoint's"
+            )
+        })
+        .unwrap();
+        assert_eq!(curve(&resumed), curve(&full), "{kind}: loss/accuracy curve");
+        assert_eq!(
+            (resumed.best_epoch, resumed.best_val_acc, resumed.test_acc),
+            (full.best_epoch, full.best_val_acc, full.test_acc)
+        );
+        assert_eq!(weights(&m3), weights(&m1), "{kind}: selected weights");
+    }
+}
+
+#[test]
+fn resume_refuses_another_recipe_or_model() {
+    let tmp = tempfile::tempdir().unwrap();
+    let stem = tmp.path().join("state");
+    let (m, g, data) = setup(ConvKind::Gcn, Activation::Relu);
+    let cfg = TrainConfig {
+        epochs: 2,
+        checkpoint_every: 1,
+        checkpoint: Some(stem.clone()),
+        ..TrainConfig::default()
+    };
+    train(&m, &g, &data, &cfg, |_| {}).unwrap();
+    let st = TrainState::load(&stem, &Device::Cpu).unwrap();
+    let other_lr = TrainConfig {
+        lr: 0.5,
+        epochs: 4,
+        ..cfg.clone()
+    };
+    let e = train_from(&m, &g, &data, &other_lr, Some(&st), |_| {}).unwrap_err();
+    assert!(e.to_string().contains("cannot resume"), "{e}");
+    let (sage, sg, sdata) = setup(ConvKind::SageMean, Activation::Relu);
+    let e = train_from(&sage, &sg, &sdata, &cfg, Some(&st), |_| {}).unwrap_err();
+    assert!(e.to_string().contains("model"), "{e}");
+    // A model checkpoint is not a training checkpoint.
+    let (p, _) = m
+        .save(tmp.path().join("model"), serde_json::json!({}))
+        .unwrap();
+    let e = TrainState::load(&p, &Device::Cpu).unwrap_err();
+    assert!(e.to_string().contains("training checkpoint"), "{e}");
+}
+
+#[test]
+fn non_finite_loss_stops_with_epoch_tensor_and_checkpoint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let stem = tmp.path().join("last-good");
+    let (m, g, data) = setup(ConvKind::Gcn, Activation::Relu);
+    // A learning rate this large overflows the weights after a few steps.
+    let cfg = TrainConfig {
+        epochs: 50,
+        lr: 1e30,
+        weight_decay: 0.0,
+        checkpoint: Some(stem.clone()),
+        ..TrainConfig::default()
+    };
+    let mut seen = 0;
+    let e = train(&m, &g, &data, &cfg, |l| seen = l.epoch).unwrap_err();
+    let Error::NonFinite {
+        epoch,
+        tensor,
+        checkpoint,
+    } = &e
+    else {
+        panic!("expected a non-finite error, got {e}");
+    };
+    assert_eq!(*epoch, seen + 1, "{e}");
+    assert!(
+        tensor.contains("loss") || tensor.contains("gradient of `"),
+        "{e}"
+    );
+    assert!(
+        checkpoint.is_some() && e.to_string().contains("last-good"),
+        "{e}"
+    );
+    let st = TrainState::load(&stem, &Device::Cpu).unwrap();
+    assert_eq!(
+        st.meta.epoch,
+        epoch - 1,
+        "the saved state is the one before the bad epoch"
+    );
+    assert!(st.params.values().all(|t| t
+        .flatten_all()
+        .unwrap()
+        .to_vec1::<f32>()
+        .unwrap()
+        .iter()
+        .all(|v| v.is_finite())));
+}
