@@ -26,7 +26,7 @@ use clap::Parser;
 use gnn::graph::{generate, load_dgl_reddit, Dataset, SyntheticSpec};
 use gnn::models::{ConvKind, Gnn, ModelConfig, ModelGraph};
 use gnn::train::{
-    train_from, DeviceData, EpochLog, OptimizerKind, TrainConfig, TrainReport, TrainState,
+    on_oom, train_from, DeviceData, EpochLog, OptimizerKind, TrainConfig, TrainReport, TrainState,
 };
 use std::path::PathBuf;
 use std::time::Instant;
@@ -110,6 +110,10 @@ struct Args {
     /// state goes when training stops on a non-finite value.
     #[arg(long)]
     checkpoint: Option<PathBuf>,
+    /// GPU: no float atomics in the sparse reductions, so runs with the same seed are
+    /// bit-identical (see gnn_kernels::set_deterministic for what it costs and covers).
+    #[arg(long)]
+    deterministic: bool,
     /// Continue from this training checkpoint (same model, data and recipe; --epochs may grow).
     #[arg(long)]
     resume: Option<PathBuf>,
@@ -184,9 +188,23 @@ fn run(
         cfg.activation = gnn::models::Activation::MaxK { k };
     }
     let t = Instant::now();
-    let graph = ModelGraph::new(&ds.graph, kind, device)?;
+    let graph = on_oom(ModelGraph::new(&ds.graph, kind, device), device, || {
+        (
+            format!("uploading the graph ({} edges) for {kind}", ds.graph.nnz()),
+            None,
+        )
+    })?;
     let prep = t.elapsed().as_secs_f64();
-    let model = Gnn::new(cfg, device, args.seed)?;
+    let params: u64 = (0..cfg.layers)
+        .map(|l| cfg.layer_dims(l))
+        .map(|(i, o)| (i as u64 + 1) * o as u64)
+        .sum();
+    let model = on_oom(Gnn::new(cfg, device, args.seed), device, || {
+        (
+            format!("allocating the model's parameters (at least {params} floats)"),
+            Some(4 * params),
+        )
+    })?;
     println!(
         "{name}: {kind} ({}), {} layers x {} hidden, {} parameters (graph prepared in {prep:.2} s)",
         model.config().activation,
@@ -240,6 +258,7 @@ fn run(
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    gnn::kernels::set_deterministic(args.deterministic);
     let device = gnn::train::pick_device(args.cpu)?;
     println!("device: {}", gnn::train::device_name(&device));
     let t_all = Instant::now();
@@ -309,7 +328,9 @@ fn main() -> Result<()> {
         "threads": rayon_threads(),
         "args": format!("{args:?}"),
         "graph_prep_s": prep,
-        "gnn": { "model": model.config(), "report": without_history(&gnn), "breakdown": gnn.breakdown.rows() },
+        "deterministic": args.deterministic,
+        "gnn": { "model": model.config(), "report": without_history(&gnn), "breakdown": gnn.breakdown.rows(),
+                 "loss_curve": gnn.history.iter().map(|h| h.loss).collect::<Vec<_>>() },
         "mlp": mlp.as_ref().map(without_history),
         "total_s": t_all.elapsed().as_secs_f64(),
     });

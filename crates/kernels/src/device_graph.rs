@@ -28,17 +28,23 @@ struct Inner {
     bwd_ns: AtomicU64,
     #[cfg(feature = "cuda")]
     cuda: Option<crate::cuda::CudaCsr>,
+    /// The row schedule with split rows, and the one without (deterministic mode).
     #[cfg(feature = "cuda")]
-    schedule: OnceLock<(
-        candle_core::cuda_backend::cudarc::driver::CudaSlice<u32>,
-        usize,
-    )>,
+    schedule: [OnceLock<Schedule>; 2],
     #[cfg(feature = "cuda")]
     bwd_events: std::sync::Mutex<Vec<(CudaEvent, CudaEvent)>>,
 }
 
 #[cfg(feature = "cuda")]
 use candle_core::cuda_backend::cudarc::driver::{sys::CUevent_flags, CudaEvent};
+
+/// A row schedule on the device: the items, their count and the edge-group length.
+#[cfg(feature = "cuda")]
+pub(crate) type Schedule = (
+    candle_core::cuda_backend::cudarc::driver::CudaSlice<u32>,
+    usize,
+    usize,
+);
 
 impl std::fmt::Debug for DeviceGraph {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -77,7 +83,7 @@ impl DeviceGraph {
             #[cfg(feature = "cuda")]
             cuda,
             #[cfg(feature = "cuda")]
-            schedule: OnceLock::new(),
+            schedule: [OnceLock::new(), OnceLock::new()],
             #[cfg(feature = "cuda")]
             bwd_events: std::sync::Mutex::new(Vec::new()),
         })))
@@ -173,32 +179,48 @@ impl DeviceGraph {
         })
     }
 
-    /// The device copy of the graph's [`RowSchedule`] with edge groups of
-    /// [`crate::schedule::CHUNK`] edges, and its item count. Built on first use.
+    /// The device copy of the graph's [`RowSchedule`] and its item count and edge-group
+    /// length. Normally groups of [`crate::schedule::CHUNK`] edges (long rows split, their
+    /// partial sums added atomically); in [`crate::deterministic`] mode one group per row,
+    /// so every output row is written once, in a fixed order. Built on first use.
     #[cfg(feature = "cuda")]
     pub(crate) fn cuda_schedule(
         &self,
     ) -> candle_core::Result<(
         &candle_core::cuda_backend::cudarc::driver::CudaSlice<u32>,
         usize,
+        usize,
     )> {
-        if self.0.schedule.get().is_none() {
+        let det = crate::deterministic();
+        let slot = &self.0.schedule[det as usize];
+        if slot.get().is_none() {
             let Device::Cuda(dev) = &self.0.device else {
                 candle_core::bail!(
                     "graph lives on {:?}, not on a CUDA device",
                     self.0.device.location()
                 );
             };
-            let s = RowSchedule::build(self.0.csr.indptr(), crate::schedule::CHUNK);
+            let chunk = if det {
+                self.0
+                    .csr
+                    .row_degrees()
+                    .into_iter()
+                    .max()
+                    .unwrap_or(1)
+                    .max(1) as usize
+            } else {
+                crate::schedule::CHUNK
+            };
+            let s = RowSchedule::build(self.0.csr.indptr(), chunk);
             let buf = if s.is_empty() {
                 dev.alloc_zeros::<u32>(2)?
             } else {
                 dev.clone_htod(&s.items)?
             };
-            let _ = self.0.schedule.set((buf, s.len()));
+            let _ = slot.set((buf, s.len(), chunk));
         }
-        let (b, n) = self.0.schedule.get().expect("set above");
-        Ok((b, *n))
+        let (b, n, c) = slot.get().expect("set above");
+        Ok((b, *n, *c))
     }
 
     /// Device buffers `(indptr, indices)` of a CUDA graph, for interop with other libraries

@@ -28,6 +28,23 @@ pub mod ops;
 pub mod schedule;
 
 pub use device_graph::DeviceGraph;
+
+static DETERMINISTIC: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Deterministic mode for the GPU kernels (process-wide): no float atomics in any reduction,
+/// so a run with fixed seeds is bit-identical to the next. Sum/mean SpMM and the MaxK SpGEMM
+/// give each output row to one warp (no split rows: slower on graphs with hub rows), and the
+/// MaxK SSpMM backward becomes the transpose SpMM followed by a gather at the CBSR pattern.
+/// The max/min backward (argmax scatter) has no deterministic kernel and returns an error in
+/// this mode. The CPU kernels are deterministic either way.
+pub fn set_deterministic(on: bool) {
+    DETERMINISTIC.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether [`set_deterministic`] is on.
+pub fn deterministic() -> bool {
+    DETERMINISTIC.load(std::sync::atomic::Ordering::Relaxed)
+}
 pub use error::{Error, Result};
 pub use ops::dropout::dropout;
 pub use ops::matmul::matmul_nt;

@@ -31,6 +31,20 @@ impl DeviceData {
     /// Uploads `ds` (dense features; `row_normalize` divides each feature row by its sum
     /// first, the GCN preprocessing for bag-of-words features).
     pub fn new(ds: &Dataset, device: &Device, row_normalize: bool) -> Result<Self> {
+        let n = ds.num_nodes() as u64;
+        let bytes = 4 * n * (ds.features.cols() as u64 + ds.num_classes as u64 + 1);
+        crate::device::on_oom(Self::upload(ds, device, row_normalize), device, || {
+            (
+                format!(
+                    "uploading the features, labels and loss weights of {} nodes",
+                    ds.num_nodes()
+                ),
+                Some(bytes),
+            )
+        })
+    }
+
+    fn upload(ds: &Dataset, device: &Device, row_normalize: bool) -> Result<Self> {
         ds.validate()?;
         if ds.split.train.is_empty() {
             return Err(Error::Invalid(format!(

@@ -1,6 +1,6 @@
 //! Device choice and device-memory readings.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use candle_core::Device;
 
 /// The first CUDA device when built with `cuda` and one is present (unless `force_cpu`),
@@ -26,11 +26,96 @@ pub fn device_memory_in_use(device: &Device) -> Option<u64> {
     None
 }
 
+/// `(free, total)` device memory in bytes, as the driver reports it. `None` on the CPU.
+pub fn device_memory_info(device: &Device) -> Option<(u64, u64)> {
+    #[cfg(feature = "cuda")]
+    if device.is_cuda() {
+        use candle_core::cuda_backend::cudarc::driver::result::mem_get_info;
+        return mem_get_info().ok().map(|(f, t)| (f as u64, t as u64));
+    }
+    let _ = device;
+    None
+}
+
+/// `bytes` as GiB (or MiB below one GiB) for messages.
+pub fn gib(bytes: u64) -> String {
+    if bytes >= 1 << 30 {
+        format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
+    } else {
+        format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
+    }
+}
+
+/// True when `e` or one of its sources is a CUDA out-of-memory error.
+pub fn is_out_of_memory(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(x) = cur {
+        let text = x.to_string();
+        if text.contains("OUT_OF_MEMORY") || text.contains("out of memory") {
+            return true;
+        }
+        cur = x.source();
+    }
+    false
+}
+
+/// Turns a CUDA out-of-memory failure of `r` into [`Error::OutOfMemory`] saying what was being
+/// done (`what`), the bytes asked for when known, and the device's free and total memory;
+/// other errors pass through.
+pub fn on_oom<T, E>(
+    r: std::result::Result<T, E>,
+    device: &Device,
+    what: impl FnOnce() -> (String, Option<u64>),
+) -> Result<T>
+where
+    E: Into<Error>,
+{
+    r.map_err(|e| {
+        let e: Error = e.into();
+        if matches!(e, Error::OutOfMemory { .. }) || !is_out_of_memory(&e) {
+            return e;
+        }
+        let (what, bytes) = what();
+        let info = device_memory_info(device);
+        Error::OutOfMemory {
+            what,
+            bytes,
+            free: info.map(|i| i.0),
+            total: info.map(|i| i.1),
+        }
+    })
+}
+
 /// A short name for reports (`cpu`, `cuda:0`).
 pub fn device_name(device: &Device) -> String {
     match device.location() {
         candle_core::DeviceLocation::Cpu => "cpu".into(),
         candle_core::DeviceLocation::Cuda { gpu_id } => format!("cuda:{gpu_id}"),
         other => format!("{other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuda_out_of_memory_becomes_a_clear_error() {
+        let oom: Result<()> = Err(candle_core::Error::Msg(
+            "DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\")".into(),
+        )
+        .into());
+        let e = on_oom(oom, &Device::Cpu, || ("allocating x".into(), Some(3 << 30))).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, Error::OutOfMemory { .. }), "{msg}");
+        assert!(
+            msg.contains("allocating x") && msg.contains("3.00 GiB requested"),
+            "{msg}"
+        );
+        assert!(msg.contains("--hidden"), "{msg}");
+        // Other errors pass through untouched.
+        let other: Result<()> = Err(Error::Invalid("bad".into()));
+        let e = on_oom(other, &Device::Cpu, || ("y".into(), None)).unwrap_err();
+        assert_eq!(e.to_string(), "bad");
     }
 }

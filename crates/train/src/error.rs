@@ -40,6 +40,25 @@ pub enum Error {
         /// Where the last good state was saved, if a checkpoint path was set.
         checkpoint: Option<String>,
     },
+    /// The GPU ran out of memory.
+    #[error(
+        "out of GPU memory while {what}{}; the device has {} free of {}. Try a smaller --hidden \
+         or fewer --layers, or a smaller graph (--scale); half-precision features and \
+         multi-GPU training are not available yet",
+        bytes.map(|b| format!(" ({} requested)", crate::device::gib(b))).unwrap_or_default(),
+        free.map(crate::device::gib).unwrap_or_else(|| "?".into()),
+        total.map(crate::device::gib).unwrap_or_else(|| "?".into())
+    )]
+    OutOfMemory {
+        /// What was being allocated or run.
+        what: String,
+        /// Bytes requested, when known.
+        bytes: Option<u64>,
+        /// Free device memory after the failure, bytes.
+        free: Option<u64>,
+        /// Device memory in all, bytes.
+        total: Option<u64>,
+    },
     /// Writing a report failed.
     #[error("{path}: {source}")]
     Io {

@@ -21,7 +21,7 @@ pub mod trainer;
 pub use breakdown::PhaseSums;
 pub use checkpoint::TrainState;
 pub use data::{accuracy, DeviceData};
-pub use device::{device_memory_in_use, device_name, pick_device};
+pub use device::{device_memory_in_use, device_name, on_oom, pick_device};
 pub use error::{Error, Result};
 pub use features::{HostFeatures, LoadTimes};
 pub use infer::{Engine, Inference};

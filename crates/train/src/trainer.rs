@@ -148,13 +148,29 @@ pub fn train(
 ///
 /// Stops with [`Error::NonFinite`] when the loss or a gradient is NaN or infinite, naming the
 /// epoch and the tensor, after saving the state before that epoch when `cfg.checkpoint` is set.
+///
+/// A CUDA out-of-memory failure becomes [`Error::OutOfMemory`] naming the epoch and phase.
 pub fn train_from(
     model: &Gnn,
     graph: &ModelGraph,
     data: &DeviceData,
     cfg: &TrainConfig,
     resume: Option<&TrainState>,
+    on_epoch: impl FnMut(&EpochLog),
+) -> Result<TrainReport> {
+    let mut phase = "setting up training (optimiser state)".to_string();
+    let r = train_inner(model, graph, data, cfg, resume, on_epoch, &mut phase);
+    crate::device::on_oom(r, data.x.device(), || (phase, None))
+}
+
+fn train_inner(
+    model: &Gnn,
+    graph: &ModelGraph,
+    data: &DeviceData,
+    cfg: &TrainConfig,
+    resume: Option<&TrainState>,
     mut on_epoch: impl FnMut(&EpochLog),
+    phase: &mut String,
 ) -> Result<TrainReport> {
     if cfg.epochs == 0 || cfg.eval_every == 0 {
         return Err(Error::Invalid("epochs and eval_every must be >= 1".into()));
@@ -246,6 +262,7 @@ pub fn train_from(
         let rng_before = rng;
         sync(&device)?;
         let t0 = Instant::now();
+        *phase = format!("running training epoch {epoch} (forward)");
         let logits = model.forward(graph, &data.x, &mut Forward::train(&mut rng, &timer))?;
         sync(&device)?;
         let t_fwd = t0.elapsed();
@@ -255,6 +272,7 @@ pub fn train_from(
         sync(&device)?;
         let t_loss = t1.elapsed();
         let t2 = Instant::now();
+        *phase = format!("running training epoch {epoch} (backward)");
         let grads = loss.backward()?;
         sync(&device)?;
         let t_bwd = t2.elapsed();
@@ -287,6 +305,7 @@ pub fn train_from(
             });
         }
         let t3 = Instant::now();
+        *phase = format!("running training epoch {epoch} (optimiser step)");
         opt.step(&grads)?;
         drop(grads);
         final_loss = loss_value;
@@ -321,6 +340,7 @@ pub fn train_from(
         if epoch % cfg.eval_every == 0 || epoch == cfg.epochs {
             sync(&device)?;
             let te = Instant::now();
+            *phase = format!("evaluating after epoch {epoch}");
             let eval_timer = Timer::disabled();
             let logits = model.forward(graph, &data.x, &mut Forward::eval(&eval_timer))?;
             sync(&device)?;

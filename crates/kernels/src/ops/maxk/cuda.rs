@@ -2,7 +2,6 @@
 
 use crate::cuda::{elementwise_cfg, f32_view, f32_view_opt, launched, zeros, MAXK_PTX};
 use crate::device_graph::DeviceGraph;
-use crate::schedule::CHUNK;
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{
     CudaSlice, CudaView, LaunchArgs, LaunchConfig, PushKernelArg,
@@ -267,7 +266,7 @@ pub(crate) fn row_kernel(
         }
         _ => zeros::<f32>(&dev, len)?,
     };
-    let (items, n_items) = g.cuda_schedule()?;
+    let (items, n_items, chunk) = g.cuda_schedule()?;
     if n_items > 0 && d > 0 {
         let vec = spgemm_vec(k, l.start_offset(), il.start_offset());
         let iv = IdxView::new(is, il)?;
@@ -277,7 +276,10 @@ pub(crate) fn row_kernel(
             format!("spgemm_{}_v{vec}", iv.suffix())
         };
         let func = dev.get_or_load_custom_func(&name, "gnn_maxk", MAXK_PTX)?;
-        let (items_i, chunk_i) = (i32_of("work items", n_items)?, CHUNK as i32);
+        let (items_i, chunk_i) = (
+            i32_of("work items", n_items)?,
+            i32_of("edge-group length", chunk)?,
+        );
         let (d_i, k_i) = (d as i32, k as i32);
         let (w_i, m_i) = (vv.is_some() as i32, mean as i32);
         let mut b = func.builder();

@@ -385,6 +385,19 @@ fn sspmm_raw(
     values: Option<&Tensor>,
     mean: bool,
 ) -> candle_core::Result<Tensor> {
+    if crate::deterministic() && dout.device().is_cuda() {
+        // No atomics: the dense transpose product (one warp per output row) sampled at the
+        // pattern. Costs a dense `[n_cols, D]` temporary.
+        let dense = crate::ops::spmm::transpose_product(g, dout, values, mean)?;
+        return dense.apply_op2_no_bwd(
+            index,
+            &CbsrMoveOp {
+                k,
+                d,
+                scatter: false,
+            },
+        );
+    }
     let op = CbsrRowOp {
         g: g.clone(),
         k,

@@ -144,7 +144,7 @@ pub(crate) fn spmm_fwd(
         let suffix = if unroll == 8 { "_u8" } else { "" };
         let name = format!("spmm_v{vec}_c{cf}_m{mode}{suffix}");
         let func = dev.get_or_load_custom_func(&name, MODULE, SPMM_PTX)?;
-        let n_work = sched.map_or(n, |(_, items)| items);
+        let n_work = sched.map_or(n, |(_, items, _)| items);
         let row_blocks = n_work.div_ceil(WARPS_PER_BLOCK as usize).max(1);
         let blocks = u32::try_from(row_blocks * n_tiles)
             .map_err(|_| candle_core::Error::Msg("spmm: grid too large".into()))?;
@@ -183,12 +183,12 @@ pub(crate) fn spmm_fwd(
             .arg(&sign)
             .arg(&tm);
         let (items_i, chunk_i) = (
-            i32_arg("work items", sched.map_or(0, |(_, items)| items))?,
-            crate::schedule::CHUNK as i32,
+            i32_arg("work items", sched.map_or(0, |(_, items, _)| items))?,
+            i32_arg("edge-group length", sched.map_or(1, |(_, _, c)| c))?,
         );
         match sched {
             // A null `items` pointer selects one warp per row.
-            Some((buf, _)) => b.arg(buf),
+            Some((buf, _, _)) => b.arg(buf),
             None => b.arg(&0u64),
         };
         b.arg(&items_i).arg(&chunk_i);

@@ -131,6 +131,37 @@ fn check_values(op: &'static str, g: &DeviceGraph, x: &Tensor, v: &Tensor) -> Re
     Ok(v.contiguous()?)
 }
 
+/// `Aᵀ dy` (mean: `Aᵀ D⁻¹ dy`) with optional constant edge values: the gradient of a sum/mean
+/// SpMM with respect to `x`, over the cached transpose. Shared by the SpMM backward and the
+/// deterministic MaxK SSpMM.
+pub(crate) fn transpose_product(
+    g: &DeviceGraph,
+    dy: &Tensor,
+    values: Option<&Tensor>,
+    mean: bool,
+) -> candle_core::Result<Tensor> {
+    let reduce = if mean { Reduce::Mean } else { Reduce::Sum };
+    let op = SpmmOp {
+        g: g.clone(),
+        reduce,
+    };
+    let dy = op.scaled_grad(&dy.contiguous()?)?;
+    let (gt, _) = g.transpose()?;
+    let sum = SpmmOp {
+        g: gt.clone(),
+        reduce: Reduce::Sum,
+    };
+    match values {
+        None => dy.apply_op1_no_bwd(&sum),
+        Some(v) => {
+            let vt = g
+                .transposed_values(v)
+                .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
+            dy.apply_op2_no_bwd(&vt, &sum)
+        }
+    }
+}
+
 /// Forward op for every reduction, without argmax; backward for sum/mean.
 struct SpmmOp {
     g: DeviceGraph,
@@ -186,12 +217,12 @@ impl CustomOp1 for SpmmOp {
         if !x.track_op() {
             return Ok(None);
         }
-        let dy = self.scaled_grad(&dy.contiguous()?)?;
-        let (gt, _) = self.g.transpose()?;
-        Ok(Some(dy.apply_op1_no_bwd(&SpmmOp {
-            g: gt.clone(),
-            reduce: Reduce::Sum,
-        })?))
+        Ok(Some(transpose_product(
+            &self.g,
+            dy,
+            None,
+            self.reduce == Reduce::Mean,
+        )?))
     }
 }
 
@@ -244,24 +275,15 @@ impl CustomOp2 for SpmmOp {
         dy: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
         let _timer = self.g.backward_timer();
-        let dy = self.scaled_grad(&dy.contiguous()?)?;
+        let dy = dy.contiguous()?;
+        let mean = self.reduce == Reduce::Mean;
         let dx = if x.track_op() {
-            let (gt, _) = self.g.transpose()?;
-            let vt = self
-                .g
-                .transposed_values(v)
-                .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
-            Some(dy.apply_op2_no_bwd(
-                &vt,
-                &SpmmOp {
-                    g: gt.clone(),
-                    reduce: Reduce::Sum,
-                },
-            )?)
+            Some(transpose_product(&self.g, &dy, Some(v), mean)?)
         } else {
             None
         };
         let dv = if v.track_op() {
+            let dy = self.scaled_grad(&dy)?;
             Some(crate::ops::sddmm::sddmm_no_bwd(&self.g, &dy, x)?)
         } else {
             None
@@ -398,6 +420,7 @@ fn gather_cpu3<T: WithDType>(
 
 impl GatherArgOp {
     fn dx(&self, dy: &Tensor, arg: &Tensor, v: Option<&Tensor>) -> candle_core::Result<Tensor> {
+        refuse_atomics_if_deterministic(dy)?;
         let op = ArgScatterOp { g: self.g.clone() };
         match v {
             Some(v) => dy.apply_op3_no_bwd(arg, v, &op),
@@ -493,12 +516,26 @@ impl CustomOp3 for GatherArgOp {
             None
         };
         let dv = if v.track_op() {
+            refuse_atomics_if_deterministic(&dy)?;
             Some(dy.apply_op3_no_bwd(arg, x, &ArgEdgeGradOp { g: self.g.clone() })?)
         } else {
             None
         };
         Ok((dx, None, dv))
     }
+}
+
+/// The max/min backward scatters with float atomics on the GPU: in deterministic mode it is
+/// refused instead of silently breaking the promise.
+fn refuse_atomics_if_deterministic(dy: &Tensor) -> candle_core::Result<()> {
+    if crate::deterministic() && dy.device().is_cuda() {
+        candle_core::bail!(
+            "deterministic mode: the max/min aggregation backward (GraphSAGE-pool) uses float \
+             atomics on the GPU and has no deterministic kernel yet; use sum/mean models \
+             (GCN, GraphSAGE-mean, GIN, MaxK) or train without --deterministic"
+        )
+    }
+    Ok(())
 }
 
 /// `dx[col_p, t] += a_p dy[i, t]` at `p = arg[i,t]`.
