@@ -163,6 +163,24 @@ pub fn train_from(
     crate::device::on_oom(r, data.x.device(), || (phase, None))
 }
 
+/// Rough size of the activations one training epoch keeps for its backward pass: about four
+/// `nodes x width` f32 tensors per layer (linear output, aggregation, activation, dropout mask)
+/// plus the dropped-out input. Only for out-of-memory messages: says whether a model can fit.
+fn activation_bytes(cfg: &gnn_models::ModelConfig, nodes: usize) -> u64 {
+    let widths: u64 = (0..cfg.layers)
+        .map(|l| {
+            if l + 1 == cfg.layers {
+                cfg.out_dim
+            } else {
+                cfg.hidden
+            }
+        })
+        .map(|w| w as u64)
+        .sum();
+    let per_node = 4 * widths + cfg.in_dim as u64;
+    (nodes as u64).saturating_mul(per_node).saturating_mul(4)
+}
+
 fn train_inner(
     model: &Gnn,
     graph: &ModelGraph,
@@ -257,12 +275,16 @@ fn train_inner(
         }
     };
 
+    let need = format!(
+        "; the epoch keeps about {} of node x width activations, an estimate",
+        crate::device::gib(activation_bytes(model.config(), data.x.dim(0)?))
+    );
     for epoch in start + 1..=cfg.epochs {
         // The dropout stream before this epoch's masks, for the non-finite guard's checkpoint.
         let rng_before = rng;
         sync(&device)?;
         let t0 = Instant::now();
-        *phase = format!("running training epoch {epoch} (forward)");
+        *phase = format!("running training epoch {epoch} (forward{need})");
         let logits = model.forward(graph, &data.x, &mut Forward::train(&mut rng, &timer))?;
         sync(&device)?;
         let t_fwd = t0.elapsed();
@@ -272,7 +294,7 @@ fn train_inner(
         sync(&device)?;
         let t_loss = t1.elapsed();
         let t2 = Instant::now();
-        *phase = format!("running training epoch {epoch} (backward)");
+        *phase = format!("running training epoch {epoch} (backward{need})");
         let grads = loss.backward()?;
         sync(&device)?;
         let t_bwd = t2.elapsed();
