@@ -1,6 +1,6 @@
 //! Seeded mutation fuzzing of every file the engine reads: Planetoid pickles and test ids, DGL
-//! Reddit npz, OGB csv.gz folders, model checkpoints (safetensors with the JSON config in the
-//! header), the JSON config itself, feature files (f32 and INT8) and training-state
+//! Reddit npz, gnn-benchmark npz, edge-list folders, OGB csv.gz folders, model checkpoints
+//! (safetensors with the JSON config in the header), the JSON config itself, feature files (f32 and INT8) and training-state
 //! checkpoints (`--resume`).
 //!
 //! Each case writes a small valid fixture, applies one mutation (bit flips, truncation,
@@ -11,14 +11,17 @@
 //! [`BUDGET_SLACK`], counted by a global allocator). The bar is 0 panics, 0 hangs and 0 over
 //! budget; the counts are printed as a table (`cargo test --test fuzz -- --nocapture`).
 //!
-//! `GNN_FUZZ_CASES` scales the case count (default 11,500 in all) and `GNN_FUZZ_SEED` picks
+//! `GNN_FUZZ_CASES` scales the case count (default 14,500 in all) and `GNN_FUZZ_SEED` picks
 //! another seed; a failing case prints its target, case number and mutation to replay it.
 
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
-use gnn::graph::io::npz::{write_npz, NpyArray, NpyData};
+use gnn::graph::io::npz::{write_npy, write_npz, NpyArray, NpyData};
 use gnn::graph::io::pickle::Writer;
-use gnn::graph::{load_dgl_reddit, load_ogb_node, load_planetoid, BuildOptions};
+use gnn::graph::{
+    load_dgl_reddit, load_edge_list_dir, load_gnn_benchmark, load_ogb_node, load_planetoid,
+    BuildOptions,
+};
 use gnn::models::{ConvKind, Gnn, ModelConfig};
 use gnn::train::{train, DeviceData, HostFeatures, TrainConfig, TrainState};
 use rand::{Rng, SeedableRng};
@@ -393,6 +396,93 @@ fn dgl(r: &mut Rng64, twist: Twist) -> Files {
     ])
 }
 
+/// A gnn-benchmark `.npz` (`toy.npz`): 30 nodes in a ring, sparse attributes, 3 classes.
+fn gnn_benchmark(r: &mut Rng64, twist: Twist) -> Files {
+    let n = 30i64;
+    let mut indices: Vec<i64> = (0..n).map(|i| (i + 1) % n).collect();
+    let indptr: Vec<i64> = (0..=n).collect();
+    let mut attr: Vec<f32> = (0..n).map(|i| (i % 3) as f32 + 1.0).collect();
+    let attr_ind: Vec<i64> = (0..n).map(|i| i % 4).collect();
+    let mut labels: Vec<i64> = (0..n).map(|i| i % 3).collect();
+    match twist {
+        Twist::NanFeature => attr[r.random_range(0..n as usize)] = f32::NAN,
+        Twist::InfFeature => attr[r.random_range(0..n as usize)] = f32::INFINITY,
+        Twist::NegativeId => indices[r.random_range(0..n as usize)] = -1,
+        Twist::OutOfRangeId => labels[r.random_range(0..n as usize)] = n,
+        Twist::HugeId => indices[r.random_range(0..n as usize)] = 1 << 40,
+        _ => {}
+    }
+    let shape = match twist {
+        Twist::HugeShape => vec![1i64 << 40, 1 << 40],
+        _ => vec![n, n],
+    };
+    let m = indices.len();
+    let ints = |v: Vec<i64>| arr(&[v.len()], NpyData::I64(v));
+    let data = npz(
+        &[
+            ("adj_data", arr(&[m], NpyData::F32(vec![1.0; m]))),
+            ("adj_indices", ints(indices)),
+            ("adj_indptr", ints(indptr.clone())),
+            ("adj_shape", ints(shape)),
+            ("attr_data", arr(&[n as usize], NpyData::F32(attr))),
+            ("attr_indices", ints(attr_ind)),
+            ("attr_indptr", ints(indptr)),
+            ("attr_shape", ints(vec![n, 4])),
+            ("labels", ints(labels)),
+        ],
+        r.random(),
+    );
+    Files::from([("toy.npz".to_string(), data)])
+}
+
+/// An edge-list folder: `edges.csv`, `features.npy`, `labels.npy` and a split as masks.
+fn edge_list(r: &mut Rng64, twist: Twist) -> Files {
+    let n = 16usize;
+    let mut edges: Vec<String> = (0..n).map(|i| format!("{i},{}", (i + 5) % n)).collect();
+    edges.insert(0, "src,dst".into());
+    let bad = match twist {
+        Twist::NegativeId => Some("-1".to_string()),
+        Twist::OutOfRangeId => Some(n.to_string()),
+        Twist::HugeId | Twist::HugeShape => Some("18446744073709551616".to_string()),
+        _ => None,
+    };
+    if let Some(b) = bad {
+        edges[r.random_range(1..=n)] = format!("{b} 0");
+    }
+    let mut x: Vec<f32> = (0..n * 3).map(|v| v as f32 * 0.5).collect();
+    match twist {
+        Twist::NanFeature => x[r.random_range(0..n * 3)] = f32::NAN,
+        Twist::InfFeature => x[r.random_range(0..n * 3)] = f32::NEG_INFINITY,
+        _ => {}
+    }
+    let npy = |a: NpyArray| {
+        let tmp = tempfile::NamedTempFile::new().unwrap();
+        write_npy(tmp.path(), &a).unwrap();
+        std::fs::read(tmp.path()).unwrap()
+    };
+    let mask = |k: usize| arr(&[n], NpyData::Bool((0..n).map(|i| i % 3 == k).collect()));
+    Files::from([
+        (
+            "edges.csv".to_string(),
+            (edges.join("\n") + "\n").into_bytes(),
+        ),
+        (
+            "features.npy".to_string(),
+            npy(arr(&[n, 3], NpyData::F32(x))),
+        ),
+        (
+            "labels.npy".to_string(),
+            npy(arr(
+                &[n],
+                NpyData::I64((0..n as i64).map(|i| i % 2).collect()),
+            )),
+        ),
+        ("train.npy".to_string(), npy(mask(0))),
+        ("val.npy".to_string(), npy(mask(1))),
+        ("test.npy".to_string(), npy(mask(2))),
+    ])
+}
+
 /// An OGB node-property raw folder (`ogbn_toy/raw`, `ogbn_toy/split/time`): 12 nodes.
 fn ogb(r: &mut Rng64, twist: Twist) -> Files {
     let n = 12;
@@ -667,6 +757,26 @@ fn targets(scale: f64) -> Vec<Target> {
             load: Box::new(|d| load_dgl_reddit(d).map(drop).map_err(err)),
         },
         Target {
+            name: "gnn-benchmark",
+            cases: n(1500.0),
+            make: with_twists(gnn_benchmark),
+            load: Box::new(|d| {
+                load_gnn_benchmark(d.join("toy.npz"), 0)
+                    .map(drop)
+                    .map_err(err)
+            }),
+        },
+        Target {
+            name: "edge-list",
+            cases: n(1500.0),
+            make: with_twists(edge_list),
+            load: Box::new(|d| {
+                load_edge_list_dir(d, BuildOptions::undirected(), 0)
+                    .map(drop)
+                    .map_err(err)
+            }),
+        },
+        Target {
             name: "ogb-csv-gz",
             cases: n(2000.0),
             make: with_twists(ogb),
@@ -732,7 +842,7 @@ fn fuzz_every_input_format() {
     let scale: f64 = std::env::var("GNN_FUZZ_CASES")
         .ok()
         .and_then(|s| s.parse::<f64>().ok())
-        .map_or(1.0, |c| c / 11_500.0);
+        .map_or(1.0, |c| c / 14_500.0);
     let seed: u64 = std::env::var("GNN_FUZZ_SEED")
         .ok()
         .and_then(|s| s.parse().ok())

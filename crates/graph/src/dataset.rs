@@ -135,6 +135,39 @@ pub struct Split {
     pub test: Vec<u32>,
 }
 
+impl Split {
+    /// Seeded stratified split, the protocol of the gnn-benchmark paper (Shchur et al., 2018:
+    /// 20 training and 30 validation nodes per class, the rest test): per class, the labeled
+    /// nodes in a seeded random order give `train` nodes for training, the next `val` for
+    /// validation and the rest for testing. A class with fewer than `train + val` nodes gives
+    /// what it has, training first. Unlabeled nodes (`-1`) are in no set; ids are sorted.
+    pub fn stratified(labels: &[i32], train: usize, val: usize, seed: u64) -> Split {
+        use rand::seq::SliceRandom;
+        use rand::SeedableRng;
+        let classes = labels.iter().copied().max().map_or(0, |m| m.max(-1) + 1) as usize;
+        let mut by_class = vec![Vec::new(); classes];
+        for (i, &l) in labels.iter().enumerate() {
+            if l >= 0 {
+                by_class[l as usize].push(i as u32);
+            }
+        }
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
+        let mut split = Split::default();
+        for nodes in &mut by_class {
+            nodes.shuffle(&mut rng);
+            let a = train.min(nodes.len());
+            let b = (a + val).min(nodes.len());
+            split.train.extend_from_slice(&nodes[..a]);
+            split.val.extend_from_slice(&nodes[a..b]);
+            split.test.extend_from_slice(&nodes[b..]);
+        }
+        split.train.sort_unstable();
+        split.val.sort_unstable();
+        split.test.sort_unstable();
+        split
+    }
+}
+
 /// A node-classification dataset. Labels are `-1` for unlabeled nodes (e.g. CiteSeer's
 /// padding nodes); every node of the split is labeled.
 #[derive(Debug, Clone)]

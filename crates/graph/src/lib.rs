@@ -8,7 +8,10 @@
 //! - [`Normalization`]: GCN symmetric, mean and sum edge values.
 //! - [`Dataset`]: graph + features + labels + split, with loaders for Planetoid
 //!   ([`load_planetoid`]), DGL's Reddit ([`load_dgl_reddit`]), OGB node-property raw
-//!   folders ([`load_ogb_node`]) and a seeded synthetic generator ([`generate`]).
+//!   folders ([`load_ogb_node`]), gnn-benchmark `.npz` files ([`load_gnn_benchmark`]: PyG's
+//!   CitationFull / Amazon / Coauthor), edge-list folders ([`load_edge_list_dir`]), one door
+//!   that detects which of these a path holds ([`load_auto`]), and a seeded synthetic
+//!   generator ([`generate`]).
 //!
 //! Every loader returns a typed [`Error`] naming the file, the field and the problem.
 #![deny(missing_docs)]
@@ -26,7 +29,10 @@ pub use csr::{Csr, DegreeStats};
 pub use dataset::{Dataset, DatasetSummary, DenseMatrix, Features, SparseRows, Split};
 pub use error::{Error, Result};
 pub use generate::{generate, GenReport, SyntheticSpec};
+pub use io::auto::{detect, load_auto, Format};
 pub use io::dgl::load_dgl_reddit;
+pub use io::edge_list::load_edge_list_dir;
+pub use io::gnn_benchmark::load_gnn_benchmark;
 pub use io::ogb::load_ogb_node;
 pub use io::planetoid::load_planetoid;
 pub use norm::{gcn_norm, mean_norm, Normalization};

@@ -113,27 +113,7 @@ pub fn load_scipy_graph(path: &Path, n: usize) -> Result<Csr> {
     let names = g.names();
     // Integer array `field`; entries must be below `bound` when given (node ids).
     let index = |g: &mut NpzArchive, field: &str, bound: Option<usize>| -> Result<Vec<u32>> {
-        let v = g
-            .read(field)?
-            .to_i64()
-            .map_err(|k| Error::format(path, field, format!("entry {k} is not an integer")))?;
-        v.iter()
-            .enumerate()
-            .map(|(k, &x)| match bound {
-                Some(b) if x < 0 || x as usize >= b => Err(Error::format(
-                    path,
-                    field,
-                    format!("entry {k} = {x} is outside 0..{b}"),
-                )),
-                _ => u32::try_from(x).map_err(|_| {
-                    Error::format(
-                        path,
-                        field,
-                        format!("entry {k} = {x} is not a 32-bit offset"),
-                    )
-                }),
-            })
-            .collect()
+        g.read(field)?.to_ids(path, field, bound)
     };
     let coo = if names.iter().any(|s| s == "row") {
         let row = index(&mut g, "row", Some(n))?;

@@ -83,6 +83,33 @@ impl NpyArray {
     }
 }
 
+impl NpyArray {
+    /// Values as `u32` offsets or node ids, each below `bound` when given; errors name `path`,
+    /// `field` and the first bad entry.
+    pub fn to_ids(&self, path: &Path, field: &str, bound: Option<usize>) -> Result<Vec<u32>> {
+        let v = self
+            .to_i64()
+            .map_err(|k| Error::format(path, field, format!("entry {k} is not an integer")))?;
+        v.iter()
+            .enumerate()
+            .map(|(k, &x)| match bound {
+                Some(b) if x < 0 || x as u64 >= b as u64 => Err(Error::format(
+                    path,
+                    field,
+                    format!("entry {k} = {x} is outside 0..{b}"),
+                )),
+                _ => u32::try_from(x).map_err(|_| {
+                    Error::format(
+                        path,
+                        field,
+                        format!("entry {k} = {x} is not a 32-bit offset"),
+                    )
+                }),
+            })
+            .collect()
+    }
+}
+
 /// An open `.npz` archive.
 pub struct NpzArchive {
     path: PathBuf,
@@ -239,6 +266,45 @@ pub fn parse_npy(bytes: &[u8]) -> std::result::Result<NpyArray, String> {
     Ok(a)
 }
 
+/// Reads one standalone `.npy` file; errors name the file. The header's shape is checked
+/// against the file's length before anything is allocated for the data.
+pub fn read_npy(path: impl AsRef<Path>) -> Result<NpyArray> {
+    let path = path.as_ref();
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    parse_npy(&bytes).map_err(|e| Error::format(path, "<npy>", e))
+}
+
+/// Writes one array as a standalone `.npy` file (`numpy.load` reads it).
+pub fn write_npy(path: impl AsRef<Path>, a: &NpyArray) -> Result<()> {
+    let path = path.as_ref();
+    let bytes = npy_bytes(a).map_err(|e| Error::io(path, e))?;
+    std::fs::write(path, bytes).map_err(|e| Error::io(path, e))
+}
+
+fn npy_bytes(a: &NpyArray) -> std::io::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    let shape: Vec<u64> = a.shape.iter().map(|&d| d as u64).collect();
+    macro_rules! put {
+        ($v:expr, $t:ty) => {{
+            let mut wr = npyz::WriteOptions::<$t>::new()
+                .default_dtype()
+                .shape(&shape)
+                .writer(&mut buf)
+                .begin_nd()?;
+            wr.extend($v.iter().copied())?;
+            wr.finish()?;
+        }};
+    }
+    match &a.data {
+        NpyData::F32(v) => put!(v, f32),
+        NpyData::F64(v) => put!(v, f64),
+        NpyData::I64(v) => put!(v, i64),
+        NpyData::U64(v) => put!(v, u64),
+        NpyData::Bool(v) => put!(v, bool),
+    }
+    Ok(buf)
+}
+
 /// Writes arrays to an `.npz` (deflate-compressed when `compressed`), readable by
 /// `numpy.load`. Tests use it to write fixtures in the exact formats of DGL and scipy.
 pub fn write_npz(
@@ -266,26 +332,7 @@ fn write_npz_to<W: Write + Seek>(
     for (name, a) in arrays {
         zip.start_file(format!("{name}.npy"), opts)
             .map_err(std::io::Error::other)?;
-        let mut buf = Vec::new();
-        let shape: Vec<u64> = a.shape.iter().map(|&d| d as u64).collect();
-        macro_rules! put {
-            ($v:expr, $t:ty) => {{
-                let mut wr = npyz::WriteOptions::<$t>::new()
-                    .default_dtype()
-                    .shape(&shape)
-                    .writer(&mut buf)
-                    .begin_nd()?;
-                wr.extend($v.iter().copied())?;
-                wr.finish()?;
-            }};
-        }
-        match &a.data {
-            NpyData::F32(v) => put!(v, f32),
-            NpyData::F64(v) => put!(v, f64),
-            NpyData::I64(v) => put!(v, i64),
-            NpyData::U64(v) => put!(v, u64),
-            NpyData::Bool(v) => put!(v, bool),
-        }
+        let buf = npy_bytes(a)?;
         zip.write_all(&buf)?;
     }
     zip.finish().map_err(std::io::Error::other)?;
