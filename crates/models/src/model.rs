@@ -270,6 +270,92 @@ impl Gnn {
         Ok((st, js))
     }
 
+    /// Loads the weights of a PyG model of layer type `kind` saved with `safetensors.torch`
+    /// (`save_file(model.state_dict(), path)`), for inference. The model must be a stack of
+    /// PyG convolutions in a `convs` `ModuleList` with a ReLU between layers, the shape this
+    /// engine builds: `GCNConv` (`convs.<l>.lin.weight`, `convs.<l>.bias`), `SAGEConv`
+    /// (`lin_l.weight`, `lin_l.bias`, `lin_r.weight`) or `GINConv` with
+    /// `nn = Sequential(Linear, ReLU, Linear)` (`eps`, `nn.0.*`, `nn.2.*`). Widths and depth are
+    /// read from the tensor shapes; any tensor the model does not use (a BatchNorm, a head) is
+    /// an error naming it, since ignoring it would change the model. Dropout is 0.
+    pub fn load_pyg(path: impl AsRef<Path>, kind: ConvKind, device: &Device) -> Result<Self> {
+        let st = path.as_ref().to_path_buf();
+        let bad = |problem: String| Error::Checkpoint {
+            path: st.clone(),
+            problem,
+        };
+        let bytes = std::fs::read(&st).map_err(|e| bad(e.to_string()))?;
+        let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes)
+            .map_err(|e| bad(format!("not a safetensors file: {e}")))?;
+        let shapes: HashMap<String, Vec<usize>> = meta
+            .tensors()
+            .iter()
+            .map(|(k, t)| (k.clone(), t.shape.clone()))
+            .collect();
+        let layers = (0..)
+            .take_while(|l| shapes.keys().any(|k| k.starts_with(&format!("convs.{l}."))))
+            .count();
+        if layers == 0 {
+            return Err(bad(
+                "no `convs.0.*` tensors: expected a PyG model whose convolutions are in a \
+                 `convs` ModuleList"
+                    .into(),
+            ));
+        }
+        let (first, last) = match kind {
+            ConvKind::Gcn => ("lin.weight", "lin.weight"),
+            ConvKind::SageMean | ConvKind::SagePool => ("lin_l.weight", "lin_l.weight"),
+            ConvKind::Gin => ("nn.0.weight", "nn.2.weight"),
+            ConvKind::Mlp => {
+                return Err(bad(
+                    "an MLP has no PyG convolution counterpart; load GCN, SAGE or GIN".into(),
+                ))
+            }
+        };
+        let dims = |name: String| -> Result<(usize, usize)> {
+            match shapes.get(&name).map(Vec::as_slice) {
+                Some(&[o, i]) => Ok((o, i)),
+                Some(s) => Err(bad(format!("`{name}` has shape {s:?}, expected [out, in]"))),
+                None => Err(bad(format!("missing tensor `{name}` for a {kind} model"))),
+            }
+        };
+        let (hidden, in_dim) = dims(format!("convs.0.{first}"))?;
+        let (out_dim, _) = dims(format!("convs.{}.{last}", layers - 1))?;
+        let hidden = if layers == 1 && kind != ConvKind::Gin {
+            out_dim
+        } else {
+            hidden
+        };
+        let cfg = ModelConfig::new(kind, in_dim, hidden, out_dim, layers, 0.0);
+        cfg.validate().map_err(|e| bad(e.to_string()))?;
+        let model = Self::new(cfg, device, 0)?;
+        let wanted: Vec<String> = model.named_vars().into_iter().map(|(k, _)| k).collect();
+        let mut extra: Vec<&String> = shapes.keys().filter(|k| !wanted.contains(k)).collect();
+        extra.sort();
+        if !extra.is_empty() {
+            return Err(bad(format!(
+                "tensors a {layers}-layer {kind} model does not use: {extra:?}"
+            )));
+        }
+        if let Some(k) = wanted.iter().find(|k| !shapes.contains_key(*k)) {
+            return Err(bad(format!(
+                "missing tensor `{k}` for a {layers}-layer {kind} model"
+            )));
+        }
+        for (k, v) in model.named_vars() {
+            if shapes[&k] != v.dims() {
+                return Err(bad(format!(
+                    "`{k}` has shape {:?}, the model inferred from the file needs {:?}",
+                    shapes[&k],
+                    v.dims()
+                )));
+            }
+        }
+        let mut model = model;
+        model.varmap.load(&st).map_err(|e| bad(e.to_string()))?;
+        Ok(model)
+    }
+
     /// Loads a model saved by [`Gnn::save`] (`path` may be the stem or the `.safetensors`).
     pub fn load(path: impl AsRef<Path>, device: &Device) -> Result<Self> {
         let (st, _) = checkpoint_paths(path.as_ref());
