@@ -1,6 +1,6 @@
 //! Seeded mutation fuzzing of every file the engine reads: Planetoid pickles and test ids, DGL
 //! Reddit npz, gnn-benchmark npz, edge-list folders, OGB csv.gz folders, model checkpoints
-//! (safetensors with the JSON config in the header), the JSON config itself, feature files (f32 and INT8) and training-state
+//! (safetensors with the JSON config in the header), PyG state_dicts, the JSON config itself, feature files (f32 and INT8) and training-state
 //! checkpoints (`--resume`).
 //!
 //! Each case writes a small valid fixture, applies one mutation (bit flips, truncation,
@@ -11,7 +11,7 @@
 //! [`BUDGET_SLACK`], counted by a global allocator). The bar is 0 panics, 0 hangs and 0 over
 //! budget; the counts are printed as a table (`cargo test --test fuzz -- --nocapture`).
 //!
-//! `GNN_FUZZ_CASES` scales the case count (default 14,500 in all) and `GNN_FUZZ_SEED` picks
+//! `GNN_FUZZ_CASES` scales the case count (default 15,500 in all) and `GNN_FUZZ_SEED` picks
 //! another seed; a failing case prints its target, case number and mutation to replay it.
 
 use flate2::read::GzDecoder;
@@ -825,6 +825,31 @@ fn targets(scale: f64) -> Vec<Target> {
             }),
         },
         Target {
+            name: "pyg-state-dict",
+            cases: n(1000.0),
+            make: Box::new(|r| {
+                let path = concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/tests/fixtures/pyg/pyg_gin.safetensors"
+                );
+                let mut f = Files::from([(
+                    "m.safetensors".to_string(),
+                    std::fs::read(path).expect("PyG fixture"),
+                )]);
+                let what = mutate_files(r, &mut f);
+                (f, what)
+            }),
+            load: Box::new(|d| {
+                Gnn::load_pyg(
+                    d.join("m.safetensors"),
+                    ConvKind::Gin,
+                    &candle_core::Device::Cpu,
+                )
+                .map(drop)
+                .map_err(err)
+            }),
+        },
+        Target {
             name: "features",
             cases: n(1000.0),
             make: with_twists(features),
@@ -842,7 +867,7 @@ fn fuzz_every_input_format() {
     let scale: f64 = std::env::var("GNN_FUZZ_CASES")
         .ok()
         .and_then(|s| s.parse::<f64>().ok())
-        .map_or(1.0, |c| c / 14_500.0);
+        .map_or(1.0, |c| c / 15_500.0);
     let seed: u64 = std::env::var("GNN_FUZZ_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
