@@ -56,68 +56,28 @@ fn rel_err(a: &Tensor, b: &Tensor) -> Result<f64> {
 }
 
 fn chart(rows: &[Row], path: &std::path::Path, dim: usize) -> Result<()> {
-    use plotters::prelude::*;
-    let draw = || -> std::result::Result<(), Box<dyn std::error::Error>> {
-        let root = SVGBackend::new(path, (760, 460)).into_drawing_area();
-        root.fill(&WHITE)?;
-        let kmax = rows.iter().map(|r| r.k).max().unwrap_or(1) as f64;
-        let ymax = rows
-            .iter()
-            .map(|r| {
-                r.spgemm_speedup_vs_cusparse
-                    .max(r.sspmm_speedup_vs_cusparse)
-            })
-            .fold(3.0, f64::max)
-            * 1.1;
-        let mut c = ChartBuilder::on(&root)
-            .caption(
-                format!("MaxK kernels vs cuSPARSE SpMM at K = {dim}"),
-                ("sans-serif", 18),
-            )
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(52)
-            .build_cartesian_2d(0.0..kmax * 1.05, 0.0..ymax)?;
-        c.configure_mesh()
-            .x_desc("k (entries kept per row)")
-            .y_desc("speed-up")
-            .draw()?;
-        let series = [
-            (
-                "SpGEMM forward",
-                rows.iter()
-                    .map(|r| (r.k as f64, r.spgemm_speedup_vs_cusparse))
-                    .collect::<Vec<_>>(),
-                BLUE.to_rgba(),
-            ),
-            (
-                "SSpMM backward",
-                rows.iter()
-                    .map(|r| (r.k as f64, r.sspmm_speedup_vs_cusparse))
-                    .collect(),
-                RED.to_rgba(),
-            ),
-            (
-                "2.5x target",
-                vec![(0.0, 2.5), (kmax * 1.05, 2.5)],
-                BLACK.mix(0.4),
-            ),
-        ];
-        for (name, pts, color) in series {
-            let col = color;
-            c.draw_series(LineSeries::new(pts.clone(), col.stroke_width(2)))?
-                .label(name)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], col));
-            c.draw_series(pts.iter().map(|&p| Circle::new(p, 3, col.filled())))?;
-        }
-        c.configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()?;
-        root.present()?;
-        Ok(())
-    };
-    draw().map_err(|e| anyhow::anyhow!("drawing {}: {e}", path.display()))
+    use gnn::train::chart::{draw_svg, Line, Panel};
+    let kmax = rows.iter().map(|r| r.k).max().unwrap_or(1) as f64;
+    let pts = |f: fn(&Row) -> f64| rows.iter().map(|r| (r.k as f64, f(r))).collect();
+    let mut p = Panel::lines(
+        format!("MaxK kernels vs cuSPARSE SpMM at K = {dim}"),
+        "k (entries kept per row)",
+        "speed-up",
+        vec![
+            Line::measured("SpGEMM forward", pts(|r| r.spgemm_speedup_vs_cusparse)),
+            Line::measured("SSpMM backward", pts(|r| r.sspmm_speedup_vs_cusparse)),
+            Line::level("2.5x target", 2.5, 0.0, kmax),
+        ],
+    );
+    let top = rows
+        .iter()
+        .map(|r| {
+            r.spgemm_speedup_vs_cusparse
+                .max(r.sspmm_speedup_vs_cusparse)
+        })
+        .fold(3.0, f64::max);
+    p.y_range = Some((0.0, top * 1.1));
+    Ok(draw_svg(path, &[p], 1, (760, 460))?)
 }
 
 fn main() -> Result<()> {

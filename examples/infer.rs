@@ -420,100 +420,61 @@ fn markdown(rows: &[Row]) -> String {
     s
 }
 
-/// A chart line: name and (width, loss, speed-up) points.
-type Series = (String, Vec<(f64, f64, f64)>);
-
 /// Two panels against width (log scale), f32 features: accuracy loss, and aggregation
 /// speed-up over cuSPARSE (over our exact kernel when cuSPARSE was not measured).
 fn chart(rows: &[Row], path: &Path) -> Result<()> {
-    use plotters::prelude::*;
-    let draw = || -> std::result::Result<(), Box<dyn std::error::Error>> {
-        let pts: Vec<&Row> = rows
-            .iter()
-            .filter(|r| r.width.is_some() && r.features == "f32")
-            .collect();
-        if pts.is_empty() {
-            return Ok(());
-        }
-        let peer = pts.iter().all(|r| r.speedup_vs_cusparse.is_some());
-        let speed = |r: &Row| {
-            if peer {
-                r.speedup_vs_cusparse.unwrap_or(0.0)
-            } else {
-                r.speedup_vs_exact
-            }
-        };
-        let w = |r: &Row| r.width.unwrap_or(1) as f64;
-        let (w0, w1) = pts
-            .iter()
-            .fold((f64::MAX, 0f64), |(a, b), r| (a.min(w(r)), b.max(w(r))));
-        let loss_max = pts.iter().map(|r| r.acc_loss_pts).fold(1.0, f64::max) * 1.1;
-        let loss_min = pts.iter().map(|r| r.acc_loss_pts).fold(0.0, f64::min) - 0.1;
-        let speed_max = pts.iter().map(|r| speed(r)).fold(1.0, f64::max) * 1.1;
-        let root = SVGBackend::new(path, (1280, 480)).into_drawing_area();
-        root.fill(&WHITE)?;
-        let (left, right) = root.split_horizontally(640);
-        let mut series: Vec<Series> = Vec::new();
-        for r in &pts {
-            let name = format!("{} {}", r.model, r.strategy);
-            let p = (w(r), r.acc_loss_pts, speed(r));
-            match series.iter_mut().find(|(n, _)| *n == name) {
-                Some((_, v)) => v.push(p),
-                None => series.push((name, vec![p])),
-            }
-        }
-        let panels = [
-            (
-                &left,
-                "accuracy loss vs exact (points)",
-                loss_min..loss_max,
-                0usize,
-            ),
-            (
-                &right,
-                if peer {
-                    "aggregation speed-up over cuSPARSE"
-                } else {
-                    "aggregation speed-up over our exact kernel"
-                },
-                0.0..speed_max,
-                1usize,
-            ),
-        ];
-        for (area, title, yr, which) in panels {
-            let mut c = ChartBuilder::on(area)
-                .caption(title, ("sans-serif", 18))
-                .margin(12)
-                .x_label_area_size(36)
-                .y_label_area_size(52)
-                .build_cartesian_2d((w0..w1).log_scale(), yr)?;
-            c.configure_mesh()
-                .x_desc("sampling width S / W")
-                .x_label_formatter(&|v| format!("{v:.0}"))
-                .draw()?;
-            for (i, (name, v)) in series.iter().enumerate() {
-                let color = Palette99::pick(i).to_rgba();
-                let line: Vec<(f64, f64)> = v
-                    .iter()
-                    .map(|&(x, l, s)| (x, if which == 0 { l } else { s }))
-                    .collect();
-                c.draw_series(LineSeries::new(line.clone(), color.stroke_width(2)))?
-                    .label(name.as_str())
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-                    });
-                c.draw_series(line.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
-            }
-            c.configure_series_labels()
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .position(SeriesLabelPosition::UpperRight)
-                .draw()?;
-        }
-        root.present()?;
-        Ok(())
+    use gnn::train::chart::{draw_svg, Line, Panel};
+    let pts: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.width.is_some() && r.features == "f32")
+        .collect();
+    let peer = pts.iter().all(|r| r.speedup_vs_cusparse.is_some());
+    let speed = |r: &Row| match (peer, r.speedup_vs_cusparse) {
+        (true, Some(s)) => s,
+        _ => r.speedup_vs_exact,
     };
-    draw().map_err(|e| anyhow::anyhow!("drawing {}: {e}", path.display()))
+    // One line per (model, strategy), points in width order as measured.
+    let mut names: Vec<String> = Vec::new();
+    for r in &pts {
+        let n = format!("{} {}", r.model, r.strategy);
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
+    let series = |f: &dyn Fn(&Row) -> f64| -> Vec<Line> {
+        names
+            .iter()
+            .map(|n| {
+                let v = pts
+                    .iter()
+                    .filter(|r| &format!("{} {}", r.model, r.strategy) == n)
+                    .map(|r| (r.width.unwrap_or(1) as f64, f(r)))
+                    .collect();
+                Line::measured(n.clone(), v)
+            })
+            .collect()
+    };
+    let mut loss = Panel::lines(
+        "accuracy loss vs exact (points)",
+        "sampling width S / W",
+        "",
+        series(&|r| r.acc_loss_pts),
+    );
+    loss.log_x = true;
+    let lo = pts.iter().map(|r| r.acc_loss_pts).fold(0.0, f64::min) - 0.1;
+    let hi = pts.iter().map(|r| r.acc_loss_pts).fold(1.0, f64::max) * 1.1;
+    loss.y_range = Some((lo, hi));
+    let title = if peer {
+        "aggregation speed-up over cuSPARSE"
+    } else {
+        "aggregation speed-up over our exact kernel"
+    };
+    let mut fast = Panel::lines(title, "sampling width S / W", "", series(&|r| speed(r)));
+    fast.log_x = true;
+    if pts.is_empty() {
+        return Ok(());
+    }
+    Ok(draw_svg(path, &[loss, fast], 2, (640, 480))?)
 }
 
 fn main() -> Result<()> {

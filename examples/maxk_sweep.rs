@@ -408,211 +408,90 @@ fn markdown(doc: &Doc) -> String {
 mod charts {
     use super::Doc;
     use anyhow::Result;
-    use plotters::prelude::*;
+    use gnn::train::chart::{draw_svg, Content, Legend, Line, Panel};
     use std::path::Path;
 
-    const COLORS: [RGBColor; 6] = [
-        RGBColor(31, 119, 180),
-        RGBColor(214, 39, 40),
-        RGBColor(44, 160, 44),
-        RGBColor(148, 103, 189),
-        RGBColor(255, 127, 14),
-        RGBColor(127, 127, 127),
-    ];
-
-    fn groups(doc: &Doc) -> Vec<(String, String)> {
-        let mut g: Vec<(String, String)> = doc
+    /// Per (dataset, model): test accuracy and epoch time against k, ReLU and PyG as levels.
+    pub fn accuracy_time(doc: &Doc, path: &Path) -> Result<()> {
+        let mut groups: Vec<(String, String)> = doc
             .rows
             .iter()
             .map(|r| (r.dataset.clone(), r.model.clone()))
             .collect();
-        g.dedup();
-        g
-    }
-
-    /// Per (dataset, model): test accuracy and epoch time against k, ReLU and PyG as lines.
-    pub fn accuracy_time(doc: &Doc, path: &Path) -> Result<()> {
-        let gs = groups(doc);
-        let draw = || -> std::result::Result<(), Box<dyn std::error::Error>> {
-            let rows_n = gs.len().max(1);
-            let root = SVGBackend::new(path, (980, 300 * rows_n as u32)).into_drawing_area();
-            root.fill(&WHITE)?;
-            let cells = root.split_evenly((rows_n, 2));
-            for (gi, (ds, model)) in gs.iter().enumerate() {
-                let rows: Vec<_> = doc
-                    .rows
-                    .iter()
-                    .filter(|r| &r.dataset == ds && &r.model == model)
-                    .collect();
-                let maxk: Vec<_> = rows
-                    .iter()
-                    .filter_map(|r| r.k.map(|k| (k as f64, *r)))
-                    .collect();
-                let relu = rows.iter().find(|r| r.k.is_none());
-                let kmax = maxk.iter().map(|p| p.0).fold(1.0, f64::max) * 1.08;
-                // accuracy panel
-                let amin = rows
-                    .iter()
-                    .map(|r| r.test_acc)
-                    .fold(100.0, f64::min)
-                    .max(0.0);
-                let mut c = ChartBuilder::on(&cells[2 * gi])
-                    .caption(
-                        format!("{model} on {ds}: test accuracy"),
-                        ("sans-serif", 16),
-                    )
-                    .margin(10)
-                    .x_label_area_size(32)
-                    .y_label_area_size(46)
-                    .build_cartesian_2d(0.0..kmax, (amin - 2.0).max(0.0)..100.0)?;
-                c.configure_mesh().x_desc("k").y_desc("%").draw()?;
-                let pts: Vec<(f64, f64)> = maxk.iter().map(|(k, r)| (*k, r.test_acc)).collect();
-                c.draw_series(LineSeries::new(pts.clone(), COLORS[0].stroke_width(2)))?
-                    .label("MaxK")
-                    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], COLORS[0]));
-                c.draw_series(pts.iter().map(|&p| Circle::new(p, 3, COLORS[0].filled())))?;
-                if let Some(r) = relu {
-                    c.draw_series(LineSeries::new(
-                        vec![(0.0, r.test_acc), (kmax, r.test_acc)],
-                        COLORS[1].stroke_width(2),
-                    ))?
-                    .label("ReLU")
-                    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], COLORS[1]));
-                }
-                c.configure_series_labels()
-                    .background_style(WHITE.mix(0.85))
-                    .border_style(BLACK)
-                    .position(SeriesLabelPosition::LowerRight)
-                    .draw()?;
-                // epoch-time panel
-                let tmax = rows
-                    .iter()
-                    .map(|r| r.epoch_ms.max(r.pyg_epoch_ms.unwrap_or(0.0)))
-                    .fold(1.0, f64::max)
-                    * 1.1;
-                let mut c = ChartBuilder::on(&cells[2 * gi + 1])
-                    .caption(format!("{model} on {ds}: epoch time"), ("sans-serif", 16))
-                    .margin(10)
-                    .x_label_area_size(32)
-                    .y_label_area_size(52)
-                    .build_cartesian_2d(0.0..kmax, 0.0..tmax)?;
-                c.configure_mesh().x_desc("k").y_desc("ms").draw()?;
-                let pts: Vec<(f64, f64)> = maxk.iter().map(|(k, r)| (*k, r.epoch_ms)).collect();
-                c.draw_series(LineSeries::new(pts.clone(), COLORS[0].stroke_width(2)))?
-                    .label("MaxK")
-                    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], COLORS[0]));
-                c.draw_series(pts.iter().map(|&p| Circle::new(p, 3, COLORS[0].filled())))?;
-                let mut hline =
-                    |v: f64,
-                     name: &str,
-                     col: RGBColor|
-                     -> std::result::Result<(), Box<dyn std::error::Error>> {
-                        c.draw_series(LineSeries::new(
-                            vec![(0.0, v), (kmax, v)],
-                            col.stroke_width(2),
-                        ))?
-                        .label(name.to_string())
-                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], col));
-                        Ok(())
-                    };
-                if let Some(r) = relu {
-                    hline(r.epoch_ms, "ReLU (ours)", COLORS[1])?;
-                }
-                if let Some(p) = rows.iter().find_map(|r| r.pyg_epoch_ms) {
-                    hline(p, "PyG", COLORS[2])?;
-                }
-                c.configure_series_labels()
-                    .background_style(WHITE.mix(0.85))
-                    .border_style(BLACK)
-                    .position(SeriesLabelPosition::UpperLeft)
-                    .draw()?;
+        groups.dedup();
+        let mut panels = Vec::new();
+        for (ds, model) in &groups {
+            let rows: Vec<_> = doc
+                .rows
+                .iter()
+                .filter(|r| &r.dataset == ds && &r.model == model)
+                .collect();
+            let maxk: Vec<_> = rows
+                .iter()
+                .filter_map(|r| r.k.map(|k| (k as f64, *r)))
+                .collect();
+            let relu = rows.iter().find(|r| r.k.is_none());
+            let kmax = maxk.iter().map(|p| p.0).fold(1.0, f64::max);
+            let mut acc = vec![Line::measured(
+                "MaxK",
+                maxk.iter().map(|(k, r)| (*k, r.test_acc)).collect(),
+            )];
+            let mut time = vec![Line::measured(
+                "MaxK",
+                maxk.iter().map(|(k, r)| (*k, r.epoch_ms)).collect(),
+            )];
+            if let Some(r) = relu {
+                acc.push(Line::level("ReLU", r.test_acc, 0.0, kmax));
+                time.push(Line::level("ReLU (ours)", r.epoch_ms, 0.0, kmax));
             }
-            root.present()?;
-            Ok(())
-        };
-        draw().map_err(|e| anyhow::anyhow!("drawing {}: {e}", path.display()))
+            if let Some(p) = rows.iter().find_map(|r| r.pyg_epoch_ms) {
+                time.push(Line::level("PyG", p, 0.0, kmax));
+            }
+            let amin = rows.iter().map(|r| r.test_acc).fold(100.0, f64::min);
+            let mut a = Panel::lines(format!("{model} on {ds}: test accuracy"), "k", "%", acc);
+            a.y_range = Some(((amin - 2.0).max(0.0), 100.0));
+            a.legend = Legend::LowerRight;
+            let mut t = Panel::lines(format!("{model} on {ds}: epoch time"), "k", "ms", time);
+            t.legend = Legend::UpperLeft;
+            panels.extend([a, t]);
+        }
+        Ok(draw_svg(path, &panels, 2, (490, 300))?)
     }
 
     /// Stacked per-phase epoch time of every configuration (the paper's Fig. 1 shape).
     pub fn breakdown(doc: &Doc, path: &Path) -> Result<()> {
-        let rows: Vec<_> = doc.rows.iter().collect();
-        let phases: Vec<String> = rows
+        let phases: Vec<String> = doc
+            .rows
             .first()
-            .map(|r| {
-                r.breakdown
-                    .iter()
-                    .map(|(p, _)| p.clone())
-                    .filter(|p| p != "epoch total")
-                    .collect()
-            })
+            .map(|r| r.breakdown.iter().map(|(p, _)| p.clone()).collect())
             .unwrap_or_default();
-        let draw = || -> std::result::Result<(), Box<dyn std::error::Error>> {
-            let root = SVGBackend::new(path, (1000, 520)).into_drawing_area();
-            root.fill(&WHITE)?;
-            let n = rows.len().max(1);
-            let tmax = rows
-                .iter()
-                .map(|r| {
-                    r.breakdown
-                        .iter()
-                        .filter(|(p, _)| p != "epoch total")
-                        .map(|(_, v)| v)
-                        .sum::<f64>()
-                })
-                .fold(1.0, f64::max)
-                * 1.1;
-            let labels: Vec<String> = rows
-                .iter()
-                .map(|r| format!("{}/{} {}", r.dataset, r.model, r.activation))
-                .collect();
-            let mut c = ChartBuilder::on(&root)
-                .caption("Epoch time by phase (profiled runs)", ("sans-serif", 18))
-                .margin(12)
-                .x_label_area_size(110)
-                .y_label_area_size(52)
-                .build_cartesian_2d(0.0..n as f64, 0.0..tmax)?;
-            c.configure_mesh()
-                .disable_x_mesh()
-                .x_labels(n)
-                .x_label_formatter(&|x| {
-                    let i = x.floor() as usize;
-                    labels.get(i).cloned().unwrap_or_default()
-                })
-                .x_label_style(
-                    ("sans-serif", 11)
-                        .into_font()
-                        .transform(FontTransform::Rotate90),
-                )
-                .y_desc("ms per epoch")
-                .draw()?;
-            for (pi, phase) in phases.iter().enumerate() {
-                let col = COLORS[pi % COLORS.len()];
-                let bars: Vec<_> = rows
+        let stacks = phases
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| *p != "epoch total")
+            .map(|(i, p)| {
+                let v = doc
+                    .rows
                     .iter()
-                    .enumerate()
-                    .map(|(i, r)| {
-                        let below: f64 = r.breakdown.iter().take(pi).map(|(_, v)| v).sum();
-                        let v = r.breakdown.get(pi).map_or(0.0, |(_, v)| *v);
-                        Rectangle::new(
-                            [(i as f64 + 0.15, below), (i as f64 + 0.85, below + v)],
-                            col.filled(),
-                        )
-                    })
+                    .map(|r| r.breakdown.get(i).map_or(0.0, |(_, v)| *v))
                     .collect();
-                c.draw_series(bars)?
-                    .label(phase.clone())
-                    .legend(move |(x, y)| {
-                        Rectangle::new([(x, y - 5), (x + 12, y + 5)], col.filled())
-                    });
-            }
-            c.configure_series_labels()
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .position(SeriesLabelPosition::UpperRight)
-                .draw()?;
-            root.present()?;
-            Ok(())
+                (p.clone(), v)
+            })
+            .collect();
+        let categories = doc
+            .rows
+            .iter()
+            .map(|r| format!("{}/{} {}", r.dataset, r.model, r.activation))
+            .collect();
+        let panel = Panel {
+            title: "Epoch time by phase (profiled runs)".into(),
+            x_desc: String::new(),
+            y_desc: "ms per epoch".into(),
+            log_x: false,
+            y_range: None,
+            legend: Legend::UpperRight,
+            content: Content::StackedBars { categories, stacks },
         };
-        draw().map_err(|e| anyhow::anyhow!("drawing {}: {e}", path.display()))
+        Ok(draw_svg(path, &[panel], 1, (1000, 520))?)
     }
 }

@@ -9,6 +9,7 @@
 #![deny(missing_docs)]
 
 pub mod breakdown;
+pub mod chart;
 pub mod checkpoint;
 pub mod data;
 pub mod device;
