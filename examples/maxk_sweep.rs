@@ -242,6 +242,12 @@ fn main() -> Result<()> {
             let mut epoch_ms = 0.0;
             for seed in 0..args.seeds {
                 let model = Gnn::new(cfg.clone(), &device, seed)?;
+                let bar = gnn::train::progress::EpochProgress::new(
+                    format!("{kind} {} seed {seed}", cfg.activation),
+                    base.epochs,
+                    0,
+                )
+                .without_lines();
                 let rep = train(
                     &model,
                     &graph,
@@ -250,8 +256,9 @@ fn main() -> Result<()> {
                         seed,
                         ..base.clone()
                     },
-                    |_| {},
+                    |log| bar.epoch(log),
                 )?;
+                drop(bar);
                 accs.push(100.0 * rep.test_acc);
                 best_epochs.push(rep.best_epoch);
                 converged.push(

@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use gnn::graph::load_auto;
 use gnn::models::{ConvKind, Gnn, ModelConfig, ModelGraph};
-use gnn::train::{train, DeviceData, OptimizerKind, TrainConfig};
+use gnn::train::{progress, train, DeviceData, OptimizerKind, TrainConfig};
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
@@ -123,7 +123,10 @@ fn main() -> Result<()> {
     for seed in 0..args.seeds {
         let model = Gnn::new(cfg.clone(), &dev, seed)?;
         let tc = TrainConfig { seed, ..tc.clone() };
-        let rep = train(&model, &graph, &data, &tc, |_| {})?;
+        let bar =
+            progress::EpochProgress::new(format!("seed {seed}"), tc.epochs, 0).without_lines();
+        let rep = train(&model, &graph, &data, &tc, |log| bar.epoch(log))?;
+        drop(bar);
         println!(
             "seed {seed}: test {:.1} % (val {:.1} % at epoch {}), {:.2} ms/epoch",
             100.0 * rep.test_acc,

@@ -26,7 +26,7 @@ use clap::Parser;
 use gnn::graph::{generate, load_dgl_reddit, Dataset, SyntheticSpec};
 use gnn::models::{ConvKind, Gnn, ModelConfig, ModelGraph};
 use gnn::train::{
-    on_oom, train_from, DeviceData, EpochLog, OptimizerKind, TrainConfig, TrainReport, TrainState,
+    on_oom, progress, train_from, DeviceData, OptimizerKind, TrainConfig, TrainReport, TrainState,
 };
 use std::path::PathBuf;
 use std::time::Instant;
@@ -119,22 +119,13 @@ struct Args {
     resume: Option<PathBuf>,
 }
 
-fn progress(name: &'static str, epochs: usize) -> impl FnMut(&EpochLog) {
-    move |log: &EpochLog| {
-        if let Some((tr, va, te)) = log.acc {
-            println!(
-                "  [{name}] epoch {:>4}/{epochs}  loss {:.4}  acc train {:.3} val {:.3} test {:.3}  {:.0} ms/epoch",
-                log.epoch, log.loss, tr, va, te, log.epoch_ms
-            );
-        }
-    }
-}
-
 fn load(args: &Args, device: &Device) -> Result<(Dataset, serde_json::Value)> {
     if let Some(dir) = &args.data_dir {
         let t = Instant::now();
-        let ds = load_dgl_reddit(dir)
-            .with_context(|| format!("loading DGL Reddit from {}", dir.display()))?;
+        let ds = progress::step(format!("loading {}", dir.display()), || {
+            load_dgl_reddit(dir)
+        })
+        .with_context(|| format!("loading DGL Reddit from {}", dir.display()))?;
         println!(
             "loaded {} in {:.1} s; {}",
             ds.summary(),
@@ -161,7 +152,10 @@ fn load(args: &Args, device: &Device) -> Result<(Dataset, serde_json::Value)> {
     if let Some(h) = args.homophily {
         spec.homophily = h;
     }
-    let (ds, report) = generate(&spec, args.seed)?;
+    let (ds, report) = progress::step(
+        format!("generating a Reddit-shaped graph at scale {scale}"),
+        || generate(&spec, args.seed),
+    )?;
     println!("{report}");
     Ok((ds, serde_json::to_value(&report)?))
 }
@@ -242,14 +236,15 @@ fn run(
         }
         _ => None,
     };
-    let report = train_from(
-        &model,
-        &graph,
-        data,
-        &tc,
-        resume.as_ref(),
-        progress(name, args.epochs),
-    )?;
+    let bar = progress::EpochProgress::new(
+        name,
+        args.epochs,
+        resume.as_ref().map_or(0, |s| s.meta.epoch),
+    );
+    let report = train_from(&model, &graph, data, &tc, resume.as_ref(), |log| {
+        bar.epoch(log)
+    })?;
+    drop(bar);
     if let (true, Some(p)) = (tc.checkpoint_every > 0, &tc.checkpoint) {
         println!("{name}: checkpoints in {}", p.display());
     }

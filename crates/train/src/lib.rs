@@ -17,6 +17,7 @@ pub mod error;
 pub mod features;
 pub mod infer;
 pub mod optim;
+pub mod progress;
 pub mod trainer;
 
 pub use breakdown::PhaseSums;
