@@ -26,9 +26,14 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+#[path = "common/flags.rs"]
+mod flags;
+
 #[derive(Parser, Debug)]
 #[command(about = "MaxK-GNN training sweep: accuracy and epoch time per k against ReLU and PyG")]
 struct Args {
+    #[command(flatten)]
+    train: flags::TrainFlags,
     /// `reddit` (synthetic Reddit-shaped graph at --scale) or `cora` (bundled Planetoid files).
     #[arg(long, default_value = "cora")]
     dataset: String,
@@ -41,40 +46,12 @@ struct Args {
     /// Values of k (the ReLU model always runs too).
     #[arg(long, value_delimiter = ',', default_value = "8,16,32,64,96,128,192")]
     k: Vec<usize>,
-    /// Layers.
-    #[arg(long, default_value_t = 4)]
-    layers: usize,
-    /// Hidden width.
-    #[arg(long, default_value_t = 256)]
-    hidden: usize,
-    /// Epochs of the accuracy/timing run.
-    #[arg(long, default_value_t = 200)]
-    epochs: usize,
     /// Epochs of the profiled breakdown run (the first 3 are warm-up).
     #[arg(long, default_value_t = 15)]
     profile_epochs: usize,
-    /// Learning rate.
-    #[arg(long, default_value_t = 0.01)]
-    lr: f64,
-    /// Weight decay (default: 5e-4 on Cora, 0 on Reddit).
-    #[arg(long)]
-    weight_decay: Option<f64>,
-    /// Dropout on hidden layers.
-    #[arg(long, default_value_t = 0.5)]
-    dropout: f32,
-    /// Dropout on the input features (default as train_cora / train_reddit: 0.5 on Cora, 0 on
-    /// Reddit).
-    #[arg(long)]
-    input_dropout: Option<f32>,
-    /// LayerNorm between layers.
-    #[arg(long)]
-    layer_norm: bool,
     /// Seeds per configuration (accuracy is their mean; time is seed 0's).
     #[arg(long, default_value_t = 1)]
     seeds: u64,
-    /// Evaluate every this many epochs.
-    #[arg(long, default_value_t = 5)]
-    eval_every: usize,
     /// PyG reference JSON (`pyg_epochs.<model>_<layers>x<hidden>.train_epoch_ms`).
     #[arg(long)]
     pyg: Option<PathBuf>,
@@ -84,9 +61,6 @@ struct Args {
     /// Merge into an existing `sweep.json` in --out instead of replacing it.
     #[arg(long)]
     append: bool,
-    /// Run on the CPU even when a CUDA device is available.
-    #[arg(long)]
-    cpu: bool,
     /// Train nothing: rewrite `sweep.md` and the charts from `sweep.json` in --out (e.g. after
     /// merging the JSON of several runs).
     #[arg(long)]
@@ -167,22 +141,30 @@ fn main() -> Result<()> {
             serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
         return write_outputs(&doc, &args.out);
     }
-    if args.k.iter().any(|&k| k == 0 || k > args.hidden) {
+    let cora = args.dataset == "cora";
+    // 4 x 256, 200 epochs; the Planetoid recipe's decay and input dropout on Cora.
+    let t = args.train.resolve(&flags::Recipe {
+        layers: 4,
+        hidden: 256,
+        epochs: 200,
+        weight_decay: if cora { 5e-4 } else { 0.0 },
+        input_dropout: Some(if cora { 0.5 } else { 0.0 }),
+        eval_every: 5,
+    });
+    if args.k.iter().any(|&k| k == 0 || k > t.hidden) {
         bail!(
             "--k {:?}: every k must be in 1..={} (the hidden width)",
             args.k,
-            args.hidden
+            t.hidden
         );
     }
-    let device = gnn::train::pick_device(args.cpu)?;
+    let device = gnn::train::pick_device(t.cpu)?;
     let dev_name = gnn::train::device_name(&device);
     println!("device: {dev_name}");
     let ds = load(&args)?;
     println!("{}", ds.summary());
-    let cora = args.dataset == "cora";
     let data = DeviceData::new(&ds, &device, cora)?;
-    let wd = args.weight_decay.unwrap_or(if cora { 5e-4 } else { 0.0 });
-    let input_dropout = args.input_dropout.unwrap_or(if cora { 0.5 } else { 0.0 });
+    let (wd, input_dropout) = (t.weight_decay, t.input_dropout);
 
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
@@ -197,13 +179,13 @@ fn main() -> Result<()> {
     doc.device = dev_name.clone();
     let setup = format!(
         "{}x{} layers, lr {}, weight decay {wd}, dropout {} (input {}), layer norm {}, {} epochs, {} seed(s)",
-        args.layers,
-        args.hidden,
-        args.lr,
-        args.dropout,
+        t.layers,
+        t.hidden,
+        t.lr,
+        t.dropout,
         input_dropout,
-        args.layer_norm,
-        args.epochs,
+        t.layer_norm,
+        t.epochs,
         args.seeds
     );
     doc.setup.insert(args.dataset.clone(), setup.clone());
@@ -212,7 +194,7 @@ fn main() -> Result<()> {
     for &kind in &args.models {
         let graph = ModelGraph::new(&ds.graph, kind, &device)?;
         let pyg = match &args.pyg {
-            Some(p) => pyg_ms(p, &format!("{kind}_{}x{}", args.layers, args.hidden))?,
+            Some(p) => pyg_ms(p, &format!("{kind}_{}x{}", t.layers, t.hidden))?,
             None => None,
         };
         let mut relu_ms = None;
@@ -222,19 +204,19 @@ fn main() -> Result<()> {
             let mut cfg = ModelConfig::new(
                 kind,
                 ds.features.cols(),
-                args.hidden,
+                t.hidden,
                 ds.num_classes,
-                args.layers,
-                args.dropout,
+                t.layers,
+                t.dropout,
             );
-            cfg.layer_norm = args.layer_norm;
+            cfg.layer_norm = t.layer_norm;
             cfg.input_dropout = input_dropout;
             cfg.activation = act;
             let base = TrainConfig {
-                epochs: args.epochs,
-                lr: args.lr,
+                epochs: t.epochs,
+                lr: t.lr,
                 weight_decay: wd,
-                eval_every: args.eval_every,
+                eval_every: t.eval_every,
                 ..TrainConfig::default()
             };
             let mut accs = Vec::new();

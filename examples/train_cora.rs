@@ -15,8 +15,21 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use gnn::graph::load_auto;
 use gnn::models::{ConvKind, Gnn, ModelConfig, ModelGraph};
-use gnn::train::{progress, train, DeviceData, OptimizerKind, TrainConfig};
+use gnn::train::{progress, train, DeviceData, TrainConfig};
 use std::path::PathBuf;
+
+#[path = "common/flags.rs"]
+mod flags;
+
+/// Kipf & Welling's recipe: 2 x 16, 200 epochs, weight decay 5e-4, input dropout = dropout.
+const RECIPE: flags::Recipe = flags::Recipe {
+    layers: 2,
+    hidden: 16,
+    epochs: 200,
+    weight_decay: 5e-4,
+    input_dropout: None,
+    eval_every: 1,
+};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -38,34 +51,10 @@ struct Args {
     /// Seed of the stratified split, for formats that carry none (gnn-benchmark, edge lists).
     #[arg(long, default_value_t = 0)]
     split_seed: u64,
-    /// Layers.
-    #[arg(long, default_value_t = 2)]
-    layers: usize,
-    /// Hidden width.
-    #[arg(long, default_value_t = 16)]
-    hidden: usize,
-    /// Dropout (hidden and input).
-    #[arg(long, default_value_t = 0.5)]
-    dropout: f32,
-    /// Epochs.
-    #[arg(long, default_value_t = 200)]
-    epochs: usize,
-    /// Learning rate.
-    #[arg(long, default_value_t = 0.01)]
-    lr: f64,
-    /// Weight decay.
-    #[arg(long, default_value_t = 5e-4)]
-    weight_decay: f64,
-    /// Optimizer: adam (L2 decay) or adamw (decoupled).
-    #[arg(long, default_value = "adam")]
-    optimizer: OptimizerKind,
-    /// LayerNorm between layers.
-    #[arg(long)]
-    layer_norm: bool,
-    /// MaxK-GNN non-linearity keeping K entries per row (instead of ReLU): linear -> MaxK ->
-    /// dropout -> SpGEMM aggregation in every layer but the last (GCN, sage, GIN).
-    #[arg(long, value_name = "K")]
-    maxk: Option<usize>,
+    #[command(flatten)]
+    train: flags::TrainFlags,
+    #[command(flatten)]
+    maxk: flags::MaxkFlag,
     /// Keep raw features (default: row-normalised, as in the GCN paper).
     #[arg(long)]
     no_row_normalize: bool,
@@ -75,9 +64,6 @@ struct Args {
     /// Do not save weights.
     #[arg(long)]
     no_save: bool,
-    /// Run on the CPU even when a CUDA device is available.
-    #[arg(long)]
-    cpu: bool,
     /// Print the per-phase timing breakdown of each seed.
     #[arg(long)]
     profile: bool,
@@ -88,6 +74,7 @@ struct Args {
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    let t = args.train.resolve(&RECIPE);
     let dir = args
         .data_dir
         .clone()
@@ -95,26 +82,28 @@ fn main() -> Result<()> {
     let (ds, format) = load_auto(&dir, &args.dataset, args.split_seed)
         .with_context(|| format!("loading {} from {}", args.dataset, dir.display()))?;
     println!("{} ({format})", ds.summary());
-    let dev = gnn::train::pick_device(args.cpu)?;
+    let dev = gnn::train::pick_device(t.cpu)?;
     let data = DeviceData::new(&ds, &dev, !args.no_row_normalize)?;
     let mut cfg = ModelConfig::new(
         args.model,
         ds.features.cols(),
-        args.hidden,
+        t.hidden,
         ds.num_classes,
-        args.layers,
-        args.dropout,
+        t.layers,
+        t.dropout,
     );
-    cfg.layer_norm = args.layer_norm;
-    if let Some(k) = args.maxk {
+    cfg.input_dropout = t.input_dropout;
+    cfg.layer_norm = t.layer_norm;
+    if let Some(k) = args.maxk.maxk {
         cfg.activation = gnn::models::Activation::MaxK { k };
     }
     let graph = ModelGraph::new(&ds.graph, args.model, &dev)?;
     let tc = TrainConfig {
-        epochs: args.epochs,
-        lr: args.lr,
-        weight_decay: args.weight_decay,
-        optimizer: args.optimizer,
+        epochs: t.epochs,
+        lr: t.lr,
+        weight_decay: t.weight_decay,
+        optimizer: t.optimizer,
+        eval_every: t.eval_every,
         profile: args.profile,
         ..TrainConfig::default()
     };

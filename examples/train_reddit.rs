@@ -25,23 +25,32 @@ use candle_core::Device;
 use clap::Parser;
 use gnn::graph::{generate, load_dgl_reddit, Dataset, SyntheticSpec};
 use gnn::models::{ConvKind, Gnn, ModelConfig, ModelGraph};
-use gnn::train::{
-    on_oom, progress, train_from, DeviceData, OptimizerKind, TrainConfig, TrainReport, TrainState,
-};
+use gnn::train::{on_oom, progress, train_from, DeviceData, TrainConfig, TrainReport, TrainState};
 use std::path::PathBuf;
 use std::time::Instant;
 
 /// Node-count scale of the synthetic graph on the CPU when `--scale` is not given.
 const CPU_DEFAULT_SCALE: f64 = 0.2;
 
+#[path = "common/flags.rs"]
+mod flags;
+
+/// The Reddit benchmark recipe of MaxK-GNN and PyG's examples: 2 x 128, 60 epochs, no weight
+/// decay, no input dropout, evaluation every 5 epochs.
+const RECIPE: flags::Recipe = flags::Recipe {
+    layers: 2,
+    hidden: 128,
+    epochs: 60,
+    weight_decay: 0.0,
+    input_dropout: Some(0.0),
+    eval_every: 5,
+};
+
 #[derive(Parser, Debug)]
 #[command(
     about = "Full-batch GNN training on Reddit (DGL files) or a Reddit-shaped synthetic graph"
 )]
 struct Args {
-    /// Run on the CPU even when a CUDA device is available.
-    #[arg(long)]
-    cpu: bool,
     /// Folder with DGL's reddit_data.npz and reddit_graph.npz (default: synthetic).
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -57,40 +66,10 @@ struct Args {
     /// Model: gcn, sage, sage-pool, gin.
     #[arg(long, default_value = "gcn")]
     model: ConvKind,
-    /// Layers.
-    #[arg(long, default_value_t = 2)]
-    layers: usize,
-    /// Hidden width.
-    #[arg(long, default_value_t = 128)]
-    hidden: usize,
-    /// Epochs.
-    #[arg(long, default_value_t = 60)]
-    epochs: usize,
-    /// Learning rate.
-    #[arg(long, default_value_t = 0.01)]
-    lr: f64,
-    /// Dropout on hidden layers.
-    #[arg(long, default_value_t = 0.5)]
-    dropout: f32,
-    /// Dropout on the input features.
-    #[arg(long, default_value_t = 0.0)]
-    input_dropout: f32,
-    /// Weight decay.
-    #[arg(long, default_value_t = 0.0)]
-    weight_decay: f64,
-    /// Optimizer: adam or adamw.
-    #[arg(long, default_value = "adam")]
-    optimizer: OptimizerKind,
-    /// LayerNorm between layers.
-    #[arg(long)]
-    layer_norm: bool,
-    /// MaxK-GNN non-linearity keeping K entries per row (instead of ReLU): linear -> MaxK ->
-    /// dropout -> SpGEMM aggregation in every layer but the last (GCN, sage, GIN).
-    #[arg(long, value_name = "K")]
-    maxk: Option<usize>,
-    /// Evaluate every this many epochs.
-    #[arg(long, default_value_t = 5)]
-    eval_every: usize,
+    #[command(flatten)]
+    train: flags::TrainFlags,
+    #[command(flatten)]
+    maxk: flags::MaxkFlag,
     /// Seed (graph generation, initialisation, dropout).
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -168,17 +147,18 @@ fn run(
     data: &DeviceData,
     device: &Device,
 ) -> Result<(Gnn, TrainReport, f64)> {
+    let tf = args.train.resolve(&RECIPE);
     let mut cfg = ModelConfig::new(
         kind,
         ds.features.cols(),
-        args.hidden,
+        tf.hidden,
         ds.num_classes,
-        args.layers,
-        args.dropout,
+        tf.layers,
+        tf.dropout,
     );
-    cfg.input_dropout = args.input_dropout;
-    cfg.layer_norm = args.layer_norm;
-    if let (Some(k), true) = (args.maxk, kind != ConvKind::Mlp) {
+    cfg.input_dropout = tf.input_dropout;
+    cfg.layer_norm = tf.layer_norm;
+    if let (Some(k), true) = (args.maxk.maxk, kind != ConvKind::Mlp) {
         cfg.activation = gnn::models::Activation::MaxK { k };
     }
     let t = Instant::now();
@@ -202,18 +182,18 @@ fn run(
     println!(
         "{name}: {kind} ({}), {} layers x {} hidden, {} parameters (graph prepared in {prep:.2} s)",
         model.config().activation,
-        args.layers,
-        args.hidden,
+        tf.layers,
+        tf.hidden,
         model.num_params()
     );
     // Checkpoints and resumption belong to the GNN run, not to the MLP baseline.
     let gnn_run = kind != ConvKind::Mlp || args.model == ConvKind::Mlp;
     let tc = TrainConfig {
-        epochs: args.epochs,
-        lr: args.lr,
-        weight_decay: args.weight_decay,
-        optimizer: args.optimizer,
-        eval_every: args.eval_every,
+        epochs: tf.epochs,
+        lr: tf.lr,
+        weight_decay: tf.weight_decay,
+        optimizer: tf.optimizer,
+        eval_every: tf.eval_every,
         seed: args.seed,
         profile: true,
         checkpoint_every: if gnn_run { args.checkpoint_every } else { 0 },
@@ -236,11 +216,8 @@ fn run(
         }
         _ => None,
     };
-    let bar = progress::EpochProgress::new(
-        name,
-        args.epochs,
-        resume.as_ref().map_or(0, |s| s.meta.epoch),
-    );
+    let bar =
+        progress::EpochProgress::new(name, tf.epochs, resume.as_ref().map_or(0, |s| s.meta.epoch));
     let report = train_from(&model, &graph, data, &tc, resume.as_ref(), |log| {
         bar.epoch(log)
     })?;
@@ -254,7 +231,7 @@ fn run(
 fn main() -> Result<()> {
     let args = Args::parse();
     gnn::kernels::set_deterministic(args.deterministic);
-    let device = gnn::train::pick_device(args.cpu)?;
+    let device = gnn::train::pick_device(args.train.cpu)?;
     println!("device: {}", gnn::train::device_name(&device));
     let t_all = Instant::now();
     let (ds, source) = load(&args, &device)?;
