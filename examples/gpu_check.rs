@@ -211,10 +211,9 @@ fn max_terms(sampling: Sampling) -> usize {
     }
 }
 
-/// Elementwise bound of two f32 evaluations of a sampled estimate: each side's rounding is at
-/// most `n * eps` times the estimate of `|v| |x|` (the standard summation bound, `n` the terms
-/// per row, with the estimator's `nnz / samples` factor inside), so they differ by at most
-/// twice that, plus a few ulps of the scale for the final scaling.
+/// Elementwise bound of two f32 evaluations of a sampled estimate: [`sum_bound`] over the
+/// estimate of `|v| |x|` (the estimator's `nnz / samples` factor inside), `n + 2` deep for the
+/// `n` terms a row sums at most, its doubling covering the two sides.
 fn sampled_bound(
     g: &DeviceGraph,
     x: &Tensor,
@@ -224,20 +223,13 @@ fn sampled_bound(
 ) -> Result<Tensor> {
     let abs_v = vals.map(Tensor::abs).transpose()?;
     let abs_out = spmm_sampled(g, &x.abs()?, abs_v.as_ref(), reduce, sampling)?;
-    let eps = f32::EPSILON as f64 / 2.0;
-    let n = max_terms(sampling) as f64 + 2.0;
-    Ok(((abs_out.to_dtype(DType::F64)? * (2.0 * n * eps))? + 1e-30)?)
+    sum_bound(&abs_out, max_terms(sampling) as f64 + 2.0)
 }
 
 /// Largest row and column degree of `csr`: the longest sums a forward or transposed product
 /// makes.
 fn max_degrees(csr: &Csr) -> (usize, usize) {
-    let rows = csr
-        .indptr()
-        .windows(2)
-        .map(|w| (w[1] - w[0]) as usize)
-        .max()
-        .unwrap_or(0);
+    let rows = csr.degree_stats().max as usize;
     let mut cols = vec![0usize; csr.n_cols()];
     for &j in csr.indices() {
         cols[j as usize] += 1;

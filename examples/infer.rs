@@ -428,6 +428,9 @@ fn chart(rows: &[Row], path: &Path) -> Result<()> {
         .iter()
         .filter(|r| r.width.is_some() && r.features == "f32")
         .collect();
+    if pts.is_empty() {
+        return Ok(());
+    }
     let peer = pts.iter().all(|r| r.speedup_vs_cusparse.is_some());
     let speed = |r: &Row| match (peer, r.speedup_vs_cusparse) {
         (true, Some(s)) => s,
@@ -471,9 +474,6 @@ fn chart(rows: &[Row], path: &Path) -> Result<()> {
     };
     let mut fast = Panel::lines(title, "sampling width S / W", "", series(&|r| speed(r)));
     fast.log_x = true;
-    if pts.is_empty() {
-        return Ok(());
-    }
     Ok(draw_svg(path, &[loss, fast], 2, (640, 480))?)
 }
 

@@ -56,6 +56,15 @@ impl<'a> Forward<'a> {
     }
 }
 
+/// The header (tensor names, shapes, metadata) of the safetensors file `st`; the error text
+/// is the problem alone, for the caller to wrap with the path.
+fn read_header(st: &Path) -> std::result::Result<safetensors::tensor::Metadata, String> {
+    let bytes = std::fs::read(st).map_err(|e| e.to_string())?;
+    let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes)
+        .map_err(|e| format!("not a safetensors file: {e}"))?;
+    Ok(meta)
+}
+
 /// `(<stem>.safetensors, <stem>.json)`; a `.safetensors`/`.json` suffix on `path` is dropped
 /// first, other dots are kept (`gcn-reddit@0.05` stays whole).
 fn checkpoint_paths(path: &Path) -> (PathBuf, PathBuf) {
@@ -284,9 +293,7 @@ impl Gnn {
             path: st.clone(),
             problem,
         };
-        let bytes = std::fs::read(&st).map_err(|e| bad(e.to_string()))?;
-        let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes)
-            .map_err(|e| bad(format!("not a safetensors file: {e}")))?;
+        let meta = read_header(&st).map_err(bad)?;
         let shapes: HashMap<String, Vec<usize>> = meta
             .tensors()
             .iter()
@@ -328,30 +335,30 @@ impl Gnn {
         };
         let cfg = ModelConfig::new(kind, in_dim, hidden, out_dim, layers, 0.0);
         cfg.validate().map_err(|e| bad(e.to_string()))?;
-        let model = Self::new(cfg, device, 0)?;
-        let wanted: Vec<String> = model.named_vars().into_iter().map(|(k, _)| k).collect();
-        let mut extra: Vec<&String> = shapes.keys().filter(|k| !wanted.contains(k)).collect();
+        let mut model = Self::new(cfg, device, 0)?;
+        let vars = model.named_vars();
+        let mut extra: Vec<&String> = shapes
+            .keys()
+            .filter(|k| !vars.iter().any(|(n, _)| n == *k))
+            .collect();
         extra.sort();
         if !extra.is_empty() {
             return Err(bad(format!(
                 "tensors a {layers}-layer {kind} model does not use: {extra:?}"
             )));
         }
-        if let Some(k) = wanted.iter().find(|k| !shapes.contains_key(*k)) {
+        if let Some((k, _)) = vars.iter().find(|(k, _)| !shapes.contains_key(k)) {
             return Err(bad(format!(
                 "missing tensor `{k}` for a {layers}-layer {kind} model"
             )));
         }
-        for (k, v) in model.named_vars() {
-            if shapes[&k] != v.dims() {
-                return Err(bad(format!(
-                    "`{k}` has shape {:?}, the model inferred from the file needs {:?}",
-                    shapes[&k],
-                    v.dims()
-                )));
-            }
+        if let Some((k, v)) = vars.iter().find(|(k, v)| shapes[k] != v.dims()) {
+            return Err(bad(format!(
+                "`{k}` has shape {:?}, the model inferred from the file needs {:?}",
+                shapes[k],
+                v.dims()
+            )));
         }
-        let mut model = model;
         model.varmap.load(&st).map_err(|e| bad(e.to_string()))?;
         Ok(model)
     }
@@ -363,9 +370,7 @@ impl Gnn {
             path: st.clone(),
             problem,
         };
-        let bytes = std::fs::read(&st).map_err(|e| bad(e.to_string()))?;
-        let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes)
-            .map_err(|e| bad(format!("not a safetensors file: {e}")))?;
+        let meta = read_header(&st).map_err(bad)?;
         let cfg_text = meta
             .metadata()
             .as_ref()

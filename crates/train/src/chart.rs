@@ -220,7 +220,7 @@ where
         body!(b.build_cartesian_2d((x0..x1 * 1.05).log_scale(), y0..y1)?);
     } else {
         let pad = (x1 - x0).abs().max(1e-9) * 0.05;
-        body!(b.build_cartesian_2d((x0 - pad).min(0f64.max(x0 - pad))..x1 + pad, y0..y1)?);
+        body!(b.build_cartesian_2d(x0 - pad..x1 + pad, y0..y1)?);
     }
     Ok(())
 }

@@ -81,9 +81,7 @@ impl NpyArray {
             NpyData::Bool(v) => Ok(v.iter().map(|&x| x as i64).collect()),
         }
     }
-}
 
-impl NpyArray {
     /// Values as `u32` offsets or node ids, each below `bound` when given; errors name `path`,
     /// `field` and the first bad entry.
     pub fn to_ids(&self, path: &Path, field: &str, bound: Option<usize>) -> Result<Vec<u32>> {
