@@ -10,13 +10,10 @@
 use anyhow::{Context, Result};
 use candle_core::{DType, Device, Tensor};
 use clap::Parser;
-use gnn::graph::{generate, BuildOptions, Normalization, SelfLoops, SyntheticSpec};
-use gnn::kernels::{maxk, spgemm, spmm_weighted, sspmm, DeviceGraph, Reduce};
+use gnn::graph::{generate, SyntheticSpec};
+use gnn::kernels::peer::{gcn_operand, time_ms, Cusparse};
+use gnn::kernels::{maxk, spgemm, spmm_weighted, sspmm, Reduce};
 use std::path::PathBuf;
-
-#[path = "common/cusparse.rs"]
-mod cusparse;
-use cusparse::{time_ms, Cusparse, SpmmAlg};
 
 #[derive(Parser)]
 struct Args {
@@ -56,7 +53,7 @@ fn rel_err(a: &Tensor, b: &Tensor) -> Result<f64> {
 }
 
 fn chart(rows: &[Row], path: &std::path::Path, dim: usize) -> Result<()> {
-    use gnn::train::chart::{draw_svg, Line, Panel};
+    use gnn::train::report::chart::{draw_svg, Line, Panel};
     let kmax = rows.iter().map(|r| r.k).max().unwrap_or(1) as f64;
     let pts = |f: fn(&Row) -> f64| rows.iter().map(|r| (r.k as f64, f(r))).collect();
     let mut p = Panel::lines(
@@ -89,27 +86,16 @@ fn main() -> Result<()> {
     let stream = dev.cuda_stream();
     let (ds, rep) = generate(&SyntheticSpec::reddit().scaled(args.scale)?, 0)?;
     println!("{rep}");
-    let a = ds.graph.rebuild(BuildOptions {
-        self_loops: SelfLoops::Add,
-        ..Default::default()
-    })?;
+    let (a, g, vals) = gcn_operand(&ds.graph, &gpu)?;
     let n = a.n_rows();
-    let vals = Tensor::from_vec(Normalization::GcnSymmetric.edge_values(&a), a.nnz(), &gpu)?;
-    let g = DeviceGraph::upload(&a, &gpu)?;
     drop(ds);
     let d = args.dim;
     let x = Tensor::randn(0f32, 1.0, (n, d), &gpu)?;
     let dout = Tensor::randn(0f32, 1.0, (n, d), &gpu)?;
     let c = Tensor::zeros((n, d), DType::F32, &gpu)?;
     let sp = Cusparse::new(&g, &vals, &stream)?;
-    let mut cusp = f64::INFINITY;
-    for alg in [
-        SpmmAlg::CUSPARSE_SPMM_ALG_DEFAULT,
-        SpmmAlg::CUSPARSE_SPMM_CSR_ALG2,
-    ] {
-        let plan = sp.plan(&x, &c, alg, dev)?;
-        cusp = cusp.min(time_ms(&stream, args.reps, || sp.run(&plan))?);
-    }
+    let [c0, c1] = sp.time_both(&x, &c, dev, args.reps)?;
+    let cusp = c0.min(c1);
     let exact = time_ms(&stream, args.reps, || {
         spmm_weighted(&g, &x, &vals, Reduce::Sum)?;
         Ok(())
@@ -164,13 +150,12 @@ fn main() -> Result<()> {
         );
         rows.push(r);
     }
-    std::fs::create_dir_all(&args.out)?;
     let doc = serde_json::json!({
         "device": "cuda:0", "graph": {"nodes": n, "edges": a.nnz(), "scale": args.scale},
         "dim": d, "reps": args.reps, "cusparse_ms": cusp, "exact_spmm_ms": exact, "rows": rows,
     });
     let json = args.out.join("bench_maxk.json");
-    std::fs::write(&json, serde_json::to_string_pretty(&doc)? + "\n")?;
+    gnn::train::report::write_json(&json, &doc)?;
     chart(&rows, &args.out.join("bench_maxk.svg"), d)?;
     println!("wrote {} and bench_maxk.svg", json.display());
     Ok(())

@@ -10,13 +10,10 @@
 use anyhow::{Context, Result};
 use candle_core::{Device, Tensor};
 use clap::Parser;
-use gnn::graph::{generate, BuildOptions, Normalization, SelfLoops, SyntheticSpec};
-use gnn::kernels::{spmm, spmm_weighted, DeviceGraph, Reduce};
+use gnn::graph::{generate, SyntheticSpec};
+use gnn::kernels::peer::{gcn_operand, time_ms, Cusparse, SpmmAlg};
+use gnn::kernels::{spmm, spmm_weighted, Reduce};
 use std::path::PathBuf;
-
-#[path = "common/cusparse.rs"]
-mod cusparse;
-use cusparse::{time_ms, Cusparse, SpmmAlg};
 
 #[derive(Parser)]
 struct Args {
@@ -48,13 +45,8 @@ fn main() -> Result<()> {
     let (ds, rep) = generate(&spec, 0)?;
     println!("{rep}");
     // GCN operand: A + I with symmetric normalisation (what the GCN layer aggregates with).
-    let a = ds.graph.rebuild(BuildOptions {
-        self_loops: SelfLoops::Add,
-        ..Default::default()
-    })?;
+    let (a, g, vals) = gcn_operand(&ds.graph, &device)?;
     let nnz = a.nnz();
-    let g = DeviceGraph::upload(&a, &device)?;
-    let vals = Tensor::from_vec(Normalization::GcnSymmetric.edge_values(&a), nnz, &device)?;
     let sp = Cusparse::new(&g, &vals, &stream)?;
     println!(
         "graph: {} nodes, {} non-zeros (A+I), max row {}",
@@ -86,14 +78,7 @@ fn main() -> Result<()> {
             spmm(&g, &x, Reduce::Mean)?;
             Ok(())
         })?;
-        let mut cusp = Vec::new();
-        for alg in [
-            SpmmAlg::CUSPARSE_SPMM_ALG_DEFAULT,
-            SpmmAlg::CUSPARSE_SPMM_CSR_ALG2,
-        ] {
-            let plan = sp.plan(&x, &c, alg, dev)?;
-            cusp.push(time_ms(&stream, args.reps, || sp.run(&plan))?);
-        }
+        let cusp = sp.time_both(&x, &c, dev, args.reps)?;
         // Cross-check the two results.
         let out = spmm_weighted(&g, &x, &vals, Reduce::Sum)?;
         let plan = sp.plan(&x, &c, SpmmAlg::CUSPARSE_SPMM_ALG_DEFAULT, dev)?;
@@ -194,10 +179,7 @@ fn main() -> Result<()> {
         "reps": args.reps, "timing": "CUDA events on candle's stream, median after 3 warm-ups",
         "rows": rows,
     });
-    if let Some(dir) = args.json.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(&args.json, serde_json::to_string_pretty(&doc)? + "\n")?;
+    gnn::train::report::write_json(&args.json, &doc)?;
     println!("wrote {}", args.json.display());
     Ok(())
 }

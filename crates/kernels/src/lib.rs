@@ -25,7 +25,10 @@ pub(crate) mod cuda;
 pub mod device_graph;
 pub mod error;
 pub mod ops;
+#[cfg(feature = "cuda")]
+pub mod peer;
 pub mod schedule;
+pub mod verify;
 
 pub use device_graph::DeviceGraph;
 

@@ -4,11 +4,11 @@
 //! reported test accuracy is the one at the best validation epoch, whose weights are
 //! restored at the end); optional early stopping.
 
-use crate::breakdown::PhaseSums;
 use crate::checkpoint::{BestSoFar, StateMeta, TrainState};
 use crate::data::{accuracy, DeviceData};
 use crate::error::{Error, Result};
 use crate::optim::{Adam, OptimizerKind};
+use crate::report::PhaseSums;
 use candle_core::Tensor;
 use gnn_models::{DropoutRng, Forward, Gnn, ModelGraph, Timer};
 use serde::{Deserialize, Serialize};

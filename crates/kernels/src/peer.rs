@@ -1,15 +1,22 @@
-//! Shared by the CUDA examples: median CUDA-event timing and a cuSPARSE CSR SpMM peer over a
-//! [`DeviceGraph`]'s buffers (descriptors and workspace created once, on candle's stream).
+//! The peers our kernels are measured against, in the same process on the same stream
+//! (feature `cuda`): median CUDA-event timing ([`time_ms`]) and cuSPARSE's CSR SpMM over a
+//! [`DeviceGraph`]'s own buffers ([`Cusparse`]; descriptors and workspace created once, on
+//! candle's stream), so both sides read identical operands.
 
-use anyhow::{bail, Result};
+use crate::device_graph::DeviceGraph;
+use crate::error::{Error, Result};
 use candle_core::cuda_backend::cudarc::driver::sys::CUevent_flags;
 use candle_core::cuda_backend::cudarc::driver::{CudaStream, DevicePtr};
 use candle_core::{Storage, Tensor};
 use cudarc::cusparse::sys as cs;
-use gnn::kernels::DeviceGraph;
 use std::sync::Arc;
 
+/// cuSPARSE's SpMM algorithm choice.
 pub use cs::cusparseSpMMAlg_t as SpmmAlg;
+
+fn bail<T>(msg: impl Into<String>) -> Result<T> {
+    Err(Error::Harness(msg.into()))
+}
 
 /// Median CUDA-event time of `f` on `stream`, in ms, over `reps >= 1` timed runs.
 pub fn time_ms(
@@ -18,27 +25,35 @@ pub fn time_ms(
     mut f: impl FnMut() -> Result<()>,
 ) -> Result<f64> {
     if reps == 0 {
-        bail!("--reps must be at least 1 (a median needs one timed run)");
+        return bail("--reps must be at least 1 (a median needs one timed run)");
     }
     for _ in 0..3 {
         f()?;
     }
-    stream.synchronize()?;
+    stream.synchronize().map_err(cuda)?;
     let mut ts = Vec::with_capacity(reps);
     for _ in 0..reps {
-        let a = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+        let a = stream
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(cuda)?;
         f()?;
-        let b = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
-        b.synchronize()?;
-        ts.push(a.elapsed_ms(&b)? as f64);
+        let b = stream
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(cuda)?;
+        b.synchronize().map_err(cuda)?;
+        ts.push(a.elapsed_ms(&b).map_err(cuda)? as f64);
     }
     ts.sort_by(|a, b| a.total_cmp(b));
     Ok(ts[ts.len() / 2])
 }
 
+fn cuda(e: impl std::fmt::Debug) -> Error {
+    Error::Harness(format!("CUDA event timing: {e:?}"))
+}
+
 fn ok(s: cs::cusparseStatus_t, what: &str) -> Result<()> {
     if s != cs::cusparseStatus_t::CUSPARSE_STATUS_SUCCESS {
-        bail!("cuSPARSE {what} failed: {s:?}");
+        return bail(format!("cuSPARSE {what} failed: {s:?}"));
     }
     Ok(())
 }
@@ -47,11 +62,38 @@ fn ok(s: cs::cusparseStatus_t, what: &str) -> Result<()> {
 fn ptr(t: &Tensor, stream: &Arc<CudaStream>) -> Result<u64> {
     let (st, l) = t.storage_and_layout();
     let Storage::Cuda(c) = &*st else {
-        bail!("not a CUDA tensor")
+        return bail("cuSPARSE peer: not a CUDA tensor");
     };
     let s = c.as_cuda_slice::<f32>()?;
     let (p, _sync) = s.device_ptr(stream);
     Ok(p + (l.start_offset() * 4) as u64)
+}
+
+/// A row-major `rows x k` cuSPARSE dense descriptor over `t`'s buffer.
+///
+/// # Safety
+/// `t` must outlive the descriptor.
+unsafe fn dense(
+    t: &Tensor,
+    rows: usize,
+    k: usize,
+    stream: &Arc<CudaStream>,
+    what: &str,
+) -> Result<cs::cusparseDnMatDescr_t> {
+    let mut d = std::ptr::null_mut();
+    ok(
+        cs::cusparseCreateDnMat(
+            &mut d,
+            rows as i64,
+            k as i64,
+            k as i64,
+            ptr(t, stream)? as *mut _,
+            cs::cudaDataType::CUDA_R_32F,
+            cs::cusparseOrder_t::CUSPARSE_ORDER_ROW,
+        ),
+        what,
+    )?;
+    Ok(d)
 }
 
 /// cuSPARSE CSR SpMM `C = A B` over our graph's device buffers.
@@ -61,6 +103,7 @@ pub struct Cusparse {
 }
 
 impl Cusparse {
+    /// Describes `A` = `g`'s structure with edge values `vals` (f32, one per edge) to cuSPARSE.
     pub fn new(g: &DeviceGraph, vals: &Tensor, stream: &Arc<CudaStream>) -> Result<Self> {
         let (indptr, indices) = g.cuda_buffers()?;
         let mut handle = std::ptr::null_mut();
@@ -107,35 +150,13 @@ impl Cusparse {
         let stream = dev.cuda_stream();
         let (rb, k) = b.dims2()?;
         let (rc, _) = c.dims2()?;
-        let (mut db, mut dc) = (std::ptr::null_mut(), std::ptr::null_mut());
+        let (db, dc);
         let (alpha, beta) = (1f32, 0f32);
         let mut size = 0usize;
         // SAFETY: as in `new`; b and c outlive the plan.
         unsafe {
-            ok(
-                cs::cusparseCreateDnMat(
-                    &mut db,
-                    rb as i64,
-                    k as i64,
-                    k as i64,
-                    ptr(b, &stream)? as *mut _,
-                    cs::cudaDataType::CUDA_R_32F,
-                    cs::cusparseOrder_t::CUSPARSE_ORDER_ROW,
-                ),
-                "dn B",
-            )?;
-            ok(
-                cs::cusparseCreateDnMat(
-                    &mut dc,
-                    rc as i64,
-                    k as i64,
-                    k as i64,
-                    ptr(c, &stream)? as *mut _,
-                    cs::cudaDataType::CUDA_R_32F,
-                    cs::cusparseOrder_t::CUSPARSE_ORDER_ROW,
-                ),
-                "dn C",
-            )?;
+            db = dense(b, rb, k, &stream, "dn B")?;
+            dc = dense(c, rc, k, &stream, "dn C")?;
             ok(
                 cs::cusparseSpMM_bufferSize(
                     self.handle,
@@ -163,6 +184,7 @@ impl Cusparse {
         })
     }
 
+    /// Runs `C = A B` as planned.
     pub fn run(&self, p: &Plan) -> Result<()> {
         let (alpha, beta) = (1f32, 0f32);
         let (w, _s) = p.work.device_ptr(&p.stream);
@@ -188,6 +210,7 @@ impl Cusparse {
     }
 }
 
+/// Dense descriptors and workspace of one `C = A B` shape.
 pub struct Plan {
     db: cs::cusparseDnMatDescr_t,
     dc: cs::cusparseDnMatDescr_t,
@@ -213,5 +236,44 @@ impl Drop for Cusparse {
             cs::cusparseDestroySpMat(self.a);
             cs::cusparseDestroy(self.handle);
         }
+    }
+}
+
+/// The GCN layer's aggregation operand for a benchmark: `A + I` of `graph` with symmetric
+/// normalisation, on `device`, with its edge values.
+pub fn gcn_operand(
+    graph: &gnn_graph::Csr,
+    device: &candle_core::Device,
+) -> Result<(gnn_graph::Csr, DeviceGraph, Tensor)> {
+    let a = graph.rebuild(gnn_graph::BuildOptions {
+        self_loops: gnn_graph::SelfLoops::Add,
+        ..Default::default()
+    })?;
+    let g = DeviceGraph::upload(&a, device)?;
+    let vals = gnn_graph::Normalization::GcnSymmetric.edge_values(&a);
+    let vals = Tensor::from_vec(vals, a.nnz(), device)?;
+    Ok((a, g, vals))
+}
+
+impl Cusparse {
+    /// Median times (ms) of `C = A B` with cuSPARSE's default and CSR_ALG2 algorithms, `C`
+    /// left holding the product.
+    pub fn time_both(
+        &self,
+        b: &Tensor,
+        c: &Tensor,
+        dev: &candle_core::CudaDevice,
+        reps: usize,
+    ) -> Result<[f64; 2]> {
+        let stream = dev.cuda_stream();
+        let mut out = [0.0; 2];
+        for (o, alg) in out.iter_mut().zip([
+            SpmmAlg::CUSPARSE_SPMM_ALG_DEFAULT,
+            SpmmAlg::CUSPARSE_SPMM_CSR_ALG2,
+        ]) {
+            let plan = self.plan(b, c, alg, dev)?;
+            *o = time_ms(&stream, reps, || self.run(&plan))?;
+        }
+        Ok(out)
     }
 }

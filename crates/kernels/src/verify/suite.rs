@@ -1,0 +1,433 @@
+//! The checks [`run`] makes, op by op.
+
+use super::{
+    max_degrees, missing, put, random_graph, sampled_bound, spmm_run, sum_bound, sum_depth, Checker,
+};
+use crate::error::Result;
+use crate::{
+    dequantize, dropout, matmul_nt, maxk, sddmm, spgemm, spgemm_bias, spmm, spmm_sampled,
+    spmm_weighted, sspmm, DeviceGraph, QuantizedFeatures, Reduce, Sampling,
+};
+use candle_core::{DType, Device, Tensor, Var};
+use gnn_graph::{generate, Csr, Normalization, SyntheticSpec};
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+/// Forward and backward of one op configuration on both devices.
+fn check_spmm(
+    c: &mut Checker,
+    name: &str,
+    csr: &Csr,
+    k: usize,
+    gpu: &Device,
+    seed: u64,
+    backward: bool,
+) -> Result<()> {
+    let cpu = Device::Cpu;
+    let (gc, gg) = (
+        DeviceGraph::upload(csr, &cpu)?,
+        DeviceGraph::upload(csr, gpu)?,
+    );
+    let x = c.randn((csr.n_cols(), k))?;
+    let vals: Vec<f32> = {
+        let mut r = Xoshiro256PlusPlus::seed_from_u64(seed ^ c.run_seed);
+        (0..csr.nnz()).map(|_| r.random_range(-1.0..1.0)).collect()
+    };
+    let v = Tensor::from_vec(vals, csr.nnz(), &cpu)?;
+    let w = c.randn((csr.n_rows(), k))?;
+    // Sums are checked element by element against an f64 CPU run, within the rounding bound
+    // of the GPU's summation tree (`sum_bound`): the GPU adds long rows in 1,024-edge groups
+    // (the row schedule), and at K = 1 a 50 K-edge row sums to ~sqrt(50 K) from terms whose
+    // magnitudes add to ~40 K, so a bound relative to the largest output (1e-5 before) held
+    // by luck (seed 14 missed at 1.5e-5). Max/min forward stay exact in f32 (same edge, same
+    // f32 product).
+    let (deg_rows, deg_cols) = max_degrees(csr);
+    let (xa, va, wa) = (x.abs()?, v.abs()?, w.abs()?);
+    for reduce in [Reduce::Sum, Reduce::Mean, Reduce::Max, Reduce::Min] {
+        let exact = matches!(reduce, Reduce::Max | Reduce::Min);
+        let ref_dt = if exact { DType::F32 } else { DType::F64 };
+        // Max/min backward is refused in deterministic mode (it needs scatter atomics).
+        let backward = backward && !(exact && crate::deterministic());
+        for weighted in [false, true] {
+            let tag =
+                format!("{reduce:?}{}", if weighted { " weighted" } else { "" }).to_lowercase();
+            // The same run on |x|, |values|, |w| in f64: the magnitudes each output sums.
+            // Max/min sum a subset of the sum's terms, so the sum's magnitudes bound them.
+            let abs_reduce = if reduce == Reduce::Mean {
+                Reduce::Mean
+            } else {
+                Reduce::Sum
+            };
+            let (abs_out, abs_grads) = spmm_run(
+                &cpu,
+                &gc,
+                &xa,
+                &va,
+                &wa,
+                abs_reduce,
+                weighted,
+                DType::F64,
+                backward,
+            )?;
+            let abs_out = &abs_out;
+            let fwd = |c: &mut Checker, op: String, og: &Tensor, oc: &Tensor| -> Result<()> {
+                if exact {
+                    c.check(name, op, k, og, oc, 0.0)
+                } else {
+                    let lim = sum_bound(abs_out, sum_depth(deg_rows, true))?;
+                    c.check_within(name, op, k, og, oc, &lim)
+                }
+            };
+            let (oc, _) = spmm_run(&cpu, &gc, &x, &v, &w, reduce, weighted, ref_dt, false)?;
+            let (og, _) = spmm_run(gpu, &gg, &x, &v, &w, reduce, weighted, ref_dt, false)?;
+            fwd(c, format!("{tag} fwd"), &og, &oc)?;
+            if backward {
+                let (oc2, gcpu) = spmm_run(&cpu, &gc, &x, &v, &w, reduce, weighted, ref_dt, true)?;
+                let (og2, ggpu) = spmm_run(gpu, &gg, &x, &v, &w, reduce, weighted, ref_dt, true)?;
+                fwd(c, format!("{tag} fwd (argmax path)"), &og2, &oc2)?;
+                let ((dxc, dvc), (dxg, dvg)) = (
+                    gcpu.ok_or_else(|| missing("cpu grads"))?,
+                    ggpu.ok_or_else(|| missing("gpu grads"))?,
+                );
+                // dx: transposed sums (sum/mean) or argmax scatter atomics (max/min) over a
+                // column's edges; dvalues: K-term dot products.
+                let (abs_dx, abs_dv) = abs_grads.as_ref().ok_or_else(|| missing("abs grads"))?;
+                let lim = sum_bound(abs_dx, sum_depth(deg_cols, !exact))?;
+                c.check_within(name, format!("{tag} bwd dx"), k, &dxg, &dxc, &lim)?;
+                if weighted {
+                    let lim = sum_bound(abs_dv, k as f64 + 2.0)?;
+                    c.check_within(name, format!("{tag} bwd dvalues"), k, &dvg, &dvc, &lim)?;
+                }
+            }
+        }
+    }
+    // Sampled SpMM (inference): the GPU must pick the same edges as the CPU. The estimator
+    // scales a short sample by nnz / samples (3,125 for 16 edges of the 50 K-edge row), which
+    // scales both sides' f32 rounding with it: the bound is the summation bound of each
+    // element (`sampled_bound`), not a fixed 1e-5 of the largest output.
+    let (xg, vg) = (x.to_device(gpu)?, v.to_device(gpu)?);
+    for sampling in [
+        Sampling::EsBucket { s: 16 },
+        Sampling::EsFastRand { s: 16 },
+        Sampling::EsBucket { s: 100 },
+        Sampling::EsFastRand { s: 100 },
+        Sampling::aes(64),
+        Sampling::aes(32),
+        Sampling::aes(16),
+    ] {
+        for (reduce, weighted) in [(Reduce::Sum, true), (Reduce::Mean, false)] {
+            let vals = if weighted { Some(&v) } else { None };
+            let oc = spmm_sampled(&gc, &x, vals, reduce, sampling)?;
+            let og = spmm_sampled(
+                &gg,
+                &xg,
+                if weighted { Some(&vg) } else { None },
+                reduce,
+                sampling,
+            )?;
+            let lim = sampled_bound(&gc, &x, vals, reduce, sampling)?;
+            c.check_within(
+                name,
+                format!("sampled {sampling:?} {reduce:?}").to_lowercase(),
+                k,
+                &og,
+                &oc,
+                &lim,
+            )?;
+        }
+    }
+    if backward {
+        // SDDMM and its gradients.
+        let a = c.randn((csr.n_rows(), k))?;
+        let sd = |dev: &Device,
+                  g: &DeviceGraph,
+                  a: &Tensor,
+                  b: &Tensor,
+                  v: &Tensor|
+         -> Result<(Tensor, Tensor, Tensor)> {
+            let av = Var::from_tensor(&put(a, dev, DType::F64)?)?;
+            let bv = Var::from_tensor(&put(b, dev, DType::F64)?)?;
+            let e = sddmm(g, av.as_tensor(), bv.as_tensor())?;
+            let gr = (&e * put(v, dev, DType::F64)?)?.sum_all()?.backward()?;
+            Ok((
+                e,
+                gr.get(av.as_tensor()).ok_or_else(|| missing("da"))?.clone(),
+                gr.get(bv.as_tensor()).ok_or_else(|| missing("db"))?.clone(),
+            ))
+        };
+        let (ec, dac, dbc) = sd(&cpu, &gc, &a, &x, &v)?;
+        let (eg, dag, dbg) = sd(gpu, &gg, &a, &x, &v)?;
+        // Elementwise summation bounds, as for the SpMM sums: the forward is K-term dot
+        // products; dA = S B and dB = S^T A are row-scheduled SpMMs.
+        let (ea, daa, dba) = sd(&cpu, &gc, &a.abs()?, &xa, &va)?;
+        let lim = sum_bound(&ea, sum_depth(k, false))?;
+        c.check_within(name, "sddmm fwd".into(), k, &eg, &ec, &lim)?;
+        let lim = sum_bound(&daa, sum_depth(deg_rows, true))?;
+        c.check_within(name, "sddmm bwd da".into(), k, &dag, &dac, &lim)?;
+        let lim = sum_bound(&dba, sum_depth(deg_cols, true))?;
+        c.check_within(name, "sddmm bwd db".into(), k, &dbg, &dbc, &lim)?;
+    }
+    Ok(())
+}
+
+/// MaxK on GPU vs CPU (indices and values exact), SpGEMM / SSpMM (atomics: 1e-5) and the
+/// gradient of `sum(w * spgemm(maxk(h)))` with respect to `h`.
+fn check_maxk(
+    c: &mut Checker,
+    name: &str,
+    csr: &Csr,
+    d: usize,
+    k: usize,
+    gpu: &Device,
+    seed: u64,
+) -> Result<()> {
+    let cpu = Device::Cpu;
+    let mut r = Xoshiro256PlusPlus::seed_from_u64(seed ^ c.run_seed);
+    // Half the rows from 9 distinct values (ties everywhere), half continuous.
+    let hv: Vec<f32> = (0..csr.n_cols() * d)
+        .map(|i| {
+            if (i / d) & 1 == 0 {
+                r.random_range(-4..5) as f32 * 0.25
+            } else {
+                r.random_range(-1.0..1.0)
+            }
+        })
+        .collect();
+    let h = Tensor::from_vec(hv, (csr.n_cols(), d), &cpu)?;
+    let w = c.randn((csr.n_rows(), d))?;
+    let vals = c.randn(csr.nnz())?;
+    let (gc, gg) = (
+        DeviceGraph::upload(csr, &cpu)?,
+        DeviceGraph::upload(csr, gpu)?,
+    );
+    let xc = maxk(&h, k)?;
+    let xg = maxk(&h.to_device(gpu)?, k)?;
+    let tag = format!("maxk d={d} k={k}");
+    c.check(
+        name,
+        format!("{tag} select"),
+        d,
+        &xg.to_dense()?,
+        &xc.to_dense()?,
+        0.0,
+    )?;
+    c.check(
+        name,
+        format!("{tag} index"),
+        d,
+        &xg.index().to_device(&cpu)?,
+        xc.index(),
+        0.0,
+    )?;
+    // Sums against an f64 CPU run, as in `check_spmm` (the selection above stays f32: its
+    // values convert exactly, so f64 selects the same entries).
+    let x64 = xc.with_data(xc.data().to_dtype(DType::F64)?)?;
+    let (v64, vgpu) = (vals.to_dtype(DType::F64)?, vals.to_device(gpu)?);
+    let (w64, wgpu) = (w.to_dtype(DType::F64)?, w.to_device(gpu)?);
+    for (reduce, weighted) in [(Reduce::Sum, true), (Reduce::Mean, false)] {
+        let (vc, vg) = if weighted {
+            (Some(&v64), Some(&vgpu))
+        } else {
+            (None, None)
+        };
+        let oc = spgemm(&gc, &x64, vc, reduce)?;
+        let og = spgemm(&gg, &xg, vg, reduce)?;
+        let r = format!("{reduce:?}").to_lowercase();
+        c.check(name, format!("{tag} spgemm {r}"), d, &og, &oc, 1e-5)?;
+        let sc = sspmm(&gc, &w64, &xc, vc, reduce)?;
+        let sg = sspmm(&gg, &wgpu, &xg, vg, reduce)?;
+        c.check(name, format!("{tag} sspmm {r}"), d, &sg, &sc, 1e-5)?;
+    }
+    let grad = |dev: &Device, g: &DeviceGraph| -> Result<Tensor> {
+        let hv = Var::from_tensor(&put(&h, dev, DType::F64)?)?;
+        let y = spgemm(g, &maxk(hv.as_tensor(), k)?, None, Reduce::Mean)?;
+        let gr = (y * put(&w, dev, DType::F64)?)?.sum_all()?.backward()?;
+        Ok(gr.get(hv.as_tensor()).ok_or_else(|| missing("dh"))?.clone())
+    };
+    let (dc, dg) = (grad(&cpu, &gc)?, grad(gpu, &gg)?);
+    c.check(name, format!("{tag} grad dh"), d, &dg, &dc, 1e-5)?;
+    // The fused bias (GCN's MaxK layer): output and both gradients.
+    let bias = c.randn(d)?;
+    let with_bias = |dev: &Device, g: &DeviceGraph| -> Result<(Tensor, Tensor, Tensor)> {
+        let hv = Var::from_tensor(&put(&h, dev, DType::F64)?)?;
+        let bv = Var::from_tensor(&put(&bias, dev, DType::F64)?)?;
+        let v = put(&vals, dev, DType::F64)?;
+        let y = spgemm_bias(
+            g,
+            &maxk(hv.as_tensor(), k)?,
+            Some(&v),
+            Reduce::Sum,
+            Some(bv.as_tensor()),
+        )?;
+        let gr = (&y * put(&w, dev, DType::F64)?)?.sum_all()?.backward()?;
+        let dh = gr.get(hv.as_tensor()).ok_or_else(|| missing("dh"))?.clone();
+        let db = gr
+            .get(bv.as_tensor())
+            .ok_or_else(|| missing("dbias"))?
+            .unsqueeze(0)?;
+        Ok((y, dh, db))
+    };
+    let ((yc, dhc, dbc), (yg, dhg, dbg)) = (with_bias(&cpu, &gc)?, with_bias(gpu, &gg)?);
+    c.check(name, format!("{tag} spgemm+bias"), d, &yg, &yc, 1e-5)?;
+    c.check(name, format!("{tag} spgemm+bias dh"), d, &dhg, &dhc, 1e-5)?;
+    c.check(
+        name,
+        format!("{tag} spgemm+bias dbias"),
+        d,
+        &dbg,
+        &dbc,
+        1e-5,
+    )?;
+    Ok(())
+}
+
+/// Runs the whole suite on `gpu` (seeded by `c`): SpMM sum/mean/max/min forward and backward,
+/// sampled SpMM, SDDMM, the dense matmul, MaxK selection/SpGEMM/SSpMM, dropout,
+/// dequantisation, and (when `reddit_scale > 0`) the Reddit-shaped graph generated from
+/// `seed` at that scale.
+pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Result<()> {
+    println!(
+        "{:<22} {:<34} {:>5} {:>11} {:>8}  result",
+        "graph", "op", "K", "rel err", "bound"
+    );
+    let g1 = random_graph(c, 3000, 2500, 8, 50_000, 1)?;
+    let g2 = random_graph(c, 700, 900, 3, 0, 2)?;
+    for (i, k) in [1usize, 7, 16, 32, 33, 64, 100, 128, 256, 602]
+        .into_iter()
+        .enumerate()
+    {
+        check_spmm(c, "random+50K-row", &g1, k, gpu, 10 + i as u64, true)?;
+        check_spmm(c, "random-rect", &g2, k, gpu, 20 + i as u64, k <= 128)?;
+    }
+    // matmul_nt (the linear layers' product)
+    for k in [41usize, 128, 602] {
+        let x = c.randn((1000, k))?;
+        let w = c.randn((64, k))?;
+        let run = |dev: &Device| -> Result<(Tensor, Tensor)> {
+            let wv = Var::from_tensor(&w.to_device(dev)?)?;
+            let y = matmul_nt(&x.to_device(dev)?, wv.as_tensor())?;
+            let g = y.sqr()?.sum_all()?.backward()?;
+            Ok((
+                y,
+                g.get(wv.as_tensor()).ok_or_else(|| missing("dw"))?.clone(),
+            ))
+        };
+        let ((yc, dwc), (yg, dwg)) = (run(&Device::Cpu)?, run(gpu)?);
+        c.check("dense", "matmul_nt fwd".into(), k, &yg, &yc, 1e-5)?;
+        c.check("dense", "matmul_nt bwd dw".into(), k, &dwg, &dwc, 1e-5)?;
+    }
+    // MaxK-GNN: selection (exact, ties included), CBSR SpGEMM/SSpMM and the gradient chain.
+    for (gname, csr) in [("random+50K-row", &g1), ("random-rect", &g2)] {
+        for (d, k) in [
+            (16usize, 1usize),
+            (40, 7),
+            (256, 32),
+            (256, 33),
+            (256, 256),
+            (300, 17),
+            (1024, 64),
+        ] {
+            check_maxk(c, gname, csr, d, k, gpu, (d * 7 + k) as u64)?;
+        }
+    }
+    // Dropout: the mask is a hash of (seed, index) on both devices, so outputs are identical.
+    for (rows, cols, p) in [
+        (1usize, 1usize, 0.5f32),
+        (333, 7, 0.1),
+        (4096, 602, 0.5),
+        (1000, 128, 0.9),
+    ] {
+        let x = c.randn((rows, cols))?;
+        let yc = dropout(&x, p, 17 + rows as u64)?;
+        let yg = dropout(&x.to_device(gpu)?, p, 17 + rows as u64)?;
+        c.check(
+            "dense",
+            format!("dropout {rows}x{cols} p={p}"),
+            cols,
+            &yg,
+            &yc,
+            0.0,
+        )?;
+    }
+    // INT8 dequantisation: identical bits (no FMA on either side).
+    for (rows, cols) in [(1usize, 1usize), (333, 7), (1000, 602), (4096, 128)] {
+        let x = c.randn((rows, cols))?;
+        let q = QuantizedFeatures::quantize(&x.flatten_all()?.to_vec1()?, rows, cols)?;
+        let run = |dev: &Device| -> Result<Tensor> {
+            dequantize(
+                &Tensor::from_vec(q.codes.clone(), (rows, cols), dev)?,
+                &Tensor::from_vec(q.scale.clone(), cols, dev)?,
+                &Tensor::from_vec(q.min.clone(), cols, dev)?,
+            )
+        };
+        let (yc, yg) = (run(&Device::Cpu)?, run(gpu)?);
+        c.check(
+            "dense",
+            format!("dequantize {rows}x{cols}"),
+            cols,
+            &yg,
+            &yc,
+            0.0,
+        )?;
+    }
+    if reddit_scale > 0.0 {
+        let spec = SyntheticSpec::reddit().scaled(reddit_scale)?;
+        let (ds, rep) = generate(&spec, seed)?;
+        println!("{rep}");
+        let name = format!("reddit@{}", reddit_scale);
+        // GCN-normalised weighted sum at the layer widths, mean and max forward.
+        let a = ds.graph.rebuild(gnn_graph::BuildOptions {
+            self_loops: gnn_graph::SelfLoops::Add,
+            ..Default::default()
+        })?;
+        let norm = Tensor::from_vec(
+            Normalization::GcnSymmetric.edge_values(&a),
+            a.nnz(),
+            &Device::Cpu,
+        )?;
+        let (norm64, normg) = (norm.to_dtype(DType::F64)?, norm.to_device(gpu)?);
+        let (gc, gg) = (
+            DeviceGraph::upload(&a, &Device::Cpu)?,
+            DeviceGraph::upload(&a, gpu)?,
+        );
+        let (deg_rows, _) = max_degrees(&a);
+        for k in [41usize, 128] {
+            let x = c.randn((a.n_cols(), k))?;
+            // Exact sum and mean references in f64, as above; max and sampled stay f32.
+            let (x64, xg) = (x.to_dtype(DType::F64)?, x.to_device(gpu)?);
+            let oc = spmm_weighted(&gc, &x64, &norm64, Reduce::Sum)?;
+            let og = spmm_weighted(&gg, &xg, &normg, Reduce::Sum)?;
+            let x64a = x64.abs()?;
+            let lim = sum_bound(
+                &spmm_weighted(&gc, &x64a, &norm64.abs()?, Reduce::Sum)?,
+                sum_depth(deg_rows, true),
+            )?;
+            c.check_within(&name, "gcn-normalised sum fwd".into(), k, &og, &oc, &lim)?;
+            for sampling in [
+                Sampling::EsBucket { s: 32 },
+                Sampling::EsFastRand { s: 32 },
+                Sampling::aes(32),
+                Sampling::aes(256),
+            ] {
+                let oc = spmm_sampled(&gc, &x, Some(&norm), Reduce::Sum, sampling)?;
+                let og = spmm_sampled(&gg, &xg, Some(&normg), Reduce::Sum, sampling)?;
+                let op = format!("sampled {sampling:?} gcn").to_lowercase();
+                let lim = sampled_bound(&gc, &x, Some(&norm), Reduce::Sum, sampling)?;
+                c.check_within(&name, op, k, &og, &oc, &lim)?;
+            }
+            for reduce in [Reduce::Mean, Reduce::Max] {
+                let xr = if reduce == Reduce::Max { &x } else { &x64 };
+                let oc = spmm(&gc, xr, reduce)?;
+                let og = spmm(&gg, &xg, reduce)?;
+                let op = format!("{reduce:?} fwd").to_lowercase();
+                if reduce == Reduce::Max {
+                    c.check(&name, op, k, &og, &oc, 0.0)?;
+                } else {
+                    let lim = sum_bound(&spmm(&gc, &x64a, reduce)?, sum_depth(deg_rows, true))?;
+                    c.check_within(&name, op, k, &og, &oc, &lim)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,202 @@
+//! Command-line flags shared by the examples (feature `cli`), each defined once and flattened
+//! into every example that takes it (`#[command(flatten)]`). Flags whose default depends on
+//! the dataset family are optional here and resolved against the example's [`Recipe`]
+//! (Planetoid-sized graphs use the GCN paper's recipe, Reddit-sized ones the MaxK-GNN / PyG
+//! benchmark recipe).
+
+use crate::error::Result;
+use crate::optim::OptimizerKind;
+use crate::run::{DataSource, ModelSpec};
+use crate::trainer::TrainConfig;
+use gnn_models::ConvKind;
+use std::path::PathBuf;
+
+/// An example's defaults for the flags whose default depends on it.
+#[derive(Debug, Clone, Copy)]
+pub struct Recipe {
+    /// `--layers`.
+    pub layers: usize,
+    /// `--hidden`.
+    pub hidden: usize,
+    /// `--epochs`.
+    pub epochs: usize,
+    /// `--weight-decay`.
+    pub weight_decay: f64,
+    /// `--input-dropout`; `None`: the hidden dropout (Kipf & Welling's GCN).
+    pub input_dropout: Option<f32>,
+    /// `--eval-every`.
+    pub eval_every: usize,
+}
+
+impl Recipe {
+    /// Kipf & Welling's: 2 x 16, 200 epochs, weight decay 5e-4, input dropout = dropout,
+    /// evaluation every epoch.
+    pub const PLANETOID: Recipe = Recipe {
+        layers: 2,
+        hidden: 16,
+        epochs: 200,
+        weight_decay: 5e-4,
+        input_dropout: None,
+        eval_every: 1,
+    };
+
+    /// The Reddit benchmark recipe of MaxK-GNN and PyG's examples: 2 x 128, 60 epochs, no
+    /// weight decay, no input dropout, evaluation every 5 epochs.
+    pub const REDDIT: Recipe = Recipe {
+        layers: 2,
+        hidden: 128,
+        epochs: 60,
+        weight_decay: 0.0,
+        input_dropout: Some(0.0),
+        eval_every: 5,
+    };
+}
+
+/// Model and optimiser flags of the training examples.
+#[derive(clap::Args, Debug, Clone)]
+pub struct TrainFlags {
+    /// Layers [default: 2; maxk_sweep 4].
+    #[arg(long)]
+    pub layers: Option<usize>,
+    /// Hidden width [default: train_cora 16, train_reddit 128, maxk_sweep 256].
+    #[arg(long)]
+    pub hidden: Option<usize>,
+    /// Epochs [default: train_cora and maxk_sweep 200, train_reddit 60].
+    #[arg(long)]
+    pub epochs: Option<usize>,
+    /// Learning rate.
+    #[arg(long, default_value_t = 0.01)]
+    pub lr: f64,
+    /// Dropout on hidden representations.
+    #[arg(long, default_value_t = 0.5)]
+    pub dropout: f32,
+    /// Dropout on the input features [default: train_cora the hidden dropout, maxk_sweep 0.5
+    /// on Cora, 0 on Reddit-sized graphs].
+    #[arg(long)]
+    pub input_dropout: Option<f32>,
+    /// Weight decay [default: 5e-4 on Planetoid-sized graphs, 0 on Reddit-sized ones].
+    #[arg(long)]
+    pub weight_decay: Option<f64>,
+    /// Optimizer: adam (L2 decay) or adamw (decoupled).
+    #[arg(long, default_value = "adam")]
+    pub optimizer: OptimizerKind,
+    /// LayerNorm between layers.
+    #[arg(long)]
+    pub layer_norm: bool,
+    /// Evaluate every this many epochs [default: train_cora 1, the others 5].
+    #[arg(long)]
+    pub eval_every: Option<usize>,
+    /// Run on the CPU even when a CUDA device is available.
+    #[arg(long)]
+    pub cpu: bool,
+}
+
+impl TrainFlags {
+    /// The model these flags describe for `kind` (ReLU; set `maxk` after).
+    pub fn model(&self, kind: ConvKind, r: &Recipe) -> ModelSpec {
+        ModelSpec {
+            kind,
+            layers: self.layers.unwrap_or(r.layers),
+            hidden: self.hidden.unwrap_or(r.hidden),
+            dropout: self.dropout,
+            input_dropout: self
+                .input_dropout
+                .or(r.input_dropout)
+                .unwrap_or(self.dropout),
+            layer_norm: self.layer_norm,
+            maxk: None,
+        }
+    }
+
+    /// The training recipe these flags describe (seed 0, no profiling, no checkpoints).
+    pub fn train(&self, r: &Recipe) -> TrainConfig {
+        TrainConfig {
+            epochs: self.epochs.unwrap_or(r.epochs),
+            lr: self.lr,
+            weight_decay: self.weight_decay.unwrap_or(r.weight_decay),
+            optimizer: self.optimizer,
+            eval_every: self.eval_every.unwrap_or(r.eval_every),
+            ..TrainConfig::default()
+        }
+    }
+}
+
+/// The MaxK-GNN flag of the single-run training examples.
+#[derive(clap::Args, Debug, Clone)]
+pub struct MaxkFlag {
+    /// MaxK-GNN non-linearity keeping K entries per row (instead of ReLU): linear -> MaxK ->
+    /// dropout -> SpGEMM aggregation in every layer but the last (GCN, sage, GIN).
+    #[arg(long, value_name = "K")]
+    pub maxk: Option<usize>,
+}
+
+/// Which dataset: a folder in any detected format, the bundled Cora, or the generated
+/// Reddit-shaped graph.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DataFlags {
+    /// Dataset folder or gnn-benchmark `.npz` file, format detected: Planetoid raw folder,
+    /// DGL Reddit (reddit_data.npz + reddit_graph.npz), OGB raw folder, gnn-benchmark npz,
+    /// edge-list folder (edges.txt + features.npy + labels.npy).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Dataset name: inside --data-dir, Planetoid's file prefix (cora, citeseer, pubmed) or the
+    /// `.npz` stem; without it, `cora` (bundled) or `reddit` (a generated Reddit-shaped graph)
+    /// [default: train_reddit reddit, the others cora].
+    #[arg(long)]
+    pub dataset: Option<String>,
+    /// Seed of the stratified split, for formats that carry none (gnn-benchmark, edge lists).
+    #[arg(long, default_value_t = 0)]
+    pub split_seed: u64,
+    /// Generated graph: node-count scale (1 = Reddit's 232,965 nodes) [default: 1 on a GPU,
+    /// 0.2 on the CPU].
+    #[arg(long)]
+    pub scale: Option<f64>,
+    /// Generated graph: scale of the class signal in the features (noise has unit variance).
+    #[arg(long)]
+    pub signal: Option<f32>,
+    /// Generated graph: probability that an edge stays inside a community.
+    #[arg(long)]
+    pub homophily: Option<f64>,
+    /// Generated graph: number nodes community by community (same graph, relabelled).
+    #[arg(long)]
+    pub community_order: bool,
+}
+
+impl DataFlags {
+    /// The dataset name, or the example's default.
+    pub fn name<'a>(&'a self, default: &'a str) -> &'a str {
+        self.dataset.as_deref().unwrap_or(default)
+    }
+
+    /// Where the data comes from; `seed` seeds a generated graph.
+    pub fn source(&self, default: &str, seed: u64) -> Result<DataSource> {
+        let name = self.name(default);
+        if let Some(dir) = &self.data_dir {
+            return Ok(DataSource::Files {
+                path: dir.clone(),
+                name: name.to_string(),
+                split_seed: self.split_seed,
+            });
+        }
+        match name {
+            "cora" => Ok(DataSource::bundled_cora()),
+            "reddit" | "synthetic-reddit" => {
+                let mut src = DataSource::reddit_shaped(self.scale, seed);
+                if let DataSource::Synthetic { spec, .. } = &mut src {
+                    if let Some(s) = self.signal {
+                        spec.signal = s;
+                    }
+                    if let Some(h) = self.homophily {
+                        spec.homophily = h;
+                    }
+                    spec.community_order = self.community_order;
+                }
+                Ok(src)
+            }
+            other => Err(crate::Error::Invalid(format!(
+                "--dataset {other} needs --data-dir (a folder or .npz file holding it); without \
+                 one, `cora` (bundled) and `reddit` (generated) are available"
+            ))),
+        }
+    }
+}

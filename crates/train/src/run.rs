@@ -1,0 +1,570 @@
+//! One training run from one config struct: load or generate the data, build the model, train
+//! it over one or several seeds (with an MLP baseline on the same data if asked), evaluate,
+//! save the best seed's weights and write the JSON report. What `train_reddit` and
+//! `train_cora` do; progress and results are printed on stdout as they come.
+//!
+//! ```no_run
+//! use gnn_train::run::{run, DataSource, ModelSpec, RunConfig};
+//! use gnn_models::ConvKind;
+//!
+//! let mut cfg = RunConfig::new(DataSource::bundled_cora(), ModelSpec::new(ConvKind::Gcn, 2, 16));
+//! cfg.seeds = 5;
+//! let out = run(&cfg)?;
+//! println!("{:.1} %", 100.0 * out.mean_test_acc);
+//! # Ok::<(), gnn_train::Error>(())
+//! ```
+
+use crate::data::DeviceData;
+use crate::device::{device_name, on_oom, pick_device};
+use crate::error::{Error, Result};
+use crate::progress::{self, EpochProgress};
+use crate::report::{mean_std, write_json};
+use crate::trainer::{train_from, TrainConfig, TrainReport};
+use crate::TrainState;
+use candle_core::Device;
+use gnn_graph::{generate, load_auto, Dataset, Format, SyntheticSpec};
+use gnn_models::{Activation, ConvKind, Gnn, ModelConfig, ModelGraph};
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Node-count scale of the Reddit-shaped graph on the CPU when none is given: a few minutes
+/// on two cores instead of an hour.
+pub const CPU_DEFAULT_SCALE: f64 = 0.2;
+
+/// Where a run's data comes from.
+#[derive(Debug, Clone)]
+pub enum DataSource {
+    /// A folder or file in any format [`gnn_graph::detect`] recognises; `name` is the
+    /// dataset's name inside it (Planetoid prefix, gnn-benchmark stem), `split_seed` seeds
+    /// the stratified split of formats that carry none.
+    Files {
+        /// Folder or `.npz` file.
+        path: PathBuf,
+        /// Dataset name.
+        name: String,
+        /// Seed of the split, where the format has none.
+        split_seed: u64,
+    },
+    /// A generated graph.
+    Synthetic {
+        /// Its shape at scale 1.
+        spec: SyntheticSpec,
+        /// Node-count scale (see [`SyntheticSpec::scaled`]); `None`: 1 on a GPU,
+        /// [`CPU_DEFAULT_SCALE`] on the CPU (saying so).
+        scale: Option<f64>,
+        /// Generation seed.
+        seed: u64,
+    },
+}
+
+impl DataSource {
+    /// The Cora files in the repository: `data/cora/raw` under the working directory when it
+    /// exists (binaries run from a checkout elsewhere), else the workspace's own.
+    pub fn bundled_cora() -> Self {
+        let rel = PathBuf::from("data/cora/raw");
+        let path = if rel.is_dir() {
+            rel
+        } else {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/cora/raw")
+        };
+        DataSource::Files {
+            path,
+            name: "cora".into(),
+            split_seed: 0,
+        }
+    }
+
+    /// The Reddit-shaped graph at `scale`, generated from `seed`.
+    pub fn reddit_shaped(scale: Option<f64>, seed: u64) -> Self {
+        DataSource::Synthetic {
+            spec: SyntheticSpec::reddit(),
+            scale,
+            seed,
+        }
+    }
+}
+
+/// A loaded dataset and where it came from.
+pub struct Loaded {
+    /// The data.
+    pub dataset: Dataset,
+    /// What the report records as its source: the format and path, or the generator's report.
+    pub provenance: Value,
+    /// Whether it was read from DGL's Reddit files or generated (graphs whose features are
+    /// used raw; the citation formats are row-normalised by convention).
+    pub raw_features: bool,
+}
+
+/// Loads or generates `src`, with a spinner while it works and a summary line after; `cpu`
+/// picks a generated graph's default scale.
+pub fn load(src: &DataSource, cpu: bool) -> Result<Loaded> {
+    match src {
+        DataSource::Files {
+            path,
+            name,
+            split_seed,
+        } => {
+            let t = Instant::now();
+            let (ds, format) = progress::step(format!("loading {}", path.display()), || {
+                load_auto(path, name, *split_seed)
+            })
+            .map_err(|e| Error::Invalid(format!("loading {name} from {}: {e}", path.display())))?;
+            println!(
+                "loaded {} ({format}) in {:.1} s; {}",
+                ds.summary(),
+                t.elapsed().as_secs_f64(),
+                ds.graph.degree_stats()
+            );
+            let tag = match format {
+                Format::Planetoid => "planetoid",
+                Format::DglReddit => "dgl",
+                Format::Ogb => "ogb",
+                Format::GnnBenchmark(_) => "gnn-benchmark",
+                Format::EdgeList => "edge-list",
+            };
+            Ok(Loaded {
+                dataset: ds,
+                provenance: json!({"source": tag, "dir": path}),
+                raw_features: format == Format::DglReddit,
+            })
+        }
+        DataSource::Synthetic { spec, scale, seed } => {
+            let scale = scale.unwrap_or_else(|| {
+                if cpu {
+                    println!(
+                        "no --data-dir: generating a Reddit-shaped graph at scale \
+                         {CPU_DEFAULT_SCALE} (the CPU default, a few minutes on 2 cores); \
+                         --scale 1 gives the full 232,965-node graph"
+                    );
+                    CPU_DEFAULT_SCALE
+                } else {
+                    1.0
+                }
+            });
+            let spec = spec.scaled(scale)?;
+            let (ds, report) = progress::step(
+                format!("generating a {} graph of {} nodes", spec.name, spec.nodes),
+                || generate(&spec, *seed),
+            )?;
+            println!("{report}");
+            println!("{}", ds.summary());
+            Ok(Loaded {
+                dataset: ds,
+                provenance: serde_json::to_value(&report).unwrap_or_default(),
+                raw_features: true,
+            })
+        }
+    }
+}
+
+/// The model's architecture, without the dataset's dimensions.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelSpec {
+    /// Layer type.
+    pub kind: ConvKind,
+    /// Number of layers.
+    pub layers: usize,
+    /// Hidden width.
+    pub hidden: usize,
+    /// Dropout on hidden representations.
+    pub dropout: f32,
+    /// Dropout on the input features.
+    pub input_dropout: f32,
+    /// LayerNorm between layers.
+    pub layer_norm: bool,
+    /// MaxK-GNN's non-linearity keeping this many entries per row instead of ReLU (not
+    /// applied to an MLP).
+    pub maxk: Option<usize>,
+}
+
+impl ModelSpec {
+    /// `layers` x `hidden` of `kind` with dropout 0.5 (input too), ReLU, no LayerNorm.
+    pub fn new(kind: ConvKind, layers: usize, hidden: usize) -> Self {
+        Self {
+            kind,
+            layers,
+            hidden,
+            dropout: 0.5,
+            input_dropout: 0.5,
+            layer_norm: false,
+            maxk: None,
+        }
+    }
+
+    /// The full configuration for `ds`.
+    pub fn config(&self, ds: &Dataset) -> ModelConfig {
+        let mut cfg = ModelConfig::new(
+            self.kind,
+            ds.features.cols(),
+            self.hidden,
+            ds.num_classes,
+            self.layers,
+            self.dropout,
+        );
+        cfg.input_dropout = self.input_dropout;
+        cfg.layer_norm = self.layer_norm;
+        if let (Some(k), true) = (self.maxk, self.kind != ConvKind::Mlp) {
+            cfg.activation = Activation::MaxK { k };
+        }
+        cfg
+    }
+}
+
+/// Where the best seed's weights go.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Save {
+    /// `runs/weights/<model>-<dataset>`.
+    Default,
+    /// This stem.
+    At(PathBuf),
+    /// Nowhere.
+    No,
+}
+
+/// Everything one run needs.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// The data.
+    pub data: DataSource,
+    /// Row-normalise the features (the citation datasets' convention).
+    pub row_normalize: bool,
+    /// The model.
+    pub model: ModelSpec,
+    /// The recipe; `train.seed` is the first seed. `train.checkpoint` defaults to
+    /// `runs/checkpoints/<model>-<dataset>` (also where the last good state goes when
+    /// training stops on a non-finite value).
+    pub train: TrainConfig,
+    /// Seeds `train.seed ..` to train (model init and dropout); the mean test accuracy is
+    /// reported and the seed with the best validation accuracy is kept.
+    pub seeds: u64,
+    /// Also train an MLP on the same features and split (first seed only).
+    pub baseline: bool,
+    /// Continue from this training checkpoint (one seed only).
+    pub resume: Option<PathBuf>,
+    /// Where the weights go.
+    pub save: Save,
+    /// Where the JSON report goes, if anywhere.
+    pub json: Option<PathBuf>,
+    /// Print every evaluated epoch (above the progress bar) rather than the bar alone.
+    pub epoch_lines: bool,
+    /// Print each seed's per-phase breakdown table (with `train.profile`).
+    pub print_breakdown: bool,
+    /// Stay on the CPU even when a GPU is there.
+    pub cpu: bool,
+    /// Bit-identical GPU runs (see `gnn_kernels::set_deterministic`).
+    pub deterministic: bool,
+    /// The command line or other note recorded in the report.
+    pub note: String,
+}
+
+impl RunConfig {
+    /// `model` on `data` with the default recipe, one seed, weights to the default place, no
+    /// JSON.
+    pub fn new(data: DataSource, model: ModelSpec) -> Self {
+        Self {
+            data,
+            row_normalize: true,
+            model,
+            train: TrainConfig::default(),
+            seeds: 1,
+            baseline: false,
+            resume: None,
+            save: Save::Default,
+            json: None,
+            epoch_lines: false,
+            print_breakdown: false,
+            cpu: false,
+            deterministic: false,
+            note: String::new(),
+        }
+    }
+}
+
+/// One seed's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct SeedRun {
+    /// The seed.
+    pub seed: u64,
+    /// What training reported.
+    pub report: TrainReport,
+}
+
+/// A trained configuration: its seeds and the best one's model.
+pub struct Trained {
+    /// Per seed, in order.
+    pub runs: Vec<SeedRun>,
+    /// Index into `runs` of the best validation accuracy (the first on ties).
+    pub best: usize,
+    /// The best seed's model (weights of its best validation epoch).
+    pub model: Gnn,
+    /// Seconds to upload and prepare the graph for the layer type.
+    pub prep_s: f64,
+}
+
+/// The outcome of [`run`].
+pub struct RunOutcome {
+    /// The dataset's name.
+    pub dataset: String,
+    /// The GNN.
+    pub gnn: Trained,
+    /// The MLP baseline, if asked.
+    pub baseline: Option<TrainReport>,
+    /// Mean test accuracy over the seeds (fraction).
+    pub mean_test_acc: f64,
+    /// Its sample standard deviation.
+    pub std_test_acc: f64,
+    /// The weights' stem, if saved.
+    pub saved: Option<PathBuf>,
+    /// The JSON report (also written to `json` if set).
+    pub report: Value,
+}
+
+fn without_history(r: &TrainReport) -> Value {
+    let mut v = serde_json::to_value(r).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        o.remove("history");
+    }
+    v
+}
+
+/// Trains `spec` on `data` over `cfg.seeds` seeds (an MLP when `spec.kind` is one, with no
+/// checkpoints unless the run's own model is an MLP).
+pub fn train_seeds(
+    cfg: &RunConfig,
+    spec: &ModelSpec,
+    ds: &Dataset,
+    data: &DeviceData,
+    device: &Device,
+) -> Result<Trained> {
+    let kind = spec.kind;
+    let mcfg = spec.config(ds);
+    let t = Instant::now();
+    let graph = on_oom(ModelGraph::new(&ds.graph, kind, device), device, || {
+        (
+            format!("uploading the graph ({} edges) for {kind}", ds.graph.nnz()),
+            None,
+        )
+    })?;
+    let prep_s = t.elapsed().as_secs_f64();
+    // Checkpoints and resumption belong to the run's model, not to its baseline.
+    let own = kind == cfg.model.kind;
+    if own && cfg.seeds > 1 && (cfg.resume.is_some() || cfg.train.checkpoint_every > 0) {
+        return Err(Error::Invalid(
+            "checkpointing and resuming take one seed; got several".into(),
+        ));
+    }
+    let mut tc = cfg.train.clone();
+    if own {
+        tc.checkpoint = Some(tc.checkpoint.clone().unwrap_or_else(|| {
+            PathBuf::from(format!("runs/checkpoints/{}-{}", cfg.model.kind, ds.name))
+        }));
+    } else {
+        tc.checkpoint_every = 0;
+        tc.checkpoint = None;
+    }
+    let resume = match (&cfg.resume, own) {
+        (Some(p), true) => {
+            let st = TrainState::load(p, device)?;
+            println!(
+                "{kind}: resuming from {} at epoch {}",
+                p.display(),
+                st.meta.epoch
+            );
+            Some(st)
+        }
+        _ => None,
+    };
+    let params: u64 = (0..mcfg.layers)
+        .map(|l| mcfg.layer_dims(l))
+        .map(|(i, o)| (i as u64 + 1) * o as u64)
+        .sum();
+    let seeds = if own { cfg.seeds.max(1) } else { 1 };
+    let mut runs = Vec::new();
+    let mut best: Option<(usize, Gnn)> = None;
+    for seed in cfg.train.seed..cfg.train.seed + seeds {
+        let model = on_oom(Gnn::new(mcfg.clone(), device, seed), device, || {
+            (
+                format!("allocating the model's parameters (at least {params} floats)"),
+                Some(4 * params),
+            )
+        })?;
+        if seed == cfg.train.seed {
+            println!(
+                "{kind} ({}), {} layers x {} hidden, {} parameters (graph prepared in {prep_s:.2} s)",
+                model.config().activation,
+                spec.layers,
+                spec.hidden,
+                model.num_params()
+            );
+        }
+        let tc = TrainConfig { seed, ..tc.clone() };
+        let done = resume.as_ref().map_or(0, |s| s.meta.epoch);
+        let mut bar = EpochProgress::new(format!("{kind} seed {seed}"), tc.epochs, done);
+        if !cfg.epoch_lines {
+            bar = bar.without_lines();
+        }
+        let rep = train_from(&model, &graph, data, &tc, resume.as_ref(), |log| {
+            bar.epoch(log)
+        })?;
+        drop(bar);
+        println!(
+            "{kind} seed {seed}: test {:.2} % (val {:.2} % at epoch {}), median epoch {:.2} ms, \
+             inference {:.1} ms",
+            100.0 * rep.test_acc,
+            100.0 * rep.best_val_acc,
+            rep.best_epoch,
+            rep.epoch_ms_median,
+            rep.inference_ms_median
+        );
+        if let Some(b) = rep.peak_device_bytes {
+            println!(
+                "peak device memory in use (sampled, driver view): {:.2} GiB",
+                b as f64 / (1u64 << 30) as f64
+            );
+        }
+        if cfg.print_breakdown && tc.profile && own {
+            println!(
+                "timing breakdown ({kind}, mean over {} epochs after warm-up):\n{}",
+                rep.breakdown.epochs,
+                rep.breakdown.table()
+            );
+        }
+        if let (true, Some(p)) = (tc.checkpoint_every > 0, &tc.checkpoint) {
+            println!("{kind}: checkpoints in {}", p.display());
+        }
+        let better = best
+            .as_ref()
+            .is_none_or(|(i, _)| rep.best_val_acc > runs_val(&runs, *i));
+        runs.push(SeedRun { seed, report: rep });
+        if better {
+            best = Some((runs.len() - 1, model));
+        }
+    }
+    let (best, model) = best.ok_or_else(|| Error::Invalid("no seed ran".into()))?;
+    Ok(Trained {
+        runs,
+        best,
+        model,
+        prep_s,
+    })
+}
+
+fn runs_val(runs: &[SeedRun], i: usize) -> f64 {
+    runs[i].report.best_val_acc
+}
+
+/// Runs `cfg` end to end; see the module docs.
+pub fn run(cfg: &RunConfig) -> Result<RunOutcome> {
+    gnn_kernels::set_deterministic(cfg.deterministic);
+    let device = pick_device(cfg.cpu)?;
+    println!("device: {}", device_name(&device));
+    let t_all = Instant::now();
+    let loaded = load(&cfg.data, device.is_cpu())?;
+    let ds = &loaded.dataset;
+    let data = DeviceData::new(ds, &device, cfg.row_normalize)?;
+    let gnn = train_seeds(cfg, &cfg.model, ds, &data, &device)?;
+    let accs: Vec<f64> = gnn.runs.iter().map(|r| r.report.test_acc).collect();
+    let (mean, std) = mean_std(&accs);
+    let kind = cfg.model.kind;
+    if gnn.runs.len() > 1 {
+        println!(
+            "mean test accuracy: {:.1} ± {:.1} % over {} seeds ({kind} on {})",
+            100.0 * mean,
+            100.0 * std,
+            accs.len(),
+            ds.name
+        );
+    }
+    let baseline = if cfg.baseline && kind != ConvKind::Mlp {
+        let spec = ModelSpec {
+            kind: ConvKind::Mlp,
+            ..cfg.model.clone()
+        };
+        let t = train_seeds(cfg, &spec, ds, &data, &device)?;
+        Some(t.runs[t.best].report.clone())
+    } else {
+        None
+    };
+    let best = &gnn.runs[gnn.best];
+    if let Some(m) = &baseline {
+        println!("\nresult on {}:", ds.name);
+        println!(
+            "  {:<6} test accuracy {:>6.2} %",
+            kind.to_string(),
+            100.0 * best.report.test_acc
+        );
+        println!(
+            "  {:<6} test accuracy {:>6.2} %  (features only, same data)",
+            "mlp",
+            100.0 * m.test_acc
+        );
+        println!(
+            "  gain over MLP: {:+.2} points",
+            100.0 * (best.report.test_acc - m.test_acc)
+        );
+    }
+    let runs: Vec<Value> = gnn
+        .runs
+        .iter()
+        .map(|r| {
+            json!({"seed": r.seed, "test_acc": r.report.test_acc, "val_acc": r.report.best_val_acc,
+                   "best_epoch": r.report.best_epoch, "epoch_ms_median": r.report.epoch_ms_median})
+        })
+        .collect();
+    let saved = match &cfg.save {
+        Save::No => None,
+        Save::Default => Some(PathBuf::from(format!("runs/weights/{kind}-{}", ds.name))),
+        Save::At(p) => Some(p.clone()),
+    };
+    if let Some(stem) = &saved {
+        let info = json!({
+            "dataset": ds.name, "test_acc": best.report.test_acc, "val_acc": best.report.best_val_acc,
+            "epochs": best.report.epochs_run, "saved_seed": best.seed,
+            "saved_val_acc": best.report.best_val_acc, "saved_test_acc": best.report.test_acc,
+            "mean_test_acc": 100.0 * mean, "std_test_acc": 100.0 * std, "seeds": gnn.runs.len(),
+            "train": cfg.train,
+        });
+        let (st, _) = gnn.model.save(stem, info)?;
+        println!("saved weights to {}", st.display());
+    }
+    let report = json!({
+        "dataset": ds.name,
+        "dataset_summary": ds.summary(),
+        "source": loaded.provenance,
+        "device": device_name(&device),
+        "threads": std::thread::available_parallelism().map_or(1, |n| n.get()),
+        "args": cfg.note,
+        "graph_prep_s": gnn.prep_s,
+        "deterministic": cfg.deterministic,
+        "model": gnn.model.config(),
+        "train": cfg.train,
+        "runs": runs,
+        // Percent, as train_cora has always written them (the per-run accuracies are fractions).
+        "mean_test_acc": 100.0 * mean,
+        "std_test_acc": 100.0 * std,
+        "gnn": {"model": gnn.model.config(), "seed": best.seed, "report": without_history(&best.report),
+                "breakdown": best.report.breakdown.rows(),
+                "loss_curve": best.report.history.iter().map(|h| h.loss).collect::<Vec<_>>()},
+        "mlp": baseline.as_ref().map(without_history),
+        "total_s": t_all.elapsed().as_secs_f64(),
+    });
+    if let Some(p) = &cfg.json {
+        write_json(p, &report)?;
+        println!(
+            "wrote {} (total {:.1} s)",
+            p.display(),
+            t_all.elapsed().as_secs_f64()
+        );
+    }
+    Ok(RunOutcome {
+        dataset: ds.name.clone(),
+        gnn,
+        baseline,
+        mean_test_acc: mean,
+        std_test_acc: std,
+        saved,
+        report,
+    })
+}

@@ -1,0 +1,222 @@
+//! The library front doors the examples wrap: `run::run` (what train_cora / train_reddit do),
+//! `sweep::maxk` and `sweep::inference` (what maxk_sweep / infer do) and the shared flags of
+//! `cli`, on bundled Cora and a small generated graph, on the CPU.
+
+use clap::Parser;
+use gnn::models::{Aggregation, ConvKind};
+use gnn::train::cli::{DataFlags, Recipe, TrainFlags};
+use gnn::train::run::{load, run, DataSource, RunConfig, Save};
+use gnn::train::sweep::inference::InferSweep;
+use gnn::train::sweep::maxk::{Doc, MaxkSweep};
+use gnn::train::DeviceData;
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    data: DataFlags,
+    #[command(flatten)]
+    train: TrainFlags,
+}
+
+fn parse(args: &[&str]) -> Cli {
+    Cli::try_parse_from(std::iter::once("t").chain(args.iter().copied())).unwrap()
+}
+
+#[test]
+fn flags_resolve_against_the_recipe() {
+    let c = parse(&["--hidden", "32", "--input-dropout", "0.1"]);
+    let m = c.train.model(ConvKind::SageMean, &Recipe::PLANETOID);
+    assert_eq!((m.layers, m.hidden, m.input_dropout), (2, 32, 0.1));
+    let t = c.train.train(&Recipe::REDDIT);
+    assert_eq!((t.epochs, t.weight_decay, t.eval_every), (60, 0.0, 5));
+    // Planetoid's input dropout defaults to the hidden dropout.
+    let m = parse(&["--dropout", "0.3"])
+        .train
+        .model(ConvKind::Gcn, &Recipe::PLANETOID);
+    assert_eq!(m.input_dropout, 0.3);
+    // Sources: bundled Cora, the generated graph with its overrides, a folder, an error.
+    let c = parse(&[]);
+    assert!(
+        matches!(c.data.source("cora", 0).unwrap(), DataSource::Files { name, .. } if name == "cora")
+    );
+    let c = parse(&["--dataset", "reddit", "--scale", "0.01", "--signal", "0.5"]);
+    match c.data.source("cora", 7).unwrap() {
+        DataSource::Synthetic { spec, scale, seed } => {
+            assert_eq!((scale, seed, spec.signal), (Some(0.01), 7, 0.5));
+        }
+        other => panic!("{other:?}"),
+    }
+    let e = parse(&["--dataset", "citeseer"])
+        .data
+        .source("cora", 0)
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("--dataset citeseer needs --data-dir"),
+        "{e}"
+    );
+}
+
+#[test]
+fn run_trains_seeds_saves_and_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = parse(&["--epochs", "30"]);
+    let mut cfg = RunConfig::new(
+        DataSource::bundled_cora(),
+        c.train.model(ConvKind::Gcn, &Recipe::PLANETOID),
+    );
+    cfg.train = c.train.train(&Recipe::PLANETOID);
+    cfg.seeds = 2;
+    cfg.baseline = true;
+    cfg.cpu = true;
+    cfg.save = Save::At(dir.path().join("w/gcn"));
+    cfg.json = Some(dir.path().join("r/run.json"));
+    let out = run(&cfg).unwrap();
+    assert_eq!(out.gnn.runs.len(), 2);
+    let accs: Vec<f64> = out.gnn.runs.iter().map(|r| r.report.test_acc).collect();
+    assert!((out.mean_test_acc - (accs[0] + accs[1]) / 2.0).abs() < 1e-12);
+    // The kept seed is the one with the best validation accuracy.
+    let best = &out.gnn.runs[out.gnn.best];
+    assert!(out
+        .gnn
+        .runs
+        .iter()
+        .all(|r| r.report.best_val_acc <= best.report.best_val_acc));
+    assert!(out.mean_test_acc > 0.6, "{}", out.mean_test_acc);
+    let mlp = out.baseline.as_ref().unwrap();
+    assert!(
+        mlp.test_acc < out.mean_test_acc,
+        "the MLP baseline should trail GCN on Cora"
+    );
+    // JSON on disk equals the returned report; accuracies as train_cora always wrote them.
+    let text = std::fs::read_to_string(dir.path().join("r/run.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v, out.report);
+    assert_eq!(v["dataset"], "cora");
+    assert!((v["mean_test_acc"].as_f64().unwrap() - 100.0 * out.mean_test_acc).abs() < 1e-9);
+    assert_eq!(v["runs"].as_array().unwrap().len(), 2);
+    assert_eq!(v["gnn"]["seed"], best.seed);
+    assert!(v["mlp"]["test_acc"].is_number());
+    // The saved weights are the best seed's and load back.
+    let engine = gnn::train::Engine::load(
+        dir.path().join("w/gcn"),
+        &gnn::graph::load_planetoid(
+            env!("CARGO_MANIFEST_DIR").to_string() + "/data/cora/raw",
+            "cora",
+        )
+        .unwrap()
+        .graph,
+        &candle_core::Device::Cpu,
+    )
+    .unwrap();
+    assert_eq!(engine.model().config().kind, ConvKind::Gcn);
+    // Checkpoints take one seed.
+    cfg.train.checkpoint_every = 5;
+    cfg.json = None;
+    let e = run(&cfg).err().unwrap().to_string();
+    assert!(e.contains("one seed"), "{e}");
+}
+
+#[test]
+fn maxk_sweep_writes_rows_tables_and_charts() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = parse(&["--epochs", "10", "--layers", "2", "--hidden", "32"]);
+    let recipe = Recipe {
+        input_dropout: Some(0.5),
+        eval_every: 5,
+        ..Recipe::PLANETOID
+    };
+    let sweep = MaxkSweep {
+        dataset: "cora".into(),
+        models: vec![ConvKind::Gcn],
+        ks: vec![8],
+        model: c.train.model(ConvKind::Gcn, &recipe),
+        train: c.train.train(&recipe),
+        seeds: 1,
+        profile_epochs: 4,
+        pyg: None,
+    };
+    let device = candle_core::Device::Cpu;
+    let ds = load(&DataSource::bundled_cora(), true).unwrap().dataset;
+    let data = DeviceData::new(&ds, &device, true).unwrap();
+    let mut doc = Doc::default();
+    sweep.run(&ds, &data, &device, &mut doc).unwrap();
+    assert_eq!(doc.rows.len(), 2);
+    assert_eq!(
+        (doc.rows[0].activation.as_str(), doc.rows[1].k),
+        ("relu", Some(8))
+    );
+    assert!(doc
+        .rows
+        .iter()
+        .all(|r| r.epoch_ms > 0.0 && r.breakdown.len() == 7));
+    doc.write(dir.path()).unwrap();
+    for f in [
+        "sweep.json",
+        "sweep.md",
+        "accuracy_time.svg",
+        "breakdown.svg",
+    ] {
+        assert!(dir.path().join(f).is_file(), "{f}");
+    }
+    let md = std::fs::read_to_string(dir.path().join("sweep.md")).unwrap();
+    assert!(md.contains("| cora | gcn | maxk:8 |"), "{md}");
+    let back = Doc::load(&dir.path().join("sweep.json")).unwrap();
+    assert_eq!(back.rows.len(), 2);
+    // k above the hidden width is refused before anything trains.
+    let bad = MaxkSweep {
+        ks: vec![33],
+        ..sweep
+    };
+    let e = bad
+        .run(&ds, &data, &device, &mut doc)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("1..=32"), "{e}");
+}
+
+#[test]
+fn inference_sweep_measures_every_setting() {
+    let dir = tempfile::tempdir().unwrap();
+    let device = candle_core::Device::Cpu;
+    let ds = load(&DataSource::bundled_cora(), true).unwrap().dataset;
+    let weights = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("weights/gcn-cora");
+    let sweep = InferSweep {
+        weights: vec![weights],
+        aggregation: Aggregation::Exact,
+        int8: false,
+        sweep: true,
+        widths: vec![4, 16],
+        strategies: vec!["bucket".into(), "aes".into()],
+        reps: 1,
+        row_normalize: true,
+        features: None,
+        save_features: None,
+        out: dir.path().to_path_buf(),
+    };
+    let doc = sweep.run(&ds, &device).unwrap();
+    // exact x 2 encodings + 2 strategies x 2 widths x 2 encodings.
+    let rows = doc["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 10);
+    let exact = rows[0]["test_acc"].as_f64().unwrap();
+    assert!(exact > 0.79, "{exact}");
+    assert_eq!(rows[0]["acc_loss_pts"].as_f64().unwrap(), 0.0);
+    for f in ["sweep.json", "sweep.md", "sweep.svg"] {
+        assert!(dir.path().join(f).is_file(), "{f}");
+    }
+    // INT8 codes from a file are refused in a sweep.
+    let codes = dir.path().join("codes.safetensors");
+    let one = InferSweep {
+        sweep: false,
+        int8: true,
+        save_features: Some(codes.clone()),
+        ..sweep.clone()
+    };
+    one.run(&ds, &device).unwrap();
+    let bad = InferSweep {
+        features: Some(codes),
+        ..sweep
+    };
+    let e = bad.run(&ds, &device).unwrap_err().to_string();
+    assert!(e.contains("INT8 codes"), "{e}");
+}
