@@ -17,7 +17,7 @@
 use anyhow::Result;
 use clap::Parser;
 use gnn::models::Aggregation;
-use gnn::train::cli::DataFlags;
+use gnn::train::cli::{DataFlags, DeviceFlag};
 use gnn::train::run::load;
 use gnn::train::sweep::inference::InferSweep;
 use std::path::PathBuf;
@@ -64,14 +64,13 @@ struct Args {
     /// Output folder (JSON, Markdown table, SVG chart).
     #[arg(long, default_value = "runs/infer")]
     out: PathBuf,
-    /// Run on the CPU even when a GPU is available.
-    #[arg(long)]
-    cpu: bool,
+    #[command(flatten)]
+    device: DeviceFlag,
 }
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    let device = gnn::train::pick_device(args.cpu)?;
+    let device = args.device.pick()?;
     println!("device: {}", gnn::train::device_name(&device));
     let loaded = load(&args.data.source("cora", args.seed)?, device.is_cpu())?;
     let sweep = InferSweep {

@@ -87,7 +87,7 @@ fn main() -> Result<()> {
         profile_epochs: args.profile_epochs,
         pyg: args.pyg.clone(),
     };
-    let device = gnn::train::pick_device(args.train.cpu)?;
+    let device = args.train.device.pick()?;
     println!("device: {}", gnn::train::device_name(&device));
     let ds = load(&source, device.is_cpu())?.dataset;
     let data = DeviceData::new(&ds, &device, small)?;

@@ -72,7 +72,7 @@ fn main() -> Result<()> {
     };
     cfg.json = args.json.clone();
     cfg.print_breakdown = args.profile;
-    cfg.cpu = args.train.cpu;
+    cfg.cpu = args.train.device.cpu;
     cfg.note = format!("{args:?}");
     run(&cfg)?;
     Ok(())

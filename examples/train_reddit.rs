@@ -89,7 +89,7 @@ fn main() -> Result<()> {
     cfg.json = Some(args.json.clone());
     cfg.epoch_lines = true;
     cfg.print_breakdown = true;
-    cfg.cpu = args.train.cpu;
+    cfg.cpu = args.train.device.cpu;
     cfg.deterministic = args.deterministic;
     cfg.note = format!("{args:?}");
     run(&cfg)?;

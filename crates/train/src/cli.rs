@@ -86,9 +86,24 @@ pub struct TrainFlags {
     /// Evaluate every this many epochs [default: train_cora 1, the others 5].
     #[arg(long)]
     pub eval_every: Option<usize>,
+    /// `--cpu`.
+    #[command(flatten)]
+    pub device: DeviceFlag,
+}
+
+/// Where to run, for every example that can run on either device.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DeviceFlag {
     /// Run on the CPU even when a CUDA device is available.
     #[arg(long)]
     pub cpu: bool,
+}
+
+impl DeviceFlag {
+    /// The device: the first GPU of a CUDA build unless `--cpu`, else the CPU.
+    pub fn pick(&self) -> Result<candle_core::Device> {
+        crate::device::pick_device(self.cpu)
+    }
 }
 
 impl TrainFlags {
