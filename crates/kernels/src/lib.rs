@@ -54,5 +54,5 @@ pub use ops::matmul::matmul_nt;
 pub use ops::maxk::{maxk, spgemm, spgemm_bias, sspmm, Cbsr};
 pub use ops::quant::{dequantize, QuantizedFeatures};
 pub use ops::sampled::{spmm_sampled, Sampling};
-pub use ops::sddmm::sddmm;
+pub use ops::sddmm::{sddmm, sddmm_scaled};
 pub use ops::spmm::{spmm, spmm_weighted, Reduce};

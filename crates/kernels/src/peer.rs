@@ -80,16 +80,38 @@ unsafe fn dense(
     stream: &Arc<CudaStream>,
     what: &str,
 ) -> Result<cs::cusparseDnMatDescr_t> {
+    dense_ordered(
+        t,
+        (rows, k),
+        k,
+        cs::cusparseOrder_t::CUSPARSE_ORDER_ROW,
+        stream,
+        what,
+    )
+}
+
+/// A `dims` cuSPARSE dense descriptor over `t`'s buffer with leading dimension `ld`.
+///
+/// # Safety
+/// `t` must outlive the descriptor.
+unsafe fn dense_ordered(
+    t: &Tensor,
+    dims: (usize, usize),
+    ld: usize,
+    order: cs::cusparseOrder_t,
+    stream: &Arc<CudaStream>,
+    what: &str,
+) -> Result<cs::cusparseDnMatDescr_t> {
     let mut d = std::ptr::null_mut();
     ok(
         cs::cusparseCreateDnMat(
             &mut d,
-            rows as i64,
-            k as i64,
-            k as i64,
+            dims.0 as i64,
+            dims.1 as i64,
+            ld as i64,
             ptr(t, stream)? as *mut _,
             cs::cudaDataType::CUDA_R_32F,
-            cs::cusparseOrder_t::CUSPARSE_ORDER_ROW,
+            order,
         ),
         what,
     )?;
@@ -275,5 +297,172 @@ impl Cusparse {
             *o = time_ms(&stream, reps, || self.run(&plan))?;
         }
         Ok(out)
+    }
+}
+
+/// cuSPARSE's CSR SDDMM `out = (A B^T) ∘ pattern(G)` for row-major `a [n_rows, K]` and
+/// `b [n_cols, K]` (passed to cuSPARSE as the column-major `K x n_cols` matrix it is in
+/// memory), writing the `nnz` values of `out`. Descriptors, workspace and cuSPARSE's
+/// preprocessing are made once in [`CusparseSddmm::new`]; [`CusparseSddmm::run`] is the timed
+/// call.
+pub struct CusparseSddmm {
+    handle: cs::cusparseHandle_t,
+    c: cs::cusparseSpMatDescr_t,
+    da: cs::cusparseDnMatDescr_t,
+    db: cs::cusparseDnMatDescr_t,
+    work: candle_core::cuda_backend::cudarc::driver::CudaSlice<u8>,
+    stream: Arc<CudaStream>,
+}
+
+impl CusparseSddmm {
+    /// Plans `out = (a b^T) ∘ pattern(g)`; `a`, `b` and `out` (f32, `[nnz]`) must outlive it.
+    pub fn new(
+        g: &DeviceGraph,
+        a: &Tensor,
+        b: &Tensor,
+        out: &Tensor,
+        dev: &candle_core::CudaDevice,
+    ) -> Result<Self> {
+        let stream = dev.cuda_stream();
+        let (indptr, indices) = g.cuda_buffers()?;
+        let (n, k) = a.dims2()?;
+        let (m, kb) = b.dims2()?;
+        if kb != k || n != g.n_rows() || m != g.n_cols() || out.dims() != [g.nnz()] {
+            return bail(format!(
+                "cuSPARSE SDDMM: a {:?}, b {:?}, out {:?} do not fit the {} x {} graph",
+                a.dims(),
+                b.dims(),
+                out.dims(),
+                g.n_rows(),
+                g.n_cols()
+            ));
+        }
+        let (mut handle, mut c) = (std::ptr::null_mut(), std::ptr::null_mut());
+        let (alpha, beta) = (1f32, 0f32);
+        let op = cs::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
+        let alg = cs::cusparseSDDMMAlg_t::CUSPARSE_SDDMM_ALG_DEFAULT;
+        let mut size = 0usize;
+        // SAFETY: plain cuSPARSE calls on live device buffers owned by `g`, `a`, `b` and `out`,
+        // which the caller keeps alive for the descriptors' lifetime.
+        let (da, db) = unsafe {
+            ok(cs::cusparseCreate(&mut handle), "create")?;
+            ok(
+                cs::cusparseSetStream(handle, stream.cu_stream() as _),
+                "set stream",
+            )?;
+            let (rp, _s1) = indptr.device_ptr(&stream);
+            let (ci, _s2) = indices.device_ptr(&stream);
+            ok(
+                cs::cusparseCreateCsr(
+                    &mut c,
+                    g.n_rows() as i64,
+                    g.n_cols() as i64,
+                    g.nnz() as i64,
+                    rp as *mut _,
+                    ci as *mut _,
+                    ptr(out, &stream)? as *mut _,
+                    cs::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+                    cs::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+                    cs::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
+                    cs::cudaDataType::CUDA_R_32F,
+                ),
+                "create csr",
+            )?;
+            let da = dense(a, n, k, &stream, "dn A")?;
+            let db = dense_ordered(
+                b,
+                (k, m),
+                k,
+                cs::cusparseOrder_t::CUSPARSE_ORDER_COL,
+                &stream,
+                "dn B",
+            )?;
+            ok(
+                cs::cusparseSDDMM_bufferSize(
+                    handle,
+                    op,
+                    op,
+                    &alpha as *const f32 as *const _,
+                    da as _,
+                    db as _,
+                    &beta as *const f32 as *const _,
+                    c,
+                    cs::cudaDataType::CUDA_R_32F,
+                    alg,
+                    &mut size,
+                ),
+                "sddmm buffer size",
+            )?;
+            (da, db)
+        };
+        let work = dev.alloc_zeros::<u8>(size.max(1))?;
+        let me = Self {
+            handle,
+            c,
+            da,
+            db,
+            work,
+            stream,
+        };
+        let (w, _s) = me.work.device_ptr(&me.stream);
+        // SAFETY: descriptors and workspace just made, all alive.
+        unsafe {
+            ok(
+                cs::cusparseSDDMM_preprocess(
+                    me.handle,
+                    op,
+                    op,
+                    &alpha as *const f32 as *const _,
+                    me.da as _,
+                    me.db as _,
+                    &beta as *const f32 as *const _,
+                    me.c,
+                    cs::cudaDataType::CUDA_R_32F,
+                    alg,
+                    w as *mut _,
+                ),
+                "sddmm preprocess",
+            )?;
+        }
+        drop(_s);
+        Ok(me)
+    }
+
+    /// Runs the planned SDDMM (into `out`).
+    pub fn run(&self) -> Result<()> {
+        let (alpha, beta) = (1f32, 0f32);
+        let op = cs::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
+        let (w, _s) = self.work.device_ptr(&self.stream);
+        // SAFETY: descriptors and workspace from `new`, all alive.
+        unsafe {
+            ok(
+                cs::cusparseSDDMM(
+                    self.handle,
+                    op,
+                    op,
+                    &alpha as *const f32 as *const _,
+                    self.da as _,
+                    self.db as _,
+                    &beta as *const f32 as *const _,
+                    self.c,
+                    cs::cudaDataType::CUDA_R_32F,
+                    cs::cusparseSDDMMAlg_t::CUSPARSE_SDDMM_ALG_DEFAULT,
+                    w as *mut _,
+                ),
+                "sddmm",
+            )
+        }
+    }
+}
+
+impl Drop for CusparseSddmm {
+    fn drop(&mut self) {
+        // SAFETY: created in `new`, destroyed once.
+        unsafe {
+            cs::cusparseDestroyDnMat(self.da);
+            cs::cusparseDestroyDnMat(self.db);
+            cs::cusparseDestroySpMat(self.c);
+            cs::cusparseDestroy(self.handle);
+        }
     }
 }

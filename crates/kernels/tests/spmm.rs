@@ -3,7 +3,7 @@
 use candle_core::{DType, Device, Tensor, Var};
 use gnn_graph::{BuildOptions, Coo, Csr};
 use gnn_kernels::ops::spmm::reference::spmm_reference;
-use gnn_kernels::{sddmm, spmm, spmm_weighted, DeviceGraph, Reduce};
+use gnn_kernels::{sddmm, sddmm_scaled, spmm, spmm_weighted, DeviceGraph, Reduce};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus as R;
 
@@ -242,6 +242,67 @@ fn sddmm_matches_reference_and_gradients() {
         }
     }
     assert!(max_rel_err(&ga, &wa) < 1e-12 && max_rel_err(&gb, &wb) < 1e-12);
+}
+
+/// `e = (a b^T) ∘ pattern ∘ v` and its three gradients against the naive sums, over shapes
+/// with empty rows, a huge row, K = 1, K not a multiple of 4 or 32, K = 1024, and a misaligned
+/// start (a view one row into a larger tensor).
+#[test]
+fn sddmm_scaled_matches_reference_over_shapes() {
+    let dev = Device::Cpu;
+    for (rows, cols, avg, huge, k) in [
+        (1, 1, 1, 0, 1),
+        (30, 20, 3, 0, 7),
+        (40, 25, 4, 300, 33),
+        (12, 50, 6, 0, 1024),
+        (64, 64, 2, 500, 602),
+    ] {
+        let csr = graph(rows, cols, avg, huge, (rows * k) as u64);
+        let g = DeviceGraph::upload(&csr, &dev).unwrap();
+        let a0 = rand_vec((rows + 1) * k, 1);
+        let b0 = rand_vec(cols * k, 2);
+        let v0 = rand_vec(csr.nnz(), 3);
+        // `a` starts one row into its buffer.
+        let a_full = Tensor::from_vec(a0.clone(), (rows + 1, k), &dev).unwrap();
+        let a = Var::from_tensor(&a_full.narrow(0, 1, rows).unwrap()).unwrap();
+        let b = Var::from_tensor(&Tensor::from_vec(b0.clone(), (cols, k), &dev).unwrap()).unwrap();
+        let v = Var::from_tensor(&Tensor::from_vec(v0.clone(), csr.nnz(), &dev).unwrap()).unwrap();
+        let e = sddmm_scaled(&g, a.as_tensor(), b.as_tensor(), v.as_tensor()).unwrap();
+        let w0 = rand_vec(csr.nnz(), 4);
+        let w = Tensor::from_vec(w0.clone(), csr.nnz(), &dev).unwrap();
+        let grads = (&e * &w).unwrap().sum_all().unwrap().backward().unwrap();
+        let (mut we, mut wa, mut wb, mut wv) = (
+            vec![0f64; csr.nnz()],
+            vec![0f64; rows * k],
+            vec![0f64; cols * k],
+            vec![0f64; csr.nnz()],
+        );
+        for i in 0..rows {
+            for p in csr.row_range(i) {
+                let j = csr.indices()[p] as usize;
+                let dot: f64 = (0..k).map(|t| a0[(i + 1) * k + t] * b0[j * k + t]).sum();
+                we[p] = dot * v0[p];
+                wv[p] = w0[p] * dot;
+                for t in 0..k {
+                    wa[i * k + t] += w0[p] * v0[p] * b0[j * k + t];
+                    wb[j * k + t] += w0[p] * v0[p] * a0[(i + 1) * k + t];
+                }
+            }
+        }
+        let tag = format!("{rows}x{cols} huge {huge} K {k}");
+        assert!(max_rel_err(&to_f64(&e), &we) < 1e-12, "{tag} forward");
+        let got = |t: &Var| to_f64(grads.get(t.as_tensor()).unwrap());
+        assert!(max_rel_err(&got(&a), &wa) < 1e-12, "{tag} da");
+        assert!(max_rel_err(&got(&b), &wb) < 1e-12, "{tag} db");
+        assert!(max_rel_err(&got(&v), &wv) < 1e-12, "{tag} dv");
+    }
+    // Values of the wrong length are a typed error.
+    let csr = graph(4, 4, 2, 0, 9);
+    let g = DeviceGraph::upload(&csr, &dev).unwrap();
+    let a = Tensor::zeros((4, 3), DType::F64, &dev).unwrap();
+    let bad = Tensor::zeros(csr.nnz() + 1, DType::F64, &dev).unwrap();
+    let e = sddmm_scaled(&g, &a, &a, &bad).unwrap_err().to_string();
+    assert!(e.contains("expected [") && e.contains("values"), "{e}");
 }
 
 #[test]

@@ -12,7 +12,9 @@
 //! only by luck at K = 1 (a 50 K-edge row sums to ~sqrt(50 K) from terms of total magnitude
 //! ~40 K). Sampled SpMM uses the same bound scaled by its estimator. MaxK SpGEMM/SSpMM and the
 //! dense matmul keep 1e-5 of the largest output (f64 references; worst seen 1.4e-6 over 20
-//! seeds). Max/min forward, the MaxK selection, dropout and dequantisation are exact. With
+//! seeds). The edge-scaled SDDMM runs under each CUDA kernel choice (HP-SDDMM at several
+//! partitions, DTP's own, the row kernel) for K up to 1024 and a misaligned start. Max/min
+//! forward, the MaxK selection, dropout and dequantisation are exact. With
 //! [`crate::set_deterministic`] on it checks the deterministic-mode kernels the same way.
 //!
 //! Every input derives from the run's seed, so a miss is replayed by running that seed again.

@@ -429,5 +429,107 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
             }
         }
     }
+    // HP-SDDMM against the CPU at every partition, and the row kernel; K up to 1024, a start
+    // one element into its buffer (no vector loads), the 50 K-edge row.
+    for (i, k) in [1usize, 7, 16, 32, 33, 128, 602, 1023, 1024]
+        .into_iter()
+        .enumerate()
+    {
+        check_sddmm(c, "random+50K-row", &g1, k, gpu, i % 3 == 1)?;
+        check_sddmm(c, "random-rect", &g2, k, gpu, i % 3 == 2)?;
+    }
+    Ok(())
+}
+
+/// The edge-scaled SDDMM forward under each CUDA kernel choice (HP at the smallest, middle and
+/// largest partition, DTP's own choice, the row kernel) and its three gradients, against f64
+/// CPU runs within the summation bounds; `offset` starts `a` one element into its buffer.
+fn check_sddmm(
+    c: &mut Checker,
+    name: &str,
+    csr: &Csr,
+    k: usize,
+    gpu: &Device,
+    offset: bool,
+) -> Result<()> {
+    let cpu = Device::Cpu;
+    let (gc, gg) = (
+        DeviceGraph::upload(csr, &cpu)?,
+        DeviceGraph::upload(csr, gpu)?,
+    );
+    let (n, m, nnz) = (csr.n_rows(), csr.n_cols(), csr.nnz());
+    let skip = offset as usize;
+    let a_buf = c.randn(n * k + skip)?;
+    let b = c.randn((m, k))?;
+    let v = c.randn(nnz)?;
+    let w = c.randn(nnz)?;
+    let a_on = |dev: &Device, dt: DType| -> Result<Tensor> {
+        Ok(put(&a_buf, dev, dt)?
+            .narrow(0, skip, n * k)?
+            .reshape((n, k))?)
+    };
+    let run = |dev: &Device, g: &DeviceGraph, a: Tensor, [b, v, w]: [&Tensor; 3], dt: DType| {
+        let (av, bv, vv) = (
+            Var::from_tensor(&a)?,
+            Var::from_tensor(&put(b, dev, dt)?)?,
+            Var::from_tensor(&put(v, dev, dt)?)?,
+        );
+        let e = crate::sddmm_scaled(g, av.as_tensor(), bv.as_tensor(), vv.as_tensor())?;
+        let gr = (&e * put(w, dev, dt)?)?.sum_all()?.backward()?;
+        let get = |t: &Var| {
+            gr.get(t.as_tensor())
+                .cloned()
+                .ok_or_else(|| missing("sddmm grad"))
+        };
+        Ok::<_, crate::Error>([e.clone(), get(&av)?, get(&bv)?, get(&vv)?])
+    };
+    let want = run(&cpu, &gc, a_on(&cpu, DType::F64)?, [&b, &v, &w], DType::F64)?;
+    // The same on magnitudes (the edge gradients' weights too): what each output sums.
+    let (ba, va, wa) = (b.abs()?, v.abs()?, w.abs()?);
+    let a_abs = a_on(&cpu, DType::F64)?.abs()?;
+    let abs = run(&cpu, &gc, a_abs, [&ba, &va, &wa], DType::F64)?;
+    let (deg_rows, deg_cols) = max_degrees(csr);
+    let depths = [
+        sum_depth(k, false),
+        sum_depth(deg_rows, true),
+        sum_depth(deg_cols, true),
+        sum_depth(k, false),
+    ];
+    let tags = ["fwd", "bwd da", "bwd db", "bwd dvalues"];
+    #[cfg(feature = "cuda")]
+    let kernels = {
+        use crate::ops::sddmm::tuning::SddmmKernel;
+        vec![
+            SddmmKernel::Auto,
+            SddmmKernel::Hp(8),
+            SddmmKernel::Hp(64),
+            SddmmKernel::Hp(512),
+            SddmmKernel::Rows,
+        ]
+    };
+    #[cfg(not(feature = "cuda"))]
+    let kernels = vec![()];
+    for (i, kernel) in kernels.into_iter().enumerate() {
+        #[cfg(feature = "cuda")]
+        crate::ops::sddmm::tuning::set_kernel_override(kernel);
+        let got = run(gpu, &gg, a_on(gpu, DType::F32)?, [&b, &v, &w], DType::F32);
+        #[cfg(feature = "cuda")]
+        crate::ops::sddmm::tuning::set_kernel_override(
+            crate::ops::sddmm::tuning::SddmmKernel::Auto,
+        );
+        let got = got?;
+        let label = format!("{kernel:?}").to_lowercase();
+        // Every kernel's forward; the backward (SpMMs, not SDDMM kernels) once.
+        let checks = if i == 0 { 4 } else { 1 };
+        for j in 0..checks {
+            let lim = sum_bound(&abs[j], depths[j])?;
+            let op = format!(
+                "sddmm_scaled {} {label}{}",
+                tags[j],
+                if offset { " +1" } else { "" }
+            );
+            c.check_within(name, op, k, &got[j], &want[j], &lim)?;
+        }
+    }
     Ok(())
 }

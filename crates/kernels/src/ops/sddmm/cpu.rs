@@ -5,8 +5,8 @@ use gnn_graph::csr::split_rows_mut;
 use gnn_graph::Csr;
 use rayon::prelude::*;
 
-/// `e[p] = <a[i], b[col_p]>` for `p` in row `i`.
-pub fn sddmm<T: WithDType>(csr: &Csr, a: &[T], b: &[T], k: usize) -> Vec<T> {
+/// `e[p] = <a[i], b[col_p]>` for `p` in row `i`, times `vals[p]` when given.
+pub fn sddmm<T: WithDType>(csr: &Csr, a: &[T], b: &[T], k: usize, vals: Option<&[T]>) -> Vec<T> {
     let mut e = vec![T::zero(); csr.nnz()];
     let idx = csr.indices();
     split_rows_mut(&mut e, csr.indptr())
@@ -16,7 +16,8 @@ pub fn sddmm<T: WithDType>(csr: &Csr, a: &[T], b: &[T], k: usize) -> Vec<T> {
             let ar = &a[i * k..(i + 1) * k];
             for (o, p) in out.iter_mut().zip(csr.row_range(i)) {
                 let br = &b[idx[p] as usize * k..][..k];
-                *o = ar.iter().zip(br).fold(T::zero(), |s, (&x, &y)| s + x * y);
+                let dot = ar.iter().zip(br).fold(T::zero(), |s, (&x, &y)| s + x * y);
+                *o = vals.map_or(dot, |v| dot * v[p]);
             }
         });
     e

@@ -1,44 +1,163 @@
-//! Host side of the CUDA SDDMM (`cuda/sddmm.cu`).
+//! Host side of the CUDA SDDMM (`cuda/sddmm.cu`): the row-parallel kernel (one warp per row)
+//! and HP-SDDMM (nnz-balanced warps, Fan et al., IPDPS'23) with its Dynamic Task Partition
+//! (DTP: edges per warp from the device's SM count and the kernel's measured occupancy) and
+//! Hierarchical Vectorized Memory Access (HVMA: index tiles and feature rows read 2 or 4 wide
+//! where the partition and the layouts guarantee the alignment).
 
-use crate::cuda::{f32_view, launched, zeros, SDDMM_PTX};
+use super::partition::{
+    dynamic_task_partition, index_vector_width, HpShape, HP_WARPS, NPW_CANDIDATES,
+};
+use crate::cuda::{f32_view, f32_view_opt, launched, zeros, SDDMM_PTX};
 use crate::device_graph::DeviceGraph;
 use candle_core::backend::BackendStorage;
+use candle_core::cuda_backend::cudarc::driver::sys::CUdevice_attribute;
 use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::CudaDevice;
 use candle_core::{CudaStorage, Layout, Result, Shape};
 
-/// `e[p] = <a[i], b[col_p]>`.
+/// Which SDDMM kernel runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SddmmKernel {
+    /// HP-SDDMM with DTP's edges per warp (K <= 1024), else the row kernel.
+    Auto,
+    /// One warp per row.
+    Rows,
+    /// HP-SDDMM with this many edges per warp (one of [`NPW_CANDIDATES`]).
+    Hp(u32),
+}
+
+static OVERRIDE: std::sync::Mutex<SddmmKernel> = std::sync::Mutex::new(SddmmKernel::Auto);
+
+/// Forces the kernel of every CUDA SDDMM of this process (benchmarks; `Auto` restores the
+/// built-in choice). HP with K > 1024 falls back to the row kernel.
+pub fn set_kernel_override(k: SddmmKernel) {
+    *OVERRIDE.lock().unwrap_or_else(|e| e.into_inner()) = k;
+}
+
+fn kernel_override() -> SddmmKernel {
+    *OVERRIDE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn sm_count(dev: &CudaDevice) -> Result<usize> {
+    let n = dev
+        .cuda_stream()
+        .context()
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .map_err(|e| candle_core::Error::Msg(format!("sddmm: SM count: {e:?}")))?;
+    Ok(n.max(1) as usize)
+}
+
+/// DTP for `func` on `dev`: its occupancy at `HP_WARPS` warps per block, the SM count.
+fn dtp(
+    dev: &CudaDevice,
+    func: &candle_core::cuda_backend::cudarc::driver::CudaFunction,
+    nnz: usize,
+) -> Result<u32> {
+    let active = func
+        .occupancy_max_active_blocks_per_multiprocessor(32 * HP_WARPS, 0, None)
+        .map_err(|e| candle_core::Error::Msg(format!("sddmm: occupancy: {e:?}")))?;
+    Ok(dynamic_task_partition(nnz, sm_count(dev)?, active as usize))
+}
+
+fn hp_func(
+    dev: &CudaDevice,
+    shape: HpShape,
+) -> Result<candle_core::cuda_backend::cudarc::driver::CudaFunction> {
+    let name = format!("hp_sddmm_v{}_c{}_u{}", shape.v, shape.ch, shape.unroll());
+    Ok(dev
+        .get_or_load_custom_func(&name, "gnn_sddmm", SDDMM_PTX)?
+        .into_cuda_function())
+}
+
+/// The edges per warp an automatic HP-SDDMM launch uses for `nnz` edges at width `k` (aligned
+/// operands) on `dev`; `None` when K is outside HP's 1..=1024.
+pub fn auto_npw(dev: &CudaDevice, nnz: usize, k: usize) -> Result<Option<u32>> {
+    HpShape::new(k, 4)
+        .map(|shape| dtp(dev, &hp_func(dev, shape)?, nnz))
+        .transpose()
+}
+
+/// `e[p] = <a[i], b[col_p]>` (times `vals[p]` when given).
 pub(crate) fn sddmm(
     g: &DeviceGraph,
     a: &CudaStorage,
     al: &Layout,
     b: &CudaStorage,
     bl: &Layout,
+    vals: Option<(&CudaStorage, &Layout)>,
 ) -> Result<(CudaStorage, Shape)> {
     let (_, k) = al.shape().dims2()?;
     let dev = a.device().clone();
     let csr = g.cuda_csr()?;
     let av = f32_view("sddmm", a, al)?;
     let bv = f32_view("sddmm", b, bl)?;
+    let vv = f32_view_opt("sddmm", vals)?;
     let e = zeros::<f32>(&dev, g.nnz())?;
-    let n = g.n_rows();
-    if n > 0 && g.nnz() > 0 {
-        let func = dev.get_or_load_custom_func("sddmm_rows", "gnn_sddmm", SDDMM_PTX)?;
-        let cfg = LaunchConfig {
-            grid_dim: (n.div_ceil(8) as u32, 1, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let (n_i, k_i) = (n as i32, k as i32);
-        let mut bld = func.builder();
-        bld.arg(&csr.indptr)
-            .arg(&csr.indices)
-            .arg(&av)
-            .arg(&bv)
-            .arg(&e)
-            .arg(&n_i)
-            .arg(&k_i);
-        // SAFETY: a is [n_rows, k], b is [n_cols, k] (checked by `sddmm`), e has nnz elements.
-        launched(unsafe { bld.launch(cfg) }.map(|_| ()))?;
+    let (n, nnz) = (g.n_rows(), g.nnz());
+    if n == 0 || nnz == 0 || k == 0 {
+        return Ok((CudaStorage::wrap_cuda_slice(e, dev), Shape::from(nnz)));
     }
-    Ok((CudaStorage::wrap_cuda_slice(e, dev), Shape::from(g.nnz())))
+    let aligned_to = al.start_offset() | bl.start_offset() | 4;
+    let aligned_to = 1 << aligned_to.trailing_zeros().min(2);
+    let choice = kernel_override();
+    let hp = match choice {
+        SddmmKernel::Rows => None,
+        _ => HpShape::new(k, aligned_to),
+    };
+    let (n_i, k_i) = (n as i32, k as i32);
+    // A null pointer for "no values" (the kernels test it).
+    let no_vals = 0u64;
+    match hp {
+        Some(shape) => {
+            let func = hp_func(&dev, shape)?;
+            let npw = match choice {
+                SddmmKernel::Hp(npw) if NPW_CANDIDATES.contains(&npw) => npw,
+                _ => dtp(&dev, &func, nnz)?,
+            };
+            let warps = nnz.div_ceil(npw as usize);
+            let cfg = LaunchConfig {
+                grid_dim: (warps.div_ceil(HP_WARPS as usize) as u32, 1, 1),
+                block_dim: (32 * HP_WARPS, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let (nnz_u, vi, lanes) = (nnz as u32, index_vector_width(npw), shape.lanes as i32);
+            let stream = dev.cuda_stream();
+            let mut bld = stream.launch_builder(&func);
+            bld.arg(&csr.indptr).arg(&csr.indices).arg(&av).arg(&bv);
+            match &vv {
+                Some(v) => bld.arg(v),
+                None => bld.arg(&no_vals),
+            };
+            bld.arg(&e)
+                .arg(&n_i)
+                .arg(&nnz_u)
+                .arg(&k_i)
+                .arg(&npw)
+                .arg(&vi)
+                .arg(&lanes);
+            // SAFETY: a is [n_rows, k], b is [n_cols, k], vals (if any) and e have nnz
+            // elements (checked by `sddmm`); v-wide loads only where `HpShape` found k and
+            // both offsets divisible by v; the grid covers nnz edges in warps of npw.
+            launched(unsafe { bld.launch(cfg) }.map(|_| ()))?;
+        }
+        None => {
+            let func = dev.get_or_load_custom_func("sddmm_rows", "gnn_sddmm", SDDMM_PTX)?;
+            let cfg = LaunchConfig {
+                grid_dim: (n.div_ceil(8) as u32, 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut bld = func.builder();
+            bld.arg(&csr.indptr).arg(&csr.indices).arg(&av).arg(&bv);
+            match &vv {
+                Some(v) => bld.arg(v),
+                None => bld.arg(&no_vals),
+            };
+            bld.arg(&e).arg(&n_i).arg(&k_i);
+            // SAFETY: a is [n_rows, k], b is [n_cols, k], vals (if any) and e have nnz
+            // elements (checked by `sddmm`).
+            launched(unsafe { bld.launch(cfg) }.map(|_| ()))?;
+        }
+    }
+    Ok((CudaStorage::wrap_cuda_slice(e, dev), Shape::from(nnz)))
 }

@@ -1,13 +1,28 @@
 //! SDDMM on a CSR pattern: `e[p] = <a[i], b[col_p]>` for every stored edge `p` of row `i`
-//! (the sampled dense-dense product `(A1 A2^T) ∘ pattern`). It is the gradient of SpMM with
-//! respect to edge values, and the score function of attention layers.
+//! (the sampled dense-dense product `(A1 A2^T) ∘ pattern`), optionally times an edge value
+//! ([`sddmm_scaled`]). It is the gradient of SpMM with respect to edge values, and the score
+//! function of attention layers.
+//!
+//! On the GPU it runs HP-SDDMM (Fan, Wang, Chu, IPDPS'23): every warp takes the same number
+//! of edges across row boundaries, the number chosen per graph and device by the paper's
+//! Dynamic Task Partition, with vectorised index and feature loads; see [`tuning`].
 //!
 //! Backward: `da = E b` (SpMM with the edge gradients as values), `db = E^T a` (over the
-//! transpose, values permuted).
+//! transpose, values permuted); with edge values `v`, `E` is `dE ∘ v` and `dv = dE ∘ (A B^T)`.
 
 pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
+
+/// HP-SDDMM's knobs (for `bench_sddmm`): the kernel override, the partition rule, the shapes.
+pub mod tuning {
+    #[cfg(feature = "cuda")]
+    pub use super::cuda::{auto_npw, set_kernel_override, SddmmKernel};
+    pub use super::partition::{
+        dynamic_task_partition, index_vector_width, HpShape, DTP_WAVES, HP_WARPS, NPW_CANDIDATES,
+    };
+}
+mod partition;
 
 use super::{check_device, check_float, cpu_slice};
 use crate::device_graph::DeviceGraph;
@@ -15,12 +30,33 @@ use crate::error::{Error, Result};
 use candle_core::backend::BackendStorage;
 #[cfg(feature = "cuda")]
 use candle_core::CudaStorage;
-use candle_core::{CpuStorage, CustomOp2, Layout, Shape, Tensor, WithDType};
+use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Shape, Tensor, WithDType};
 
 /// `e[p] = <a[i], b[col_p]>`; `a` is `[n_rows, K]`, `b` is `[n_cols, K]`, the result `[nnz]`.
 pub fn sddmm(g: &DeviceGraph, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let (a, b) = check("sddmm", g, a, b)?;
     Ok(a.apply_op2(&b, SddmmOp { g: g.clone() })?)
+}
+
+/// `e[p] = <a[i], b[col_p]> * vals[p]` in one pass; `vals` is `[nnz]`. Gradients flow to all
+/// three inputs.
+pub fn sddmm_scaled(g: &DeviceGraph, a: &Tensor, b: &Tensor, vals: &Tensor) -> Result<Tensor> {
+    let (a, b) = check("sddmm_scaled", g, a, b)?;
+    check_device("sddmm_scaled", g, vals)?;
+    if vals.dims() != [g.nnz()] || vals.dtype() != a.dtype() {
+        return Err(Error::Shape {
+            op: "sddmm_scaled",
+            what: format!(
+                "values are {:?} {:?}, expected [{}] {:?}",
+                vals.dims(),
+                vals.dtype(),
+                g.nnz(),
+                a.dtype()
+            ),
+        });
+    }
+    let v = vals.contiguous()?;
+    Ok(a.apply_op3(&b, &v, SddmmScaledOp { g: g.clone() })?)
 }
 
 /// [`sddmm`] without recording a backward (used inside other ops' backward passes).
@@ -73,7 +109,7 @@ fn sddmm_cpu<T: WithDType>(
     let (_, k) = l1.shape().dims2()?;
     let a = cpu_slice::<T>("sddmm", s1, l1)?;
     let b = cpu_slice::<T>("sddmm", s2, l2)?;
-    let e = cpu::sddmm(op.g.csr(), a, b, k);
+    let e = cpu::sddmm(op.g.csr(), a, b, k, None);
     Ok((T::to_cpu_storage_owned(e), Shape::from(op.g.nnz())))
 }
 
@@ -89,7 +125,7 @@ impl CustomOp2 for SddmmOp {
         s2: &CudaStorage,
         l2: &Layout,
     ) -> candle_core::Result<(CudaStorage, Shape)> {
-        cuda::sddmm(&self.g, s1, l1, s2, l2)
+        cuda::sddmm(&self.g, s1, l1, s2, l2, None)
     }
     fn cpu_fwd(
         &self,
@@ -108,29 +144,107 @@ impl CustomOp2 for SddmmOp {
         de: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
         let _timer = self.g.backward_timer();
+        input_grads(&self.g, a, b, &de.contiguous()?)
+    }
+}
+
+/// `da = E b`, `db = E^T a` for the edge gradients `de`.
+fn input_grads(
+    g: &DeviceGraph,
+    a: &Tensor,
+    b: &Tensor,
+    de: &Tensor,
+) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
+    let da = if a.track_op() {
+        Some(crate::ops::spmm::spmm_weighted(
+            g,
+            &b.detach(),
+            de,
+            crate::Reduce::Sum,
+        )?)
+    } else {
+        None
+    };
+    let db = if b.track_op() {
+        let (gt, perm) = g.transpose()?;
+        let det = de.index_select(perm, 0)?;
+        Some(crate::ops::spmm::spmm_weighted(
+            gt,
+            &a.detach(),
+            &det,
+            crate::Reduce::Sum,
+        )?)
+    } else {
+        None
+    };
+    Ok((da, db))
+}
+
+struct SddmmScaledOp {
+    g: DeviceGraph,
+}
+
+fn sddmm_scaled_cpu<T: WithDType>(
+    op: &SddmmScaledOp,
+    (s1, l1): (&CpuStorage, &Layout),
+    (s2, l2): (&CpuStorage, &Layout),
+    (s3, l3): (&CpuStorage, &Layout),
+) -> candle_core::Result<(CpuStorage, Shape)> {
+    let (_, k) = l1.shape().dims2()?;
+    let a = cpu_slice::<T>("sddmm_scaled", s1, l1)?;
+    let b = cpu_slice::<T>("sddmm_scaled", s2, l2)?;
+    let v = cpu_slice::<T>("sddmm_scaled", s3, l3)?;
+    let e = cpu::sddmm(op.g.csr(), a, b, k, Some(v));
+    Ok((T::to_cpu_storage_owned(e), Shape::from(op.g.nnz())))
+}
+
+impl CustomOp3 for SddmmScaledOp {
+    fn name(&self) -> &'static str {
+        "sddmm_scaled"
+    }
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s1: &CudaStorage,
+        l1: &Layout,
+        s2: &CudaStorage,
+        l2: &Layout,
+        s3: &CudaStorage,
+        l3: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        cuda::sddmm(&self.g, s1, l1, s2, l2, Some((s3, l3)))
+    }
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        dispatch_float!(
+            "sddmm_scaled",
+            s1,
+            sddmm_scaled_cpu(self, (s1, l1), (s2, l2), (s3, l3))
+        )
+    }
+    fn bwd(
+        &self,
+        a: &Tensor,
+        b: &Tensor,
+        v: &Tensor,
+        _res: &Tensor,
+        de: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let _timer = self.g.backward_timer();
         let de = de.contiguous()?;
-        let da = if a.track_op() {
-            Some(crate::ops::spmm::spmm_weighted(
-                &self.g,
-                &b.detach(),
-                &de,
-                crate::Reduce::Sum,
-            )?)
+        let (da, db) = input_grads(&self.g, a, b, &(&de * &v.detach())?)?;
+        let dv = if v.track_op() {
+            Some((de * sddmm_no_bwd(&self.g, &a.detach(), &b.detach())?)?)
         } else {
             None
         };
-        let db = if b.track_op() {
-            let (gt, perm) = self.g.transpose()?;
-            let det = de.index_select(perm, 0)?;
-            Some(crate::ops::spmm::spmm_weighted(
-                gt,
-                &a.detach(),
-                &det,
-                crate::Reduce::Sum,
-            )?)
-        } else {
-            None
-        };
-        Ok((da, db))
+        Ok((da, db, dv))
     }
 }
