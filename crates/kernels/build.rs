@@ -15,7 +15,15 @@ fn main() {
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
     let cap = std::env::var("CUDA_COMPUTE_CAP").unwrap_or_else(|_| "90".into());
     let nvcc = std::env::var("NVCC").unwrap_or_else(|_| "nvcc".into());
-    for name in ["spmm", "sddmm", "sampled", "quant", "maxk", "dropout"] {
+    for name in [
+        "spmm",
+        "sddmm",
+        "sampled",
+        "quant",
+        "maxk",
+        "dropout",
+        "edge_softmax",
+    ] {
         let src = PathBuf::from("cuda").join(format!("{name}.cu"));
         let ptx = out.join(format!("{name}.ptx"));
         let status = Command::new(&nvcc)

@@ -191,6 +191,41 @@ impl Csr {
             .for_each(|r| r.sort_unstable());
     }
 
+    /// The head-expanded graph of multi-head attention: row `i * heads + h` holds the edges of
+    /// row `i` with columns `j * heads + h`, so features laid out `[nodes, heads, F]` (that is
+    /// `[nodes * heads, F]`) are aggregated, scored and softmax-normalised per head by the
+    /// single-head operators. Edge `p` of row `i` becomes edge `heads * indptr[i] + h *
+    /// deg(i) + (p - indptr[i])`. Fails when the expanded sizes do not fit `u32`.
+    pub fn expand_heads(&self, heads: usize) -> Result<Csr> {
+        let too_big = || {
+            Error::InvalidArgument(format!(
+                "{heads} heads of a graph with {} rows and {} edges exceed u32 indices",
+                self.n_rows,
+                self.nnz()
+            ))
+        };
+        if heads == 0 {
+            return Err(Error::InvalidArgument("heads must be at least 1".into()));
+        }
+        let n_rows = self.n_rows.checked_mul(heads).ok_or_else(too_big)?;
+        let n_cols = self.n_cols.checked_mul(heads).ok_or_else(too_big)?;
+        let nnz = self.nnz().checked_mul(heads).ok_or_else(too_big)?;
+        if n_rows.max(n_cols).max(nnz) > u32::MAX as usize {
+            return Err(too_big());
+        }
+        let mut indptr = Vec::with_capacity(n_rows + 1);
+        let mut indices = Vec::with_capacity(nnz);
+        indptr.push(0u32);
+        for i in 0..self.n_rows {
+            let row = &self.indices[self.row_range(i)];
+            for h in 0..heads as u32 {
+                indices.extend(row.iter().map(|&j| j * heads as u32 + h));
+                indptr.push(indices.len() as u32);
+            }
+        }
+        Csr::new_checked(n_rows, n_cols, indptr, indices)
+    }
+
     /// The transpose (CSR of `A^T`, i.e. the CSC of `A`) and the permutation `perm` such that
     /// entry `p` of the transpose is entry `perm[p]` of `self`: transposed edge values are
     /// `values[perm[p]]`. Rows of the transpose come out sorted when `self`'s row order is the

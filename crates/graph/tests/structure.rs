@@ -236,3 +236,18 @@ fn empty_csr_checks_its_shape() {
     let e = Csr::empty(u32::MAX as usize, 1).unwrap_err().to_string();
     assert!(e.contains("32-bit"), "{e}");
 }
+
+#[test]
+fn expand_heads_repeats_each_row_per_head() {
+    // 3 x 3: row 0 -> {1, 2}, row 1 empty, row 2 -> {0}.
+    let csr = Csr::new_checked(3, 3, vec![0, 2, 2, 3], vec![1, 2, 0]).unwrap();
+    let e = csr.expand_heads(2).unwrap();
+    assert_eq!((e.n_rows(), e.n_cols(), e.nnz()), (6, 6, 6));
+    assert_eq!(e.indptr(), &[0, 2, 4, 4, 4, 5, 6]);
+    // Row (i, h) holds the columns (j, h).
+    assert_eq!(e.indices(), &[2, 4, 3, 5, 0, 1]);
+    assert_eq!(csr.expand_heads(1).unwrap(), csr);
+    assert!(csr.expand_heads(0).is_err());
+    let e = csr.expand_heads(usize::MAX / 2).unwrap_err().to_string();
+    assert!(e.contains("exceed u32"), "{e}");
+}

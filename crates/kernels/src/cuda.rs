@@ -16,6 +16,8 @@ pub const MAXK_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/maxk.ptx"));
 pub const QUANT_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/quant.ptx"));
 /// PTX of `cuda/dropout.cu`.
 pub const DROPOUT_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/dropout.ptx"));
+/// PTX of `cuda/edge_softmax.cu`.
+pub const EDGE_SOFTMAX_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/edge_softmax.ptx"));
 /// PTX of `cuda/sampled.cu`.
 pub const SAMPLED_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/sampled.ptx"));
 

@@ -10,7 +10,8 @@
 //! | [`spmm`] | `out[i] = reduce_{j in N(i)} x[j]`, reduce = sum / mean / max / min |
 //! | [`spmm_weighted`] | the same with `a_ij * x[j]`, `a` an edge-value tensor |
 //! | [`matmul_nt`] | `x wᵀ` computing only the gradients that are needed |
-//! | [`sddmm`] | `e[p] = <a[i], b[j]>` for every edge `p = (i, j)` |
+//! | [`sddmm`] | `e[p] = <a[i], b[j]>` for every edge `p = (i, j)` (HP-SDDMM on the GPU; [`sddmm_scaled`] times an edge value) |
+//! | [`edge_softmax`] | softmax of edge scores within each row (attention) |
 //! | [`spmm_sampled`] | edge-sampled `spmm` estimate for inference (ES-SpMM / AES-SpMM) |
 //! | [`maxk`] | top-k of each row as CBSR (MaxK-GNN), gradient to the kept entries |
 //! | [`spgemm`] | `A · dense(x)` for CBSR `x` (backward: [`sspmm`], the sampled `Aᵀ · dOut`); [`spgemm_bias`] fuses a bias |
@@ -50,6 +51,7 @@ pub fn deterministic() -> bool {
 }
 pub use error::{Error, Result};
 pub use ops::dropout::dropout;
+pub use ops::edge_softmax::edge_softmax;
 pub use ops::matmul::matmul_nt;
 pub use ops::maxk::{maxk, spgemm, spgemm_bias, sspmm, Cbsr};
 pub use ops::quant::{dequantize, QuantizedFeatures};

@@ -26,6 +26,7 @@ macro_rules! dispatch_float {
 }
 
 pub mod dropout;
+pub mod edge_softmax;
 pub mod matmul;
 pub mod maxk;
 pub mod quant;

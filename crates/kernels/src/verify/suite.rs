@@ -429,6 +429,10 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
             }
         }
     }
+    // Edge softmax (attention) forward and backward.
+    for (gname, csr, scale) in [("random+50K-row", &g1, 4.0), ("random-rect", &g2, 300.0)] {
+        check_edge_softmax(c, gname, csr, gpu, scale)?;
+    }
     // HP-SDDMM against the CPU at every partition, and the row kernel; K up to 1024, a start
     // one element into its buffer (no vector loads), the 50 K-edge row.
     for (i, k) in [1usize, 7, 16, 32, 33, 128, 602, 1023, 1024]
@@ -531,5 +535,69 @@ fn check_sddmm(
             c.check_within(name, op, k, &got[j], &want[j], &lim)?;
         }
     }
+    Ok(())
+}
+
+/// Edge softmax and its backward on the device against f64 CPU runs, element by element: the
+/// forward within `2u (deg + 6 + |s_p - m| + span)` of each probability (`m` the row maximum,
+/// `span` the row's largest `m - s`: the f32 `s - m` rounds by `u |s - m|`, which `expf`
+/// turns into a relative error; the row sum of `deg` exponentials, one `expf` and one
+/// division), the backward within `4u (deg + 6 + 2 span) alpha_p (|dalpha_p| + sum_q alpha_q
+/// |dalpha_q|)` (the forward's error carried through `alpha (dalpha - t)` plus the row sum
+/// `t`'s own). Scores are normal times `scale` (300: exponentials that overflow
+/// without the row maximum).
+fn check_edge_softmax(
+    c: &mut Checker,
+    name: &str,
+    csr: &Csr,
+    gpu: &Device,
+    scale: f64,
+) -> Result<()> {
+    let cpu = Device::Cpu;
+    let (gc, gg) = (
+        DeviceGraph::upload(csr, &cpu)?,
+        DeviceGraph::upload(csr, gpu)?,
+    );
+    let s = (c.randn(csr.nnz())? * scale)?;
+    let d = c.randn(csr.nnz())?;
+    let run = |dev: &Device, g: &DeviceGraph, dt: DType| -> Result<(Tensor, Tensor)> {
+        let sv = Var::from_tensor(&put(&s, dev, dt)?)?;
+        let a = crate::edge_softmax(g, sv.as_tensor())?;
+        let gr = (&a * put(&d, dev, dt)?)?.sum_all()?.backward()?;
+        let ds = gr
+            .get(sv.as_tensor())
+            .cloned()
+            .ok_or_else(|| missing("edge softmax grad"))?;
+        Ok((a, ds))
+    };
+    let (ac, dsc) = run(&cpu, &gc, DType::F64)?;
+    let (ag, dsg) = run(gpu, &gg, DType::F32)?;
+    let (a, dv, sv) = (
+        ac.to_vec1::<f64>()?,
+        d.to_dtype(DType::F64)?.to_vec1::<f64>()?,
+        s.to_dtype(DType::F64)?.to_vec1::<f64>()?,
+    );
+    let u = f32::EPSILON as f64 / 2.0;
+    let (mut fwd, mut bwd) = (vec![0f64; a.len()], vec![0f64; a.len()]);
+    for i in 0..csr.n_rows() {
+        let r = csr.row_range(i);
+        let deg = r.len() as f64;
+        let m = r.clone().map(|p| sv[p]).fold(f64::NEG_INFINITY, f64::max);
+        // f32 `s - m` rounds by u |s - m|, which `exp` turns into a relative error.
+        let span = r.clone().map(|p| m - sv[p]).fold(0.0, f64::max);
+        let t_abs: f64 = r.clone().map(|p| a[p] * dv[p].abs()).sum();
+        for p in r {
+            let eps = 2.0 * u * (deg + 6.0 + (m - sv[p]) + span);
+            fwd[p] = eps * a[p] + 1e-30;
+            bwd[p] =
+                2.0 * u * (deg + 6.0 + 2.0 * span) * 2.0 * a[p] * (dv[p].abs() + t_abs) + 1e-30;
+        }
+    }
+    let n = a.len();
+    let fwd = Tensor::from_vec(fwd, n, &cpu)?;
+    let bwd = Tensor::from_vec(bwd, n, &cpu)?;
+    let tag = format!("edge_softmax x{scale}");
+    c.check_within(name, format!("{tag} fwd"), 1, &ag, &ac, &fwd)?;
+    c.check_within(name, format!("{tag} bwd"), 1, &dsg, &dsc, &bwd)?;
     Ok(())
 }

@@ -1,0 +1,62 @@
+//! Host side of the CUDA edge softmax (`cuda/edge_softmax.cu`).
+
+use crate::cuda::{f32_view, launched, zeros, EDGE_SOFTMAX_PTX};
+use crate::device_graph::DeviceGraph;
+use candle_core::backend::BackendStorage;
+use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
+use candle_core::{CudaStorage, Layout, Result, Shape};
+
+fn rows_cfg(n: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (n.div_ceil(8) as u32, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// Softmax of the edge scores `s` within each row.
+pub(crate) fn forward(
+    g: &DeviceGraph,
+    s: &CudaStorage,
+    l: &Layout,
+) -> Result<(CudaStorage, Shape)> {
+    let dev = s.device().clone();
+    let csr = g.cuda_csr()?;
+    let sv = f32_view("edge_softmax", s, l)?;
+    let out = zeros::<f32>(&dev, g.nnz())?;
+    let n = g.n_rows();
+    if n > 0 && g.nnz() > 0 {
+        let func =
+            dev.get_or_load_custom_func("edge_softmax_fwd", "gnn_edge_softmax", EDGE_SOFTMAX_PTX)?;
+        let n_i = n as i32;
+        let mut b = func.builder();
+        b.arg(&csr.indptr).arg(&sv).arg(&out).arg(&n_i);
+        // SAFETY: s and out have nnz elements (checked by `edge_softmax`), indptr n + 1.
+        launched(unsafe { b.launch(rows_cfg(n)) }.map(|_| ()))?;
+    }
+    Ok((CudaStorage::wrap_cuda_slice(out, dev), Shape::from(g.nnz())))
+}
+
+/// `ds = alpha ∘ (dalpha - rowsum(alpha ∘ dalpha))`.
+pub(crate) fn backward(
+    g: &DeviceGraph,
+    (a, al): (&CudaStorage, &Layout),
+    (d, dl): (&CudaStorage, &Layout),
+) -> Result<(CudaStorage, Shape)> {
+    let dev = a.device().clone();
+    let csr = g.cuda_csr()?;
+    let av = f32_view("edge_softmax backward", a, al)?;
+    let dv = f32_view("edge_softmax backward", d, dl)?;
+    let out = zeros::<f32>(&dev, g.nnz())?;
+    let n = g.n_rows();
+    if n > 0 && g.nnz() > 0 {
+        let func =
+            dev.get_or_load_custom_func("edge_softmax_bwd", "gnn_edge_softmax", EDGE_SOFTMAX_PTX)?;
+        let n_i = n as i32;
+        let mut b = func.builder();
+        b.arg(&csr.indptr).arg(&av).arg(&dv).arg(&out).arg(&n_i);
+        // SAFETY: alpha, dalpha and out have nnz elements, indptr n + 1.
+        launched(unsafe { b.launch(rows_cfg(n)) }.map(|_| ()))?;
+    }
+    Ok((CudaStorage::wrap_cuda_slice(out, dev), Shape::from(g.nnz())))
+}
