@@ -117,6 +117,37 @@ fn run_trains_seeds_saves_and_reports() {
     assert!(e.contains("one seed"), "{e}");
 }
 
+/// GAT with the GAT paper's Cora recipe (8 heads x 8, ELU, dropout 0.6 everywhere, lr 0.005)
+/// through the same front door; one seed, 100 epochs.
+#[test]
+fn gat_trains_on_cora() {
+    let c = parse(&[
+        "--hidden",
+        "64",
+        "--dropout",
+        "0.6",
+        "--lr",
+        "0.005",
+        "--epochs",
+        "100",
+    ]);
+    let mut cfg = RunConfig::new(
+        DataSource::bundled_cora(),
+        c.train.model(ConvKind::Gat, &Recipe::PLANETOID),
+    );
+    assert_eq!((cfg.model.heads, cfg.model.att_dropout), (8, 0.6));
+    assert_eq!(cfg.model.activation, gnn::models::Activation::Elu);
+    cfg.train = c.train.train(&Recipe::PLANETOID);
+    cfg.cpu = true;
+    cfg.save = Save::No;
+    let out = run(&cfg).unwrap();
+    assert!(
+        out.mean_test_acc > 0.78,
+        "GAT on Cora: {}",
+        out.mean_test_acc
+    );
+}
+
 #[test]
 fn maxk_sweep_writes_rows_tables_and_charts() {
     let dir = tempfile::tempdir().unwrap();

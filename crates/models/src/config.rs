@@ -15,6 +15,9 @@ pub enum ConvKind {
     SagePool,
     /// GIN: `MLP((1 + eps) x_i + sum_{j in N(i)} x_j)`, eps learnable, MLP = Lin-ReLU-Lin.
     Gin,
+    /// GAT (PyG's `GATConv`): multi-head additive attention over `N(i) ∪ {i}`; hidden layers
+    /// concatenate [`ModelConfig::heads`] heads of `hidden / heads`, the last layer has one.
+    Gat,
     /// No graph: a plain MLP on the features (the baseline every GNN must beat).
     Mlp,
 }
@@ -27,9 +30,10 @@ impl std::str::FromStr for ConvKind {
             "sage" | "sage-mean" | "sage_mean" | "graphsage" => Ok(Self::SageMean),
             "sage-pool" | "sage_pool" => Ok(Self::SagePool),
             "gin" => Ok(Self::Gin),
+            "gat" => Ok(Self::Gat),
             "mlp" => Ok(Self::Mlp),
             other => Err(Error::Config(format!(
-                "unknown model `{other}` (gcn, sage, sage-pool, gin, mlp)"
+                "unknown model `{other}` (gcn, sage, sage-pool, gin, gat, mlp)"
             ))),
         }
     }
@@ -42,6 +46,7 @@ impl std::fmt::Display for ConvKind {
             Self::SageMean => "sage",
             Self::SagePool => "sage-pool",
             Self::Gin => "gin",
+            Self::Gat => "gat",
             Self::Mlp => "mlp",
         })
     }
@@ -53,6 +58,8 @@ impl std::fmt::Display for ConvKind {
 pub enum Activation {
     /// `max(x, 0)` after each hidden layer.
     Relu,
+    /// `x` for `x > 0`, `exp(x) - 1` otherwise, after each hidden layer (the GAT paper's).
+    Elu,
     /// MaxK-GNN: every layer but the last runs `linear -> MaxK (k largest per row, CBSR) ->
     /// dropout -> aggregation (SpGEMM)`, with no other non-linearity between layers. GCN,
     /// GraphSAGE-mean and GIN (whose MLP keeps its inner ReLU); hidden width <= 1024.
@@ -66,6 +73,7 @@ impl std::fmt::Display for Activation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Relu => f.write_str("relu"),
+            Self::Elu => f.write_str("elu"),
             Self::MaxK { k } => write!(f, "maxk:{k}"),
         }
     }
@@ -92,6 +100,16 @@ pub struct ModelConfig {
     pub activation: Activation,
     /// LayerNorm after each hidden layer, before the activation.
     pub layer_norm: bool,
+    /// GAT: attention heads of the hidden layers (`hidden` must be a multiple).
+    #[serde(default = "one")]
+    pub heads: usize,
+    /// GAT: dropout on the attention coefficients.
+    #[serde(default)]
+    pub att_dropout: f32,
+}
+
+fn one() -> usize {
+    1
 }
 
 impl ModelConfig {
@@ -115,6 +133,8 @@ impl ModelConfig {
             input_dropout: dropout,
             activation: Activation::Relu,
             layer_norm: false,
+            heads: 1,
+            att_dropout: 0.0,
         }
     }
 
@@ -147,9 +167,16 @@ impl ModelConfig {
                 )));
             }
         }
+        if self.kind == ConvKind::Gat && self.hidden.checked_rem(self.heads) != Some(0) {
+            return Err(Error::Config(format!(
+                "GAT: hidden {} must be a positive multiple of heads {}",
+                self.hidden, self.heads
+            )));
+        }
         for (name, p) in [
             ("dropout", self.dropout),
             ("input_dropout", self.input_dropout),
+            ("att_dropout", self.att_dropout),
         ] {
             if !(0.0..1.0).contains(&p) {
                 return Err(Error::Config(format!("{name} {p} must be in [0, 1)")));

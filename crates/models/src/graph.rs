@@ -62,6 +62,7 @@ impl std::str::FromStr for Aggregation {
 /// |---|---|---|
 /// | GCN | `A + I` (one self loop per node) | `D^-1/2 (A+I) D^-1/2` |
 /// | GraphSAGE, GIN | `A` without self loops | none (mean / max / sum in the kernel) |
+/// | GAT | `A + I`, and per head count its head-expanded graph ([`ModelGraph::heads`]) | none |
 /// | MLP | `A` as given (unused) | none |
 pub struct ModelGraph {
     /// The structure on the device.
@@ -70,6 +71,8 @@ pub struct ModelGraph {
     pub values: Option<Tensor>,
     /// The kernel [`ModelGraph::aggregate`] calls (exact unless set for inference).
     pub aggregation: Aggregation,
+    /// Head-expanded copies of `graph`, built on first use per head count.
+    expanded: std::sync::Mutex<std::collections::HashMap<usize, DeviceGraph>>,
 }
 
 impl ModelGraph {
@@ -82,16 +85,18 @@ impl ModelGraph {
                 self_loops: loops,
             })
         };
-        Ok(match kind {
+        let mut g = match kind {
+            ConvKind::Gat => Self::plain(DeviceGraph::upload(
+                &rebuild(SelfLoops::Add).map_err(gnn_kernels::Error::from)?,
+                device,
+            )?),
             ConvKind::Gcn => {
                 let a = rebuild(SelfLoops::Add).map_err(gnn_kernels::Error::from)?;
                 let v = Normalization::GcnSymmetric.edge_values(&a);
                 let values = Tensor::from_vec(v, a.nnz(), device)?;
-                Self {
-                    graph: DeviceGraph::upload(&a, device)?,
-                    values: Some(values),
-                    aggregation: Aggregation::Exact,
-                }
+                let mut g = Self::plain(DeviceGraph::upload(&a, device)?);
+                g.values = Some(values);
+                g
             }
             ConvKind::SageMean | ConvKind::SagePool | ConvKind::Gin => {
                 let graph = if csr.self_loop_count() == 0 {
@@ -102,18 +107,41 @@ impl ModelGraph {
                         device,
                     )?
                 };
-                Self {
-                    graph,
-                    values: None,
-                    aggregation: Aggregation::Exact,
-                }
+                Self::plain(graph)
             }
-            ConvKind::Mlp => Self {
-                graph: DeviceGraph::upload(csr, device)?,
-                values: None,
-                aggregation: Aggregation::Exact,
-            },
-        })
+            ConvKind::Mlp => Self::plain(DeviceGraph::upload(csr, device)?),
+        };
+        g.aggregation = Aggregation::Exact;
+        Ok(g)
+    }
+
+    fn plain(graph: DeviceGraph) -> Self {
+        Self {
+            graph,
+            values: None,
+            aggregation: Aggregation::Exact,
+            expanded: Default::default(),
+        }
+    }
+
+    /// The graph with each row repeated per head ([`gnn_graph::Csr::expand_heads`]), on the
+    /// same device, built once per head count.
+    pub fn heads(&self, heads: usize) -> Result<DeviceGraph> {
+        if heads == 1 {
+            return Ok(self.graph.clone());
+        }
+        let mut map = self.expanded.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(g) = map.get(&heads) {
+            return Ok(g.clone());
+        }
+        let csr = self
+            .graph
+            .csr()
+            .expand_heads(heads)
+            .map_err(gnn_kernels::Error::from)?;
+        let g = DeviceGraph::upload(&csr, self.graph.device())?;
+        map.insert(heads, g.clone());
+        Ok(g)
     }
 
     /// Aggregates `x` with the graph's values (if any) under `reduce`, with the kernel

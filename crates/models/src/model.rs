@@ -8,7 +8,7 @@
 //! so the weights file alone is enough.
 
 use crate::config::{Activation, ConvKind, ModelConfig};
-use crate::conv::{GcnConv, GinConv, Linear, SageConv};
+use crate::conv::{GatConv, GcnConv, GinConv, Linear, SageConv};
 use crate::dropout::DropoutRng;
 use crate::error::{Error, Result};
 use crate::graph::ModelGraph;
@@ -24,6 +24,7 @@ enum Conv {
     Gcn(GcnConv),
     Sage(SageConv),
     Gin(GinConv),
+    Gat(GatConv),
     Lin(Linear),
 }
 
@@ -125,6 +126,10 @@ impl Gnn {
                 ConvKind::SageMean => Conv::Sage(SageConv::new(i, o, false, &s)?),
                 ConvKind::SagePool => Conv::Sage(SageConv::new(i, o, true, &s)?),
                 ConvKind::Gin => Conv::Gin(GinConv::new(i, cfg.hidden, o, &s)?),
+                ConvKind::Gat if l + 1 < cfg.layers => {
+                    Conv::Gat(GatConv::new(i, o / cfg.heads, cfg.heads, true, &s)?)
+                }
+                ConvKind::Gat => Conv::Gat(GatConv::new(i, o, 1, false, &s)?),
                 ConvKind::Mlp => Conv::Lin(Linear::new(i, o, true, &s)?),
             });
             if cfg.layer_norm && l + 1 < cfg.layers {
@@ -200,7 +205,7 @@ impl Gnn {
                     Conv::Gcn(c) => c.forward_maxk(g, &h, k, drop, t)?,
                     Conv::Sage(c) => c.forward_maxk(g, &h, k, drop, t)?,
                     Conv::Gin(c) => c.forward_maxk(g, &h, k, drop, t)?,
-                    Conv::Lin(_) => {
+                    Conv::Lin(_) | Conv::Gat(_) => {
                         return Err(Error::Config("MaxK needs a graph convolution".into()))
                     }
                 };
@@ -213,6 +218,19 @@ impl Gnn {
                 Conv::Gcn(c) => c.forward(g, &h, t)?,
                 Conv::Sage(c) => c.forward(g, &h, t)?,
                 Conv::Gin(c) => c.forward(g, &h, t)?,
+                Conv::Gat(c) => {
+                    let p = self.cfg.att_dropout;
+                    let drop = match (ctx.train && p > 0.0, ctx.rng.as_deref_mut()) {
+                        (true, Some(rng)) => Some((rng, p)),
+                        (true, None) => {
+                            return Err(Error::Config(
+                                "training forward needs a dropout rng".into(),
+                            ))
+                        }
+                        (false, _) => None,
+                    };
+                    c.forward(g, &h, drop, t)?
+                }
                 Conv::Lin(c) => c.forward(&h, t)?,
             };
             if l == last {
@@ -223,6 +241,7 @@ impl Gnn {
             }
             h = match self.cfg.activation {
                 Activation::Relu => t.time(Phase::Elementwise, || Ok(h.relu()?))?,
+                Activation::Elu => t.time(Phase::Elementwise, || Ok(h.elu(1.0)?))?,
                 // Applied inside each layer but the last (above); never reached.
                 Activation::MaxK { .. } => h,
             };
@@ -313,10 +332,11 @@ impl Gnn {
             ConvKind::Gcn => ("lin.weight", "lin.weight"),
             ConvKind::SageMean | ConvKind::SagePool => ("lin_l.weight", "lin_l.weight"),
             ConvKind::Gin => ("nn.0.weight", "nn.2.weight"),
-            ConvKind::Mlp => {
-                return Err(bad(
-                    "an MLP has no PyG convolution counterpart; load GCN, SAGE or GIN".into(),
-                ))
+            ConvKind::Mlp | ConvKind::Gat => {
+                return Err(bad(format!(
+                    "loading PyG weights of a {kind} model is not supported yet; load GCN, \
+                     SAGE or GIN"
+                )))
             }
         };
         let dims = |name: String| -> Result<(usize, usize)> {

@@ -187,10 +187,13 @@ fn every_parameter_gets_a_gradient() {
         ConvKind::SageMean,
         ConvKind::SagePool,
         ConvKind::Gin,
+        ConvKind::Gat,
         ConvKind::Mlp,
     ] {
         let mut cfg = ModelConfig::new(kind, 7, 6, 3, 3, 0.5);
         cfg.layer_norm = true;
+        cfg.heads = 2;
+        cfg.att_dropout = 0.3;
         let model = Gnn::new(cfg, &dev, 1).unwrap();
         let g = ModelGraph::new(&csr, kind, &dev).unwrap();
         let x = Tensor::randn(0f32, 1.0, (30, 7), &dev).unwrap();
@@ -329,7 +332,8 @@ fn config_validation_and_parsing() {
         .validate()
         .is_err());
     assert!("sage".parse::<ConvKind>().unwrap() == ConvKind::SageMean);
-    assert!("gat".parse::<ConvKind>().is_err());
+    assert!("gat".parse::<ConvKind>().unwrap() == ConvKind::Gat);
+    assert!("gatv2".parse::<ConvKind>().is_err());
 }
 
 /// Keeps the k largest entries of each row (ties to the lower column), zeroes the rest.
@@ -460,4 +464,101 @@ fn maxk_config_is_validated() {
     assert!(json.contains("\"max_k\":{\"k\":4}"), "{json}");
     let back: ModelConfig = serde_json::from_str(&json).unwrap();
     assert_eq!(back, cfg);
+}
+
+/// One GAT layer (2 heads, averaged) against the dense formula over `N(i) ∪ {i}`, and the
+/// 2-layer model's PyG parameter names and shapes (8 x 8 hidden heads, one output head).
+#[test]
+fn gat_matches_dense_formula_and_pyg_names() {
+    let dev = Device::Cpu;
+    let csr = small_graph();
+    let (n, in_dim, out) = (30, 5, 4);
+    let mut cfg = ModelConfig::new(ConvKind::Gat, in_dim, 8, out, 1, 0.0);
+    cfg.heads = 2;
+    let model = Gnn::new(cfg, &dev, 3).unwrap();
+    let g = ModelGraph::new(&csr, ConvKind::Gat, &dev).unwrap();
+    let x = Tensor::randn(0f32, 1.0, (n, in_dim), &dev).unwrap();
+    let timer = Timer::disabled();
+    let y = model.forward(&g, &x, &mut Forward::eval(&timer)).unwrap();
+    // The last layer has one head of width `out`, averaged (PyG's concat=False).
+    let w = mat(&param(&model, "convs.0.lin.weight"));
+    let a_src = param(&model, "convs.0.att_src")
+        .flatten_all()
+        .unwrap()
+        .to_vec1::<f32>()
+        .unwrap();
+    let a_dst = param(&model, "convs.0.att_dst")
+        .flatten_all()
+        .unwrap()
+        .to_vec1::<f32>()
+        .unwrap();
+    let xw = matmul_t(&mat(&x), &w);
+    let dot = |v: &[f32], a: &[f32]| -> f32 { v.iter().zip(a).map(|(p, q)| p * q).sum() };
+    let want: Vec<Vec<f32>> = (0..n)
+        .map(|i| {
+            let mut nb: Vec<usize> = csr
+                .row(i)
+                .iter()
+                .map(|&j| j as usize)
+                .filter(|&j| j != i)
+                .collect();
+            nb.push(i);
+            let e: Vec<f32> = nb
+                .iter()
+                .map(|&j| {
+                    let v = dot(&xw[i], &a_dst) + dot(&xw[j], &a_src);
+                    if v > 0.0 {
+                        v
+                    } else {
+                        0.2 * v
+                    }
+                })
+                .collect();
+            let m = e.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+            let z: f32 = e.iter().map(|v| (v - m).exp()).sum();
+            let mut acc = vec![0f32; out];
+            for (q, &j) in nb.iter().enumerate() {
+                let a = (e[q] - m).exp() / z;
+                acc.iter_mut().zip(&xw[j]).for_each(|(s, v)| *s += a * v);
+            }
+            acc
+        })
+        .collect();
+    close(&mat(&y), &want, 1e-5);
+    // PyG's Cora GAT: GATConv(1433, 8, heads=8) -> GATConv(64, 7, heads=1, concat=False).
+    let mut cfg = ModelConfig::new(ConvKind::Gat, 1433, 64, 7, 2, 0.6);
+    cfg.heads = 8;
+    let m = Gnn::new(cfg, &dev, 0).unwrap();
+    let shapes: Vec<(String, Vec<usize>)> = m
+        .named_vars()
+        .into_iter()
+        .map(|(k, v)| (k, v.dims().to_vec()))
+        .collect();
+    let want = [
+        ("convs.0.att_dst", vec![1, 8, 8]),
+        ("convs.0.att_src", vec![1, 8, 8]),
+        ("convs.0.bias", vec![64]),
+        ("convs.0.lin.weight", vec![64, 1433]),
+        ("convs.1.att_dst", vec![1, 1, 7]),
+        ("convs.1.att_src", vec![1, 1, 7]),
+        ("convs.1.bias", vec![7]),
+        ("convs.1.lin.weight", vec![7, 64]),
+    ];
+    let want: Vec<(String, Vec<usize>)> =
+        want.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    assert_eq!(shapes, want);
+    assert_eq!(m.num_params(), 92_373, "PyG's count for this model");
+    // Sampled aggregation has no GAT counterpart: refused, not silently exact.
+    let mut gs = ModelGraph::new(&csr, ConvKind::Gat, &dev).unwrap();
+    gs.aggregation = "aes:4".parse().unwrap();
+    let e = model
+        .forward(&gs, &x, &mut Forward::eval(&timer))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("no GAT counterpart"), "{e}");
+    // Heads must divide the hidden width.
+    let mut bad = ModelConfig::new(ConvKind::Gat, 5, 10, 3, 2, 0.0);
+    bad.heads = 3;
+    assert!(Gnn::new(bad, &dev, 0).is_err());
 }

@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::optim::OptimizerKind;
 use crate::run::{DataSource, ModelSpec};
 use crate::trainer::TrainConfig;
-use gnn_models::ConvKind;
+use gnn_models::{Activation, ConvKind};
 use std::path::PathBuf;
 
 /// An example's defaults for the flags whose default depends on it.
@@ -86,6 +86,15 @@ pub struct TrainFlags {
     /// Evaluate every this many epochs [default: train_cora 1, the others 5].
     #[arg(long)]
     pub eval_every: Option<usize>,
+    /// Non-linearity between layers: relu or elu [default: elu for gat, relu otherwise].
+    #[arg(long, value_parser = ["relu", "elu"])]
+    pub activation: Option<String>,
+    /// GAT: attention heads of the hidden layers (--hidden is their total width).
+    #[arg(long, default_value_t = 8)]
+    pub heads: usize,
+    /// GAT: dropout on the attention coefficients [default: the hidden dropout].
+    #[arg(long)]
+    pub att_dropout: Option<f32>,
     /// `--cpu`.
     #[command(flatten)]
     pub device: DeviceFlag,
@@ -120,6 +129,12 @@ impl TrainFlags {
                 .unwrap_or(self.dropout),
             layer_norm: self.layer_norm,
             maxk: None,
+            activation: match (self.activation.as_deref(), kind) {
+                (Some("elu"), _) | (None, ConvKind::Gat) => Activation::Elu,
+                _ => Activation::Relu,
+            },
+            heads: self.heads,
+            att_dropout: self.att_dropout.unwrap_or(self.dropout),
         }
     }
 

@@ -177,10 +177,17 @@ pub struct ModelSpec {
     /// MaxK-GNN's non-linearity keeping this many entries per row instead of ReLU (not
     /// applied to an MLP).
     pub maxk: Option<usize>,
+    /// Non-linearity between layers when `maxk` is not set.
+    pub activation: Activation,
+    /// GAT: heads of the hidden layers.
+    pub heads: usize,
+    /// GAT: dropout on the attention coefficients.
+    pub att_dropout: f32,
 }
 
 impl ModelSpec {
-    /// `layers` x `hidden` of `kind` with dropout 0.5 (input too), ReLU, no LayerNorm.
+    /// `layers` x `hidden` of `kind` with dropout 0.5 (input too), ReLU, no LayerNorm (GAT: one
+    /// head, no attention dropout).
     pub fn new(kind: ConvKind, layers: usize, hidden: usize) -> Self {
         Self {
             kind,
@@ -190,6 +197,9 @@ impl ModelSpec {
             input_dropout: 0.5,
             layer_norm: false,
             maxk: None,
+            activation: Activation::Relu,
+            heads: 1,
+            att_dropout: 0.0,
         }
     }
 
@@ -205,8 +215,13 @@ impl ModelSpec {
         );
         cfg.input_dropout = self.input_dropout;
         cfg.layer_norm = self.layer_norm;
+        cfg.activation = self.activation;
         if let (Some(k), true) = (self.maxk, self.kind != ConvKind::Mlp) {
             cfg.activation = Activation::MaxK { k };
+        }
+        if self.kind == ConvKind::Gat {
+            cfg.heads = self.heads;
+            cfg.att_dropout = self.att_dropout;
         }
         cfg
     }

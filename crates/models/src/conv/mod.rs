@@ -1,10 +1,12 @@
 //! Graph convolutions, one per file (PyG's parameter names).
 
+pub mod gat;
 pub mod gcn;
 pub mod gin;
 pub mod linear;
 pub mod sage;
 
+pub use gat::GatConv;
 pub use gcn::GcnConv;
 pub use gin::GinConv;
 pub use linear::Linear;
