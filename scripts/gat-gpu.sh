@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# GAT on the GPU (issue 14, part; docs/perf/h100-2026-11-24-attention/gat): the GAT paper's
-# Cora recipe over 5 seeds, and GAT 2 x (8 heads x 8) on the Reddit-shaped graph for a few
-# epochs (a functional run with its breakdown; no peer yet). Expects xz-compressed release
+# GAT and the graph transformer on the GPU (issue 14, part; docs/perf/h100-2026-11-24-attention/
+# gat, .../transformer): the GAT paper's Cora recipe over 5 seeds, and 2 x (8 heads x 8) on the
+# Reddit-shaped graph for a few epochs (functional runs with their breakdowns; no peer yet).
+# SKIP_GAT=1 runs the transformer steps only. Expects xz-compressed release
 # binaries (built with `--features cuda`) in .dev/bin: train_cora, train_reddit.
 set -uo pipefail
 export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}
@@ -21,9 +22,13 @@ step() {
     echo "[$(date +%T)] $name: exit $? | $(tail -n 2 "$R/$name.log" | tr '\n' ' ')" | tee -a "$R/summary.txt"
     pack
 }
-step cora_gat /tmp/bin/train_cora --model gat --hidden 64 --heads 8 --dropout 0.6 --lr 0.005 \
+[ -n "${SKIP_GAT:-}" ] || step cora_gat /tmp/bin/train_cora --model gat --hidden 64 --heads 8 --dropout 0.6 --lr 0.005 \
     --seeds 5 --no-save --json "$R/cora_gat.json"
-step reddit_gat /tmp/bin/train_reddit --model gat --hidden 64 --heads 8 --epochs ${EPOCHS:-10} \
+[ -n "${SKIP_GAT:-}" ] || step reddit_gat /tmp/bin/train_reddit --model gat --hidden 64 --heads 8 --epochs ${EPOCHS:-10} \
     --no-baseline --json "$R/reddit_gat.json" --save "$R/gat-reddit"
-rm -f "$R"/gat-reddit.safetensors
+step cora_transformer /tmp/bin/train_cora --model transformer --hidden 64 --heads 8 --dropout 0.6 \
+    --lr 0.005 --seeds 5 --no-save --json "$R/cora_transformer.json"
+step reddit_transformer /tmp/bin/train_reddit --model transformer --hidden 64 --heads 8 \
+    --epochs ${EPOCHS:-10} --no-baseline --json "$R/reddit_transformer.json" --save "$R/tr-reddit"
+rm -f "$R"/gat-reddit.safetensors "$R"/tr-reddit.safetensors
 pack

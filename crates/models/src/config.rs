@@ -18,6 +18,9 @@ pub enum ConvKind {
     /// GAT (PyG's `GATConv`): multi-head additive attention over `N(i) ∪ {i}`; hidden layers
     /// concatenate [`ModelConfig::heads`] heads of `hidden / heads`, the last layer has one.
     Gat,
+    /// Graph transformer (PyG's `TransformerConv`): multi-head dot-product attention over
+    /// `N(i)` plus a root (skip) weight; heads as for GAT.
+    Transformer,
     /// No graph: a plain MLP on the features (the baseline every GNN must beat).
     Mlp,
 }
@@ -31,9 +34,10 @@ impl std::str::FromStr for ConvKind {
             "sage-pool" | "sage_pool" => Ok(Self::SagePool),
             "gin" => Ok(Self::Gin),
             "gat" => Ok(Self::Gat),
+            "transformer" | "graph-transformer" => Ok(Self::Transformer),
             "mlp" => Ok(Self::Mlp),
             other => Err(Error::Config(format!(
-                "unknown model `{other}` (gcn, sage, sage-pool, gin, gat, mlp)"
+                "unknown model `{other}` (gcn, sage, sage-pool, gin, gat, transformer, mlp)"
             ))),
         }
     }
@@ -47,6 +51,7 @@ impl std::fmt::Display for ConvKind {
             Self::SagePool => "sage-pool",
             Self::Gin => "gin",
             Self::Gat => "gat",
+            Self::Transformer => "transformer",
             Self::Mlp => "mlp",
         })
     }
@@ -100,10 +105,10 @@ pub struct ModelConfig {
     pub activation: Activation,
     /// LayerNorm after each hidden layer, before the activation.
     pub layer_norm: bool,
-    /// GAT: attention heads of the hidden layers (`hidden` must be a multiple).
+    /// GAT and transformer: attention heads of the hidden layers (`hidden` must be a multiple).
     #[serde(default = "one")]
     pub heads: usize,
-    /// GAT: dropout on the attention coefficients.
+    /// GAT and transformer: dropout on the attention coefficients.
     #[serde(default)]
     pub att_dropout: f32,
 }
@@ -167,10 +172,11 @@ impl ModelConfig {
                 )));
             }
         }
-        if self.kind == ConvKind::Gat && self.hidden.checked_rem(self.heads) != Some(0) {
+        let attention = matches!(self.kind, ConvKind::Gat | ConvKind::Transformer);
+        if attention && self.hidden.checked_rem(self.heads) != Some(0) {
             return Err(Error::Config(format!(
-                "GAT: hidden {} must be a positive multiple of heads {}",
-                self.hidden, self.heads
+                "{}: hidden {} must be a positive multiple of heads {}",
+                self.kind, self.hidden, self.heads
             )));
         }
         for (name, p) in [

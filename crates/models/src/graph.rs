@@ -63,6 +63,7 @@ impl std::str::FromStr for Aggregation {
 /// | GCN | `A + I` (one self loop per node) | `D^-1/2 (A+I) D^-1/2` |
 /// | GraphSAGE, GIN | `A` without self loops | none (mean / max / sum in the kernel) |
 /// | GAT | `A + I`, and per head count its head-expanded graph ([`ModelGraph::heads`]) | none |
+/// | transformer | `A` without self loops, and its head-expanded graphs | none |
 /// | MLP | `A` as given (unused) | none |
 pub struct ModelGraph {
     /// The structure on the device.
@@ -98,7 +99,7 @@ impl ModelGraph {
                 g.values = Some(values);
                 g
             }
-            ConvKind::SageMean | ConvKind::SagePool | ConvKind::Gin => {
+            ConvKind::SageMean | ConvKind::SagePool | ConvKind::Gin | ConvKind::Transformer => {
                 let graph = if csr.self_loop_count() == 0 {
                     DeviceGraph::upload(csr, device)?
                 } else {

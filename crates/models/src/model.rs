@@ -8,7 +8,7 @@
 //! so the weights file alone is enough.
 
 use crate::config::{Activation, ConvKind, ModelConfig};
-use crate::conv::{GatConv, GcnConv, GinConv, Linear, SageConv};
+use crate::conv::{GatConv, GcnConv, GinConv, Linear, SageConv, TransformerConv};
 use crate::dropout::DropoutRng;
 use crate::error::{Error, Result};
 use crate::graph::ModelGraph;
@@ -25,6 +25,7 @@ enum Conv {
     Sage(SageConv),
     Gin(GinConv),
     Gat(GatConv),
+    Transformer(TransformerConv),
     Lin(Linear),
 }
 
@@ -54,6 +55,19 @@ impl<'a> Forward<'a> {
             rng: Some(rng),
             timer,
         }
+    }
+}
+
+/// Attention dropout at rate `p` when training (an error if training has no rng).
+fn att_drop(
+    rng: Option<&mut DropoutRng>,
+    train: bool,
+    p: f32,
+) -> Result<Option<(&mut DropoutRng, f32)>> {
+    match (train && p > 0.0, rng) {
+        (true, Some(rng)) => Ok(Some((rng, p))),
+        (true, None) => Err(Error::Config("training forward needs a dropout rng".into())),
+        (false, _) => Ok(None),
     }
 }
 
@@ -130,6 +144,12 @@ impl Gnn {
                     Conv::Gat(GatConv::new(i, o / cfg.heads, cfg.heads, true, &s)?)
                 }
                 ConvKind::Gat => Conv::Gat(GatConv::new(i, o, 1, false, &s)?),
+                ConvKind::Transformer if l + 1 < cfg.layers => {
+                    Conv::Transformer(TransformerConv::new(i, o / cfg.heads, cfg.heads, true, &s)?)
+                }
+                ConvKind::Transformer => {
+                    Conv::Transformer(TransformerConv::new(i, o, 1, false, &s)?)
+                }
                 ConvKind::Mlp => Conv::Lin(Linear::new(i, o, true, &s)?),
             });
             if cfg.layer_norm && l + 1 < cfg.layers {
@@ -205,7 +225,7 @@ impl Gnn {
                     Conv::Gcn(c) => c.forward_maxk(g, &h, k, drop, t)?,
                     Conv::Sage(c) => c.forward_maxk(g, &h, k, drop, t)?,
                     Conv::Gin(c) => c.forward_maxk(g, &h, k, drop, t)?,
-                    Conv::Lin(_) | Conv::Gat(_) => {
+                    Conv::Lin(_) | Conv::Gat(_) | Conv::Transformer(_) => {
                         return Err(Error::Config("MaxK needs a graph convolution".into()))
                     }
                 };
@@ -219,16 +239,11 @@ impl Gnn {
                 Conv::Sage(c) => c.forward(g, &h, t)?,
                 Conv::Gin(c) => c.forward(g, &h, t)?,
                 Conv::Gat(c) => {
-                    let p = self.cfg.att_dropout;
-                    let drop = match (ctx.train && p > 0.0, ctx.rng.as_deref_mut()) {
-                        (true, Some(rng)) => Some((rng, p)),
-                        (true, None) => {
-                            return Err(Error::Config(
-                                "training forward needs a dropout rng".into(),
-                            ))
-                        }
-                        (false, _) => None,
-                    };
+                    let drop = att_drop(ctx.rng.as_deref_mut(), ctx.train, self.cfg.att_dropout)?;
+                    c.forward(g, &h, drop, t)?
+                }
+                Conv::Transformer(c) => {
+                    let drop = att_drop(ctx.rng.as_deref_mut(), ctx.train, self.cfg.att_dropout)?;
                     c.forward(g, &h, drop, t)?
                 }
                 Conv::Lin(c) => c.forward(&h, t)?,
@@ -332,7 +347,7 @@ impl Gnn {
             ConvKind::Gcn => ("lin.weight", "lin.weight"),
             ConvKind::SageMean | ConvKind::SagePool => ("lin_l.weight", "lin_l.weight"),
             ConvKind::Gin => ("nn.0.weight", "nn.2.weight"),
-            ConvKind::Mlp | ConvKind::Gat => {
+            ConvKind::Mlp | ConvKind::Gat | ConvKind::Transformer => {
                 return Err(bad(format!(
                     "loading PyG weights of a {kind} model is not supported yet; load GCN, \
                      SAGE or GIN"

@@ -188,6 +188,7 @@ fn every_parameter_gets_a_gradient() {
         ConvKind::SagePool,
         ConvKind::Gin,
         ConvKind::Gat,
+        ConvKind::Transformer,
         ConvKind::Mlp,
     ] {
         let mut cfg = ModelConfig::new(kind, 7, 6, 3, 3, 0.5);
@@ -561,4 +562,80 @@ fn gat_matches_dense_formula_and_pyg_names() {
     let mut bad = ModelConfig::new(ConvKind::Gat, 5, 10, 3, 2, 0.0);
     bad.heads = 3;
     assert!(Gnn::new(bad, &dev, 0).is_err());
+}
+
+/// One transformer layer (2 heads, averaged) against the dense formula over `N(i)` (no self
+/// loops) plus the skip, and PyG's parameter names and count for the Cora shape.
+#[test]
+fn transformer_matches_dense_formula_and_pyg_names() {
+    let dev = Device::Cpu;
+    let csr = small_graph();
+    let (n, in_dim, out) = (30, 5, 4);
+    let mut cfg = ModelConfig::new(ConvKind::Transformer, in_dim, 8, out, 1, 0.0);
+    cfg.heads = 2;
+    let model = Gnn::new(cfg, &dev, 3).unwrap();
+    let g = ModelGraph::new(&csr, ConvKind::Transformer, &dev).unwrap();
+    let x = Tensor::randn(0f32, 1.0, (n, in_dim), &dev).unwrap();
+    let timer = Timer::disabled();
+    let y = model.forward(&g, &x, &mut Forward::eval(&timer)).unwrap();
+    let lin = |name: &str| -> Vec<Vec<f32>> {
+        let w = mat(&param(&model, &format!("convs.0.{name}.weight")));
+        let b = param(&model, &format!("convs.0.{name}.bias"))
+            .to_vec1::<f32>()
+            .unwrap();
+        matmul_t(&mat(&x), &w)
+            .into_iter()
+            .map(|r| r.iter().zip(&b).map(|(v, c)| v + c).collect())
+            .collect()
+    };
+    let (q, k, v, skip) = (
+        lin("lin_query"),
+        lin("lin_key"),
+        lin("lin_value"),
+        lin("lin_skip"),
+    );
+    let want: Vec<Vec<f32>> = (0..n)
+        .map(|i| {
+            let nb: Vec<usize> = csr
+                .row(i)
+                .iter()
+                .map(|&j| j as usize)
+                .filter(|&j| j != i)
+                .collect();
+            let mut acc = skip[i].clone();
+            if nb.is_empty() {
+                return acc;
+            }
+            let e: Vec<f32> = nb
+                .iter()
+                .map(|&j| {
+                    q[i].iter().zip(&k[j]).map(|(a, b)| a * b).sum::<f32>() / (out as f32).sqrt()
+                })
+                .collect();
+            let m = e.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+            let z: f32 = e.iter().map(|v| (v - m).exp()).sum();
+            for (qq, &j) in nb.iter().enumerate() {
+                let a = (e[qq] - m).exp() / z;
+                acc.iter_mut().zip(&v[j]).for_each(|(s, x)| *s += a * x);
+            }
+            acc
+        })
+        .collect();
+    close(&mat(&y), &want, 1e-5);
+    // PyG: TransformerConv(1433, 8, heads=8) -> TransformerConv(64, 7, heads=1, concat=False).
+    let mut cfg = ModelConfig::new(ConvKind::Transformer, 1433, 64, 7, 2, 0.6);
+    cfg.heads = 8;
+    let m = Gnn::new(cfg, &dev, 0).unwrap();
+    assert_eq!(m.num_params(), 368_924, "PyG's count for this model");
+    let names: Vec<String> = m.named_vars().into_iter().map(|(k, _)| k).collect();
+    for want in [
+        "convs.0.lin_query.weight",
+        "convs.0.lin_key.bias",
+        "convs.1.lin_skip.weight",
+    ] {
+        assert!(
+            names.iter().any(|k| k == want),
+            "{want} missing from {names:?}"
+        );
+    }
 }

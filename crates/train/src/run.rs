@@ -219,7 +219,7 @@ impl ModelSpec {
         if let (Some(k), true) = (self.maxk, self.kind != ConvKind::Mlp) {
             cfg.activation = Activation::MaxK { k };
         }
-        if self.kind == ConvKind::Gat {
+        if matches!(self.kind, ConvKind::Gat | ConvKind::Transformer) {
             cfg.heads = self.heads;
             cfg.att_dropout = self.att_dropout;
         }

@@ -5,12 +5,14 @@ pub mod gcn;
 pub mod gin;
 pub mod linear;
 pub mod sage;
+pub mod transformer;
 
 pub use gat::GatConv;
 pub use gcn::GcnConv;
 pub use gin::GinConv;
 pub use linear::Linear;
 pub use sage::SageConv;
+pub use transformer::TransformerConv;
 
 use crate::dropout::DropoutRng;
 use crate::error::Result;

@@ -1,0 +1,107 @@
+//! Graph transformer layer (Shi et al., 2021), PyG's `TransformerConv` (no edge features,
+//! `beta = False`, root weight on).
+//!
+//! Per head `h` of width `C`: `q_i = W_q,h x_i`, `k_j = W_k,h x_j`, `v_j = W_v,h x_j`,
+//! `alpha_ij = softmax_{j in N(i)}(q_i · k_j / sqrt(C))`, `x'_i = ||_h sum_j alpha_ij v_j`
+//! (or the mean over heads) `+ W_skip x_i`. Attention dropout applies to `alpha` in training.
+//!
+//! The dot-product scores are one HP-SDDMM on the head-expanded graph
+//! ([`ModelGraph::heads`]), normalised by [`gnn_kernels::edge_softmax`], aggregated by the
+//! weighted SpMM. No self loops are added (as in PyG): a node without in-edges keeps its skip.
+//!
+//! Parameters (PyG names, all with biases): `lin_query`, `lin_key`, `lin_value`
+//! (`[heads * C, in]`) and `lin_skip` (`[heads * C, in]` concatenated, `[C, in]` averaged).
+
+use super::Linear;
+use crate::dropout::DropoutRng;
+use crate::error::Result;
+use crate::graph::ModelGraph;
+use crate::params::ParamStore;
+use crate::timer::{Phase, Timer};
+use candle_core::Tensor;
+use gnn_kernels::{edge_softmax, sddmm, spmm_weighted, Reduce};
+
+/// Graph transformer convolution.
+pub struct TransformerConv {
+    query: Linear,
+    key: Linear,
+    value: Linear,
+    skip: Linear,
+    heads: usize,
+    width: usize,
+    concat: bool,
+}
+
+impl TransformerConv {
+    /// `heads` heads of width `width`; `concat` joins them, otherwise they are averaged.
+    pub fn new(
+        in_dim: usize,
+        width: usize,
+        heads: usize,
+        concat: bool,
+        store: &ParamStore,
+    ) -> Result<Self> {
+        let hw = heads * width;
+        Ok(Self {
+            query: Linear::new(in_dim, hw, true, &store.pp("lin_query"))?,
+            key: Linear::new(in_dim, hw, true, &store.pp("lin_key"))?,
+            value: Linear::new(in_dim, hw, true, &store.pp("lin_value"))?,
+            skip: Linear::new(
+                in_dim,
+                if concat { hw } else { width },
+                true,
+                &store.pp("lin_skip"),
+            )?,
+            heads,
+            width,
+            concat,
+        })
+    }
+
+    /// Applies the layer; `att_drop` is attention dropout (training only).
+    pub fn forward(
+        &self,
+        g: &ModelGraph,
+        x: &Tensor,
+        att_drop: Option<(&mut DropoutRng, f32)>,
+        t: &Timer,
+    ) -> Result<Tensor> {
+        if g.aggregation != crate::Aggregation::Exact {
+            return Err(crate::Error::Config(format!(
+                "{} aggregation has no transformer counterpart (attention weights are per \\
+                 edge); use exact aggregation for this model",
+                g.aggregation
+            )));
+        }
+        let (n, h, c) = (x.dim(0)?, self.heads, self.width);
+        let gh = g.heads(h)?;
+        let q = (self.query.forward(x, t)? / (c as f64).sqrt())?;
+        let k = self.key.forward(x, t)?;
+        let v = self.value.forward(x, t)?;
+        let alpha = t.time(Phase::Aggregation, || {
+            let s = sddmm(&gh, &q.reshape((n * h, c))?, &k.reshape((n * h, c))?)?;
+            Ok(edge_softmax(&gh, &s)?)
+        })?;
+        let alpha = match att_drop {
+            Some((rng, p)) if p > 0.0 => t.time(Phase::Elementwise, || rng.dropout(&alpha, p))?,
+            _ => alpha,
+        };
+        let out = t.time(Phase::Aggregation, || {
+            Ok(spmm_weighted(
+                &gh,
+                &v.reshape((n * h, c))?,
+                &alpha,
+                Reduce::Sum,
+            )?)
+        })?;
+        let out = t.time(Phase::Elementwise, || {
+            Ok(if self.concat {
+                out.reshape((n, h * c))?
+            } else {
+                out.reshape((n, h, c))?.mean(1)?
+            })
+        })?;
+        let skip = self.skip.forward(x, t)?;
+        t.time(Phase::Elementwise, || Ok((out + skip)?))
+    }
+}
