@@ -5,23 +5,8 @@
 # SKIP_GAT=1 runs the transformer steps only. Expects xz-compressed release
 # binaries (built with `--features cuda`) in .dev/bin: train_cora, train_reddit.
 set -uo pipefail
-export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}
-OUT=${OUT:-/tmp/out}
 R=/tmp/gat/run
-mkdir -p "$R" /tmp/bin
-for f in .dev/bin/*.xz; do
-    b=/tmp/bin/$(basename "$f" .xz)
-    [ -x "$b" ] || { xz -dc "$f" > "$b" && chmod +x "$b"; }
-done
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$R/gpu.txt" 2>&1
-pack() { tar -czf "$OUT/results.tar.gz" -C /tmp/gat run; }
-step() {
-    local name=$1; shift
-    echo "[$(date +%T)] $name: $*" | tee -a "$R/summary.txt"
-    "$@" > "$R/$name.log" 2>&1
-    echo "[$(date +%T)] $name: exit $? | $(tail -n 2 "$R/$name.log" | tr '\n' ' ')" | tee -a "$R/summary.txt"
-    pack
-}
+source scripts/device-lib.sh
 [ -n "${SKIP_GAT:-}" ] || step cora_gat /tmp/bin/train_cora --model gat --hidden 64 --heads 8 --dropout 0.6 --lr 0.005 \
     --seeds 5 --no-save --json "$R/cora_gat.json"
 [ -n "${SKIP_GAT:-}" ] || step reddit_gat /tmp/bin/train_reddit --model gat --hidden 64 --heads 8 --epochs ${EPOCHS:-10} \

@@ -8,18 +8,11 @@
 set -uo pipefail
 # The errors are the output under test: print them as a user sees them, without backtraces.
 unset RUST_BACKTRACE RUST_LIB_BACKTRACE
-export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}
-OUT=${OUT:-/tmp/out}
 # Raw outputs live outside $OUT (the device returns only a few files); after every step they
 # are packed into $OUT/results.tar.gz, so a run cut off by the time limit still returns them.
 WORK=/tmp/trust
 R=$WORK/run
-mkdir -p "$R" /tmp/bin
-for f in .dev/bin/*.xz; do
-    b=/tmp/bin/$(basename "$f" .xz)
-    [ -x "$b" ] || { xz -dc "$f" > "$b" && chmod +x "$b"; }
-done
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$R/gpu.txt" 2>&1
+source scripts/device-lib.sh
 log() { echo "[$(date +%T)] $*" | tee -a "$R/summary.txt"; }
 
 for step in "$@"; do

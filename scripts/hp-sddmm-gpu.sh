@@ -5,24 +5,10 @@
 # formulation on the same CSR (scripts/torch_sddmm.py). Expects xz-compressed release
 # binaries (built with `--features cuda`) in .dev/bin: gpu_check, bench_sddmm.
 set -uo pipefail
-export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}
-OUT=${OUT:-/tmp/out}
 R=/tmp/hp/run
-mkdir -p "$R" /tmp/bin /tmp/hp/csr
-for f in .dev/bin/*.xz; do
-    b=/tmp/bin/$(basename "$f" .xz)
-    [ -x "$b" ] || { xz -dc "$f" > "$b" && chmod +x "$b"; }
-done
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$R/gpu.txt" 2>&1
+source scripts/device-lib.sh
 python3 -c "import torch; print('torch', torch.__version__, torch.version.cuda)" >> "$R/gpu.txt" 2>&1
-pack() { tar -czf "$OUT/results.tar.gz" -C /tmp/hp run; }
-step() {
-    local name=$1; shift
-    echo "[$(date +%T)] $name: $*" | tee -a "$R/summary.txt"
-    "$@" > "$R/$name.log" 2>&1
-    echo "[$(date +%T)] $name: exit $? | $(tail -n 2 "$R/$name.log" | tr '\n' ' ')" | tee -a "$R/summary.txt"
-    pack
-}
+mkdir -p /tmp/hp/csr
 for s in ${CHECK_SEEDS:-0 1}; do
     step "gpu_check_seed$s" /tmp/bin/gpu_check --seed "$s" --json "$R/gpu_check_seed$s.json"
 done

@@ -404,39 +404,29 @@ impl CusparseSddmm {
             work,
             stream,
         };
-        let (w, _s) = me.work.device_ptr(&me.stream);
-        // SAFETY: descriptors and workspace just made, all alive.
-        unsafe {
-            ok(
-                cs::cusparseSDDMM_preprocess(
-                    me.handle,
-                    op,
-                    op,
-                    &alpha as *const f32 as *const _,
-                    me.da as _,
-                    me.db as _,
-                    &beta as *const f32 as *const _,
-                    me.c,
-                    cs::cudaDataType::CUDA_R_32F,
-                    alg,
-                    w as *mut _,
-                ),
-                "sddmm preprocess",
-            )?;
-        }
-        drop(_s);
+        me.call(true)?;
         Ok(me)
     }
 
     /// Runs the planned SDDMM (into `out`).
     pub fn run(&self) -> Result<()> {
+        self.call(false)
+    }
+
+    /// cuSPARSE's preprocessing (once, in `new`) or the SDDMM itself: the same arguments.
+    fn call(&self, preprocess: bool) -> Result<()> {
         let (alpha, beta) = (1f32, 0f32);
         let op = cs::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
+        let f = if preprocess {
+            cs::cusparseSDDMM_preprocess as unsafe fn(_, _, _, _, _, _, _, _, _, _, _) -> _
+        } else {
+            cs::cusparseSDDMM
+        };
         let (w, _s) = self.work.device_ptr(&self.stream);
         // SAFETY: descriptors and workspace from `new`, all alive.
         unsafe {
             ok(
-                cs::cusparseSDDMM(
+                f(
                     self.handle,
                     op,
                     op,
@@ -449,7 +439,11 @@ impl CusparseSddmm {
                     cs::cusparseSDDMMAlg_t::CUSPARSE_SDDMM_ALG_DEFAULT,
                     w as *mut _,
                 ),
-                "sddmm",
+                if preprocess {
+                    "sddmm preprocess"
+                } else {
+                    "sddmm"
+                },
             )
         }
     }

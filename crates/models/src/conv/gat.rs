@@ -12,14 +12,14 @@
 //! Parameters (PyG names): `lin.weight [heads * F, in]`, `att_src [1, heads, F]`,
 //! `att_dst [1, heads, F]`, `bias [heads * F]` (concat) or `[F]` (mean).
 
-use super::Linear;
+use super::{attend, attention_graph, Linear};
 use crate::dropout::DropoutRng;
 use crate::error::Result;
 use crate::graph::ModelGraph;
 use crate::params::{Init, ParamStore};
 use crate::timer::{Phase, Timer};
 use candle_core::{Tensor, D};
-use gnn_kernels::{edge_softmax, sddmm, spmm_weighted, Reduce};
+use gnn_kernels::{edge_softmax, sddmm};
 
 /// GAT convolution.
 pub struct GatConv {
@@ -65,15 +65,8 @@ impl GatConv {
         att_drop: Option<(&mut DropoutRng, f32)>,
         t: &Timer,
     ) -> Result<Tensor> {
-        if g.aggregation != crate::Aggregation::Exact {
-            return Err(crate::Error::Config(format!(
-                "{} aggregation has no GAT counterpart (attention weights are per edge); use \
-                 exact aggregation for this model",
-                g.aggregation
-            )));
-        }
         let (n, h, f) = (x.dim(0)?, self.heads, self.width);
-        let gh = g.heads(h)?;
+        let gh = attention_graph(g, h, "GAT")?;
         let xw = self.lin.forward_no_bias(x, t)?;
         let alpha = t.time(Phase::Aggregation, || {
             let x3 = xw.reshape((n, h, f))?;
@@ -94,25 +87,7 @@ impl GatConv {
             let e = (e.relu()? - (e.neg()?.relu()? * 0.2)?)?;
             Ok(edge_softmax(&gh, &e)?)
         })?;
-        let alpha = match att_drop {
-            Some((rng, p)) if p > 0.0 => t.time(Phase::Elementwise, || rng.dropout(&alpha, p))?,
-            _ => alpha,
-        };
-        let out = t.time(Phase::Aggregation, || {
-            Ok(spmm_weighted(
-                &gh,
-                &xw.reshape((n * h, f))?,
-                &alpha,
-                Reduce::Sum,
-            )?)
-        })?;
-        t.time(Phase::Elementwise, || {
-            let out = if self.concat {
-                out.reshape((n, h * f))?
-            } else {
-                out.reshape((n, h, f))?.mean(1)?
-            };
-            Ok(out.broadcast_add(&self.bias)?)
-        })
+        let out = attend(&gh, &xw, alpha, (h, f, self.concat), att_drop, t)?;
+        t.time(Phase::Elementwise, || Ok(out.broadcast_add(&self.bias)?))
     }
 }

@@ -15,10 +15,11 @@ pub use sage::SageConv;
 pub use transformer::TransformerConv;
 
 use crate::dropout::DropoutRng;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::graph::ModelGraph;
 use crate::timer::{Phase, Timer};
 use candle_core::Tensor;
-use gnn_kernels::{maxk, Cbsr};
+use gnn_kernels::{maxk, spmm_weighted, Cbsr, DeviceGraph, Reduce};
 
 /// MaxK of `h` then dropout on the kept values (MaxK-GNN's order), timed as element-wise work.
 pub(crate) fn maxk_dropout(
@@ -35,4 +36,50 @@ pub(crate) fn maxk_dropout(
         }
         _ => Ok(c),
     }
+}
+
+/// The head-expanded graph an attention layer (`what`) runs on; sampled aggregation is refused
+/// (attention weights are per edge, so there is no estimator to substitute).
+pub(crate) fn attention_graph(g: &ModelGraph, heads: usize, what: &str) -> Result<DeviceGraph> {
+    if g.aggregation != crate::Aggregation::Exact {
+        return Err(Error::Config(format!(
+            "{} aggregation has no {what} counterpart (attention weights are per edge); use \
+             exact aggregation for this model",
+            g.aggregation
+        )));
+    }
+    g.heads(heads)
+}
+
+/// The attention layers' second half: dropout on `alpha` (training), the per-head weighted sum
+/// of `v` (`[n, heads * width]`) over the head-expanded graph `gh`, heads joined (`concat`) or
+/// averaged.
+pub(crate) fn attend(
+    gh: &DeviceGraph,
+    v: &Tensor,
+    alpha: Tensor,
+    (heads, width, concat): (usize, usize, bool),
+    att_drop: Option<(&mut DropoutRng, f32)>,
+    t: &Timer,
+) -> Result<Tensor> {
+    let n = v.dim(0)?;
+    let alpha = match att_drop {
+        Some((rng, p)) if p > 0.0 => t.time(Phase::Elementwise, || rng.dropout(&alpha, p))?,
+        _ => alpha,
+    };
+    let out = t.time(Phase::Aggregation, || {
+        Ok(spmm_weighted(
+            gh,
+            &v.reshape((n * heads, width))?,
+            &alpha,
+            Reduce::Sum,
+        )?)
+    })?;
+    t.time(Phase::Elementwise, || {
+        Ok(if concat {
+            out.reshape((n, heads * width))?
+        } else {
+            out.reshape((n, heads, width))?.mean(1)?
+        })
+    })
 }

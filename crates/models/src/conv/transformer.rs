@@ -12,14 +12,14 @@
 //! Parameters (PyG names, all with biases): `lin_query`, `lin_key`, `lin_value`
 //! (`[heads * C, in]`) and `lin_skip` (`[heads * C, in]` concatenated, `[C, in]` averaged).
 
-use super::Linear;
+use super::{attend, attention_graph, Linear};
 use crate::dropout::DropoutRng;
 use crate::error::Result;
 use crate::graph::ModelGraph;
 use crate::params::ParamStore;
 use crate::timer::{Phase, Timer};
 use candle_core::Tensor;
-use gnn_kernels::{edge_softmax, sddmm, spmm_weighted, Reduce};
+use gnn_kernels::{edge_softmax, sddmm};
 
 /// Graph transformer convolution.
 pub struct TransformerConv {
@@ -66,15 +66,8 @@ impl TransformerConv {
         att_drop: Option<(&mut DropoutRng, f32)>,
         t: &Timer,
     ) -> Result<Tensor> {
-        if g.aggregation != crate::Aggregation::Exact {
-            return Err(crate::Error::Config(format!(
-                "{} aggregation has no transformer counterpart (attention weights are per \\
-                 edge); use exact aggregation for this model",
-                g.aggregation
-            )));
-        }
         let (n, h, c) = (x.dim(0)?, self.heads, self.width);
-        let gh = g.heads(h)?;
+        let gh = attention_graph(g, h, "transformer")?;
         let q = (self.query.forward(x, t)? / (c as f64).sqrt())?;
         let k = self.key.forward(x, t)?;
         let v = self.value.forward(x, t)?;
@@ -82,25 +75,7 @@ impl TransformerConv {
             let s = sddmm(&gh, &q.reshape((n * h, c))?, &k.reshape((n * h, c))?)?;
             Ok(edge_softmax(&gh, &s)?)
         })?;
-        let alpha = match att_drop {
-            Some((rng, p)) if p > 0.0 => t.time(Phase::Elementwise, || rng.dropout(&alpha, p))?,
-            _ => alpha,
-        };
-        let out = t.time(Phase::Aggregation, || {
-            Ok(spmm_weighted(
-                &gh,
-                &v.reshape((n * h, c))?,
-                &alpha,
-                Reduce::Sum,
-            )?)
-        })?;
-        let out = t.time(Phase::Elementwise, || {
-            Ok(if self.concat {
-                out.reshape((n, h * c))?
-            } else {
-                out.reshape((n, h, c))?.mean(1)?
-            })
-        })?;
+        let out = attend(&gh, &v, alpha, (h, c, self.concat), att_drop, t)?;
         let skip = self.skip.forward(x, t)?;
         t.time(Phase::Elementwise, || Ok((out + skip)?))
     }

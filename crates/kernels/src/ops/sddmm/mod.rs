@@ -99,18 +99,21 @@ struct SddmmOp {
     g: DeviceGraph,
 }
 
+/// `e = (a b^T) ∘ pattern`, times the values when given.
 fn sddmm_cpu<T: WithDType>(
-    op: &SddmmOp,
-    s1: &CpuStorage,
-    l1: &Layout,
-    s2: &CpuStorage,
-    l2: &Layout,
+    g: &DeviceGraph,
+    (s1, l1): (&CpuStorage, &Layout),
+    (s2, l2): (&CpuStorage, &Layout),
+    vals: Option<(&CpuStorage, &Layout)>,
 ) -> candle_core::Result<(CpuStorage, Shape)> {
     let (_, k) = l1.shape().dims2()?;
     let a = cpu_slice::<T>("sddmm", s1, l1)?;
     let b = cpu_slice::<T>("sddmm", s2, l2)?;
-    let e = cpu::sddmm(op.g.csr(), a, b, k, None);
-    Ok((T::to_cpu_storage_owned(e), Shape::from(op.g.nnz())))
+    let v = vals
+        .map(|(s, l)| cpu_slice::<T>("sddmm", s, l))
+        .transpose()?;
+    let e = cpu::sddmm(g.csr(), a, b, k, v);
+    Ok((T::to_cpu_storage_owned(e), Shape::from(g.nnz())))
 }
 
 impl CustomOp2 for SddmmOp {
@@ -134,7 +137,7 @@ impl CustomOp2 for SddmmOp {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        dispatch_float!("sddmm", s1, sddmm_cpu(self, s1, l1, s2, l2))
+        dispatch_float!("sddmm", s1, sddmm_cpu(&self.g, (s1, l1), (s2, l2), None))
     }
     fn bwd(
         &self,
@@ -184,20 +187,6 @@ struct SddmmScaledOp {
     g: DeviceGraph,
 }
 
-fn sddmm_scaled_cpu<T: WithDType>(
-    op: &SddmmScaledOp,
-    (s1, l1): (&CpuStorage, &Layout),
-    (s2, l2): (&CpuStorage, &Layout),
-    (s3, l3): (&CpuStorage, &Layout),
-) -> candle_core::Result<(CpuStorage, Shape)> {
-    let (_, k) = l1.shape().dims2()?;
-    let a = cpu_slice::<T>("sddmm_scaled", s1, l1)?;
-    let b = cpu_slice::<T>("sddmm_scaled", s2, l2)?;
-    let v = cpu_slice::<T>("sddmm_scaled", s3, l3)?;
-    let e = cpu::sddmm(op.g.csr(), a, b, k, Some(v));
-    Ok((T::to_cpu_storage_owned(e), Shape::from(op.g.nnz())))
-}
-
 impl CustomOp3 for SddmmScaledOp {
     fn name(&self) -> &'static str {
         "sddmm_scaled"
@@ -226,7 +215,7 @@ impl CustomOp3 for SddmmScaledOp {
         dispatch_float!(
             "sddmm_scaled",
             s1,
-            sddmm_scaled_cpu(self, (s1, l1), (s2, l2), (s3, l3))
+            sddmm_cpu(&self.g, (s1, l1), (s2, l2), Some((s3, l3)))
         )
     }
     fn bwd(
