@@ -18,7 +18,7 @@ use anyhow::Result;
 use clap::Parser;
 use gnn::models::Aggregation;
 use gnn::train::cli::{DataFlags, DeviceFlag};
-use gnn::train::run::load;
+use gnn::train::run::{load, reorder};
 use gnn::train::sweep::inference::InferSweep;
 use std::path::PathBuf;
 
@@ -72,7 +72,8 @@ fn main() -> Result<()> {
     let args = Args::parse();
     let device = args.device.pick()?;
     println!("device: {}", gnn::train::device_name(&device));
-    let loaded = load(&args.data.source("cora", args.seed)?, device.is_cpu())?;
+    let mut loaded = load(&args.data.source("cora", args.seed)?, device.is_cpu())?;
+    reorder(&mut loaded, args.data.reorder)?;
     let sweep = InferSweep {
         weights: args.weights,
         aggregation: args.aggregation,

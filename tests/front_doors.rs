@@ -110,6 +110,16 @@ fn run_trains_seeds_saves_and_reports() {
     )
     .unwrap();
     assert_eq!(engine.model().config().kind, ConvKind::Gcn);
+    // A reordered run says what it did and still learns.
+    let mut re = cfg.clone();
+    re.reorder = gnn::graph::Reorder::Rcm;
+    re.seeds = 1;
+    re.baseline = false;
+    re.save = Save::No;
+    re.json = None;
+    let out = run(&re).unwrap();
+    assert_eq!(out.report["source"]["reorder"]["how"], "rcm");
+    assert!(out.mean_test_acc > 0.6, "{}", out.mean_test_acc);
     // Checkpoints take one seed.
     cfg.train.checkpoint_every = 5;
     cfg.json = None;

@@ -23,6 +23,7 @@ pub mod error;
 pub mod generate;
 pub mod io;
 pub mod norm;
+pub mod reorder;
 
 pub use coo::{BuildOptions, Coo, SelfLoops};
 pub use csr::{Csr, DegreeStats};
@@ -36,3 +37,4 @@ pub use io::gnn_benchmark::load_gnn_benchmark;
 pub use io::ogb::load_ogb_node;
 pub use io::planetoid::load_planetoid;
 pub use norm::{gcn_norm, mean_norm, Normalization};
+pub use reorder::Reorder;
