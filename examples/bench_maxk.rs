@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use candle_core::{DType, Device, Tensor};
 use clap::Parser;
 use gnn::graph::{generate, SyntheticSpec};
-use gnn::kernels::peer::{gcn_operand, time_ms, Cusparse};
+use gnn::kernels::peer::{gcn_operand, rel_diff, time_ms, Cusparse};
 use gnn::kernels::{maxk, spgemm, spmm_weighted, sspmm, Reduce};
 use std::path::PathBuf;
 
@@ -44,12 +44,6 @@ struct Row {
     sspmm_speedup_vs_cusparse: f64,
     maxk_pct_of_spgemm: f64,
     spgemm_rel_err_vs_exact: f64,
-}
-
-fn rel_err(a: &Tensor, b: &Tensor) -> Result<f64> {
-    let d = (a - b)?.abs()?.max_all()?.to_scalar::<f32>()? as f64;
-    let s = b.abs()?.max_all()?.to_scalar::<f32>()? as f64;
-    Ok(d / s.max(1e-30))
 }
 
 fn chart(rows: &[Row], path: &std::path::Path, dim: usize) -> Result<()> {
@@ -123,7 +117,7 @@ fn main() -> Result<()> {
             sspmm(&g, &dout, &cb, Some(&vals), Reduce::Sum)?;
             Ok(())
         })?;
-        let err = rel_err(
+        let err = rel_diff(
             &spgemm(&g, &cb, Some(&vals), Reduce::Sum)?,
             &spmm_weighted(&g, &cb.to_dense()?, &vals, Reduce::Sum)?,
         )?;

@@ -17,7 +17,7 @@ use gnn::graph::{generate, SyntheticSpec};
 use gnn::kernels::ops::sddmm::tuning::{
     auto_npw, set_kernel_override, SddmmKernel, NPW_CANDIDATES,
 };
-use gnn::kernels::peer::{gcn_operand, time_ms, CusparseSddmm};
+use gnn::kernels::peer::{gcn_operand, rel_diff, time_ms, CusparseSddmm};
 use gnn::kernels::sddmm;
 use gnn::train::report::{write_json, Table};
 use std::path::PathBuf;
@@ -117,8 +117,7 @@ fn main() -> Result<()> {
         let peer = CusparseSddmm::new(&g, &x, &y, &out, dev)?;
         let cusp = time_ms(&stream, args.reps, || peer.run())?;
         let ours = sddmm(&g, &x, &y)?;
-        let err = ((&ours - &out)?.abs()?.max_all()?.to_scalar::<f32>()?
-            / out.abs()?.max_all()?.to_scalar::<f32>()?.max(1e-30)) as f64;
+        let err = rel_diff(&ours, &out)?;
         // DTP's choice, as the kernel computes it (the sweep row of the same npw matches).
         let npw = auto_npw(dev, nnz, k)?.map_or("-".to_string(), |n| n.to_string());
         // Bytes a perfect kernel moves: indices + output + each b row gathered once per edge

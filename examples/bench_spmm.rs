@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use candle_core::{Device, Tensor};
 use clap::Parser;
 use gnn::graph::{generate, SyntheticSpec};
-use gnn::kernels::peer::{gcn_operand, time_ms, Cusparse, SpmmAlg};
+use gnn::kernels::peer::{gcn_operand, rel_diff, time_ms, Cusparse, SpmmAlg};
 use gnn::kernels::{spmm, spmm_weighted, Reduce};
 use std::path::PathBuf;
 
@@ -83,8 +83,7 @@ fn main() -> Result<()> {
         let out = spmm_weighted(&g, &x, &vals, Reduce::Sum)?;
         let plan = sp.plan(&x, &c, SpmmAlg::CUSPARSE_SPMM_ALG_DEFAULT, dev)?;
         sp.run(&plan)?;
-        let err = ((&out - &c)?.abs()?.max_all()?.to_scalar::<f32>()?
-            / c.abs()?.max_all()?.to_scalar::<f32>()?) as f64;
+        let err = rel_diff(&out, &c)?;
         let best = cusp[0].min(cusp[1]);
         let mut sweep = Vec::new();
         if args.sweep {

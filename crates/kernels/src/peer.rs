@@ -118,6 +118,52 @@ unsafe fn dense_ordered(
     Ok(d)
 }
 
+/// A cuSPARSE handle on `stream` and a CSR descriptor of `g`'s structure whose values are
+/// `vals` (f32, one per edge: the operand of SpMM, the output of SDDMM).
+///
+/// # Safety
+/// `g`'s buffers and `vals` must outlive the descriptor.
+unsafe fn csr_handle(
+    g: &DeviceGraph,
+    vals: &Tensor,
+    stream: &Arc<CudaStream>,
+) -> Result<(cs::cusparseHandle_t, cs::cusparseSpMatDescr_t)> {
+    let (indptr, indices) = g.cuda_buffers()?;
+    let (mut handle, mut d) = (std::ptr::null_mut(), std::ptr::null_mut());
+    ok(cs::cusparseCreate(&mut handle), "create")?;
+    ok(
+        cs::cusparseSetStream(handle, stream.cu_stream() as _),
+        "set stream",
+    )?;
+    let (rp, _s1) = indptr.device_ptr(stream);
+    let (ci, _s2) = indices.device_ptr(stream);
+    ok(
+        cs::cusparseCreateCsr(
+            &mut d,
+            g.n_rows() as i64,
+            g.n_cols() as i64,
+            g.nnz() as i64,
+            rp as *mut _,
+            ci as *mut _,
+            ptr(vals, stream)? as *mut _,
+            cs::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+            cs::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+            cs::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
+            cs::cudaDataType::CUDA_R_32F,
+        ),
+        "create csr",
+    )?;
+    Ok((handle, d))
+}
+
+/// `max |a - b| / max |b|` computed on the device (f32): how far our result is from the
+/// peer's, as the benchmarks print it.
+pub fn rel_diff(a: &Tensor, b: &Tensor) -> Result<f64> {
+    let d = (a - b)?.abs()?.max_all()?.to_scalar::<f32>()? as f64;
+    let s = b.abs()?.max_all()?.to_scalar::<f32>()? as f64;
+    Ok(d / s.max(1e-30))
+}
+
 /// cuSPARSE CSR SpMM `C = A B` over our graph's device buffers.
 pub struct Cusparse {
     handle: cs::cusparseHandle_t,
@@ -127,36 +173,9 @@ pub struct Cusparse {
 impl Cusparse {
     /// Describes `A` = `g`'s structure with edge values `vals` (f32, one per edge) to cuSPARSE.
     pub fn new(g: &DeviceGraph, vals: &Tensor, stream: &Arc<CudaStream>) -> Result<Self> {
-        let (indptr, indices) = g.cuda_buffers()?;
-        let mut handle = std::ptr::null_mut();
-        let mut a = std::ptr::null_mut();
-        // SAFETY: plain cuSPARSE calls on live device buffers owned by `g` and `vals`, which
-        // outlive the descriptor (both are kept by the caller for the whole benchmark).
-        unsafe {
-            ok(cs::cusparseCreate(&mut handle), "create")?;
-            ok(
-                cs::cusparseSetStream(handle, stream.cu_stream() as _),
-                "set stream",
-            )?;
-            let (rp, _s1) = indptr.device_ptr(stream);
-            let (ci, _s2) = indices.device_ptr(stream);
-            ok(
-                cs::cusparseCreateCsr(
-                    &mut a,
-                    g.n_rows() as i64,
-                    g.n_cols() as i64,
-                    g.nnz() as i64,
-                    rp as *mut _,
-                    ci as *mut _,
-                    ptr(vals, stream)? as *mut _,
-                    cs::cusparseIndexType_t::CUSPARSE_INDEX_32I,
-                    cs::cusparseIndexType_t::CUSPARSE_INDEX_32I,
-                    cs::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
-                    cs::cudaDataType::CUDA_R_32F,
-                ),
-                "create csr",
-            )?;
-        }
+        // SAFETY: `g`'s buffers and `vals` outlive the descriptor (both are kept by the
+        // caller for the whole benchmark).
+        let (handle, a) = unsafe { csr_handle(g, vals, stream)? };
         Ok(Self { handle, a })
     }
 
@@ -324,7 +343,6 @@ impl CusparseSddmm {
         dev: &candle_core::CudaDevice,
     ) -> Result<Self> {
         let stream = dev.cuda_stream();
-        let (indptr, indices) = g.cuda_buffers()?;
         let (n, k) = a.dims2()?;
         let (m, kb) = b.dims2()?;
         if kb != k || n != g.n_rows() || m != g.n_cols() || out.dims() != [g.nnz()] {
@@ -337,37 +355,15 @@ impl CusparseSddmm {
                 g.n_cols()
             ));
         }
-        let (mut handle, mut c) = (std::ptr::null_mut(), std::ptr::null_mut());
         let (alpha, beta) = (1f32, 0f32);
         let op = cs::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
         let alg = cs::cusparseSDDMMAlg_t::CUSPARSE_SDDMM_ALG_DEFAULT;
         let mut size = 0usize;
         // SAFETY: plain cuSPARSE calls on live device buffers owned by `g`, `a`, `b` and `out`,
         // which the caller keeps alive for the descriptors' lifetime.
+        let (handle, c) = unsafe { csr_handle(g, out, &stream)? };
+        // SAFETY: as above.
         let (da, db) = unsafe {
-            ok(cs::cusparseCreate(&mut handle), "create")?;
-            ok(
-                cs::cusparseSetStream(handle, stream.cu_stream() as _),
-                "set stream",
-            )?;
-            let (rp, _s1) = indptr.device_ptr(&stream);
-            let (ci, _s2) = indices.device_ptr(&stream);
-            ok(
-                cs::cusparseCreateCsr(
-                    &mut c,
-                    g.n_rows() as i64,
-                    g.n_cols() as i64,
-                    g.nnz() as i64,
-                    rp as *mut _,
-                    ci as *mut _,
-                    ptr(out, &stream)? as *mut _,
-                    cs::cusparseIndexType_t::CUSPARSE_INDEX_32I,
-                    cs::cusparseIndexType_t::CUSPARSE_INDEX_32I,
-                    cs::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
-                    cs::cudaDataType::CUDA_R_32F,
-                ),
-                "create csr",
-            )?;
             let da = dense(a, n, k, &stream, "dn A")?;
             let db = dense_ordered(
                 b,

@@ -86,7 +86,7 @@ impl ModelGraph {
                 self_loops: loops,
             })
         };
-        let mut g = match kind {
+        Ok(match kind {
             ConvKind::Gat => Self::plain(DeviceGraph::upload(
                 &rebuild(SelfLoops::Add).map_err(gnn_kernels::Error::from)?,
                 device,
@@ -111,9 +111,7 @@ impl ModelGraph {
                 Self::plain(graph)
             }
             ConvKind::Mlp => Self::plain(DeviceGraph::upload(csr, device)?),
-        };
-        g.aggregation = Aggregation::Exact;
-        Ok(g)
+        })
     }
 
     fn plain(graph: DeviceGraph) -> Self {

@@ -58,8 +58,9 @@ impl<'a> Forward<'a> {
     }
 }
 
-/// Attention dropout at rate `p` when training (an error if training has no rng).
-fn att_drop(
+/// Dropout at rate `p` for a layer to apply itself (MaxK's kept values, attention
+/// coefficients): `Some` when training with `p > 0`, an error if training has no rng.
+fn layer_dropout(
     rng: Option<&mut DropoutRng>,
     train: bool,
     p: f32,
@@ -213,14 +214,7 @@ impl Gnn {
             if let (Activation::MaxK { k }, false) = (self.cfg.activation, l == last) {
                 // linear -> MaxK -> dropout -> aggregation inside the layer; nothing after it
                 // but the optional LayerNorm.
-                let p = self.cfg.dropout;
-                let drop = match (ctx.train && p > 0.0, ctx.rng.as_deref_mut()) {
-                    (true, Some(rng)) => Some((rng, p)),
-                    (true, None) => {
-                        return Err(Error::Config("training forward needs a dropout rng".into()))
-                    }
-                    (false, _) => None,
-                };
+                let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
                 h = match conv {
                     Conv::Gcn(c) => c.forward_maxk(g, &h, k, drop, t)?,
                     Conv::Sage(c) => c.forward_maxk(g, &h, k, drop, t)?,
@@ -239,11 +233,13 @@ impl Gnn {
                 Conv::Sage(c) => c.forward(g, &h, t)?,
                 Conv::Gin(c) => c.forward(g, &h, t)?,
                 Conv::Gat(c) => {
-                    let drop = att_drop(ctx.rng.as_deref_mut(), ctx.train, self.cfg.att_dropout)?;
+                    let drop =
+                        layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.att_dropout)?;
                     c.forward(g, &h, drop, t)?
                 }
                 Conv::Transformer(c) => {
-                    let drop = att_drop(ctx.rng.as_deref_mut(), ctx.train, self.cfg.att_dropout)?;
+                    let drop =
+                        layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.att_dropout)?;
                     c.forward(g, &h, drop, t)?
                 }
                 Conv::Lin(c) => c.forward(&h, t)?,

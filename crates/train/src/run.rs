@@ -421,7 +421,7 @@ pub fn train_seeds(
         .map(|(i, o)| (i as u64 + 1) * o as u64)
         .sum();
     let seeds = if own { cfg.seeds.max(1) } else { 1 };
-    let mut runs = Vec::new();
+    let mut runs: Vec<SeedRun> = Vec::new();
     let mut best: Option<(usize, Gnn)> = None;
     for seed in cfg.train.seed..cfg.train.seed + seeds {
         let model = on_oom(Gnn::new(mcfg.clone(), device, seed), device, || {
@@ -476,7 +476,7 @@ pub fn train_seeds(
         }
         let better = best
             .as_ref()
-            .is_none_or(|(i, _)| rep.best_val_acc > runs_val(&runs, *i));
+            .is_none_or(|(i, _)| rep.best_val_acc > runs[*i].report.best_val_acc);
         runs.push(SeedRun { seed, report: rep });
         if better {
             best = Some((runs.len() - 1, model));
@@ -489,10 +489,6 @@ pub fn train_seeds(
         model,
         prep_s,
     })
-}
-
-fn runs_val(runs: &[SeedRun], i: usize) -> f64 {
-    runs[i].report.best_val_acc
 }
 
 /// Runs `cfg` end to end; see the module docs.
