@@ -39,7 +39,7 @@ struct Args {
     /// Write the CSR as .npy files here (for scripts/torch_sddmm.py).
     #[arg(long)]
     dump: Option<PathBuf>,
-    /// Renumber the nodes first: none, degree, rcm (the reordering's cost is printed).
+    /// Renumber the nodes first: none, degree, rcm, louvain (the cost is printed).
     #[arg(long, default_value = "none")]
     reorder: gnn::graph::Reorder,
     /// Generate the graph with ids numbered community by community (the ideal clustering

@@ -23,6 +23,7 @@ fn main() {
         "maxk",
         "dropout",
         "edge_softmax",
+        "gat_attention",
     ] {
         let src = PathBuf::from("cuda").join(format!("{name}.cu"));
         let ptx = out.join(format!("{name}.ptx"));

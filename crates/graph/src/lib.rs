@@ -22,6 +22,7 @@ pub mod dataset;
 pub mod error;
 pub mod generate;
 pub mod io;
+pub mod louvain;
 pub mod norm;
 pub mod reorder;
 

@@ -204,3 +204,120 @@ extern "C" __global__ void edge_grad_arg(const uint32_t* __restrict__ arg, const
         if (p != NO_EDGE) atomicAdd(dv + p, dy[e] * x[(size_t)indices[p] * k + e % k]);
     }
 }
+
+// HP-SpMM (Fan, Wang, Chu, IPDPS'23): the nnz-balanced hybrid CSR/COO partition of HP-SDDMM
+// (cuda/sddmm.cu) applied to the sum/mean SpMM. A worker (a group of G lanes; G = 32 for
+// K >= 32 * V, fewer for narrow features so every lane has columns) takes `npw` consecutive
+// edges across row boundaries, whatever the degrees; the row of its first edge comes from a
+// binary search of indptr and later rows from a walk along it (no COO row array is stored).
+// Each lane keeps CH * V accumulators (its columns of the current row, one column tile per
+// blockIdx.y) and, when the walk leaves a row, writes them: a plain store when the worker
+// held the whole row, an atomic add when the row is shared with a neighbouring worker (the
+// output starts zeroed; empty rows stay 0). Edges are taken U at a time, the U gathered rows
+// of x all requested before any is used. The column index and edge value of an edge are read
+// by every lane of the group from the same address (one broadcast transaction).
+// Feature loads are V wide (float2 / float4) where K and the operand offset allow.
+template <int V, int CH, int U>
+__device__ __forceinline__ void hp_spmm(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
+                                        const float* __restrict__ vals, const float* __restrict__ x,
+                                        float* __restrict__ out, int n_rows, uint32_t nnz, int k, uint32_t npw,
+                                        int g_lanes, int mean) {
+    const int lane = threadIdx.x & 31;
+    const int groups = 32 / g_lanes;
+    const uint64_t worker =
+        ((uint64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * groups + lane / g_lanes;
+    const uint64_t start64 = worker * npw;
+    if (start64 >= nnz) return;
+    const uint32_t start = (uint32_t)start64;
+    const uint32_t end = (uint32_t)min((uint64_t)start + npw, (uint64_t)nnz);
+    const int gl = lane % g_lanes;
+    const int col0 = blockIdx.y * (g_lanes * CH * V);
+    int lo = 0, hi = n_rows;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (__ldg(indptr + mid) <= start) lo = mid; else hi = mid - 1;
+    }
+    uint32_t row = lo;
+    uint32_t row_start = __ldg(indptr + row);
+    uint32_t row_end = __ldg(indptr + row + 1);
+    float acc[CH][V];
+#pragma unroll
+    for (int c = 0; c < CH; ++c)
+#pragma unroll
+        for (int v = 0; v < V; ++v) acc[c][v] = 0.f;
+
+    auto flush = [&]() {
+        const bool whole = row_start >= start && row_end <= end;
+        const float scale = mean ? 1.f / (float)(row_end - row_start) : 1.f;
+        float* o = out + (size_t)row * k;
+#pragma unroll
+        for (int c = 0; c < CH; ++c) {
+            const int idx = col0 + (c * g_lanes + gl) * V;
+            if (idx < k) {
+                float r[V];
+#pragma unroll
+                for (int v = 0; v < V; ++v) r[v] = acc[c][v] * scale;
+                if (whole) {
+                    store_vec<V>(o + idx, r);
+                } else {
+#pragma unroll
+                    for (int v = 0; v < V; ++v) atomicAdd(o + idx + v, r[v]);
+                }
+            }
+#pragma unroll
+            for (int v = 0; v < V; ++v) acc[c][v] = 0.f;
+        }
+    };
+
+    for (uint32_t p = start; p < end; p += U) {
+        float xv[U][CH][V];
+        float w[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const bool live = p + u < end;
+            const uint32_t c = live ? __ldg(indices + p + u) : 0u;
+            w[u] = live ? (vals ? __ldg(vals + p + u) : 1.f) : 0.f;
+            const float* __restrict__ xr = x + (size_t)c * k;
+#pragma unroll
+            for (int ch = 0; ch < CH; ++ch) {
+                const int idx = col0 + (ch * g_lanes + gl) * V;
+                if (live && idx < k) {
+                    load_vec<V>(xr + idx, xv[u][ch]);
+                } else {
+#pragma unroll
+                    for (int v = 0; v < V; ++v) xv[u][ch][v] = 0.f;
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            if (p + u < end) {
+                if (p + u >= row_end) {  // leave the row: write it, walk to the edge's row
+                    flush();
+                    do {
+                        ++row;
+                        row_start = row_end;
+                        row_end = __ldg(indptr + row + 1);
+                    } while (p + u >= row_end);
+                }
+#pragma unroll
+                for (int ch = 0; ch < CH; ++ch)
+#pragma unroll
+                    for (int v = 0; v < V; ++v) acc[ch][v] = fmaf(w[u], xv[u][ch][v], acc[ch][v]);
+            }
+        }
+    }
+    flush();
+}
+
+#define HP_SPMM(V, CH, U)                                                                                      \
+    extern "C" __global__ void __launch_bounds__(256) hp_spmm_v##V##_c##CH##_u##U(                            \
+        const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,                            \
+        const float* __restrict__ vals, const float* __restrict__ x, float* __restrict__ out, int n_rows,      \
+        uint32_t nnz, int k, uint32_t npw, int g_lanes, int mean) {                                           \
+        hp_spmm<V, CH, U>(indptr, indices, vals, x, out, n_rows, nnz, k, npw, g_lanes, mean);                 \
+    }
+// CH * V <= 8 accumulators per lane; wider K takes more column tiles (blockIdx.y).
+HP_SPMM(1, 1, 4) HP_SPMM(1, 2, 4) HP_SPMM(1, 4, 4) HP_SPMM(1, 8, 4)
+HP_SPMM(2, 1, 4) HP_SPMM(2, 2, 4) HP_SPMM(2, 4, 4)
+HP_SPMM(4, 1, 4) HP_SPMM(4, 2, 4)

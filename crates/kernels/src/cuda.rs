@@ -18,6 +18,8 @@ pub const QUANT_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/quant.ptx"))
 pub const DROPOUT_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/dropout.ptx"));
 /// PTX of `cuda/edge_softmax.cu`.
 pub const EDGE_SOFTMAX_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/edge_softmax.ptx"));
+/// PTX of `cuda/gat_attention.cu`.
+pub const GAT_ATTENTION_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/gat_attention.ptx"));
 /// PTX of `cuda/sampled.cu`.
 pub const SAMPLED_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/sampled.ptx"));
 

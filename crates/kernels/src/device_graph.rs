@@ -22,6 +22,7 @@ struct Inner {
     device: Device,
     transpose: OnceLock<(DeviceGraph, Tensor)>,
     inv_deg: OnceLock<Tensor>,
+    stats: OnceLock<crate::ops::spmm::dispatch::DegreeStats>,
     /// The last constant edge-value tensor permuted to the transpose: `(its id, values)`.
     transposed_values: std::sync::Mutex<Option<(candle_core::TensorId, Tensor)>>,
     timing: AtomicBool,
@@ -77,6 +78,7 @@ impl DeviceGraph {
             device: device.clone(),
             transpose: OnceLock::new(),
             inv_deg: OnceLock::new(),
+            stats: OnceLock::new(),
             transposed_values: std::sync::Mutex::new(None),
             timing: AtomicBool::new(false),
             bwd_ns: AtomicU64::new(0),
@@ -108,6 +110,14 @@ impl DeviceGraph {
     /// Stored edges.
     pub fn nnz(&self) -> usize {
         self.0.csr.nnz()
+    }
+
+    /// Row and degree statistics (for the kernel dispatchers), computed on first use.
+    pub fn stats(&self) -> crate::ops::spmm::dispatch::DegreeStats {
+        *self
+            .0
+            .stats
+            .get_or_init(|| crate::ops::spmm::dispatch::DegreeStats::of(self.0.csr.indptr()))
     }
 
     /// The transpose (CSC of this graph as a CSR of `A^T`) and, as a `u32` tensor of length

@@ -12,6 +12,7 @@
 //! | [`matmul_nt`] | `x wᵀ` computing only the gradients that are needed |
 //! | [`sddmm`] | `e[p] = <a[i], b[j]>` for every edge `p = (i, j)` (HP-SDDMM on the GPU; [`sddmm_scaled`] times an edge value) |
 //! | [`edge_softmax`] | softmax of edge scores within each row (attention) |
+//! | [`gat_attention`] | GAT's `softmax(LeakyReLU(s_dst[i] + s_src[j]))` per row, fused |
 //! | [`spmm_sampled`] | edge-sampled `spmm` estimate for inference (ES-SpMM / AES-SpMM) |
 //! | [`maxk`] | top-k of each row as CBSR (MaxK-GNN), gradient to the kept entries |
 //! | [`spgemm`] | `A · dense(x)` for CBSR `x` (backward: [`sspmm`], the sampled `Aᵀ · dOut`); [`spgemm_bias`] fuses a bias |
@@ -26,6 +27,7 @@ pub(crate) mod cuda;
 pub mod device_graph;
 pub mod error;
 pub mod ops;
+pub mod partition;
 #[cfg(feature = "cuda")]
 pub mod peer;
 pub mod schedule;
@@ -52,6 +54,7 @@ pub fn deterministic() -> bool {
 pub use error::{Error, Result};
 pub use ops::dropout::dropout;
 pub use ops::edge_softmax::edge_softmax;
+pub use ops::gat_attention::gat_attention;
 pub use ops::matmul::matmul_nt;
 pub use ops::maxk::{maxk, spgemm, spgemm_bias, sspmm, Cbsr};
 pub use ops::quant::{dequantize, QuantizedFeatures};

@@ -1,11 +1,12 @@
 //! The attention building blocks: edge softmax against naive per-row sums (forward and
 //! backward, empty rows, a huge row, single-edge rows), and GAT's multi-head attention composed
 //! from them on a head-expanded graph (scores by SDDMM, LeakyReLU, edge softmax, weighted SpMM)
-//! against a dense per-node reference, with its gradient checked by finite differences.
+//! against a dense per-node reference, with its gradient checked by finite differences; the
+//! fused `gat_attention` op against that composed chain (values and both score gradients).
 
 use candle_core::{DType, Device, Tensor, Var};
 use gnn_graph::Csr;
-use gnn_kernels::{edge_softmax, sddmm, spmm_weighted, DeviceGraph, Reduce};
+use gnn_kernels::{edge_softmax, gat_attention, sddmm, spmm_weighted, DeviceGraph, Reduce};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus as R;
 
@@ -83,13 +84,7 @@ fn edge_softmax_matches_naive_rows() {
 }
 
 /// GAT's attention for `heads` heads of width `f` on `csr` (with self loops), from the ops.
-fn gat_attention(
-    csr: &Csr,
-    xw: &Tensor,
-    att_src: &Tensor,
-    att_dst: &Tensor,
-    heads: usize,
-) -> Tensor {
+fn gat_layer(csr: &Csr, xw: &Tensor, att_src: &Tensor, att_dst: &Tensor, heads: usize) -> Tensor {
     let dev = xw.device();
     let n = csr.n_rows();
     let f = xw.dims()[1] / heads;
@@ -139,7 +134,7 @@ fn gat_attention_from_the_ops_matches_a_dense_reference() {
     let xw = Tensor::from_vec(x0.clone(), (n, heads * f), &dev).unwrap();
     let att = |v: &[f64]| Tensor::from_vec(v.to_vec(), (heads, f), &dev).unwrap();
     let att_src = Var::from_tensor(&att(&as0)).unwrap();
-    let out = gat_attention(&csr, &xw, att_src.as_tensor(), &att(&ad0), heads);
+    let out = gat_layer(&csr, &xw, att_src.as_tensor(), &att(&ad0), heads);
     // Dense reference.
     let reference = |as_: &[f64]| -> Vec<f64> {
         let mut o = vec![0f64; n * heads * f];
@@ -201,4 +196,64 @@ fn gat_attention_from_the_ops_matches_a_dense_reference() {
             g[q]
         );
     }
+}
+
+#[test]
+fn fused_gat_attention_equals_the_composed_chain() {
+    let dev = Device::Cpu;
+    for (n, avg, huge, seed) in [
+        (1usize, 1usize, 0usize, 1u64),
+        (50, 4, 0, 2),
+        (80, 3, 3_000, 3),
+    ] {
+        let csr = graph(n, avg, huge, seed);
+        let g = DeviceGraph::upload(&csr, &dev).unwrap();
+        // Scores large enough that the softmax needs its row maximum and LeakyReLU both sides.
+        let sd =
+            Var::from_tensor(&Tensor::from_vec(rand_vec(n, seed + 10, 30.0), n, &dev).unwrap())
+                .unwrap();
+        let ss =
+            Var::from_tensor(&Tensor::from_vec(rand_vec(n, seed + 20, 30.0), n, &dev).unwrap())
+                .unwrap();
+        let w = Tensor::from_vec(rand_vec(csr.nnz(), seed + 30, 1.0), csr.nnz(), &dev).unwrap();
+        let fused = gat_attention(&g, sd.as_tensor(), ss.as_tensor(), 0.2).unwrap();
+        let ones = Tensor::ones((n, 1), DType::F64, &dev).unwrap();
+        let a = Tensor::cat(&[&sd.as_tensor().reshape((n, 1)).unwrap(), &ones], 1).unwrap();
+        let b = Tensor::cat(&[&ones, &ss.as_tensor().reshape((n, 1)).unwrap()], 1).unwrap();
+        let e = sddmm(&g, &a, &b).unwrap();
+        let e = (e.relu().unwrap() - (e.neg().unwrap().relu().unwrap() * 0.2).unwrap()).unwrap();
+        let chain = edge_softmax(&g, &e).unwrap();
+        let grads = |t: &Tensor| {
+            let gr = (t * &w).unwrap().sum_all().unwrap().backward().unwrap();
+            (
+                v64(gr.get(sd.as_tensor()).unwrap()),
+                v64(gr.get(ss.as_tensor()).unwrap()),
+            )
+        };
+        let close = |x: &[f64], y: &[f64], what: &str| {
+            assert_eq!(x.len(), y.len());
+            for (i, (p, q)) in x.iter().zip(y).enumerate() {
+                assert!(
+                    (p - q).abs() <= 1e-12 * (1.0 + q.abs()),
+                    "{what}[{i}]: {p} vs {q} (n {n})"
+                );
+            }
+        };
+        close(&v64(&fused), &v64(&chain), "alpha");
+        let (fd, fs) = grads(&fused);
+        let (cd, cs) = grads(&chain);
+        close(&fd, &cd, "ds_dst");
+        close(&fs, &cs, "ds_src");
+    }
+    // Bad inputs are named.
+    let csr = graph(6, 2, 0, 4);
+    let g = DeviceGraph::upload(&csr, &dev).unwrap();
+    let s = Tensor::zeros(6, DType::F32, &dev).unwrap();
+    let short = Tensor::zeros(5, DType::F32, &dev).unwrap();
+    let e = gat_attention(&g, &s, &short, 0.2).unwrap_err().to_string();
+    assert!(e.contains("s_src") && e.contains("[6]"), "{e}");
+    let e = gat_attention(&g, &s, &s, 0.0).unwrap_err().to_string();
+    assert!(e.contains("negative_slope"), "{e}");
+    let s64 = Tensor::zeros(6, DType::F64, &dev).unwrap();
+    assert!(gat_attention(&g, &s, &s64, 0.2).is_err());
 }

@@ -32,3 +32,20 @@ fn checks_pass_within_and_miss_beyond_their_bounds() {
     let short = Tensor::new(&[1.0f32], &Device::Cpu).unwrap();
     assert!(c.check("g", "len".into(), 1, &short, &cpu, 1.0).is_err());
 }
+
+/// The whole suite with the CPU standing in for the GPU (f32 against the f64 reference): every
+/// check's bound holds for a second implementation's rounding, and the checks run end to end
+/// without a device.
+#[test]
+fn the_suite_passes_with_the_cpu_as_device() {
+    let mut c = Checker::new(0);
+    gnn_kernels::verify::run(&mut c, &Device::Cpu, 0.0, 0).unwrap();
+    let missed: Vec<String> = c
+        .rows
+        .iter()
+        .filter(|r| !r.ok)
+        .map(|r| format!("{r:?}"))
+        .collect();
+    assert!(missed.is_empty(), "{} misses: {missed:#?}", missed.len());
+    assert!(c.rows.len() > 500, "{} checks", c.rows.len());
+}

@@ -190,7 +190,8 @@ pub struct DataFlags {
     /// Generated graph: number nodes community by community (same graph, relabelled).
     #[arg(long)]
     pub community_order: bool,
-    /// Renumber the nodes after loading for locality: none, degree, rcm (its cost is printed).
+    /// Renumber the nodes after loading for locality: none, degree, rcm, louvain (its cost is
+    /// printed).
     #[arg(long, default_value = "none")]
     pub reorder: gnn_graph::Reorder,
 }

@@ -27,6 +27,7 @@ macro_rules! dispatch_float {
 
 pub mod dropout;
 pub mod edge_softmax;
+pub mod gat_attention;
 pub mod matmul;
 pub mod maxk;
 pub mod quant;

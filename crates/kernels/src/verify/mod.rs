@@ -243,13 +243,16 @@ fn max_degrees(csr: &Csr) -> (usize, usize) {
 }
 
 /// Depth of the GPU's summation tree for sums of up to `terms` products, plus one rounding for
-/// each product and the mean's division. `scheduled`: the row-schedule kernels, which add a
-/// row in groups of `CHUNK` edges (sequential inside a group, one atomic add per group) unless
-/// deterministic mode runs each row as one group; otherwise any order (atomics), `terms` deep.
+/// each product and the mean's division. `scheduled`: the sum/mean SpMM kernels, which add a
+/// row in sequential groups whose partial sums meet through atomic adds: GE-SpMM's row
+/// schedule in groups of `CHUNK` edges, HP-SpMM in groups of at most 512 edges and at least 8
+/// (a row shares at most `terms / 8 + 1` groups), so the depth covers both whichever the
+/// dispatcher picks; deterministic mode runs each row as one group. Otherwise any order
+/// (atomics), `terms` deep.
 fn sum_depth(terms: usize, scheduled: bool) -> f64 {
     let chunk = crate::schedule::CHUNK;
     let depth = if scheduled && !crate::deterministic() {
-        terms.min(chunk) + terms.div_ceil(chunk)
+        (terms.min(chunk) + terms.div_ceil(8) + 1).min(terms)
     } else {
         terms
     };

@@ -432,6 +432,18 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
     // Edge softmax (attention) forward and backward.
     for (gname, csr, scale) in [("random+50K-row", &g1, 4.0), ("random-rect", &g2, 300.0)] {
         check_edge_softmax(c, gname, csr, gpu, scale)?;
+        check_gat_attention(c, gname, csr, gpu, scale)?;
+    }
+    // HP-SpMM and GE-SpMM, each forced, against the CPU: sum and mean, edge values or not,
+    // forward and dx (the transposed SpMM runs the same kernel), aligned and misaligned x.
+    let g3 = random_graph(c, 2000, 2000, 2, 0, 3)?;
+    for (i, k) in [1usize, 4, 7, 16, 32, 33, 64, 100, 128, 256, 602]
+        .into_iter()
+        .enumerate()
+    {
+        check_hp_spmm(c, "random+50K-row", &g1, k, gpu, i % 2 == 1)?;
+        check_hp_spmm(c, "random-rect", &g2, k, gpu, i % 2 == 0)?;
+        check_hp_spmm(c, "sparse-empty-rows", &g3, k, gpu, i % 3 == 0)?;
     }
     // HP-SDDMM against the CPU at every partition, and the row kernel; K up to 1024, a start
     // one element into its buffer (no vector loads), the 50 K-edge row.
@@ -441,6 +453,99 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
     {
         check_sddmm(c, "random+50K-row", &g1, k, gpu, i % 3 == 1)?;
         check_sddmm(c, "random-rect", &g2, k, gpu, i % 3 == 2)?;
+    }
+    Ok(())
+}
+
+/// Sum/mean SpMM under each CUDA kernel choice (HP-SpMM at the smallest, a middle and the
+/// largest partition and DTP's own, GE-SpMM, the dispatcher), with and without edge values,
+/// forward and `dx`, against f64 CPU runs within the summation bound of their grouping (any
+/// order for HP: a row's partial sums meet through atomics); `offset` starts x one element
+/// into its buffer (scalar loads).
+fn check_hp_spmm(
+    c: &mut Checker,
+    name: &str,
+    csr: &Csr,
+    k: usize,
+    gpu: &Device,
+    offset: bool,
+) -> Result<()> {
+    let cpu = Device::Cpu;
+    let (gc, gg) = (
+        DeviceGraph::upload(csr, &cpu)?,
+        DeviceGraph::upload(csr, gpu)?,
+    );
+    let (n, m, nnz) = (csr.n_rows(), csr.n_cols(), csr.nnz());
+    let skip = offset as usize;
+    let x_buf = c.randn(m * k + skip)?;
+    let x_on = |dev: &Device, dt: DType| -> Result<Tensor> {
+        Ok(put(&x_buf, dev, dt)?
+            .narrow(0, skip, m * k)?
+            .reshape((m, k))?)
+    };
+    let v = c.randn(nnz)?;
+    let w = c.randn((n, k))?;
+    let (deg_rows, deg_cols) = max_degrees(csr);
+    #[cfg(feature = "cuda")]
+    let kernels = {
+        use crate::ops::spmm::tuning::SpmmKernel;
+        [
+            SpmmKernel::Hp(8),
+            SpmmKernel::Hp(64),
+            SpmmKernel::Hp(512),
+            SpmmKernel::Hp(0),
+            SpmmKernel::Ge,
+            SpmmKernel::Auto,
+        ]
+    };
+    #[cfg(not(feature = "cuda"))]
+    let kernels = [()];
+    for reduce in [Reduce::Sum, Reduce::Mean] {
+        for weighted in [false, true] {
+            let run = |g: &DeviceGraph, x: Tensor, v: &Tensor, w: &Tensor, dt: DType| {
+                let dev = g.device();
+                let xv = Var::from_tensor(&x)?;
+                let out = if weighted {
+                    spmm_weighted(g, xv.as_tensor(), &put(v, dev, dt)?, reduce)?
+                } else {
+                    spmm(g, xv.as_tensor(), reduce)?
+                };
+                let gr = (&out * put(w, dev, dt)?)?.sum_all()?.backward()?;
+                let dx = gr
+                    .get(xv.as_tensor())
+                    .cloned()
+                    .ok_or_else(|| missing("spmm dx"))?;
+                Ok::<_, crate::Error>((out, dx))
+            };
+            let want = run(&gc, x_on(&cpu, DType::F64)?, &v, &w, DType::F64)?;
+            let abs = run(
+                &gc,
+                x_on(&cpu, DType::F64)?.abs()?,
+                &v.abs()?,
+                &w.abs()?,
+                DType::F64,
+            )?;
+            let lim_out = sum_bound(&abs.0, sum_depth(deg_rows, false))?;
+            let lim_dx = sum_bound(&abs.1, sum_depth(deg_cols, false))?;
+            for kernel in kernels {
+                #[cfg(feature = "cuda")]
+                crate::ops::spmm::tuning::set_kernel_override(kernel);
+                let got = run(&gg, x_on(gpu, DType::F32)?, &v, &w, DType::F32);
+                #[cfg(feature = "cuda")]
+                crate::ops::spmm::tuning::set_kernel_override(
+                    crate::ops::spmm::tuning::SpmmKernel::Auto,
+                );
+                let got = got?;
+                let tag = format!(
+                    "spmm {reduce:?}{} {kernel:?}{}",
+                    if weighted { " weighted" } else { "" },
+                    if offset { " +1" } else { "" }
+                )
+                .to_lowercase();
+                c.check_within(name, format!("{tag} fwd"), k, &got.0, &want.0, &lim_out)?;
+                c.check_within(name, format!("{tag} dx"), k, &got.1, &want.1, &lim_dx)?;
+            }
+        }
     }
     Ok(())
 }
@@ -599,5 +704,120 @@ fn check_edge_softmax(
     let tag = format!("edge_softmax x{scale}");
     c.check_within(name, format!("{tag} fwd"), 1, &ag, &ac, &fwd)?;
     c.check_within(name, format!("{tag} bwd"), 1, &dsg, &dsc, &bwd)?;
+    Ok(())
+}
+
+/// The fused GAT attention and its two score gradients on the device against f64 CPU runs,
+/// element by element. Per edge the f32 score `LeakyReLU(s_dst + s_src)` and its `- m` carry
+/// rounding `u (|s_dst| + |s_src| + |e - m|)`, which `exp` turns into a relative error; with
+/// `M` the row's largest such magnitude, alpha is bounded as the edge softmax's,
+/// `2u (deg + 6 + 4M) alpha`, and each edge gradient `dz` by
+/// `4u (deg + 6 + 4M) alpha (|dalpha| + sum alpha |dalpha|)`; where `z` is within rounding of 0 the slope may differ, so the bound there
+/// is the whole `|dz| / slope`. The score gradients sum these bounds plus the summation bound
+/// of their row (`ds_dst`) or column (`ds_src`, over the transpose).
+fn check_gat_attention(
+    c: &mut Checker,
+    name: &str,
+    csr: &Csr,
+    gpu: &Device,
+    scale: f64,
+) -> Result<()> {
+    const SLOPE: f64 = 0.2;
+    let cpu = Device::Cpu;
+    let (gc, gg) = (
+        DeviceGraph::upload(csr, &cpu)?,
+        DeviceGraph::upload(csr, gpu)?,
+    );
+    let (n, m) = (csr.n_rows(), csr.n_cols());
+    let sd = (c.randn(n)? * scale)?;
+    let ss = (c.randn(m)? * scale)?;
+    let d = c.randn(csr.nnz())?;
+    let run = |g: &DeviceGraph, dt: DType| -> Result<[Tensor; 3]> {
+        let dev = g.device();
+        let (a, b) = (
+            Var::from_tensor(&put(&sd, dev, dt)?)?,
+            Var::from_tensor(&put(&ss, dev, dt)?)?,
+        );
+        let alpha = crate::gat_attention(g, a.as_tensor(), b.as_tensor(), SLOPE)?;
+        let gr = (&alpha * put(&d, dev, dt)?)?.sum_all()?.backward()?;
+        let get = |v: &Var| {
+            gr.get(v.as_tensor())
+                .cloned()
+                .ok_or_else(|| missing("gat attention grad"))
+        };
+        Ok([alpha.clone(), get(&a)?, get(&b)?])
+    };
+    let want = run(&gc, DType::F64)?;
+    let got = run(&gg, DType::F32)?;
+    let v = |t: &Tensor| -> Result<Vec<f64>> { Ok(t.to_dtype(DType::F64)?.to_vec1::<f64>()?) };
+    let (alpha, dv, sdv, ssv) = (v(&want[0])?, v(&d)?, v(&sd)?, v(&ss)?);
+    let u = f32::EPSILON as f64 / 2.0;
+    let leaky = |z: f64| if z > 0.0 { z } else { SLOPE * z };
+    let nnz = alpha.len();
+    let (mut fwd, mut dz_err, mut dz_abs) = (vec![0f64; nnz], vec![0f64; nnz], vec![0f64; nnz]);
+    let mut dst_lim = vec![0f64; n];
+    for i in 0..n {
+        let r = csr.row_range(i);
+        let deg = r.len() as f64;
+        let cols = &csr.indices()[r.clone()];
+        let e: Vec<f64> = cols
+            .iter()
+            .map(|&j| leaky(sdv[i] + ssv[j as usize]))
+            .collect();
+        let mx = e.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let big = cols
+            .iter()
+            .zip(&e)
+            .map(|(&j, ep)| sdv[i].abs() + ssv[j as usize].abs() + (ep - mx).abs() + mx.abs())
+            .fold(0.0, f64::max);
+        let t_abs: f64 = r.clone().map(|p| alpha[p] * dv[p].abs()).sum();
+        let t: f64 = r.clone().map(|p| alpha[p] * dv[p]).sum();
+        let eps = 2.0 * u * (deg + 6.0 + 4.0 * big);
+        for (q, p) in r.enumerate() {
+            let z = sdv[i] + ssv[cols[q] as usize];
+            fwd[p] = eps * alpha[p] + 1e-30;
+            let mag = alpha[p] * (dv[p].abs() + t_abs);
+            let dz = alpha[p] * (dv[p] - t);
+            dz_abs[p] = mag;
+            dz_err[p] = 2.0 * eps * mag
+                + if z.abs() <= 4.0 * u * (sdv[i].abs() + ssv[cols[q] as usize].abs()) {
+                    dz.abs() / SLOPE
+                } else {
+                    0.0
+                };
+            dst_lim[i] += dz_err[p] + 2.0 * u * (deg + 2.0) * mag;
+        }
+    }
+    let (_, deg_cols) = max_degrees(csr);
+    let mut src_lim = vec![1e-30f64; m];
+    for (p, &j) in csr.indices().iter().enumerate() {
+        src_lim[j as usize] += dz_err[p] + 2.0 * u * sum_depth(deg_cols, true) * dz_abs[p];
+    }
+    let tag = format!("gat_attention x{scale}");
+    let t = |v: Vec<f64>| -> Result<Tensor> {
+        let l = v.len();
+        Ok(Tensor::from_vec(
+            v.into_iter().map(|x| x + 1e-30).collect::<Vec<_>>(),
+            l,
+            &cpu,
+        )?)
+    };
+    c.check_within(name, format!("{tag} fwd"), 1, &got[0], &want[0], &t(fwd)?)?;
+    c.check_within(
+        name,
+        format!("{tag} bwd ds_dst"),
+        1,
+        &got[1],
+        &want[1],
+        &t(dst_lim)?,
+    )?;
+    c.check_within(
+        name,
+        format!("{tag} bwd ds_src"),
+        1,
+        &got[2],
+        &want[2],
+        &t(src_lim)?,
+    )?;
     Ok(())
 }

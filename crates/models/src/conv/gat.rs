@@ -5,9 +5,10 @@
 //! `alpha_ij = softmax_j(e_ij)` (edge softmax over row `i`), `x'_i = ||_h sum_j alpha_ij W_h x_j`
 //! (or the mean over heads), `+ b`. Attention dropout applies to `alpha` in training.
 //!
-//! Built from the sparse ops on the head-expanded graph ([`ModelGraph::heads`]): the scores
-//! are an SDDMM of `[s_dst, 1]` and `[1, s_src]` (K = 2), normalised by
-//! [`gnn_kernels::edge_softmax`], aggregated by the weighted SpMM.
+//! Built from the sparse ops on the head-expanded graph ([`ModelGraph::heads`]): the
+//! coefficients come from [`gnn_kernels::gat_attention`] (the `s_dst[i] + s_src[j]` score,
+//! LeakyReLU and edge softmax in one op, storing only `alpha`), aggregated by the weighted
+//! SpMM.
 //!
 //! Parameters (PyG names): `lin.weight [heads * F, in]`, `att_src [1, heads, F]`,
 //! `att_dst [1, heads, F]`, `bias [heads * F]` (concat) or `[F]` (mean).
@@ -19,7 +20,10 @@ use crate::graph::ModelGraph;
 use crate::params::{Init, ParamStore};
 use crate::timer::{Phase, Timer};
 use candle_core::{Tensor, D};
-use gnn_kernels::{edge_softmax, sddmm};
+use gnn_kernels::gat_attention;
+
+/// GAT's LeakyReLU slope (the paper's and PyG's default).
+const NEGATIVE_SLOPE: f64 = 0.2;
 
 /// GAT convolution.
 pub struct GatConv {
@@ -73,19 +77,12 @@ impl GatConv {
             let s_src = x3
                 .broadcast_mul(&self.att_src)?
                 .sum(D::Minus1)?
-                .reshape((n * h, 1))?;
+                .reshape(n * h)?;
             let s_dst = x3
                 .broadcast_mul(&self.att_dst)?
                 .sum(D::Minus1)?
-                .reshape((n * h, 1))?;
-            let ones = Tensor::ones((n * h, 1), xw.dtype(), xw.device())?;
-            let e = sddmm(
-                &gh,
-                &Tensor::cat(&[&s_dst, &ones], 1)?,
-                &Tensor::cat(&[&ones, &s_src], 1)?,
-            )?;
-            let e = (e.relu()? - (e.neg()?.relu()? * 0.2)?)?;
-            Ok(edge_softmax(&gh, &e)?)
+                .reshape(n * h)?;
+            Ok(gat_attention(&gh, &s_dst, &s_src, NEGATIVE_SLOPE)?)
         })?;
         let out = attend(&gh, &xw, alpha, (h, f, self.concat), att_drop, t)?;
         t.time(Phase::Elementwise, || Ok(out.broadcast_add(&self.bias)?))

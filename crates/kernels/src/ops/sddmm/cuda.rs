@@ -4,11 +4,11 @@
 //! Hierarchical Vectorized Memory Access (HVMA: index tiles and feature rows read 2 or 4 wide
 //! where the partition and the layouts guarantee the alignment).
 
-use super::partition::{
-    dynamic_task_partition, index_vector_width, HpShape, HP_WARPS, NPW_CANDIDATES,
-};
 use crate::cuda::{f32_view, f32_view_opt, launched, zeros, SDDMM_PTX};
 use crate::device_graph::DeviceGraph;
+use crate::partition::{
+    dynamic_task_partition, index_vector_width, HpShape, HP_WARPS, NPW_CANDIDATES,
+};
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::sys::CUdevice_attribute;
 use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
@@ -38,7 +38,7 @@ fn kernel_override() -> SddmmKernel {
     *OVERRIDE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn sm_count(dev: &CudaDevice) -> Result<usize> {
+pub(crate) fn sm_count(dev: &CudaDevice) -> Result<usize> {
     let n = dev
         .cuda_stream()
         .context()

@@ -18,11 +18,10 @@ pub(crate) mod cuda;
 pub mod tuning {
     #[cfg(feature = "cuda")]
     pub use super::cuda::{auto_npw, set_kernel_override, SddmmKernel};
-    pub use super::partition::{
+    pub use crate::partition::{
         dynamic_task_partition, index_vector_width, HpShape, DTP_WAVES, HP_WARPS, NPW_CANDIDATES,
     };
 }
-mod partition;
 
 use super::{check_device, check_float, cpu_slice};
 use crate::device_graph::DeviceGraph;

@@ -1,11 +1,17 @@
-//! Host side of the CUDA SpMM family (`cuda/spmm.cu`): picks the tile shape from `k`, checks
-//! shapes, launches, and wraps the results as candle storages.
+//! Host side of the CUDA SpMM family (`cuda/spmm.cu`): picks the kernel (GE-SpMM's
+//! row-scheduled kernel or HP-SpMM's nnz-balanced one) and its shape from `k`, checks shapes,
+//! launches, and wraps the results as candle storages.
 
 use super::Reduce;
 use crate::cuda::{elementwise_cfg, f32_view, f32_view_opt, launched, u32_view, zeros, SPMM_PTX};
 use crate::device_graph::DeviceGraph;
+use crate::ops::sddmm::cuda::sm_count;
+use crate::partition::{dtp_workers, HpSpmmShape, HP_WARPS, NPW_CANDIDATES};
 use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::cudarc::driver::{
+    CudaFunction, CudaSlice, CudaView, LaunchConfig, PushKernelArg,
+};
+use candle_core::cuda_backend::CudaDevice;
 use candle_core::{CudaStorage, Layout, Result, Shape};
 
 const MODULE: &str = "gnn_spmm";
@@ -38,6 +44,121 @@ impl SpmmTiling {
 }
 
 static OVERRIDE: std::sync::Mutex<Option<SpmmTiling>> = std::sync::Mutex::new(None);
+
+/// Which kernel runs a sum/mean SpMM (max/min always run GE-SpMM's row kernel, as their
+/// shared rows cannot meet through atomic adds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpmmKernel {
+    /// The dispatcher's choice ([`super::dispatch`]).
+    Auto,
+    /// GE-SpMM's row kernel over the row schedule (or the forced [`SpmmTiling`]).
+    Ge,
+    /// HP-SpMM with this many edges per lane group (one of
+    /// [`crate::partition::NPW_CANDIDATES`]; anything else: DTP's choice).
+    Hp(u32),
+}
+
+static KERNEL: std::sync::Mutex<SpmmKernel> = std::sync::Mutex::new(SpmmKernel::Auto);
+
+/// Forces the kernel of every sum/mean CUDA SpMM of this process (benchmarks; `Auto`
+/// restores the dispatcher). Deterministic mode always runs GE-SpMM (HP-SpMM adds shared rows
+/// atomically).
+pub fn set_kernel_override(k: SpmmKernel) {
+    *KERNEL.lock().unwrap_or_else(|e| e.into_inner()) = k;
+}
+
+fn hp_func(dev: &CudaDevice, shape: HpSpmmShape) -> Result<CudaFunction> {
+    let name = format!("hp_spmm_v{}_c{}_u4", shape.v, shape.ch);
+    Ok(dev
+        .get_or_load_custom_func(&name, MODULE, SPMM_PTX)?
+        .into_cuda_function())
+}
+
+/// DTP for an HP-SpMM launch of `shape` over `nnz` edges on `dev`.
+fn hp_dtp(dev: &CudaDevice, func: &CudaFunction, shape: HpSpmmShape, nnz: usize) -> Result<u32> {
+    let active = func
+        .occupancy_max_active_blocks_per_multiprocessor(32 * HP_WARPS, 0, None)
+        .map_err(|e| candle_core::Error::Msg(format!("spmm: occupancy: {e:?}")))?;
+    Ok(dtp_workers(
+        nnz,
+        shape.workers_per_block(),
+        shape.tiles,
+        sm_count(dev)?,
+        active as usize,
+    ))
+}
+
+/// The edges per lane group an automatic HP-SpMM launch uses for `nnz` edges at width `k`
+/// (aligned input) on `dev`, with the shape it runs.
+pub fn hp_auto_npw(dev: &CudaDevice, nnz: usize, k: usize) -> Result<Option<(u32, HpSpmmShape)>> {
+    HpSpmmShape::new(k, 4)
+        .map(|shape| Ok((hp_dtp(dev, &hp_func(dev, shape)?, shape, nnz)?, shape)))
+        .transpose()
+}
+
+/// HP-SpMM into the zeroed `out` (`[n_rows, k]`), sum or mean.
+#[allow(clippy::too_many_arguments)]
+fn hp_spmm(
+    g: &DeviceGraph,
+    dev: &CudaDevice,
+    xv: &CudaView<'_, f32>,
+    offset: usize,
+    k: usize,
+    vals: Option<&CudaView<'_, f32>>,
+    mean: bool,
+    npw: Option<u32>,
+    out: &CudaSlice<f32>,
+) -> Result<()> {
+    let csr = g.cuda_csr()?;
+    let nnz = g.nnz();
+    let Some(shape) = HpSpmmShape::new(k, offset | 4) else {
+        return Ok(());
+    };
+    let func = hp_func(dev, shape)?;
+    let npw = match npw {
+        Some(n) if NPW_CANDIDATES.contains(&n) => n,
+        _ => hp_dtp(dev, &func, shape, nnz)?,
+    };
+    let blocks = nnz.div_ceil(npw as usize * shape.workers_per_block());
+    let cfg = LaunchConfig {
+        grid_dim: (
+            u32::try_from(blocks)
+                .map_err(|_| candle_core::Error::Msg("spmm: grid too large".into()))?,
+            i32_arg("column tiles", shape.tiles)? as u32,
+            1,
+        ),
+        block_dim: (32 * HP_WARPS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let (n_i, nnz_u, k_i, lanes, mean_i) = (
+        i32_arg("rows", g.n_rows())?,
+        u32::try_from(nnz).map_err(|_| candle_core::Error::Msg("spmm: nnz exceeds u32".into()))?,
+        i32_arg("k", k)?,
+        shape.lanes as i32,
+        mean as i32,
+    );
+    let no_vals = 0u64;
+    let stream = dev.cuda_stream();
+    let mut b = stream.launch_builder(&func);
+    b.arg(&csr.indptr).arg(&csr.indices);
+    match vals {
+        Some(v) => b.arg(v),
+        None => b.arg(&no_vals),
+    };
+    b.arg(xv)
+        .arg(out)
+        .arg(&n_i)
+        .arg(&nnz_u)
+        .arg(&k_i)
+        .arg(&npw)
+        .arg(&lanes)
+        .arg(&mean_i);
+    // SAFETY: x is [n_cols, k] (checked by the public functions), out is [n_rows, k] and
+    // zeroed (shared rows add into it), vals (if any) has nnz elements; v-wide loads only where
+    // `HpSpmmShape` found k and the offset divisible by v; the grid covers nnz edges in groups
+    // of npw and the column tiles cover k.
+    launched(unsafe { b.launch(cfg) }.map(|_| ()))
+}
 
 /// Forces every CUDA SpMM launch of this process to `tiling` (`None`: the built-in choice).
 /// For tuning sweeps (`bench_spmm --sweep`); a shape invalid for a call falls back to the
@@ -114,22 +235,41 @@ pub(crate) fn spmm_fwd(
     } else {
         None
     };
-    if n > 0 && k > 0 {
-        let (vec, cf, n_tiles, tile_major, unroll, schedule) =
-            match *OVERRIDE.lock().unwrap_or_else(|e| e.into_inner()) {
-                Some(t) if t.valid(k, xl.start_offset()) => (
-                    t.vec,
-                    t.cf,
-                    k.div_ceil(32 * t.vec * t.cf),
-                    t.tile_major,
-                    t.unroll,
-                    t.schedule,
-                ),
-                _ => {
-                    let (v, c, t, m) = tile_shape(k, xl.start_offset(), g.n_cols());
-                    (v, c, t, m, UNROLL, SCHEDULE)
-                }
-            };
+    let forced_tiling = *OVERRIDE.lock().unwrap_or_else(|e| e.into_inner());
+    let hp_npw = match *KERNEL.lock().unwrap_or_else(|e| e.into_inner()) {
+        _ if extreme || crate::deterministic() => None,
+        SpmmKernel::Hp(npw) => Some(Some(npw)),
+        SpmmKernel::Ge => None,
+        SpmmKernel::Auto if forced_tiling.is_some() => None,
+        SpmmKernel::Auto => super::dispatch::prefer_hp(g.stats(), k).then_some(None),
+    };
+    if let (Some(npw), true) = (hp_npw, n > 0 && k > 0) {
+        hp_spmm(
+            g,
+            &dev,
+            &xv,
+            xl.start_offset(),
+            k,
+            vv.as_ref(),
+            reduce == Reduce::Mean,
+            npw,
+            &out,
+        )?;
+    } else if n > 0 && k > 0 {
+        let (vec, cf, n_tiles, tile_major, unroll, schedule) = match forced_tiling {
+            Some(t) if t.valid(k, xl.start_offset()) => (
+                t.vec,
+                t.cf,
+                k.div_ceil(32 * t.vec * t.cf),
+                t.tile_major,
+                t.unroll,
+                t.schedule,
+            ),
+            _ => {
+                let (v, c, t, m) = tile_shape(k, xl.start_offset(), g.n_cols());
+                (v, c, t, m, UNROLL, SCHEDULE)
+            }
+        };
         // Split rows meet through atomic adds, which only a sum (or mean) can take.
         let sched = if schedule && !extreme {
             Some(g.cuda_schedule()?)

@@ -1,5 +1,6 @@
-//! HP-SDDMM's task partition, decided on the host: the launch shape for a width K (HVMA's
-//! feature vector width) and the edges per warp (DTP). Plain arithmetic, tested without a GPU.
+//! The task partition of the HP kernels (HP-SDDMM and HP-SpMM, Fan, Wang, Chu, IPDPS'23),
+//! decided on the host: the launch shape for a width K (HVMA's feature vector width) and the
+//! edges per warp or lane group (DTP). Plain arithmetic, tested without a GPU.
 
 /// The paper's candidate edges-per-warp values; all multiples of 8, so a warp's first edge is
 /// 32-byte aligned in the index array for the int2 / int4 tile loads.
@@ -8,7 +9,8 @@ pub const NPW_CANDIDATES: [u32; 6] = [512, 256, 128, 64, 32, 8];
 /// DTP's scale factor: the grid must hold at least this many full waves of blocks.
 pub const DTP_WAVES: f64 = 2.0;
 
-/// Warps per block of the HP kernels (`HP_WARPS` in `cuda/sddmm.cu`).
+/// Warps per block of the HP kernels (`HP_WARPS` in `cuda/sddmm.cu`, 256 threads in
+/// `cuda/spmm.cu`).
 pub const HP_WARPS: u32 = 8;
 
 /// The HP-SDDMM launch shape for one call.
@@ -53,14 +55,70 @@ impl HpShape {
 /// (`sms x active_blocks_per_sm` blocks of `HP_WARPS` warps), the smallest candidate when none
 /// does (small graphs: as many warps as there are edges to share).
 pub fn dynamic_task_partition(nnz: usize, sms: usize, active_blocks_per_sm: usize) -> u32 {
+    dtp_workers(nnz, HP_WARPS as usize, 1, sms, active_blocks_per_sm)
+}
+
+/// DTP for kernels whose blocks hold `workers_per_block` independent edge ranges (HP-SpMM's
+/// lane groups) and whose grid repeats over `tiles` column tiles: the largest candidate edges
+/// per worker that still gives `DTP_WAVES` full waves of blocks, else the smallest.
+pub fn dtp_workers(
+    nnz: usize,
+    workers_per_block: usize,
+    tiles: usize,
+    sms: usize,
+    active_blocks_per_sm: usize,
+) -> u32 {
     let full_wave = (sms * active_blocks_per_sm.max(1)) as f64;
     NPW_CANDIDATES
         .into_iter()
         .find(|&npw| {
-            let blocks = nnz.div_ceil(npw as usize * HP_WARPS as usize) as f64;
-            blocks >= DTP_WAVES * full_wave
+            let blocks = nnz.div_ceil(npw as usize * workers_per_block.max(1)) * tiles.max(1);
+            blocks as f64 >= DTP_WAVES * full_wave
         })
         .unwrap_or(NPW_CANDIDATES[NPW_CANDIDATES.len() - 1])
+}
+
+/// The HP-SpMM launch shape for one call: each lane keeps `ch` vectors of `v` floats of the
+/// current row (at most 8 accumulators), `lanes` lanes share an edge, and the grid repeats
+/// over `tiles` column tiles of `lanes * ch * v` columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HpSpmmShape {
+    /// Feature vector width (1, 2, 4).
+    pub v: usize,
+    /// Feature vectors per lane (`ch * v <= 8`).
+    pub ch: usize,
+    /// Lanes per edge (power of two, <= 32).
+    pub lanes: usize,
+    /// Column tiles.
+    pub tiles: usize,
+}
+
+impl HpSpmmShape {
+    /// The shape for width `k > 0` whose input starts at an element offset allowing `v`-wide
+    /// loads (`None` for K = 0).
+    pub fn new(k: usize, aligned_to: usize) -> Option<Self> {
+        if k == 0 {
+            return None;
+        }
+        let v = [4, 2, 1]
+            .into_iter()
+            .find(|&v| k & (v - 1) == 0 && aligned_to & (v - 1) == 0)
+            .unwrap_or(1);
+        let lanes = k.div_ceil(v).next_power_of_two().min(32);
+        let ch = k.div_ceil(v * lanes).next_power_of_two().min(8 / v);
+        let tiles = k.div_ceil(lanes * ch * v);
+        Some(Self {
+            v,
+            ch,
+            lanes,
+            tiles,
+        })
+    }
+
+    /// Independent lane groups (edge ranges) per 256-thread block.
+    pub fn workers_per_block(&self) -> usize {
+        HP_WARPS as usize * (32 / self.lanes)
+    }
 }
 
 /// HVMA's index-tile load width for `npw` edges per warp: int4 from 128, int2 at 64.
@@ -142,5 +200,45 @@ mod tests {
             ),
             (4, 2, 1)
         );
+    }
+
+    #[test]
+    fn spmm_shapes_cover_k_within_the_compiled_set() {
+        for k in 1..=1100 {
+            for align in [1, 2, 4] {
+                let s = HpSpmmShape::new(k, align).unwrap();
+                assert!(k % s.v == 0 && align % s.v == 0, "k {k}: {s:?}");
+                assert!(s.lanes.is_power_of_two() && s.lanes <= 32);
+                assert!(s.ch.is_power_of_two() && s.ch * s.v <= 8, "k {k}: {s:?}");
+                assert!(s.tiles * s.lanes * s.ch * s.v >= k, "k {k}: {s:?}");
+                // No tile entirely past K.
+                assert!((s.tiles - 1) * s.lanes * s.ch * s.v < k, "k {k}: {s:?}");
+            }
+        }
+        let s = HpSpmmShape::new(16, 4).unwrap();
+        assert_eq!((s.v, s.ch, s.lanes, s.tiles), (4, 1, 4, 1));
+        assert_eq!(s.workers_per_block(), 64);
+        let s = HpSpmmShape::new(256, 4).unwrap();
+        assert_eq!((s.v, s.ch, s.lanes, s.tiles), (4, 2, 32, 1));
+        let s = HpSpmmShape::new(602, 2).unwrap();
+        assert_eq!((s.v, s.ch, s.lanes, s.tiles), (2, 4, 32, 3));
+        assert_eq!(HpSpmmShape::new(0, 4), None);
+    }
+
+    #[test]
+    fn worker_partition_counts_groups_and_tiles() {
+        let (sms, active) = (132, 8);
+        // The warp form is the worker form with HP_WARPS workers and one tile.
+        for nnz in [13_264, 5_000_000, 114_543_559] {
+            assert_eq!(
+                dynamic_task_partition(nnz, sms, active),
+                dtp_workers(nnz, HP_WARPS as usize, 1, sms, active)
+            );
+        }
+        // More workers per block or more tiles never asks for fewer edges per worker.
+        let nnz = 5_000_000;
+        let base = dtp_workers(nnz, 8, 1, sms, active);
+        assert!(dtp_workers(nnz, 8, 4, sms, active) >= base);
+        assert!(dtp_workers(nnz, 64, 1, sms, active) <= base);
     }
 }
