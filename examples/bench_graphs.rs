@@ -19,7 +19,7 @@ use anyhow::{Context, Result};
 use candle_core::{DType, Device, Tensor};
 use clap::Parser;
 use gnn::graph::{generate, Csr, Reorder, SyntheticSpec};
-use gnn::kernels::ops::spmm::dispatch::{prefer_hp, DegreeStats};
+use gnn::kernels::ops::spmm::dispatch::prefer_hp;
 use gnn::kernels::ops::spmm::tuning::{set_kernel_override, SpmmKernel};
 use gnn::kernels::partition::NPW_CANDIDATES;
 use gnn::kernels::peer::{gcn_operand, rel_diff, time_ms, Cusparse, CusparseSddmm};
@@ -170,7 +170,6 @@ fn main() -> Result<()> {
         drop(graph);
         let nnz = a.nnz();
         let st = a.degree_stats();
-        let stats = DegreeStats::of(a.indptr());
         println!(
             "{name}: {} nodes, {nnz} non-zeros (A + I), mean row {:.1}, max row {} (built in {:.1} s{})",
             a.n_rows(),
@@ -216,7 +215,7 @@ fn main() -> Result<()> {
                 set_kernel_override(SpmmKernel::Auto);
                 errs.push(rel_diff(&out?, &c)?);
             }
-            let pick_hp = prefer_hp(stats, k);
+            let pick_hp = prefer_hp(&st, nnz, k);
             let pick = if pick_hp { hp } else { ge };
             // SDDMM on the same pattern (a = rows' features, b = x).
             let y = Tensor::randn(0f32, 1.0, (a.n_rows(), k), &device)?;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # GAT and TransformerConv, ours vs PyG on the identical graph files, one device call (issue 14;
-# docs/perf/h100-2026-11-24-attention-pyg). ../shared/anchors/same_graph.py (copied next to the
-# results as same_graph.py) writes a Reddit-shaped graph in DGL's format with --skip-pyg;
-# scripts/pyg_attention.py trains PyG's GATConv / TransformerConv on it and train_reddit
+# docs/perf/h100-2026-11-24-attention-pyg). ../shared/anchors/same_graph.py (its verbatim
+# copy docs/perf/h100-2026-11-24-pyg/same_graph.py) writes a Reddit-shaped graph in DGL's
+# format with --skip-pyg; scripts/pyg_attention.py trains PyG's GATConv / TransformerConv on it and train_reddit
 # --data-dir trains ours with the same recipe (2 layers, 8 heads x 8, ELU, dropout 0.5,
 # attention dropout 0.5, Adam 0.01, eval every 5), EPOCHS epochs each. GRAPH_ARGS go to
 # same_graph.py (--half-deg 250 is Reddit's density; --signal / --homophily its difficulty),
@@ -15,7 +15,7 @@ GRAPH_ARGS=${GRAPH_ARGS:---half-deg 250}
 EPOCHS=${EPOCHS:-30}
 DATA=/tmp/attpyg/data_$TAG
 python3 -c "import torch, torch_geometric; print('torch', torch.__version__, 'pyg', torch_geometric.__version__)" >> "$R/gpu.txt" 2>&1
-[ -f "$DATA/reddit_graph.npz" ] || step "write_$TAG" python3 docs/perf/h100-2026-11-24-attention-pyg/same_graph.py \
+[ -f "$DATA/reddit_graph.npz" ] || step "write_$TAG" python3 docs/perf/h100-2026-11-24-pyg/same_graph.py \
     --dir "$DATA" $GRAPH_ARGS --skip-pyg
 for m in ${MODELS:-gat transformer}; do
     step "ours_${m}_$TAG" /tmp/bin/train_reddit --data-dir "$DATA" --model "$m" --hidden 64 --heads 8 \

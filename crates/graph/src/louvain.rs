@@ -111,7 +111,6 @@ impl Level {
                     link[c as usize] = 0.0;
                     seen[c as usize] = false;
                 }
-                link[ci] = 0.0;
                 touched.clear();
             }
             moved_total += moved;

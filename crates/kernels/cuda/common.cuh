@@ -1,10 +1,23 @@
-// Shared by the kernels: the full warp mask and VEC-wide float loads/stores (float2/float4
-// when VEC is 2/4; the caller guarantees the alignment).
+// Shared by the kernels: the full warp mask, VEC-wide float loads/stores (float2/float4
+// when VEC is 2/4; the caller guarantees the alignment) and whole-warp reductions.
 #pragma once
 
 #include <stdint.h>
 
 #define FULL 0xffffffffu
+
+// Maximum / sum of `v` over the 32 lanes (butterfly: every lane gets the result).
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL, v, o));
+    return v;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL, v, o);
+    return v;
+}
 
 template <int VEC>
 __device__ __forceinline__ void load_vec(const float* __restrict__ p, float (&r)[VEC]) {

@@ -6,18 +6,6 @@
 
 #include "common.cuh"
 
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL, v, o));
-    return v;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL, v, o);
-    return v;
-}
-
 extern "C" __global__ void edge_softmax_fwd(const uint32_t* __restrict__ indptr, const float* __restrict__ s,
                                             float* __restrict__ alpha, int n_rows) {
     const int lane = threadIdx.x & 31;

@@ -10,18 +10,6 @@
 
 #include "common.cuh"
 
-__device__ __forceinline__ float gat_warp_max(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL, v, o));
-    return v;
-}
-
-__device__ __forceinline__ float gat_warp_sum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL, v, o);
-    return v;
-}
-
 __device__ __forceinline__ float leaky(float z, float slope) { return z > 0.f ? z : z * slope; }
 
 extern "C" __global__ void gat_attention_fwd(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
@@ -34,10 +22,10 @@ extern "C" __global__ void gat_attention_fwd(const uint32_t* __restrict__ indptr
     const float sd = __ldg(s_dst + row);
     float m = -INFINITY;
     for (uint32_t p = start + lane; p < end; p += 32) m = fmaxf(m, leaky(sd + __ldg(s_src + __ldg(indices + p)), slope));
-    m = gat_warp_max(m);
+    m = warp_max(m);
     float z = 0.f;
     for (uint32_t p = start + lane; p < end; p += 32) z += expf(leaky(sd + __ldg(s_src + __ldg(indices + p)), slope) - m);
-    z = gat_warp_sum(z);
+    z = warp_sum(z);
     const float inv = 1.f / z;
     for (uint32_t p = start + lane; p < end; p += 32)
         alpha[p] = expf(leaky(sd + __ldg(s_src + __ldg(indices + p)), slope) - m) * inv;
@@ -54,7 +42,7 @@ extern "C" __global__ void gat_attention_bwd(const uint32_t* __restrict__ indptr
     const uint32_t start = indptr[row], end = indptr[row + 1];
     float t = 0.f;
     for (uint32_t p = start + lane; p < end; p += 32) t = fmaf(__ldg(alpha + p), __ldg(dalpha + p), t);
-    t = gat_warp_sum(t);
+    t = warp_sum(t);
     const float sd = __ldg(s_dst + row);
     float acc = 0.f;
     for (uint32_t p = start + lane; p < end; p += 32) {
@@ -63,6 +51,6 @@ extern "C" __global__ void gat_attention_bwd(const uint32_t* __restrict__ indptr
         dz[p] = d;
         acc += d;
     }
-    acc = gat_warp_sum(acc);
+    acc = warp_sum(acc);
     if (lane == 0) ds_dst[row] = acc;
 }

@@ -17,8 +17,7 @@ extern "C" __global__ void sddmm_rows(const uint32_t* __restrict__ indptr, const
         const float* __restrict__ br = b + (size_t)__ldg(indices + p) * k;
         float s = 0.f;
         for (int t = lane; t < k; t += 32) s = fmaf(__ldg(ar + t), __ldg(br + t), s);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(FULL, s, o);
+        s = warp_sum(s);  // lane 0's sum is the same tree as a shuffle-down reduction
         if (lane == 0) e[p] = vals ? s * __ldg(vals + p) : s;
     }
 }

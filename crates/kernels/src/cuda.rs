@@ -85,6 +85,16 @@ pub fn elementwise_cfg(total: usize) -> LaunchConfig {
     }
 }
 
+/// One warp per row for `rows` rows, 8 warps (256 threads) per block: the row kernels
+/// (edge softmax, GAT attention, the row SDDMM).
+pub fn warp_per_row_cfg(rows: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (rows.div_ceil(8) as u32, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 /// Allocates `len` zeroed elements (at least one, so zero-size outputs still have a buffer).
 pub fn zeros<
     T: candle_core::cuda_backend::cudarc::driver::DeviceRepr

@@ -22,7 +22,7 @@ struct Inner {
     device: Device,
     transpose: OnceLock<(DeviceGraph, Tensor)>,
     inv_deg: OnceLock<Tensor>,
-    stats: OnceLock<crate::ops::spmm::dispatch::DegreeStats>,
+    stats: OnceLock<gnn_graph::csr::DegreeStats>,
     /// The last constant edge-value tensor permuted to the transpose: `(its id, values)`.
     transposed_values: std::sync::Mutex<Option<(candle_core::TensorId, Tensor)>>,
     timing: AtomicBool,
@@ -112,12 +112,10 @@ impl DeviceGraph {
         self.0.csr.nnz()
     }
 
-    /// Row and degree statistics (for the kernel dispatchers), computed on first use.
-    pub fn stats(&self) -> crate::ops::spmm::dispatch::DegreeStats {
-        *self
-            .0
-            .stats
-            .get_or_init(|| crate::ops::spmm::dispatch::DegreeStats::of(self.0.csr.indptr()))
+    /// The rows' degree statistics ([`Csr::degree_stats`], for the kernel dispatchers),
+    /// computed on first use.
+    pub fn degree_stats(&self) -> &gnn_graph::csr::DegreeStats {
+        self.0.stats.get_or_init(|| self.0.csr.degree_stats())
     }
 
     /// The transpose (CSC of this graph as a CSR of `A^T`) and, as a `u32` tensor of length

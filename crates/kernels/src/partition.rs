@@ -13,6 +13,17 @@ pub const DTP_WAVES: f64 = 2.0;
 /// `cuda/spmm.cu`).
 pub const HP_WARPS: u32 = 8;
 
+/// HVMA's feature vector width for `k` at operands aligned to `aligned_to` elements (the
+/// widest of 4, 2, 1 dividing both), and the lanes sharing an edge (the smallest power of two
+/// covering `k / v`, at most a warp): the part both HP kernels' shapes share.
+fn vector_and_lanes(k: usize, aligned_to: usize) -> (usize, usize) {
+    let v = [4, 2, 1]
+        .into_iter()
+        .find(|&v| k & (v - 1) == 0 && aligned_to & (v - 1) == 0)
+        .unwrap_or(1);
+    (v, k.div_ceil(v).next_power_of_two().min(32))
+}
+
 /// The HP-SDDMM launch shape for one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HpShape {
@@ -31,11 +42,7 @@ impl HpShape {
         if k == 0 || k > 1024 {
             return None;
         }
-        let v = [4, 2, 1]
-            .into_iter()
-            .find(|&v| k & (v - 1) == 0 && aligned_to & (v - 1) == 0)
-            .unwrap_or(1);
-        let lanes = k.div_ceil(v).next_power_of_two().min(32);
+        let (v, lanes) = vector_and_lanes(k, aligned_to);
         let ch = k.div_ceil(v * lanes).next_power_of_two();
         Some(Self { v, ch, lanes })
     }
@@ -100,11 +107,7 @@ impl HpSpmmShape {
         if k == 0 {
             return None;
         }
-        let v = [4, 2, 1]
-            .into_iter()
-            .find(|&v| k & (v - 1) == 0 && aligned_to & (v - 1) == 0)
-            .unwrap_or(1);
-        let lanes = k.div_ceil(v).next_power_of_two().min(32);
+        let (v, lanes) = vector_and_lanes(k, aligned_to);
         let ch = k.div_ceil(v * lanes).next_power_of_two().min(8 / v);
         let tiles = k.div_ceil(lanes * ch * v);
         Some(Self {

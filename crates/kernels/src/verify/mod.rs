@@ -313,6 +313,43 @@ fn spmm_run(
     Ok((out, Some((dx, dv))))
 }
 
+/// The graph on both sides: the CPU reference's copy and the device's.
+fn upload_both(csr: &Csr, gpu: &Device) -> Result<(DeviceGraph, DeviceGraph)> {
+    Ok((
+        DeviceGraph::upload(csr, &Device::Cpu)?,
+        DeviceGraph::upload(csr, gpu)?,
+    ))
+}
+
+/// A random `[rows, k]` operand that starts one element into its buffer when `offset` is set
+/// (so the kernels cannot use vector loads on it).
+struct OffsetOperand {
+    buf: Tensor,
+    skip: usize,
+    rows: usize,
+    k: usize,
+}
+
+impl OffsetOperand {
+    /// Draws the buffer from the checker's stream.
+    fn new(c: &mut Checker, rows: usize, k: usize, offset: bool) -> Result<Self> {
+        let skip = offset as usize;
+        Ok(Self {
+            buf: c.randn(rows * k + skip)?,
+            skip,
+            rows,
+            k,
+        })
+    }
+
+    /// The operand on `dev` (in `dt` on the CPU, see [`put`]).
+    fn on(&self, dev: &Device, dt: DType) -> Result<Tensor> {
+        Ok(put(&self.buf, dev, dt)?
+            .narrow(0, self.skip, self.rows * self.k)?
+            .reshape((self.rows, self.k))?)
+    }
+}
+
 /// `t` on `dev`; on the CPU (the reference side) in `dtype`.
 fn put(t: &Tensor, dev: &Device, dtype: DType) -> Result<Tensor> {
     Ok(if dev.is_cpu() {

@@ -1,7 +1,8 @@
 //! The checks [`run`] makes, op by op.
 
 use super::{
-    max_degrees, missing, put, random_graph, sampled_bound, spmm_run, sum_bound, sum_depth, Checker,
+    max_degrees, missing, put, random_graph, sampled_bound, spmm_run, sum_bound, sum_depth,
+    upload_both, Checker, OffsetOperand,
 };
 use crate::error::Result;
 use crate::{
@@ -24,10 +25,7 @@ fn check_spmm(
     backward: bool,
 ) -> Result<()> {
     let cpu = Device::Cpu;
-    let (gc, gg) = (
-        DeviceGraph::upload(csr, &cpu)?,
-        DeviceGraph::upload(csr, gpu)?,
-    );
+    let (gc, gg) = upload_both(csr, gpu)?;
     let x = c.randn((csr.n_cols(), k))?;
     let vals: Vec<f32> = {
         let mut r = Xoshiro256PlusPlus::seed_from_u64(seed ^ c.run_seed);
@@ -196,10 +194,7 @@ fn check_maxk(
     let h = Tensor::from_vec(hv, (csr.n_cols(), d), &cpu)?;
     let w = c.randn((csr.n_rows(), d))?;
     let vals = c.randn(csr.nnz())?;
-    let (gc, gg) = (
-        DeviceGraph::upload(csr, &cpu)?,
-        DeviceGraph::upload(csr, gpu)?,
-    );
+    let (gc, gg) = upload_both(csr, gpu)?;
     let xc = maxk(&h, k)?;
     let xg = maxk(&h.to_device(gpu)?, k)?;
     let tag = format!("maxk d={d} k={k}");
@@ -386,10 +381,7 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
             &Device::Cpu,
         )?;
         let (norm64, normg) = (norm.to_dtype(DType::F64)?, norm.to_device(gpu)?);
-        let (gc, gg) = (
-            DeviceGraph::upload(&a, &Device::Cpu)?,
-            DeviceGraph::upload(&a, gpu)?,
-        );
+        let (gc, gg) = upload_both(&a, gpu)?;
         let (deg_rows, _) = max_degrees(&a);
         for k in [41usize, 128] {
             let x = c.randn((a.n_cols(), k))?;
@@ -475,18 +467,9 @@ fn check_hp_spmm(
     offset: bool,
 ) -> Result<()> {
     let cpu = Device::Cpu;
-    let (gc, gg) = (
-        DeviceGraph::upload(csr, &cpu)?,
-        DeviceGraph::upload(csr, gpu)?,
-    );
+    let (gc, gg) = upload_both(csr, gpu)?;
     let (n, m, nnz) = (csr.n_rows(), csr.n_cols(), csr.nnz());
-    let skip = offset as usize;
-    let x_buf = c.randn(m * k + skip)?;
-    let x_on = |dev: &Device, dt: DType| -> Result<Tensor> {
-        Ok(put(&x_buf, dev, dt)?
-            .narrow(0, skip, m * k)?
-            .reshape((m, k))?)
-    };
+    let x = OffsetOperand::new(c, m, k, offset)?;
     let v = c.randn(nnz)?;
     let w = c.randn((n, k))?;
     let (deg_rows, deg_cols) = max_degrees(csr);
@@ -521,10 +504,10 @@ fn check_hp_spmm(
                     .ok_or_else(|| missing("spmm dx"))?;
                 Ok::<_, crate::Error>((out, dx))
             };
-            let want = run(&gc, x_on(&cpu, DType::F64)?, &v, &w, DType::F64)?;
+            let want = run(&gc, x.on(&cpu, DType::F64)?, &v, &w, DType::F64)?;
             let abs = run(
                 &gc,
-                x_on(&cpu, DType::F64)?.abs()?,
+                x.on(&cpu, DType::F64)?.abs()?,
                 &v.abs()?,
                 &w.abs()?,
                 DType::F64,
@@ -534,7 +517,7 @@ fn check_hp_spmm(
             for kernel in kernels {
                 #[cfg(feature = "cuda")]
                 crate::ops::spmm::tuning::set_kernel_override(kernel);
-                let got = run(&gg, x_on(gpu, DType::F32)?, &v, &w, DType::F32);
+                let got = run(&gg, x.on(gpu, DType::F32)?, &v, &w, DType::F32);
                 #[cfg(feature = "cuda")]
                 crate::ops::spmm::tuning::set_kernel_override(
                     crate::ops::spmm::tuning::SpmmKernel::Auto,
@@ -566,21 +549,12 @@ fn check_sddmm(
     offset: bool,
 ) -> Result<()> {
     let cpu = Device::Cpu;
-    let (gc, gg) = (
-        DeviceGraph::upload(csr, &cpu)?,
-        DeviceGraph::upload(csr, gpu)?,
-    );
+    let (gc, gg) = upload_both(csr, gpu)?;
     let (n, m, nnz) = (csr.n_rows(), csr.n_cols(), csr.nnz());
-    let skip = offset as usize;
-    let a_buf = c.randn(n * k + skip)?;
+    let a = OffsetOperand::new(c, n, k, offset)?;
     let b = c.randn((m, k))?;
     let v = c.randn(nnz)?;
     let w = c.randn(nnz)?;
-    let a_on = |dev: &Device, dt: DType| -> Result<Tensor> {
-        Ok(put(&a_buf, dev, dt)?
-            .narrow(0, skip, n * k)?
-            .reshape((n, k))?)
-    };
     let run = |dev: &Device, g: &DeviceGraph, a: Tensor, [b, v, w]: [&Tensor; 3], dt: DType| {
         let (av, bv, vv) = (
             Var::from_tensor(&a)?,
@@ -596,10 +570,10 @@ fn check_sddmm(
         };
         Ok::<_, crate::Error>([e.clone(), get(&av)?, get(&bv)?, get(&vv)?])
     };
-    let want = run(&cpu, &gc, a_on(&cpu, DType::F64)?, [&b, &v, &w], DType::F64)?;
+    let want = run(&cpu, &gc, a.on(&cpu, DType::F64)?, [&b, &v, &w], DType::F64)?;
     // The same on magnitudes (the edge gradients' weights too): what each output sums.
     let (ba, va, wa) = (b.abs()?, v.abs()?, w.abs()?);
-    let a_abs = a_on(&cpu, DType::F64)?.abs()?;
+    let a_abs = a.on(&cpu, DType::F64)?.abs()?;
     let abs = run(&cpu, &gc, a_abs, [&ba, &va, &wa], DType::F64)?;
     let (deg_rows, deg_cols) = max_degrees(csr);
     let depths = [
@@ -625,7 +599,7 @@ fn check_sddmm(
     for (i, kernel) in kernels.into_iter().enumerate() {
         #[cfg(feature = "cuda")]
         crate::ops::sddmm::tuning::set_kernel_override(kernel);
-        let got = run(gpu, &gg, a_on(gpu, DType::F32)?, [&b, &v, &w], DType::F32);
+        let got = run(gpu, &gg, a.on(gpu, DType::F32)?, [&b, &v, &w], DType::F32);
         #[cfg(feature = "cuda")]
         crate::ops::sddmm::tuning::set_kernel_override(
             crate::ops::sddmm::tuning::SddmmKernel::Auto,
@@ -663,10 +637,7 @@ fn check_edge_softmax(
     scale: f64,
 ) -> Result<()> {
     let cpu = Device::Cpu;
-    let (gc, gg) = (
-        DeviceGraph::upload(csr, &cpu)?,
-        DeviceGraph::upload(csr, gpu)?,
-    );
+    let (gc, gg) = upload_both(csr, gpu)?;
     let s = (c.randn(csr.nnz())? * scale)?;
     let d = c.randn(csr.nnz())?;
     let run = |dev: &Device, g: &DeviceGraph, dt: DType| -> Result<(Tensor, Tensor)> {
@@ -728,10 +699,7 @@ fn check_gat_attention(
 ) -> Result<()> {
     const SLOPE: f64 = 0.2;
     let cpu = Device::Cpu;
-    let (gc, gg) = (
-        DeviceGraph::upload(csr, &cpu)?,
-        DeviceGraph::upload(csr, gpu)?,
-    );
+    let (gc, gg) = upload_both(csr, gpu)?;
     let (n, m) = (csr.n_rows(), csr.n_cols());
     let sd = (c.randn(n)? * scale)?;
     let ss = (c.randn(m)? * scale)?;

@@ -1,18 +1,10 @@
 //! Host side of the CUDA edge softmax (`cuda/edge_softmax.cu`).
 
-use crate::cuda::{f32_view, launched, zeros, EDGE_SOFTMAX_PTX};
+use crate::cuda::{f32_view, launched, warp_per_row_cfg, zeros, EDGE_SOFTMAX_PTX};
 use crate::device_graph::DeviceGraph;
 use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
 use candle_core::{CudaStorage, Layout, Result, Shape};
-
-fn rows_cfg(n: usize) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (n.div_ceil(8) as u32, 1, 1),
-        block_dim: (256, 1, 1),
-        shared_mem_bytes: 0,
-    }
-}
 
 /// Softmax of the edge scores `s` within each row.
 pub(crate) fn forward(
@@ -32,7 +24,7 @@ pub(crate) fn forward(
         let mut b = func.builder();
         b.arg(&csr.indptr).arg(&sv).arg(&out).arg(&n_i);
         // SAFETY: s and out have nnz elements (checked by `edge_softmax`), indptr n + 1.
-        launched(unsafe { b.launch(rows_cfg(n)) }.map(|_| ()))?;
+        launched(unsafe { b.launch(warp_per_row_cfg(n)) }.map(|_| ()))?;
     }
     Ok((CudaStorage::wrap_cuda_slice(out, dev), Shape::from(g.nnz())))
 }
@@ -56,7 +48,7 @@ pub(crate) fn backward(
         let mut b = func.builder();
         b.arg(&csr.indptr).arg(&av).arg(&dv).arg(&out).arg(&n_i);
         // SAFETY: alpha, dalpha and out have nnz elements, indptr n + 1.
-        launched(unsafe { b.launch(rows_cfg(n)) }.map(|_| ()))?;
+        launched(unsafe { b.launch(warp_per_row_cfg(n)) }.map(|_| ()))?;
     }
     Ok((CudaStorage::wrap_cuda_slice(out, dev), Shape::from(g.nnz())))
 }

@@ -1,21 +1,12 @@
 //! Host side of the CUDA GAT attention (`cuda/gat_attention.cu`).
 
-use crate::cuda::{f32_view, launched, zeros, GAT_ATTENTION_PTX};
+use crate::cuda::{f32_view, launched, warp_per_row_cfg, zeros, GAT_ATTENTION_PTX};
 use crate::device_graph::DeviceGraph;
 use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
 use candle_core::{CudaStorage, Layout, Result, Shape};
 
 const MODULE: &str = "gnn_gat_attention";
-
-/// One warp per row, 8 per block.
-fn rows_cfg(n: usize) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (n.div_ceil(8) as u32, 1, 1),
-        block_dim: (256, 1, 1),
-        shared_mem_bytes: 0,
-    }
-}
 
 /// `alpha` from the two score vectors.
 pub(crate) fn forward(
@@ -43,7 +34,7 @@ pub(crate) fn forward(
             .arg(&slope);
         // SAFETY: s_dst has n_rows elements, s_src n_cols (checked by `gat_attention`), the
         // CSR's columns are < n_cols (validated on upload), out has nnz.
-        launched(unsafe { b.launch(rows_cfg(n)) }.map(|_| ()))?;
+        launched(unsafe { b.launch(warp_per_row_cfg(n)) }.map(|_| ()))?;
     }
     Ok((CudaStorage::wrap_cuda_slice(out, dev), Shape::from(g.nnz())))
 }
@@ -82,7 +73,7 @@ pub(crate) fn backward(
             .arg(&slope);
         // SAFETY: the scores hold n_rows + n_cols elements (built by the op's backward),
         // alpha/dalpha nnz, out n_rows + nnz (ds_dst then dz); columns < n_cols.
-        launched(unsafe { b.launch(rows_cfg(n)) }.map(|_| ()))?;
+        launched(unsafe { b.launch(warp_per_row_cfg(n)) }.map(|_| ()))?;
     }
     Ok((CudaStorage::wrap_cuda_slice(out, dev), Shape::from(n + nnz)))
 }

@@ -131,8 +131,7 @@ impl CustomOp2 for GatAttentionOp {
                 &ones,
                 &dz.index_select(perm, 0)?,
                 crate::Reduce::Sum,
-            )
-            .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
+            )?;
             Some(col_sums.reshape(self.g.n_cols())?)
         } else {
             None

@@ -4,7 +4,7 @@
 //! Hierarchical Vectorized Memory Access (HVMA: index tiles and feature rows read 2 or 4 wide
 //! where the partition and the layouts guarantee the alignment).
 
-use crate::cuda::{f32_view, f32_view_opt, launched, zeros, SDDMM_PTX};
+use crate::cuda::{f32_view, f32_view_opt, launched, warp_per_row_cfg, zeros, SDDMM_PTX};
 use crate::device_graph::DeviceGraph;
 use crate::partition::{
     dynamic_task_partition, index_vector_width, HpShape, HP_WARPS, NPW_CANDIDATES,
@@ -142,11 +142,7 @@ pub(crate) fn sddmm(
         }
         None => {
             let func = dev.get_or_load_custom_func("sddmm_rows", "gnn_sddmm", SDDMM_PTX)?;
-            let cfg = LaunchConfig {
-                grid_dim: (n.div_ceil(8) as u32, 1, 1),
-                block_dim: (256, 1, 1),
-                shared_mem_bytes: 0,
-            };
+            let cfg = warp_per_row_cfg(n);
             let mut bld = func.builder();
             bld.arg(&csr.indptr).arg(&csr.indices).arg(&av).arg(&bv);
             match &vv {

@@ -88,14 +88,6 @@ fn hp_dtp(dev: &CudaDevice, func: &CudaFunction, shape: HpSpmmShape, nnz: usize)
     ))
 }
 
-/// The edges per lane group an automatic HP-SpMM launch uses for `nnz` edges at width `k`
-/// (aligned input) on `dev`, with the shape it runs.
-pub fn hp_auto_npw(dev: &CudaDevice, nnz: usize, k: usize) -> Result<Option<(u32, HpSpmmShape)>> {
-    HpSpmmShape::new(k, 4)
-        .map(|shape| Ok((hp_dtp(dev, &hp_func(dev, shape)?, shape, nnz)?, shape)))
-        .transpose()
-}
-
 /// HP-SpMM into the zeroed `out` (`[n_rows, k]`), sum or mean.
 #[allow(clippy::too_many_arguments)]
 fn hp_spmm(
@@ -241,7 +233,9 @@ pub(crate) fn spmm_fwd(
         SpmmKernel::Hp(npw) => Some(Some(npw)),
         SpmmKernel::Ge => None,
         SpmmKernel::Auto if forced_tiling.is_some() => None,
-        SpmmKernel::Auto => super::dispatch::prefer_hp(g.stats(), k).then_some(None),
+        SpmmKernel::Auto => {
+            super::dispatch::prefer_hp(g.degree_stats(), g.nnz(), k).then_some(None)
+        }
     };
     if let (Some(npw), true) = (hp_npw, n > 0 && k > 0) {
         hp_spmm(

@@ -1,45 +1,9 @@
 //! The sum/mean SpMM dispatcher on CUDA: GE-SpMM's row-scheduled kernel or HP-SpMM's
 //! nnz-balanced one, per (graph, K), by a rule read off the measured graph sweep
-//! (`docs/perf/`, `bench_graphs`). Plain arithmetic over the graph's degree statistics,
-//! tested without a GPU.
+//! (`docs/perf/`, `bench_graphs`). Plain arithmetic over the graph's degree statistics
+//! ([`gnn_graph::csr::DegreeStats`], cached per [`crate::DeviceGraph`]), tested without a GPU.
 
-/// What the dispatcher knows of a graph: computed once per [`crate::DeviceGraph`].
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct DegreeStats {
-    /// Rows (output rows of the SpMM).
-    pub rows: usize,
-    /// Stored edges.
-    pub nnz: usize,
-    /// Largest row degree.
-    pub max_degree: usize,
-}
-
-impl DegreeStats {
-    /// The statistics of a CSR given by its row pointers.
-    pub fn of(indptr: &[u32]) -> Self {
-        let rows = indptr.len().saturating_sub(1);
-        let nnz = indptr.last().copied().unwrap_or(0) as usize;
-        let max_degree = indptr
-            .windows(2)
-            .map(|w| (w[1] - w[0]) as usize)
-            .max()
-            .unwrap_or(0);
-        Self {
-            rows,
-            nnz,
-            max_degree,
-        }
-    }
-
-    /// Mean row degree (0 for a graph without rows).
-    pub fn mean_degree(&self) -> f64 {
-        if self.rows == 0 {
-            0.0
-        } else {
-            self.nnz as f64 / self.rows as f64
-        }
-    }
-}
+use gnn_graph::csr::DegreeStats;
 
 /// Largest width at which HP-SpMM wins on any graph of the sweep.
 pub const HP_ALWAYS_K: usize = 16;
@@ -50,7 +14,8 @@ pub const HP_SMALL_NNZ: usize = 400_000;
 /// Widest K of the small-graph rule.
 pub const HP_SMALL_MAX_K: usize = 128;
 
-/// Whether HP-SpMM should run a sum/mean SpMM of width `k` over a graph with `stats`.
+/// Whether HP-SpMM should run a sum/mean SpMM of width `k` over a graph of `nnz` stored
+/// edges whose row degrees are summarised by `stats`.
 ///
 /// The rule read off the H100 graph sweep (`docs/perf/h100-2026-11-24-hp-spmm`, 21 graphs x
 /// K = 16..256, both kernels timed on every pair): HP-SpMM wins at K <= 16 almost everywhere
@@ -60,10 +25,10 @@ pub const HP_SMALL_MAX_K: usize = 128;
 /// from K = 32 up (HP 0.56-0.97x at K >= 64 on the Reddit-shaped graph, where its atomic
 /// flushes of partial rows and re-read rows cost more than the balance buys). Over the sweep
 /// this rule is 2.0 % slower than always picking the faster kernel; GE-SpMM alone is 13.9 %.
-pub fn prefer_hp(stats: DegreeStats, k: usize) -> bool {
+pub fn prefer_hp(stats: &DegreeStats, nnz: usize, k: usize) -> bool {
     k <= HP_ALWAYS_K
-        || (stats.rows > 0 && stats.mean_degree() <= HP_SPARSE_MEAN_DEGREE)
-        || (stats.nnz <= HP_SMALL_NNZ && k <= HP_SMALL_MAX_K)
+        || (stats.count > 0 && stats.mean <= HP_SPARSE_MEAN_DEGREE)
+        || (nnz <= HP_SMALL_NNZ && k <= HP_SMALL_MAX_K)
 }
 
 #[cfg(test)]
@@ -71,34 +36,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stats_of_a_small_csr() {
-        let s = DegreeStats::of(&[0, 0, 3, 13, 14]);
-        assert_eq!((s.rows, s.nnz, s.max_degree), (4, 14, 10));
-        assert!((s.mean_degree() - 3.5).abs() < 1e-12);
-        let e = DegreeStats::of(&[0]);
-        assert_eq!((e.rows, e.nnz, e.max_degree), (0, 0, 0));
-        assert_eq!(e.mean_degree(), 0.0);
-    }
-
-    #[test]
     fn rule_matches_the_sweep_regions() {
-        let g = |rows: usize, nnz: usize| DegreeStats {
-            rows,
-            nnz,
-            max_degree: 0,
+        // Degree sequences of `rows` rows averaging `nnz / rows` (the rule reads the count
+        // and the mean).
+        let g = |rows: usize, nnz: usize| {
+            let deg: Vec<u32> = (0..rows)
+                .map(|i| (nnz * (i + 1) / rows - nnz * i / rows) as u32)
+                .collect();
+            assert_eq!(deg.iter().map(|&d| d as usize).sum::<usize>(), nnz);
+            (DegreeStats::from_degrees(&deg), nnz)
         };
+        let hp = |(s, nnz): &(DegreeStats, usize), k| prefer_hp(s, *nnz, k);
         // Reddit-shaped (114.5 M non-zeros, mean row 492): HP only at K = 16.
         let reddit = g(232_965, 114_543_559);
-        assert!(prefer_hp(reddit, 16) && prefer_hp(reddit, 8));
-        assert!([32, 64, 128, 256].iter().all(|&k| !prefer_hp(reddit, k)));
+        assert!(hp(&reddit, 16) && hp(&reddit, 8));
+        assert!([32, 64, 128, 256].iter().all(|&k| !hp(&reddit, k)));
         // Sparse (mean row 12): HP at every K.
         let sparse = g(1_000_000, 11_993_340);
-        assert!([16, 64, 256, 602].iter().all(|&k| prefer_hp(sparse, k)));
+        assert!([16, 64, 256, 602].iter().all(|&k| hp(&sparse, k)));
         // Small and dense (Reddit-shaped at 1 %: 114 K non-zeros, mean row 49): HP to K = 128.
         let small = g(2_329, 114_376);
-        assert!(prefer_hp(small, 128) && !prefer_hp(small, 256));
+        assert!(hp(&small, 128) && !hp(&small, 256));
         // An empty graph is not "sparse" by its mean of 0 rows.
-        assert!(!prefer_hp(g(0, 0), 256));
-        assert!(prefer_hp(g(0, 0), 128));
+        let empty = (DegreeStats::from_degrees(&[]), 0);
+        assert!(!hp(&empty, 256));
+        assert!(hp(&empty, 128));
     }
 }

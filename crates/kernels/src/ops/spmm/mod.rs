@@ -19,9 +19,7 @@ pub(crate) mod cuda;
 /// built-in choice, so no setting can make a kernel read out of bounds.
 #[cfg(feature = "cuda")]
 pub mod tuning {
-    pub use super::cuda::{
-        hp_auto_npw, set_kernel_override, set_tiling_override, SpmmKernel, SpmmTiling, CFS,
-    };
+    pub use super::cuda::{set_kernel_override, set_tiling_override, SpmmKernel, SpmmTiling, CFS};
 }
 pub mod dispatch;
 pub mod reference;
