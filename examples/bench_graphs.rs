@@ -43,6 +43,10 @@ struct Args {
     /// Also time HP-SpMM at every edges-per-group candidate (checks DTP's choice).
     #[arg(long)]
     npw_sweep: bool,
+    /// Run every graph head-expanded (each row repeated per head, the graph an attention layer
+    /// with this many heads aggregates over, at K = the head width); 1: the graph itself.
+    #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
+    heads: usize,
     /// Output folder: graphs.json, graphs.md, graphs.svg.
     #[arg(long, default_value = "runs/bench_graphs")]
     out: PathBuf,
@@ -166,6 +170,10 @@ fn main() -> Result<()> {
         }
         let t = Instant::now();
         let (graph, reorder_s) = build(&case).with_context(|| format!("building {name}"))?;
+        let (name, graph) = match args.heads {
+            1 => (name, graph),
+            h => (format!("{name} x{h} heads"), graph.expand_heads(h)?),
+        };
         let (a, g, vals) = gcn_operand(&graph, &device)?;
         drop(graph);
         let nnz = a.nnz();

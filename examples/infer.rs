@@ -7,6 +7,8 @@
 //! cargo run --release --example infer -- --weights weights/gcn-cora --aggregation aes:32 --int8
 //! cargo run --release --features cuda --example infer -- --dataset reddit \
 //!     --weights runs/gcn --weights runs/sage --sweep --out runs/infer-sweep
+//! cargo run --release --example infer -- --weights weights/gcn-cora --reorder louvain \
+//!     --predictions runs/pred.npz
 //! ```
 //!
 //! `--sweep` runs every strategy at every width (default 16..1024) with both feature
@@ -18,6 +20,7 @@ use anyhow::Result;
 use clap::Parser;
 use gnn::models::Aggregation;
 use gnn::train::cli::{DataFlags, DeviceFlag};
+use gnn::train::infer::sampler_order_warning;
 use gnn::train::run::{load, reorder};
 use gnn::train::sweep::inference::InferSweep;
 use std::path::PathBuf;
@@ -64,6 +67,10 @@ struct Args {
     /// Output folder (JSON, Markdown table, SVG chart).
     #[arg(long, default_value = "runs/infer")]
     out: PathBuf,
+    /// Write per-node predictions (`pred` int64 [N], `logits` float32 [N, C]) to this `.npz`,
+    /// rows in the file's node order even under --reorder (one model, no --sweep).
+    #[arg(long)]
+    predictions: Option<PathBuf>,
     #[command(flatten)]
     device: DeviceFlag,
 }
@@ -74,6 +81,20 @@ fn main() -> Result<()> {
     println!("device: {}", gnn::train::device_name(&device));
     let mut loaded = load(&args.data.source("cora", args.seed)?, device.is_cpu())?;
     reorder(&mut loaded, args.data.reorder)?;
+    let community_ids = args.data.community_order;
+    let strategies: Vec<Aggregation> = if args.sweep {
+        args.strategies
+            .iter()
+            .map(|s| format!("{s}:16").parse())
+            .collect::<Result<_, _>>()?
+    } else {
+        vec![args.aggregation]
+    };
+    for agg in strategies {
+        if let Some(w) = sampler_order_warning(agg, args.data.reorder, community_ids) {
+            println!("warning: {w}");
+        }
+    }
     let sweep = InferSweep {
         weights: args.weights,
         aggregation: args.aggregation,
@@ -86,6 +107,8 @@ fn main() -> Result<()> {
         features: args.features,
         save_features: args.save_features,
         out: args.out,
+        predictions: args.predictions,
+        new_of_old: loaded.new_of_old.take(),
     };
     sweep.run(&loaded.dataset, &device)?;
     Ok(())

@@ -25,7 +25,7 @@ use std::path::PathBuf;
     about = "Full-batch GNN training on a small graph: Planetoid, gnn-benchmark npz, edge-list folder"
 )]
 struct Args {
-    /// Model: gcn, sage, sage-pool, gin, mlp.
+    /// Model: gcn, sage, sage-pool, gin, gat, transformer, mlp.
     #[arg(long, default_value = "gcn")]
     model: ConvKind,
     /// Number of seeds (runs) to average over.
@@ -74,6 +74,7 @@ fn main() -> Result<()> {
     cfg.json = args.json.clone();
     cfg.print_breakdown = args.profile;
     cfg.cpu = args.train.device.cpu;
+    args.train.device.apply_kernel()?;
     cfg.note = format!("{args:?}");
     run(&cfg)?;
     Ok(())

@@ -35,7 +35,7 @@ use std::path::PathBuf;
 struct Args {
     #[command(flatten)]
     data: DataFlags,
-    /// Model: gcn, sage, sage-pool, gin.
+    /// Model: gcn, sage, sage-pool, gin, gat, transformer.
     #[arg(long, default_value = "gcn")]
     model: ConvKind,
     #[command(flatten)]
@@ -91,6 +91,7 @@ fn main() -> Result<()> {
     cfg.epoch_lines = true;
     cfg.print_breakdown = true;
     cfg.cpu = args.train.device.cpu;
+    args.train.device.apply_kernel()?;
     cfg.deterministic = args.deterministic;
     cfg.note = format!("{args:?}");
     run(&cfg)?;

@@ -17,9 +17,22 @@ DATA=/tmp/attpyg/data_$TAG
 python3 -c "import torch, torch_geometric; print('torch', torch.__version__, 'pyg', torch_geometric.__version__)" >> "$R/gpu.txt" 2>&1
 [ -f "$DATA/reddit_graph.npz" ] || step "write_$TAG" python3 docs/perf/h100-2026-11-24-pyg/same_graph.py \
     --dir "$DATA" $GRAPH_ARGS --skip-pyg
+# SEEDS: initialisation / dropout seeds, both sides (the graph is the file's); KERNELS: our
+# SpMM kernel choices (--spmm-kernel), each timed at the first seed only.
+SEEDS=${SEEDS:-0}
+KERNELS=${KERNELS:-auto}
+first=${SEEDS%% *}
 for m in ${MODELS:-gat transformer}; do
-    step "ours_${m}_$TAG" /tmp/bin/train_reddit --data-dir "$DATA" --model "$m" --hidden 64 --heads 8 \
-        --activation elu --att-dropout 0.5 --epochs "$EPOCHS" --no-baseline --json "$R/ours_${m}_$TAG.json"
-    step "pyg_${m}_$TAG" python3 scripts/pyg_attention.py --dir "$DATA" --epochs "$EPOCHS" \
-        --models "$m" --out "$R/pyg_${m}_$TAG"
+    for s in $SEEDS; do
+        for kern in $KERNELS; do
+            [ "$kern" = auto ] || [ "$s" = "$first" ] || continue
+            sfx=$([ "$s" = 0 ] || echo "_s$s")$([ "$kern" = auto ] || echo "_$kern")
+            step "ours_${m}_$TAG$sfx" /tmp/bin/train_reddit --data-dir "$DATA" --model "$m" --hidden 64 \
+                --heads 8 --activation elu --att-dropout 0.5 --epochs "$EPOCHS" --no-baseline \
+                --seed "$s" --spmm-kernel "$kern" --save "/tmp/attpyg/w_$m" --json "$R/ours_${m}_$TAG$sfx.json"
+        done
+        sfx=$([ "$s" = 0 ] || echo "_s$s")
+        step "pyg_${m}_$TAG$sfx" python3 scripts/pyg_attention.py --dir "$DATA" --epochs "$EPOCHS" \
+            --models "$m" --seed "$s" --out "$R/pyg_${m}_$TAG$sfx"
+    done
 done

@@ -3,7 +3,7 @@
 # docs/perf/h100-2026-11-24-hp-spmm): gpu_check (every op; HP-SpMM and GE-SpMM forced, the
 # fused GAT attention), then bench_graphs (21 graphs x K = 16..256, SpMM and SDDMM vs cuSPARSE,
 # the HP-SpMM edges-per-group sweep). STEPS picks a subset (default: check graphs; also
-# check1: seed 1 without the Reddit-scale graph, cora_gat: GAT 5 seeds on Cora; ONLY filters
+# check1: seed 1 without the Reddit-scale graph, cora_gat / cora_transformer: 5 seeds on Cora; ONLY filters
 # the graphs). Expects
 # xz-compressed release binaries (built with `--features cuda`) in .dev/bin.
 set -uo pipefail
@@ -15,6 +15,8 @@ for s in ${STEPS:-check graphs}; do
         check1) step gpu_check_seed1 /tmp/bin/gpu_check --seed 1 --reddit-scale 0 --json "$R/gpu_check_seed1.json" ;;
         cora_gat) step cora_gat /tmp/bin/train_cora --model gat --hidden 64 --heads 8 --dropout 0.6 \
             --lr 0.005 --seeds 5 --no-save --json "$R/cora_gat.json" ;;
+        cora_transformer) step cora_transformer /tmp/bin/train_cora --model transformer --hidden 64 \
+            --heads 8 --dropout 0.6 --lr 0.005 --seeds 5 --no-save --json "$R/cora_transformer.json" ;;
         graphs) step bench_graphs /tmp/bin/bench_graphs --npw-sweep ${ONLY:+--only "$ONLY"} --out "$R/graphs" ;;
     esac
 done

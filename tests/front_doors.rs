@@ -234,6 +234,8 @@ fn inference_sweep_measures_every_setting() {
         features: None,
         save_features: None,
         out: dir.path().to_path_buf(),
+        predictions: None,
+        new_of_old: None,
     };
     let doc = sweep.run(&ds, &device).unwrap();
     // exact x 2 encodings + 2 strategies x 2 widths x 2 encodings.
@@ -260,4 +262,87 @@ fn inference_sweep_measures_every_setting() {
     };
     let e = bad.run(&ds, &device).unwrap_err().to_string();
     assert!(e.contains("INT8 codes"), "{e}");
+}
+
+/// `infer --reorder X --predictions F` writes rows in the file's node order: the same model on
+/// the same graph gives the same per-node logits whether or not (and however often) the nodes
+/// were renumbered first.
+#[test]
+fn predictions_map_back_to_the_file_order() {
+    use gnn::graph::io::npz::{NpyData, NpzArchive};
+    use gnn::graph::Reorder;
+    let dir = tempfile::tempdir().unwrap();
+    let device = candle_core::Device::Cpu;
+    let weights = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("weights/gcn-cora");
+    let read = |path: &std::path::Path| {
+        let mut z = NpzArchive::open(path).unwrap();
+        let (NpyData::I64(pred), NpyData::F32(logits)) =
+            (z.read("pred").unwrap().data, z.read("logits").unwrap().data)
+        else {
+            panic!("unexpected dtypes in {}", path.display());
+        };
+        (pred, logits)
+    };
+    let mut outs = Vec::new();
+    for (tag, orders) in [
+        ("none", vec![]),
+        ("louvain", vec![Reorder::Louvain]),
+        ("rcm-then-degree", vec![Reorder::Rcm, Reorder::Degree]),
+    ] {
+        let mut loaded = load(&DataSource::bundled_cora(), true).unwrap();
+        for how in orders {
+            gnn::train::run::reorder(&mut loaded, how).unwrap();
+        }
+        let path = dir.path().join(format!("pred-{tag}.npz"));
+        let one = InferSweep {
+            weights: vec![weights.clone()],
+            aggregation: Aggregation::Exact,
+            int8: false,
+            sweep: false,
+            widths: vec![],
+            strategies: vec![],
+            reps: 1,
+            row_normalize: true,
+            features: None,
+            save_features: None,
+            out: dir.path().join(tag),
+            predictions: Some(path.clone()),
+            new_of_old: loaded.new_of_old.clone(),
+        };
+        one.run(&loaded.dataset, &device).unwrap();
+        outs.push((tag, read(&path)));
+    }
+    let (_, (pred0, logits0)) = &outs[0];
+    assert_eq!(pred0.len(), 2708);
+    assert_eq!(logits0.len(), 2708 * 7);
+    for (tag, (pred, logits)) in &outs[1..] {
+        // Renumbering changes only the order of each row's sum.
+        let worst = logits0
+            .iter()
+            .zip(logits)
+            .map(|(a, b)| (a - b).abs() / a.abs().max(1.0))
+            .fold(0f32, f32::max);
+        assert!(worst < 1e-4, "{tag}: logits differ by {worst}");
+        let same = pred0.iter().zip(pred).filter(|(a, b)| a == b).count();
+        assert!(same >= 2706, "{tag}: {same} of 2708 predictions agree");
+    }
+    // Several models, or a sweep, have no one set of predictions.
+    let bad = InferSweep {
+        weights: vec![weights.clone(), weights],
+        aggregation: Aggregation::Exact,
+        int8: false,
+        sweep: false,
+        widths: vec![],
+        strategies: vec![],
+        reps: 1,
+        row_normalize: true,
+        features: None,
+        save_features: None,
+        out: dir.path().join("bad"),
+        predictions: Some(dir.path().join("x.npz")),
+        new_of_old: None,
+    };
+    let ds = load(&DataSource::bundled_cora(), true).unwrap().dataset;
+    let e = bad.run(&ds, &device).unwrap_err().to_string();
+    assert!(e.contains("one model"), "{e}");
 }

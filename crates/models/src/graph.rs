@@ -63,7 +63,7 @@ impl std::str::FromStr for Aggregation {
 /// | GCN | `A + I` (one self loop per node) | `D^-1/2 (A+I) D^-1/2` |
 /// | GraphSAGE, GIN | `A` without self loops | none (mean / max / sum in the kernel) |
 /// | GAT | `A + I`, and per head count its head-expanded graph ([`ModelGraph::heads`]) | none |
-/// | transformer | `A` without self loops, and its head-expanded graphs | none |
+/// | transformer | `A` as given (PyG keeps the file's self loops), and its head-expanded graphs | none |
 /// | MLP | `A` as given (unused) | none |
 pub struct ModelGraph {
     /// The structure on the device.
@@ -99,7 +99,7 @@ impl ModelGraph {
                 g.values = Some(values);
                 g
             }
-            ConvKind::SageMean | ConvKind::SagePool | ConvKind::Gin | ConvKind::Transformer => {
+            ConvKind::SageMean | ConvKind::SagePool | ConvKind::Gin => {
                 let graph = if csr.self_loop_count() == 0 {
                     DeviceGraph::upload(csr, device)?
                 } else {
@@ -110,7 +110,7 @@ impl ModelGraph {
                 };
                 Self::plain(graph)
             }
-            ConvKind::Mlp => Self::plain(DeviceGraph::upload(csr, device)?),
+            ConvKind::Mlp | ConvKind::Transformer => Self::plain(DeviceGraph::upload(csr, device)?),
         })
     }
 

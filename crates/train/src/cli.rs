@@ -89,10 +89,10 @@ pub struct TrainFlags {
     /// Non-linearity between layers: relu or elu [default: elu for gat, relu otherwise].
     #[arg(long, value_parser = ["relu", "elu"])]
     pub activation: Option<String>,
-    /// GAT: attention heads of the hidden layers (--hidden is their total width).
+    /// GAT and transformer: attention heads of the hidden layers (--hidden is their total width).
     #[arg(long, default_value_t = 8)]
     pub heads: usize,
-    /// GAT: dropout on the attention coefficients [default: the hidden dropout].
+    /// GAT and transformer: dropout on the attention coefficients [default: the hidden dropout].
     #[arg(long)]
     pub att_dropout: Option<f32>,
     /// `--cpu`.
@@ -106,12 +106,57 @@ pub struct DeviceFlag {
     /// Run on the CPU even when a CUDA device is available.
     #[arg(long)]
     pub cpu: bool,
+    /// GPU kernel of the sum/mean SpMMs: auto (the measured dispatcher), ge (GE-SpMM's row
+    /// kernel), hp (HP-SpMM, DTP's edges per group) or hp:N (N in 8, 32, 64, 128, 256, 512).
+    #[arg(long, default_value = "auto")]
+    pub spmm_kernel: String,
 }
 
 impl DeviceFlag {
-    /// The device: the first GPU of a CUDA build unless `--cpu`, else the CPU.
+    /// The device: the first GPU of a CUDA build unless `--cpu`, else the CPU; applies
+    /// `--spmm-kernel` ([`Self::apply_kernel`]).
     pub fn pick(&self) -> Result<candle_core::Device> {
+        self.apply_kernel()?;
         crate::device::pick_device(self.cpu)
+    }
+
+    /// Sets the process-wide SpMM kernel `--spmm-kernel` names; anything but `auto` needs a
+    /// CUDA build and a GPU run (the CPU has one kernel).
+    pub fn apply_kernel(&self) -> Result<()> {
+        let want = self.spmm_kernel.trim().to_ascii_lowercase();
+        let npw = match want.as_str() {
+            "auto" => return Ok(()),
+            "ge" => None,
+            "hp" => Some(0),
+            s => match s.strip_prefix("hp:").map(str::parse::<u32>) {
+                Some(Ok(n)) if gnn_kernels::partition::NPW_CANDIDATES.contains(&n) => Some(n),
+                _ => {
+                    return Err(crate::Error::Invalid(format!(
+                        "--spmm-kernel `{}`: expected auto, ge, hp or hp:N with N in {:?}",
+                        self.spmm_kernel,
+                        gnn_kernels::partition::NPW_CANDIDATES
+                    )))
+                }
+            },
+        };
+        if self.cpu || !cfg!(feature = "cuda") {
+            return Err(crate::Error::Invalid(format!(
+                "--spmm-kernel {} picks a CUDA kernel, but this run is on the CPU{}",
+                self.spmm_kernel,
+                if self.cpu {
+                    ""
+                } else {
+                    " (a build without --features cuda)"
+                }
+            )));
+        }
+        #[cfg(feature = "cuda")]
+        {
+            use gnn_kernels::ops::spmm::tuning::{set_kernel_override, SpmmKernel};
+            set_kernel_override(npw.map_or(SpmmKernel::Ge, SpmmKernel::Hp));
+        }
+        let _ = npw;
+        Ok(())
     }
 }
 

@@ -95,6 +95,9 @@ pub struct Loaded {
     /// Whether it was read from DGL's Reddit files or generated (graphs whose features are
     /// used raw; the citation formats are row-normalised by convention).
     pub raw_features: bool,
+    /// Set by [`reorder`]: the node permutation applied after loading (`new_of_old[old]` is
+    /// the node's id in `dataset`), so per-node outputs can be written in the file's order.
+    pub new_of_old: Option<Vec<u32>>,
 }
 
 /// Loads or generates `src`, with a spinner while it works and a summary line after; `cpu`
@@ -128,6 +131,7 @@ pub fn load(src: &DataSource, cpu: bool) -> Result<Loaded> {
                 dataset: ds,
                 provenance: json!({"source": tag, "dir": path}),
                 raw_features: format == Format::DglReddit,
+                new_of_old: None,
             })
         }
         DataSource::Synthetic { spec, scale, seed } => {
@@ -154,6 +158,7 @@ pub fn load(src: &DataSource, cpu: bool) -> Result<Loaded> {
                 dataset: ds,
                 provenance: serde_json::to_value(&report).unwrap_or_default(),
                 raw_features: true,
+                new_of_old: None,
             })
         }
     }
@@ -172,6 +177,11 @@ pub fn reorder(loaded: &mut Loaded, how: Reorder) -> Result<()> {
     let before = gnn_graph::reorder::bandwidth(&ds.graph);
     let order = how.order(&ds.graph)?;
     loaded.dataset = ds.permute(&order)?;
+    // Compose with an earlier reordering, so the map always leads back to the file's ids.
+    loaded.new_of_old = Some(match loaded.new_of_old.take() {
+        Some(first) => first.iter().map(|&m| order[m as usize]).collect(),
+        None => order,
+    });
     let secs = t.elapsed().as_secs_f64();
     let after = gnn_graph::reorder::bandwidth(&loaded.dataset.graph);
     println!("reordered nodes by {how} in {secs:.2} s (bandwidth {before} -> {after})");

@@ -14,3 +14,8 @@ for spec in "gcn --seeds 5" "sage --seeds 10" \
     set -- $spec; m=$1; shift
     cargo run --release --example train_cora -- --model "$m" "$@" --json "$D/cora_$m.json" > "$D/cora_$m.log" 2>&1
 done
+# The attention models on Cora (GAT paper's recipe; TransformerConv with the same).
+cargo run --release --example train_cora -- --model gat --hidden 64 --heads 8 --dropout 0.6 \
+    --lr 0.005 --seeds 5 --json "$D/gat_cora.json" > "$D/gat_cora.log" 2>&1
+cargo run --release --example train_cora -- --model transformer --hidden 64 --heads 8 \
+    --dropout 0.6 --lr 0.005 --seeds 5 --json "$D/transformer_cora.json" > "$D/transformer_cora.log" 2>&1

@@ -27,6 +27,26 @@ impl Linear {
         })
     }
 
+    /// torch's default initialisation (`U(-b, b)`, `b = 1 / sqrt(in_dim)`, for the weight and
+    /// the bias), as PyG's `Linear` draws it when the layer names no initialiser
+    /// (`TransformerConv`'s projections, `SAGEConv`, torch's `nn.Linear`).
+    pub fn torch_default(
+        in_dim: usize,
+        out_dim: usize,
+        bias: bool,
+        store: &ParamStore,
+    ) -> Result<Self> {
+        let init = Init::TorchLinear { fan_in: in_dim };
+        Ok(Self {
+            weight: store.get("weight", &[out_dim, in_dim], init)?,
+            bias: if bias {
+                Some(store.get("bias", &[out_dim], init)?)
+            } else {
+                None
+            },
+        })
+    }
+
     /// `x W^T` (GEMM phase) `+ b` (element-wise phase).
     pub fn forward(&self, x: &Tensor, t: &Timer) -> Result<Tensor> {
         let y = t.time(Phase::Gemm, || Ok(matmul_nt(x, &self.weight)?))?;

@@ -7,10 +7,17 @@
 //!
 //! The dot-product scores are one HP-SDDMM on the head-expanded graph
 //! ([`ModelGraph::heads`]), normalised by [`gnn_kernels::edge_softmax`], aggregated by the
-//! weighted SpMM. No self loops are added (as in PyG): a node without in-edges keeps its skip.
+//! weighted SpMM. The graph is used as given, as PyG does: self loops are neither added nor
+//! removed (a node's own term in the softmax is its self loop, if the file holds one), and a
+//! node without in-edges keeps its skip.
 //!
 //! Parameters (PyG names, all with biases): `lin_query`, `lin_key`, `lin_value`
-//! (`[heads * C, in]`) and `lin_skip` (`[heads * C, in]` concatenated, `[C, in]` averaged).
+//! (`[heads * C, in]`) and `lin_skip` (`[heads * C, in]` concatenated, `[C, in]` averaged),
+//! initialised as PyG's `Linear` is by default (`U(-1/sqrt(in), 1/sqrt(in))`, biases too).
+//! The scale matters: Glorot's is ~2x wider at 602 inputs, so the initial scores are ~4x
+//! larger and each softmax peaks on a few neighbours; on a low-homophily graph, where only
+//! the neighbourhood mean carries the class, the model then learns far less (see
+//! docs/perf/h100-2026-11-24-attention-pyg).
 
 use super::{attend, attention_graph, Linear};
 use crate::dropout::DropoutRng;
@@ -43,10 +50,10 @@ impl TransformerConv {
     ) -> Result<Self> {
         let hw = heads * width;
         Ok(Self {
-            query: Linear::new(in_dim, hw, true, &store.pp("lin_query"))?,
-            key: Linear::new(in_dim, hw, true, &store.pp("lin_key"))?,
-            value: Linear::new(in_dim, hw, true, &store.pp("lin_value"))?,
-            skip: Linear::new(
+            query: Linear::torch_default(in_dim, hw, true, &store.pp("lin_query"))?,
+            key: Linear::torch_default(in_dim, hw, true, &store.pp("lin_key"))?,
+            value: Linear::torch_default(in_dim, hw, true, &store.pp("lin_value"))?,
+            skip: Linear::torch_default(
                 in_dim,
                 if concat { hw } else { width },
                 true,

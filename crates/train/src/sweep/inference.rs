@@ -44,6 +44,51 @@ pub struct InferSweep {
     pub save_features: Option<PathBuf>,
     /// Output folder: `infer.json`/`.md`, or `sweep.json`/`.md`/`.svg`.
     pub out: PathBuf,
+    /// Without `sweep`, one model: write its per-node predictions here (`.npz`, see
+    /// [`write_predictions`]).
+    pub predictions: Option<PathBuf>,
+    /// The reordering applied to the dataset after loading ([`crate::run::Loaded`]'s
+    /// `new_of_old`), so predictions are written in the file's node order.
+    pub new_of_old: Option<Vec<u32>>,
+}
+
+/// Writes per-node predictions of `logits` (`[N, C]`, rows in the dataset's current order) to
+/// the `.npz` `path` in the original node order: `pred` (int64 `[N]`, the arg-max class) and
+/// `logits` (float32 `[N, C]`); row `i` is node `i` of the loaded file. `new_of_old` is the
+/// reordering applied after loading (`None`: the file's order).
+pub fn write_predictions(path: &Path, logits: &Tensor, new_of_old: Option<&[u32]>) -> Result<()> {
+    let (n, c) = logits.dims2()?;
+    let rows: Vec<Vec<f32>> = logits.to_dtype(candle_core::DType::F32)?.to_vec2()?;
+    if let Some(p) = new_of_old.filter(|p| p.len() != n) {
+        return Err(Error::Invalid(format!(
+            "the node order has {} entries but the logits have {n} rows",
+            p.len()
+        )));
+    }
+    let row_of = |old: usize| new_of_old.map_or(old, |p| p[old] as usize);
+    let mut flat = Vec::with_capacity(n * c);
+    let mut pred = Vec::with_capacity(n);
+    for old in 0..n {
+        let r = &rows[row_of(old)];
+        flat.extend_from_slice(r);
+        let best =
+            r.iter().enumerate().fold(
+                (0, f32::NEG_INFINITY),
+                |b, (j, &v)| if v > b.1 { (j, v) } else { b },
+            );
+        pred.push(best.0 as i64);
+    }
+    use gnn_graph::io::npz::{write_npz, NpyArray, NpyData};
+    let pred = NpyArray {
+        shape: vec![n],
+        data: NpyData::I64(pred),
+    };
+    let logits = NpyArray {
+        shape: vec![n, c],
+        data: NpyData::F32(flat),
+    };
+    write_npz(path, &[("pred", &pred), ("logits", &logits)], true)?;
+    Ok(())
 }
 
 /// Feature loading, medians over three loads, ms.
@@ -462,6 +507,11 @@ impl InferSweep {
     /// Runs every model under every setting on `ds`; writes the JSON, Markdown and (for a
     /// sweep) the chart in `out`, and returns the JSON document.
     pub fn run(&self, ds: &Dataset, device: &Device) -> Result<Value> {
+        if self.predictions.is_some() && (self.sweep || self.weights.len() != 1) {
+            return Err(Error::Invalid(
+                "per-node predictions are written for one model without --sweep".into(),
+            ));
+        }
         let host = self.host_features(ds)?;
         let labels: Vec<u32> = ds.labels.iter().map(|&l| l.max(0) as u32).collect();
         let labels = Tensor::from_vec(labels, ds.num_nodes(), device)?;
@@ -521,6 +571,16 @@ impl InferSweep {
                 }
             } else {
                 settings.push((self.aggregation, self.int8));
+            }
+            if let Some(path) = &self.predictions {
+                engine.set_aggregation(self.aggregation)?;
+                let x = if self.int8 { &x8 } else { &x32 };
+                write_predictions(path, &engine.predict(x)?, self.new_of_old.as_deref())?;
+                println!(
+                    "wrote per-node predictions ({}) in the file's node order to {}",
+                    self.aggregation,
+                    path.display()
+                );
             }
             let mine = settings
                 .into_iter()
