@@ -1,14 +1,15 @@
 //! PyG interop on Cora, both directions, against fixtures made by PyG 2.8 itself
 //! (`scripts/pyg_interop.py`, run on the GPU machine where PyG is installed; its log and JSON
 //! are in `tests/fixtures/pyg/`):
-//! - PyG GCN / GraphSAGE / GIN state_dicts saved with `safetensors.torch` load with
-//!   `Gnn::load_pyg` and give PyG's logits within 1e-5;
+//! - PyG GCN / GraphSAGE / GIN / GAT / TransformerConv state_dicts saved with
+//!   `safetensors.torch` load with `Gnn::load_pyg` (`load_pyg_with` and the head count for
+//!   TransformerConv) and give PyG's logits within 1e-5;
 //! - our checkpoints, loaded into the same PyG classes with `load_state_dict(strict=True)`,
 //!   gave PyG logits that ours match within 1e-5.
 
 use candle_core::{DType, Device, Tensor};
 use gnn::graph::load_planetoid;
-use gnn::models::{ConvKind, Gnn};
+use gnn::models::{ConvKind, Gnn, PygLayout};
 use gnn::train::{DeviceData, Engine};
 use std::path::{Path, PathBuf};
 
@@ -34,11 +35,16 @@ fn rel_diff(a: &Tensor, b: &Tensor) -> f64 {
     d / s
 }
 
-const KINDS: [(&str, ConvKind); 3] = [
+const KINDS: [(&str, ConvKind); 5] = [
     ("gcn", ConvKind::Gcn),
     ("sage", ConvKind::SageMean),
     ("gin", ConvKind::Gin),
+    ("gat", ConvKind::Gat),
+    ("transformer", ConvKind::Transformer),
 ];
+
+/// The fixtures' attention models have 4 hidden heads (`scripts/pyg_interop.py --heads`).
+const HEADS: usize = 4;
 
 #[test]
 fn pyg_state_dicts_give_pyg_logits() {
@@ -46,10 +52,24 @@ fn pyg_state_dicts_give_pyg_logits() {
     let dev = Device::Cpu;
     let data = DeviceData::new(&ds, &dev, true).unwrap();
     for (name, kind) in KINDS {
-        let model = Gnn::load_pyg(fixture(&format!("pyg_{name}.safetensors")), kind, &dev)
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let path = fixture(&format!("pyg_{name}.safetensors"));
+        let model = match kind {
+            // The one layer type whose head count no tensor holds.
+            ConvKind::Transformer => {
+                let layout = PygLayout {
+                    heads: Some(HEADS),
+                    ..Default::default()
+                };
+                Gnn::load_pyg_with(&path, kind, layout, &dev)
+            }
+            _ => Gnn::load_pyg(&path, kind, &dev),
+        }
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(model.config().layers, 2);
         assert_eq!(model.config().hidden, 16);
+        if matches!(kind, ConvKind::Gat | ConvKind::Transformer) {
+            assert_eq!(model.config().heads, HEADS, "{name}");
+        }
         let engine = Engine::new(model, &ds.graph, &dev).unwrap();
         let ours = engine.predict(&data.x).unwrap();
         let pyg = logits_of(&fixture(&format!("pyg_{name}_logits.safetensors")));
@@ -68,6 +88,8 @@ fn our_checkpoints_give_the_logits_pyg_computes_from_them() {
         ("gcn", root().join("weights/gcn-cora")),
         ("sage", root().join("weights/sage-cora-h16")),
         ("gin", fixture("ours_gin")),
+        ("gat", fixture("ours_gat")),
+        ("transformer", fixture("ours_transformer")),
     ] {
         let engine = Engine::load(&file, &ds.graph, &dev).unwrap();
         let ours = engine.predict(&data.x).unwrap();
@@ -106,6 +128,24 @@ fn load_pyg_refuses_what_it_cannot_represent() {
         e.contains("bns.0.weight") && e.contains("does not use"),
         "{e}"
     );
+    // TransformerConv without its head count; GAT with a head count its tensors contradict.
+    let e = err(Gnn::load_pyg(
+        fixture("pyg_transformer.safetensors"),
+        ConvKind::Transformer,
+        &dev,
+    ));
+    assert!(e.contains("head count"), "{e}");
+    let wrong = PygLayout {
+        heads: Some(8),
+        ..Default::default()
+    };
+    let e = err(Gnn::load_pyg_with(
+        fixture("pyg_gat.safetensors"),
+        ConvKind::Gat,
+        wrong,
+        &dev,
+    ));
+    assert!(e.contains("4 heads") && e.contains("says 8"), "{e}");
     // Not a PyG conv stack at all.
     let mut t2 = std::collections::HashMap::new();
     t2.insert(

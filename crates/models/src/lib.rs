@@ -21,6 +21,6 @@ pub use config::{Activation, ConvKind, ModelConfig};
 pub use dropout::DropoutRng;
 pub use error::{Error, Result};
 pub use graph::{Aggregation, ModelGraph};
-pub use model::{Forward, Gnn};
+pub use model::{Forward, Gnn, PygLayout};
 pub use params::{Init, ParamStore};
 pub use timer::{Phase, PhaseTimes, Timer};

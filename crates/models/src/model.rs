@@ -117,7 +117,17 @@ impl LayerNorm {
     }
 }
 
-/// A GCN / GraphSAGE / GIN / MLP model.
+/// What [`Gnn::load_pyg_with`] cannot read off a PyG state_dict's tensor shapes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PygLayout {
+    /// Heads of the hidden attention layers (required for `TransformerConv`; checked for
+    /// `GATConv`, whose `att_src` holds it).
+    pub heads: Option<usize>,
+    /// Non-linearity between layers (default: ELU for GAT, ReLU otherwise).
+    pub activation: Option<Activation>,
+}
+
+/// A GCN / GraphSAGE / GIN / GAT / graph-transformer / MLP model.
 pub struct Gnn {
     cfg: ModelConfig,
     convs: Vec<Conv>,
@@ -311,13 +321,30 @@ impl Gnn {
 
     /// Loads the weights of a PyG model of layer type `kind` saved with `safetensors.torch`
     /// (`save_file(model.state_dict(), path)`), for inference. The model must be a stack of
-    /// PyG convolutions in a `convs` `ModuleList` with a ReLU between layers, the shape this
-    /// engine builds: `GCNConv` (`convs.<l>.lin.weight`, `convs.<l>.bias`), `SAGEConv`
-    /// (`lin_l.weight`, `lin_l.bias`, `lin_r.weight`) or `GINConv` with
-    /// `nn = Sequential(Linear, ReLU, Linear)` (`eps`, `nn.0.*`, `nn.2.*`). Widths and depth are
-    /// read from the tensor shapes; any tensor the model does not use (a BatchNorm, a head) is
-    /// an error naming it, since ignoring it would change the model. Dropout is 0.
+    /// PyG convolutions in a `convs` `ModuleList`, the shape this engine builds: `GCNConv`
+    /// (`convs.<l>.lin.weight`, `convs.<l>.bias`), `SAGEConv` (`lin_l.weight`, `lin_l.bias`,
+    /// `lin_r.weight`) or `GINConv` with `nn = Sequential(Linear, ReLU, Linear)` (`eps`,
+    /// `nn.0.*`, `nn.2.*`), with ReLU between layers; `GATConv` (`lin.weight`, `att_src`,
+    /// `att_dst`, `bias`; hidden layers `heads` heads concatenated, the last one head with
+    /// `concat=False`) with ELU between layers, as the GAT paper. Widths, depth and GAT's heads
+    /// are read from the tensor shapes; any tensor the model does not use (a BatchNorm, a head)
+    /// is an error naming it, since ignoring it would change the model. Dropout is 0.
+    /// `TransformerConv` stacks need their head count, which no tensor shape holds: use
+    /// [`Gnn::load_pyg_with`].
     pub fn load_pyg(path: impl AsRef<Path>, kind: ConvKind, device: &Device) -> Result<Self> {
+        Self::load_pyg_with(path, kind, PygLayout::default(), device)
+    }
+
+    /// [`Gnn::load_pyg`] with the wiring a PyG state_dict cannot say: the hidden layers' head
+    /// count (required for `TransformerConv`: hidden layers `heads` heads concatenated, the last
+    /// one head with `concat=False`, `root_weight=True`, `beta=False`; checked against the
+    /// tensors for `GATConv`) and the activation between layers (default ReLU, ELU for GAT).
+    pub fn load_pyg_with(
+        path: impl AsRef<Path>,
+        kind: ConvKind,
+        layout: PygLayout,
+        device: &Device,
+    ) -> Result<Self> {
         let st = path.as_ref().to_path_buf();
         let bad = |problem: String| Error::Checkpoint {
             path: st.clone(),
@@ -340,15 +367,48 @@ impl Gnn {
             ));
         }
         let (first, last) = match kind {
-            ConvKind::Gcn => ("lin.weight", "lin.weight"),
+            ConvKind::Gcn | ConvKind::Gat => ("lin.weight", "lin.weight"),
             ConvKind::SageMean | ConvKind::SagePool => ("lin_l.weight", "lin_l.weight"),
             ConvKind::Gin => ("nn.0.weight", "nn.2.weight"),
-            ConvKind::Mlp | ConvKind::Gat | ConvKind::Transformer => {
+            ConvKind::Transformer => ("lin_query.weight", "lin_query.weight"),
+            ConvKind::Mlp => {
                 return Err(bad(format!(
-                    "loading PyG weights of a {kind} model is not supported yet; load GCN, \
-                     SAGE or GIN"
+                    "loading PyG weights of a {kind} model is not supported; load GCN, SAGE, \
+                     GIN, GAT or TransformerConv stacks"
                 )))
             }
+        };
+        let heads = match (kind, layout.heads) {
+            (ConvKind::Gat, given) if layers > 1 => {
+                let h = match shapes.get("convs.0.att_src").map(Vec::as_slice) {
+                    Some(&[1, h, _]) => h,
+                    Some(s) => {
+                        return Err(bad(format!(
+                            "`convs.0.att_src` has shape {s:?}, expected [1, heads, channels]"
+                        )))
+                    }
+                    None => {
+                        return Err(bad(
+                            "missing tensor `convs.0.att_src` for a gat model".into()
+                        ))
+                    }
+                };
+                if given.is_some_and(|g| g != h) {
+                    return Err(bad(format!(
+                        "`convs.0.att_src` holds {h} heads, the layout says {}",
+                        given.unwrap_or(h)
+                    )));
+                }
+                h
+            }
+            (ConvKind::Transformer, None) if layers > 1 => {
+                return Err(bad(
+                    "a TransformerConv stack's head count is not in its tensors: pass it \
+                     (Gnn::load_pyg_with with PygLayout { heads: Some(h), .. })"
+                        .into(),
+                ))
+            }
+            (_, h) => h.unwrap_or(1),
         };
         let dims = |name: String| -> Result<(usize, usize)> {
             match shapes.get(&name).map(Vec::as_slice) {
@@ -364,7 +424,13 @@ impl Gnn {
         } else {
             hidden
         };
-        let cfg = ModelConfig::new(kind, in_dim, hidden, out_dim, layers, 0.0);
+        let mut cfg = ModelConfig::new(kind, in_dim, hidden, out_dim, layers, 0.0);
+        cfg.heads = heads;
+        cfg.activation = layout.activation.unwrap_or(if kind == ConvKind::Gat {
+            Activation::Elu
+        } else {
+            Activation::Relu
+        });
         cfg.validate().map_err(|e| bad(e.to_string()))?;
         let mut model = Self::new(cfg, device, 0)?;
         let vars = model.named_vars();
