@@ -191,6 +191,17 @@ fn maxk_sweep_writes_rows_tables_and_charts() {
         .rows
         .iter()
         .all(|r| r.epoch_ms > 0.0 && r.breakdown.len() == 7));
+    // Time to accuracy per seed: an evaluated epoch (every 5) and no more training time
+    // than all 10 epochs took.
+    for r in &doc.rows {
+        assert_eq!((r.tta_epoch_seeds.len(), r.tta_s_seeds.len()), (1, 1));
+        assert!(
+            [5, 10].contains(&r.tta_epoch_seeds[0]),
+            "{:?}",
+            r.tta_epoch_seeds
+        );
+        assert!(r.tta_s_seeds[0] > 0.0 && r.tta_s_seeds[0] < 10.0 * 10.0 * r.epoch_ms / 1e3);
+    }
     doc.write(dir.path()).unwrap();
     for f in [
         "sweep.json",
@@ -202,6 +213,7 @@ fn maxk_sweep_writes_rows_tables_and_charts() {
     }
     let md = std::fs::read_to_string(dir.path().join("sweep.md")).unwrap();
     assert!(md.contains("| cora | gcn | maxk:8 |"), "{md}");
+    assert!(md.contains("time to accuracy s (epoch), per seed"), "{md}");
     let back = Doc::load(&dir.path().join("sweep.json")).unwrap();
     assert_eq!(back.rows.len(), 2);
     // k above the hidden width is refused before anything trains.

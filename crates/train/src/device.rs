@@ -26,6 +26,71 @@ pub fn device_memory_in_use(device: &Device) -> Option<u64> {
     None
 }
 
+/// The stream-ordered allocator's default pool of `device` (the pool candle's allocations
+/// come from through cudarc's `cuMemAllocAsync`), with the context bound to this thread.
+#[cfg(feature = "cuda")]
+fn default_mem_pool(
+    device: &Device,
+) -> Option<candle_core::cuda_backend::cudarc::driver::sys::CUmemoryPool> {
+    use candle_core::cuda_backend::cudarc::driver::sys;
+    let Device::Cuda(d) = device else {
+        return None;
+    };
+    let stream = d.cuda_stream();
+    let ctx = stream.context();
+    if !ctx.has_async_alloc() || ctx.bind_to_thread().is_err() {
+        return None;
+    }
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    // SAFETY: `pool` is a valid out-pointer and `cu_device` a device of a live context.
+    let r = unsafe { sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()) };
+    (r == sys::CUresult::CUDA_SUCCESS && !pool.is_null()).then_some(pool)
+}
+
+/// Peak bytes held by allocations of the stream-ordered allocator's default pool since the
+/// last [`reset_allocated_peak`]: the allocator's own accounting of live tensors (rounded to
+/// its granularity), the figure comparable with torch's `max_memory_allocated` (it excludes
+/// the CUDA context and memory the pool keeps cached). `None` on the CPU or without memory
+/// pools.
+pub fn allocated_peak_bytes(device: &Device) -> Option<u64> {
+    #[cfg(feature = "cuda")]
+    if let Some(pool) = default_mem_pool(device) {
+        use candle_core::cuda_backend::cudarc::driver::sys;
+        let mut v: u64 = 0;
+        // SAFETY: USED_MEM_HIGH is a cuuint64_t attribute; `v` outlives the call.
+        let r = unsafe {
+            sys::cuMemPoolGetAttribute(
+                pool,
+                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH,
+                (&mut v as *mut u64).cast(),
+            )
+        };
+        return (r == sys::CUresult::CUDA_SUCCESS).then_some(v);
+    }
+    let _ = device;
+    None
+}
+
+/// Starts a new [`allocated_peak_bytes`] window (the pool's high-water mark drops to what is
+/// allocated now). Nothing on the CPU.
+pub fn reset_allocated_peak(device: &Device) {
+    #[cfg(feature = "cuda")]
+    if let Some(pool) = default_mem_pool(device) {
+        use candle_core::cuda_backend::cudarc::driver::sys;
+        let mut zero: u64 = 0;
+        // SAFETY: setting USED_MEM_HIGH takes a cuuint64_t (only 0 is allowed); a failure
+        // leaves the old window, which only makes the peak an over-estimate.
+        unsafe {
+            sys::cuMemPoolSetAttribute(
+                pool,
+                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH,
+                (&mut zero as *mut u64).cast(),
+            );
+        }
+    }
+    let _ = device;
+}
+
 /// `(free, total)` device memory in bytes, as the driver reports it. `None` on the CPU.
 pub fn device_memory_info(device: &Device) -> Option<(u64, u64)> {
     #[cfg(feature = "cuda")]

@@ -26,12 +26,16 @@ pub mod trainer;
 
 pub use checkpoint::TrainState;
 pub use data::{accuracy, DeviceData};
-pub use device::{device_memory_in_use, device_name, on_oom, pick_device};
+pub use device::{
+    allocated_peak_bytes, device_memory_in_use, device_name, on_oom, pick_device,
+    reset_allocated_peak,
+};
 pub use error::{Error, Result};
 pub use features::{HostFeatures, LoadTimes};
 pub use infer::{Engine, Inference};
 pub use optim::{Adam, OptimizerKind};
 pub use report::PhaseSums;
 pub use trainer::{
-    masked_cross_entropy, predict, train, train_from, EpochLog, TrainConfig, TrainReport,
+    masked_cross_entropy, predict, time_to_accuracy, train, train_from, EpochLog, TimeToAccuracy,
+    TrainConfig, TrainReport, TTA_TOLERANCE,
 };

@@ -468,6 +468,22 @@ pub fn train_seeds(
             rep.epoch_ms_median,
             rep.inference_ms_median
         );
+        if let Some(t) = rep.time_to_accuracy {
+            println!(
+                "{kind} seed {seed}: time to accuracy (val >= best - 0.5 points = {:.2} %): epoch \
+                 {}, {:.2} s of training",
+                100.0 * t.target,
+                t.epoch,
+                t.train_s
+            );
+        }
+        if let Some(b) = rep.peak_allocated_bytes {
+            println!(
+                "peak device memory allocated (the allocator's accounting, as torch's \
+                 max_memory_allocated): {:.2} GiB",
+                b as f64 / (1u64 << 30) as f64
+            );
+        }
         if let Some(b) = rep.peak_device_bytes {
             println!(
                 "peak device memory in use (sampled, driver view): {:.2} GiB",

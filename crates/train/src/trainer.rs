@@ -116,10 +116,60 @@ pub struct TrainReport {
     /// Highest device memory in use seen during training (sampled after each forward and
     /// backward; driver view incl. context and allocator pool), bytes. `None` on the CPU.
     pub peak_device_bytes: Option<u64>,
+    /// Peak bytes of live allocations during training by the allocator's own accounting
+    /// ([`crate::allocated_peak_bytes`]; what torch's `max_memory_allocated` measures).
+    /// `None` on the CPU.
+    #[serde(default)]
+    pub peak_allocated_bytes: Option<u64>,
     /// Phase breakdown (measured when `profile`, else only totals).
     pub breakdown: PhaseSums,
+    /// When the run first came within [`TTA_TOLERANCE`] of its best validation accuracy
+    /// ([`time_to_accuracy`]).
+    pub time_to_accuracy: Option<TimeToAccuracy>,
     /// Per-epoch log.
     pub history: Vec<EpochLog>,
+}
+
+/// How close to the run's best validation accuracy counts as reached: 0.5 points.
+pub const TTA_TOLERANCE: f64 = 0.005;
+
+/// Time to accuracy: the first evaluated epoch whose validation accuracy is within a
+/// tolerance of the run's best, and the training time spent up to it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TimeToAccuracy {
+    /// The first evaluated epoch at or above `target`.
+    pub epoch: usize,
+    /// Training-step wall time of epochs `1..=epoch` (forward, loss, backward, update; the
+    /// first epoch's warm-up included, evaluations excluded: how often to evaluate is a
+    /// choice, not a cost of the model), seconds.
+    pub train_s: f64,
+    /// Its validation accuracy (fraction).
+    pub val_acc: f64,
+    /// Best validation accuracy minus the tolerance (fraction).
+    pub target: f64,
+}
+
+/// The [`TimeToAccuracy`] of `history` against the best validation accuracy it holds, within
+/// `tolerance` (a fraction: 0.005 is half a point). `None` when nothing was evaluated.
+pub fn time_to_accuracy(history: &[EpochLog], tolerance: f64) -> Option<TimeToAccuracy> {
+    let best = history
+        .iter()
+        .filter_map(|l| l.acc.map(|(_, va, _)| va))
+        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))?;
+    let target = best - tolerance;
+    let mut spent_ms = 0.0;
+    for l in history {
+        spent_ms += l.epoch_ms;
+        if let Some((_, va, _)) = l.acc.filter(|&(_, va, _)| va >= target) {
+            return Some(TimeToAccuracy {
+                epoch: l.epoch,
+                train_s: spent_ms / 1e3,
+                val_acc: va,
+                target,
+            });
+        }
+    }
+    None
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -268,6 +318,8 @@ fn train_inner(
         };
         TrainState::capture(meta, &vars, opt, best_weights)
     };
+    sync(&device)?;
+    crate::device::reset_allocated_peak(&device);
     let mut peak: Option<u64> = None;
     let sample = |peak: &mut Option<u64>| {
         if let Some(b) = crate::device::device_memory_in_use(&device) {
@@ -435,7 +487,12 @@ fn train_inner(
         epoch_ms_median: median(&mut epoch_ms.clone()),
         inference_ms_median: median(&mut infer_ms),
         peak_device_bytes: peak,
+        peak_allocated_bytes: {
+            sync(&device)?;
+            crate::device::allocated_peak_bytes(&device)
+        },
         breakdown: sums,
+        time_to_accuracy: time_to_accuracy(&history, TTA_TOLERANCE),
         history,
     })
 }
@@ -486,4 +543,45 @@ pub fn masked_cross_entropy(logits: &Tensor, weight: &Tensor) -> Result<Tensor> 
 pub fn predict(model: &Gnn, graph: &ModelGraph, x: &Tensor) -> Result<Tensor> {
     let t = Timer::disabled();
     Ok(model.forward(graph, x, &mut Forward::eval(&t))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log(epoch: usize, ms: f64, val: Option<f64>) -> EpochLog {
+        EpochLog {
+            epoch,
+            loss: 1.0,
+            epoch_ms: ms,
+            acc: val.map(|v| (v, v, v)),
+        }
+    }
+
+    #[test]
+    fn time_to_accuracy_counts_training_time_to_the_first_close_evaluation() {
+        // Evaluated every 2 epochs; best 0.900 at epoch 8, 0.897 (within 0.5 pts) at epoch 6.
+        let h: Vec<EpochLog> = [
+            (100.0, None),
+            (10.0, Some(0.5)),
+            (10.0, None),
+            (10.0, Some(0.80)),
+            (10.0, None),
+            (10.0, Some(0.897)),
+            (10.0, None),
+            (10.0, Some(0.900)),
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, &(ms, v))| log(i + 1, ms, v))
+        .collect();
+        let t = time_to_accuracy(&h, TTA_TOLERANCE).unwrap();
+        assert_eq!(t.epoch, 6);
+        assert!((t.train_s - 0.150).abs() < 1e-12, "{}", t.train_s);
+        assert!((t.target - 0.895).abs() < 1e-12 && t.val_acc == 0.897);
+        // A tighter tolerance waits for the best itself.
+        assert_eq!(time_to_accuracy(&h, 0.001).unwrap().epoch, 8);
+        // Nothing evaluated: no figure.
+        assert!(time_to_accuracy(&h[..1], TTA_TOLERANCE).is_none());
+    }
 }

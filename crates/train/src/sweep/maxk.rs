@@ -66,6 +66,13 @@ pub struct Row {
     /// training time to accuracy).
     #[serde(default)]
     pub converged_epoch_seeds: Vec<usize>,
+    /// Per seed: the first evaluated epoch within 0.5 points of that seed's best validation
+    /// accuracy ([`crate::time_to_accuracy`]).
+    #[serde(default)]
+    pub tta_epoch_seeds: Vec<usize>,
+    /// Per seed: training seconds up to that epoch (time to accuracy).
+    #[serde(default)]
+    pub tta_s_seeds: Vec<f64>,
     /// Median epoch of seed 0, ms.
     pub epoch_ms: f64,
     /// Our ReLU model's epoch time over this one's.
@@ -76,6 +83,28 @@ pub struct Row {
     pub speedup_vs_pyg: Option<f64>,
     /// Per-phase milliseconds per epoch from the profiled run, in table order.
     pub breakdown: Vec<(String, f64)>,
+}
+
+impl Row {
+    /// Mean time to accuracy over the seeds, seconds (`None` for rows written before it was
+    /// recorded).
+    pub fn tta_mean_s(&self) -> Option<f64> {
+        (!self.tta_s_seeds.is_empty())
+            .then(|| self.tta_s_seeds.iter().sum::<f64>() / self.tta_s_seeds.len() as f64)
+    }
+
+    /// `"s (epoch) / ..."` per seed, or `-`.
+    fn tta_text(&self) -> String {
+        if self.tta_s_seeds.is_empty() {
+            return "-".into();
+        }
+        self.tta_s_seeds
+            .iter()
+            .zip(&self.tta_epoch_seeds)
+            .map(|(s, e)| format!("{s:.2} ({e})"))
+            .collect::<Vec<_>>()
+            .join(" / ")
+    }
 }
 
 /// A sweep's results: `sweep.json`.
@@ -170,6 +199,7 @@ impl MaxkSweep {
     ) -> Result<Row> {
         let cfg = spec.config(ds);
         let (mut accs, mut best_epochs, mut converged) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut tta_epochs, mut tta_s) = (Vec::new(), Vec::new());
         let mut epoch_ms = 0.0;
         for seed in 0..self.seeds {
             let model = Gnn::new(cfg.clone(), device, seed)?;
@@ -192,6 +222,10 @@ impl MaxkSweep {
                     })
                     .map_or(rep.best_epoch, |l| l.epoch),
             );
+            if let Some(t) = rep.time_to_accuracy {
+                tta_epochs.push(t.epoch);
+                tta_s.push(t.train_s);
+            }
             if seed == 0 {
                 epoch_ms = rep.epoch_ms_median;
             }
@@ -221,6 +255,8 @@ impl MaxkSweep {
             test_acc_seeds: accs,
             best_epoch_seeds: best_epochs,
             converged_epoch_seeds: converged,
+            tta_epoch_seeds: tta_epochs,
+            tta_s_seeds: tta_s,
             epoch_ms,
             speedup_vs_relu: if spec.maxk.is_none() {
                 Some(1.0)
@@ -233,7 +269,7 @@ impl MaxkSweep {
         };
         println!(
             "{:<5} {:<9} test {:>6.2} % (seeds {})  epoch {:>8.2} ms  vs ReLU {:>5.2}x  vs PyG {}  \
-             converged at epoch {:?}",
+             converged at epoch {:?}  time to accuracy {} s",
             row.model,
             row.activation,
             row.test_acc,
@@ -241,7 +277,8 @@ impl MaxkSweep {
             row.epoch_ms,
             row.speedup_vs_relu.unwrap_or(f64::NAN),
             or_dash(row.speedup_vs_pyg, |s| format!("{s:.2}x")),
-            row.converged_epoch_seeds
+            row.converged_epoch_seeds,
+            row.tta_text()
         );
         Ok(row)
     }
@@ -295,6 +332,7 @@ impl Doc {
             "test acc %",
             "Δ vs ReLU (points)",
             "converged at epoch (per seed)",
+            "time to accuracy s (epoch), per seed",
             "epoch ms",
             "vs ReLU",
             "vs PyG",
@@ -325,6 +363,7 @@ impl Doc {
                 } else {
                     conv.join(" / ")
                 },
+                r.tta_text(),
                 format!("{:.2}", r.epoch_ms),
                 or_dash(r.speedup_vs_relu, |x| format!("{x:.2}×")),
                 or_dash(r.speedup_vs_pyg, |x| format!("{x:.2}×")),
@@ -371,15 +410,31 @@ impl Doc {
             if let Some(p) = rows.iter().find_map(|r| r.pyg_epoch_ms) {
                 time.push(Line::level("PyG", p, 0.0, kmax));
             }
+            let mut tta = vec![Line::measured(
+                "MaxK",
+                maxk.iter()
+                    .filter_map(|(k, r)| Some((*k, r.tta_mean_s()?)))
+                    .collect(),
+            )];
+            if let Some(t) = relu.and_then(|r| r.tta_mean_s()) {
+                tta.push(Line::level("ReLU", t, 0.0, kmax));
+            }
             let amin = rows.iter().map(|r| r.test_acc).fold(100.0, f64::min);
             let mut a = Panel::lines(format!("{model} on {ds}: test accuracy"), "k", "%", acc);
             a.y_range = Some(((amin - 2.0).max(0.0), 100.0));
             a.legend = Legend::LowerRight;
             let mut t = Panel::lines(format!("{model} on {ds}: epoch time"), "k", "ms", time);
             t.legend = Legend::UpperLeft;
-            panels.extend([a, t]);
+            let mut tt = Panel::lines(
+                format!("{model} on {ds}: time to accuracy (val >= best - 0.5 pts, mean)"),
+                "k",
+                "s",
+                tta,
+            );
+            tt.legend = Legend::UpperLeft;
+            panels.extend([a, t, tt]);
         }
-        draw_svg(path, &panels, 2, (490, 300))
+        draw_svg(path, &panels, 3, (490, 300))
     }
 
     /// Stacked per-phase epoch time of every configuration (the paper's Fig. 1 shape).
