@@ -161,7 +161,7 @@ impl Gnn {
                 ConvKind::Transformer => {
                     Conv::Transformer(TransformerConv::new(i, o, 1, false, &s)?)
                 }
-                ConvKind::Mlp => Conv::Lin(Linear::new(i, o, true, &s)?),
+                ConvKind::Mlp => Conv::Lin(Linear::torch_default(i, o, true, &s)?),
             });
             if cfg.layer_norm && l + 1 < cfg.layers {
                 let n = store.pp("norms").pp(l);

@@ -7,7 +7,8 @@
 //! in every layer, so the last layer's MLP is `hidden -> hidden -> classes`: an MLP as narrow
 //! as the class count, ReLU in between, went dead in 4-layer models and predicted one class);
 //! the graph has no self loops. Parameters (PyG `GINConv(train_eps=True)`): `eps [1]`,
-//! `nn.0.weight [mlp, in]`, `nn.0.bias [mlp]`, `nn.2.weight [out, mlp]`, `nn.2.bias [out]`.
+//! `nn.0.weight [mlp, in]`, `nn.0.bias [mlp]`, `nn.2.weight [out, mlp]`, `nn.2.bias [out]`,
+//! drawn as torch's `nn.Linear` draws them (`U(-1/sqrt(in), 1/sqrt(in))`, biases too).
 //!
 //! The MLP's first product is linear, so it is applied before aggregation (`A (X W^T) =
 //! (A X) W^T`): the sum runs at width `out` instead of `in`, the bias is added after.
@@ -33,8 +34,8 @@ impl GinConv {
     pub fn new(in_dim: usize, mlp_dim: usize, out_dim: usize, store: &ParamStore) -> Result<Self> {
         Ok(Self {
             eps: store.get("eps", &[1], Init::Zeros)?,
-            nn0: Linear::new(in_dim, mlp_dim, true, &store.pp("nn.0"))?,
-            nn2: Linear::new(mlp_dim, out_dim, true, &store.pp("nn.2"))?,
+            nn0: Linear::torch_default(in_dim, mlp_dim, true, &store.pp("nn.0"))?,
+            nn2: Linear::torch_default(mlp_dim, out_dim, true, &store.pp("nn.2"))?,
         })
     }
 

@@ -6,7 +6,10 @@
 //!
 //! Shapes: `x [N, in]` -> `[N, out]`; the graph has no self loops.
 //! Parameters (PyG `SAGEConv`): `lin_l.weight [out, in]`, `lin_l.bias [out]`,
-//! `lin_r.weight [out, in]`, and for pool `lin.weight [in, in]`, `lin.bias [in]`.
+//! `lin_r.weight [out, in]`, and for pool `lin.weight [in, in]`, `lin.bias [in]`, drawn as
+//! PyG's `Linear` draws them by default (`U(-1/sqrt(in), 1/sqrt(in))`, biases too). Glorot's
+//! wider draw grows the activations about 2x per layer through the two terms, so a 4-layer
+//! model started with logits large enough not to train (docs/perf/h100-2026-11-24-memory).
 //!
 //! Mean aggregation is linear, so when `out < in` the layer runs one GEMM with
 //! `[W_l; W_r]` and aggregates the `W_l` half at width `out`.
@@ -31,10 +34,10 @@ impl SageConv {
     /// Mean (`pool = false`) or pool aggregator.
     pub fn new(in_dim: usize, out_dim: usize, pool: bool, store: &ParamStore) -> Result<Self> {
         Ok(Self {
-            lin_l: Linear::new(in_dim, out_dim, true, &store.pp("lin_l"))?,
-            lin_r: Linear::new(in_dim, out_dim, false, &store.pp("lin_r"))?,
+            lin_l: Linear::torch_default(in_dim, out_dim, true, &store.pp("lin_l"))?,
+            lin_r: Linear::torch_default(in_dim, out_dim, false, &store.pp("lin_r"))?,
             pool: if pool {
-                Some(Linear::new(in_dim, in_dim, true, &store.pp("lin"))?)
+                Some(Linear::torch_default(in_dim, in_dim, true, &store.pp("lin"))?)
             } else {
                 None
             },
