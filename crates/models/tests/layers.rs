@@ -46,6 +46,16 @@ fn param(m: &Gnn, name: &str) -> Tensor {
         .clone()
 }
 
+/// `rows + bias` on every row, `bias` the model's parameter `name` (biases start non-zero:
+/// PyG's draw for SAGE's and GIN's linears).
+fn plus_bias(rows: Vec<Vec<f32>>, m: &Gnn, name: &str) -> Vec<Vec<f32>> {
+    let b: Vec<f32> = param(m, name).to_vec1().unwrap();
+    assert!(b.iter().any(|&v| v != 0.0), "{name} is all zeros");
+    rows.into_iter()
+        .map(|r| r.iter().zip(&b).map(|(v, c)| v + c).collect())
+        .collect()
+}
+
 fn close(a: &[Vec<f32>], b: &[Vec<f32>], tol: f32) {
     assert_eq!(a.len(), b.len());
     for (i, (ra, rb)) in a.iter().zip(b).enumerate() {
@@ -121,15 +131,20 @@ fn sage_mean_and_pool_match_dense_formulas() {
             .zip(&r)
             .map(|(a, b)| a.iter().zip(b).map(|(p, q)| p + q).collect())
             .collect();
+        let want = plus_bias(want, &m, "convs.0.lin_l.bias");
         close(&y, &want, 1e-5);
+        let root = plus_bias(r, &m, "convs.0.lin_l.bias");
         assert!(
-            y[29].iter().zip(&r[29]).all(|(a, b)| (a - b).abs() < 1e-6),
-            "isolated node keeps its root term only"
+            y[29]
+                .iter()
+                .zip(&root[29])
+                .all(|(a, b)| (a - b).abs() < 1e-6),
+            "isolated node keeps its root term (and the bias) only"
         );
     }
     let (x, y, m) = run(ConvKind::SagePool, 6, 4);
     let wp = mat(&param(&m, "convs.0.lin.weight"));
-    let p: Vec<Vec<f32>> = matmul_t(&x, &wp)
+    let p: Vec<Vec<f32>> = plus_bias(matmul_t(&x, &wp), &m, "convs.0.lin.bias")
         .into_iter()
         .map(|r| r.into_iter().map(|v| v.max(0.0)).collect())
         .collect();
@@ -151,7 +166,7 @@ fn sage_mean_and_pool_match_dense_formulas() {
         .zip(matmul_t(&x, &mat(&param(&m, "convs.0.lin_r.weight"))))
         .map(|(a, b)| a.iter().zip(b).map(|(p, q)| p + q).collect())
         .collect();
-    close(&y, &want, 1e-5);
+    close(&y, &plus_bias(want, &m, "convs.0.lin_l.bias"), 1e-5);
 }
 
 #[test]
@@ -169,12 +184,13 @@ fn gin_matches_dense_formula_in_both_orders() {
             .zip(&x)
             .map(|(a, b)| a.iter().zip(b).map(|(p, q)| p + q).collect())
             .collect(); // eps = 0
-        let h: Vec<Vec<f32>> = matmul_t(&z, &mat(&param(&m, "convs.0.nn.0.weight")))
+        let h0 = matmul_t(&z, &mat(&param(&m, "convs.0.nn.0.weight")));
+        let h: Vec<Vec<f32>> = plus_bias(h0, &m, "convs.0.nn.0.bias")
             .into_iter()
             .map(|r| r.into_iter().map(|v| v.max(0.0)).collect())
             .collect();
         let want = matmul_t(&h, &mat(&param(&m, "convs.0.nn.2.weight")));
-        close(&y, &want, 1e-4);
+        close(&y, &plus_bias(want, &m, "convs.0.nn.2.bias"), 1e-4);
     }
 }
 
@@ -383,20 +399,27 @@ fn maxk_layers_match_dense_formulas() {
                 let s = maxk_dense(&matmul_t(&xs, &mat(&param(&m, "convs.0.lin_l.weight"))), 4);
                 let agg = aggregate(&csr, &s, |a, _| 1.0 / csr.row_len(a).max(1) as f32);
                 let r = matmul_t(&xs, &mat(&param(&m, "convs.0.lin_r.weight")));
-                agg.iter()
+                let sum = agg
+                    .iter()
                     .zip(&r)
                     .map(|(a, b)| a.iter().zip(b).map(|(p, q)| p + q).collect())
-                    .collect()
+                    .collect();
+                plus_bias(sum, &m, "convs.0.lin_l.bias")
             }
             _ => {
                 let s = maxk_dense(&matmul_t(&xs, &mat(&param(&m, "convs.0.nn.0.weight"))), 4);
                 let agg = aggregate(&csr, &s, |_, _| 1.0);
-                let z: Vec<Vec<f32>> = agg
+                let sum: Vec<Vec<f32>> = agg
                     .iter()
                     .zip(&s)
-                    .map(|(a, b)| a.iter().zip(b).map(|(p, q)| (p + q).max(0.0)).collect())
+                    .map(|(a, b)| a.iter().zip(b).map(|(p, q)| p + q).collect())
                     .collect();
-                matmul_t(&z, &mat(&param(&m, "convs.0.nn.2.weight")))
+                let z: Vec<Vec<f32>> = plus_bias(sum, &m, "convs.0.nn.0.bias")
+                    .into_iter()
+                    .map(|r| r.into_iter().map(|v| v.max(0.0)).collect())
+                    .collect();
+                let out = matmul_t(&z, &mat(&param(&m, "convs.0.nn.2.weight")));
+                plus_bias(out, &m, "convs.0.nn.2.bias")
             }
         };
         // Feed the hand-computed hidden layer through a ReLU twin's last layer: the last

@@ -37,7 +37,12 @@ impl SageConv {
             lin_l: Linear::torch_default(in_dim, out_dim, true, &store.pp("lin_l"))?,
             lin_r: Linear::torch_default(in_dim, out_dim, false, &store.pp("lin_r"))?,
             pool: if pool {
-                Some(Linear::torch_default(in_dim, in_dim, true, &store.pp("lin"))?)
+                Some(Linear::torch_default(
+                    in_dim,
+                    in_dim,
+                    true,
+                    &store.pp("lin"),
+                )?)
             } else {
                 None
             },
