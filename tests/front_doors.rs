@@ -295,6 +295,21 @@ fn predictions_map_back_to_the_file_order() {
         };
         (pred, logits)
     };
+    let base = InferSweep {
+        weights: vec![weights.clone()],
+        aggregation: Aggregation::Exact,
+        int8: false,
+        sweep: false,
+        widths: vec![],
+        strategies: vec![],
+        reps: 1,
+        row_normalize: true,
+        features: None,
+        save_features: None,
+        out: dir.path().to_path_buf(),
+        predictions: None,
+        new_of_old: None,
+    };
     let mut outs = Vec::new();
     for (tag, orders) in [
         ("none", vec![]),
@@ -307,19 +322,10 @@ fn predictions_map_back_to_the_file_order() {
         }
         let path = dir.path().join(format!("pred-{tag}.npz"));
         let one = InferSweep {
-            weights: vec![weights.clone()],
-            aggregation: Aggregation::Exact,
-            int8: false,
-            sweep: false,
-            widths: vec![],
-            strategies: vec![],
-            reps: 1,
-            row_normalize: true,
-            features: None,
-            save_features: None,
             out: dir.path().join(tag),
             predictions: Some(path.clone()),
             new_of_old: loaded.new_of_old.clone(),
+            ..base.clone()
         };
         one.run(&loaded.dataset, &device).unwrap();
         outs.push((tag, read(&path)));
@@ -341,18 +347,9 @@ fn predictions_map_back_to_the_file_order() {
     // Several models, or a sweep, have no one set of predictions.
     let bad = InferSweep {
         weights: vec![weights.clone(), weights],
-        aggregation: Aggregation::Exact,
-        int8: false,
-        sweep: false,
-        widths: vec![],
-        strategies: vec![],
-        reps: 1,
-        row_normalize: true,
-        features: None,
-        save_features: None,
         out: dir.path().join("bad"),
         predictions: Some(dir.path().join("x.npz")),
-        new_of_old: None,
+        ..base
     };
     let ds = load(&DataSource::bundled_cora(), true).unwrap().dataset;
     let e = bad.run(&ds, &device).unwrap_err().to_string();

@@ -19,6 +19,16 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
+// sum_p alpha[p] * dalpha[p] over one row's edges [start, end), the warp's lanes striding
+// the row and their partials reduced by warp_sum (every lane gets the total): the softmax
+// backward's row term, shared by edge_softmax_bwd and gat_attention_bwd.
+__device__ __forceinline__ float warp_row_dot(const float* __restrict__ alpha, const float* __restrict__ dalpha,
+                                              uint32_t start, uint32_t end, int lane) {
+    float t = 0.f;
+    for (uint32_t p = start + lane; p < end; p += 32) t = fmaf(__ldg(alpha + p), __ldg(dalpha + p), t);
+    return warp_sum(t);
+}
+
 template <int VEC>
 __device__ __forceinline__ void load_vec(const float* __restrict__ p, float (&r)[VEC]) {
     if (VEC == 4) {

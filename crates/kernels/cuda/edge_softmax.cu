@@ -28,8 +28,6 @@ extern "C" __global__ void edge_softmax_bwd(const uint32_t* __restrict__ indptr,
     const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (row >= n_rows) return;
     const uint32_t start = indptr[row], end = indptr[row + 1];
-    float t = 0.f;
-    for (uint32_t p = start + lane; p < end; p += 32) t = fmaf(__ldg(alpha + p), __ldg(dalpha + p), t);
-    t = warp_sum(t);
+    const float t = warp_row_dot(alpha, dalpha, start, end, lane);
     for (uint32_t p = start + lane; p < end; p += 32) ds[p] = __ldg(alpha + p) * (__ldg(dalpha + p) - t);
 }

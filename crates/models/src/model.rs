@@ -393,10 +393,9 @@ impl Gnn {
                         ))
                     }
                 };
-                if given.is_some_and(|g| g != h) {
+                if let Some(g) = given.filter(|&g| g != h) {
                     return Err(bad(format!(
-                        "`convs.0.att_src` holds {h} heads, the layout says {}",
-                        given.unwrap_or(h)
+                        "`convs.0.att_src` holds {h} heads, the layout says {g}"
                     )));
                 }
                 h

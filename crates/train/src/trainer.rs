@@ -155,7 +155,7 @@ pub fn time_to_accuracy(history: &[EpochLog], tolerance: f64) -> Option<TimeToAc
     let best = history
         .iter()
         .filter_map(|l| l.acc.map(|(_, va, _)| va))
-        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))?;
+        .reduce(f64::max)?;
     let target = best - tolerance;
     let mut spent_ms = 0.0;
     for l in history {

@@ -214,13 +214,7 @@ impl MaxkSweep {
             accs.push(100.0 * rep.test_acc);
             best_epochs.push(rep.best_epoch);
             converged.push(
-                rep.history
-                    .iter()
-                    .find(|l| {
-                        l.acc
-                            .is_some_and(|(_, va, _)| va >= rep.best_val_acc - 0.01)
-                    })
-                    .map_or(rep.best_epoch, |l| l.epoch),
+                crate::time_to_accuracy(&rep.history, 0.01).map_or(rep.best_epoch, |t| t.epoch),
             );
             if let Some(t) = rep.time_to_accuracy {
                 tta_epochs.push(t.epoch);
