@@ -71,6 +71,10 @@ struct Args {
     /// rows in the file's node order even under --reorder (one model, no --sweep).
     #[arg(long)]
     predictions: Option<PathBuf>,
+    /// Device storage of features and activations: f32, bf16 or f16 (exact aggregation only;
+    /// fp32 accumulation inside the kernels; GPU only).
+    #[arg(long, default_value = "f32")]
+    precision: gnn::train::Precision,
     #[command(flatten)]
     device: DeviceFlag,
 }
@@ -109,6 +113,7 @@ fn main() -> Result<()> {
         out: args.out,
         predictions: args.predictions,
         new_of_old: loaded.new_of_old.take(),
+        precision: args.precision,
     };
     sweep.run(&loaded.dataset, &device)?;
     Ok(())

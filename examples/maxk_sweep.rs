@@ -90,7 +90,7 @@ fn main() -> Result<()> {
     let device = args.train.device.pick()?;
     println!("device: {}", gnn::train::device_name(&device));
     let ds = load(&source, device.is_cpu())?.dataset;
-    let data = DeviceData::new(&ds, &device, small)?;
+    let data = DeviceData::new(&ds, &device, small)?.with_precision(args.train.precision)?;
     let mut doc = match (args.append, json.exists()) {
         (true, true) => Doc::load(&json)?,
         _ => Doc::default(),

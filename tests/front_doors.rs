@@ -248,6 +248,7 @@ fn inference_sweep_measures_every_setting() {
         out: dir.path().to_path_buf(),
         predictions: None,
         new_of_old: None,
+        precision: Default::default(),
     };
     let doc = sweep.run(&ds, &device).unwrap();
     // exact x 2 encodings + 2 strategies x 2 widths x 2 encodings.
@@ -309,6 +310,7 @@ fn predictions_map_back_to_the_file_order() {
         out: dir.path().to_path_buf(),
         predictions: None,
         new_of_old: None,
+        precision: Default::default(),
     };
     let mut outs = Vec::new();
     for (tag, orders) in [

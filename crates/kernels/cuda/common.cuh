@@ -3,6 +3,8 @@
 #pragma once
 
 #include <stdint.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #define FULL 0xffffffffu
 
@@ -39,6 +41,35 @@ __device__ __forceinline__ void load_vec(const float* __restrict__ p, float (&r)
         r[0] = v.x; r[1 % VEC] = v.y;
     } else {
         r[0] = __ldg(p);
+    }
+}
+
+// VEC-wide loads of half-precision storage (bf16 or f16), widened to fp32 for accumulation:
+// VEC = 8 / 4 / 2 halves move as one 16 / 8 / 4-byte transaction (the caller guarantees the
+// alignment), 1 as a single element.
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+
+template <int VEC, typename H>
+__device__ __forceinline__ void load_vec(const H* __restrict__ p, float (&r)[VEC]) {
+    static_assert(sizeof(H) == 2, "half-precision storage");
+    union U8 { uint4 u; H h[8]; };
+    union U4 { uint2 u; H h[4]; };
+    union U2 { uint32_t u; H h[2]; };
+    if (VEC == 8) {
+        U8 v; v.u = __ldg(reinterpret_cast<const uint4*>(p));
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) r[j] = to_f32(v.h[j % 8]);
+    } else if (VEC == 4) {
+        U4 v; v.u = __ldg(reinterpret_cast<const uint2*>(p));
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) r[j] = to_f32(v.h[j % 4]);
+    } else if (VEC == 2) {
+        U2 v; v.u = __ldg(reinterpret_cast<const uint32_t*>(p));
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) r[j] = to_f32(v.h[j % 2]);
+    } else {
+        r[0] = to_f32(p[0]);
     }
 }
 

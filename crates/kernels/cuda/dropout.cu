@@ -3,6 +3,8 @@
 // The same hash runs on the CPU (src/ops/dropout/cpu.rs), so masks are bit-identical on both
 // devices and a mask is a function of (seed, index) alone: no generator state to save.
 #include <stdint.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 __device__ __forceinline__ uint64_t mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -25,4 +27,29 @@ extern "C" __global__ void dropout_f32(const float* x, float* out, uint64_t n, u
 
 extern "C" __global__ void dropout_f64(const double* x, double* out, uint64_t n, uint64_t seed, uint64_t threshold, double scale) {
     dropout_impl<double>(x, out, n, seed, threshold, scale);
+}
+
+// Half-precision storage (--precision bf16 / f16): the same mask, the scale applied in fp32.
+__device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float widen(__half v) { return __half2float(v); }
+__device__ __forceinline__ void narrow(float v, __nv_bfloat16* o) { *o = __float2bfloat16(v); }
+__device__ __forceinline__ void narrow(float v, __half* o) { *o = __float2half(v); }
+
+template <typename H>
+__device__ void dropout_half(const H* x, H* out, uint64_t n, uint64_t seed, uint64_t threshold, float scale) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        uint64_t u = mix64(seed + i * 0x9E3779B97F4A7C15ULL) >> 40;
+        narrow(u >= threshold ? widen(x[i]) * scale : 0.f, out + i);
+    }
+}
+
+extern "C" __global__ void dropout_bf16(const __nv_bfloat16* x, __nv_bfloat16* out, uint64_t n, uint64_t seed,
+                                        uint64_t threshold, float scale) {
+    dropout_half<__nv_bfloat16>(x, out, n, seed, threshold, scale);
+}
+
+extern "C" __global__ void dropout_f16(const __half* x, __half* out, uint64_t n, uint64_t seed, uint64_t threshold,
+                                       float scale) {
+    dropout_half<__half>(x, out, n, seed, threshold, scale);
 }

@@ -43,10 +43,12 @@ __device__ __forceinline__ void update(float& acc, uint32_t& am, float v, float 
 }
 
 // MODE 0: sum (mean when `mean`), 1: max/min without argmax, 2: max/min with argmax.
-template <int VEC, int CF, int MODE, int UNROLL>
+// T: the storage type of x (float, or __nv_bfloat16 / __half under --precision bf16/f16);
+// accumulation and `out` are always fp32.
+template <typename T, int VEC, int CF, int MODE, int UNROLL>
 __device__ __forceinline__ void spmm_impl(
     const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
-    const float* __restrict__ vals, const float* __restrict__ x, float* __restrict__ out,
+    const float* __restrict__ vals, const T* __restrict__ x, float* __restrict__ out,
     uint32_t* __restrict__ arg, int n_rows, int k, int n_tiles, int weighted, int mean, float sign,
     int tile_major, const uint2* __restrict__ items, int n_items, int chunk)
 {
@@ -156,7 +158,7 @@ __device__ __forceinline__ void spmm_impl(
         const float* __restrict__ vals, const float* __restrict__ x, float* __restrict__ out,   \
         uint32_t* __restrict__ arg, int n_rows, int k, int n_tiles, int weighted, int mean,     \
         float sign, int tile_major, const uint2* __restrict__ items, int n_items, int chunk) {  \
-        spmm_impl<VEC, CF, MODE, U>(indptr, indices, vals, x, out, arg, n_rows, k, n_tiles,    \
+        spmm_impl<float, VEC, CF, MODE, U>(indptr, indices, vals, x, out, arg, n_rows, k, n_tiles,    \
                                     weighted, mean, sign, tile_major, items, n_items, chunk);   \
     }
 #define SPMM_KERNEL(VEC, CF, MODE) SPMM_KERNEL_U(VEC, CF, MODE, 4, )
@@ -171,6 +173,22 @@ SPMM_MODES(4, 1) SPMM_MODES(4, 2) SPMM_MODES(4, 3) SPMM_MODES(4, 4)
 // Eight-edge unroll for the one-chunk-per-warp shapes (more loads in flight per lane).
 #define SPMM_MODES_U8(VEC) SPMM_KERNEL_U(VEC, 1, 0, 8, _u8) SPMM_KERNEL_U(VEC, 1, 1, 8, _u8) SPMM_KERNEL_U(VEC, 1, 2, 8, _u8)
 SPMM_MODES_U8(1) SPMM_MODES_U8(2) SPMM_MODES_U8(4)
+
+// Half-precision storage (sum/mean only, one chunk per warp, eight-edge unroll): x read as
+// bf16 / f16, VEC halves per lane (8 = one 16-byte load), fp32 accumulators and fp32 `out`
+// (split rows of the schedule meet through fp32 atomics; the host narrows the result).
+#define SPMM_HALF(TY, NAME, VEC)                                                                \
+    extern "C" __global__ void spmm_##NAME##_v##VEC##_m0(                                       \
+        const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,              \
+        const float* __restrict__ vals, const TY* __restrict__ x, float* __restrict__ out,      \
+        uint32_t* __restrict__ arg, int n_rows, int k, int n_tiles, int weighted, int mean,     \
+        float sign, int tile_major, const uint2* __restrict__ items, int n_items, int chunk) {  \
+        spmm_impl<TY, VEC, 1, 0, 8>(indptr, indices, vals, x, out, arg, n_rows, k, n_tiles,    \
+                                    weighted, mean, sign, tile_major, items, n_items, chunk);   \
+    }
+SPMM_HALF(__nv_bfloat16, bf16, 1) SPMM_HALF(__nv_bfloat16, bf16, 2) SPMM_HALF(__nv_bfloat16, bf16, 4)
+SPMM_HALF(__nv_bfloat16, bf16, 8)
+SPMM_HALF(__half, f16, 1) SPMM_HALF(__half, f16, 2) SPMM_HALF(__half, f16, 4) SPMM_HALF(__half, f16, 8)
 
 // out[i, t] = a_p x[col_p, t] at p = arg[i, t] (0 where no edge): the max/min output rebuilt
 // from its argmax, which carries the backward.
@@ -217,9 +235,9 @@ extern "C" __global__ void edge_grad_arg(const uint32_t* __restrict__ arg, const
 // of x all requested before any is used. The column index and edge value of an edge are read
 // by every lane of the group from the same address (one broadcast transaction).
 // Feature loads are V wide (float2 / float4) where K and the operand offset allow.
-template <int V, int CH, int U>
+template <typename T, int V, int CH, int U>
 __device__ __forceinline__ void hp_spmm(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
-                                        const float* __restrict__ vals, const float* __restrict__ x,
+                                        const float* __restrict__ vals, const T* __restrict__ x,
                                         float* __restrict__ out, int n_rows, uint32_t nnz, int k, uint32_t npw,
                                         int g_lanes, int mean) {
     const int lane = threadIdx.x & 31;
@@ -277,7 +295,7 @@ __device__ __forceinline__ void hp_spmm(const uint32_t* __restrict__ indptr, con
             const bool live = p + u < end;
             const uint32_t c = live ? __ldg(indices + p + u) : 0u;
             w[u] = live ? (vals ? __ldg(vals + p + u) : 1.f) : 0.f;
-            const float* __restrict__ xr = x + (size_t)c * k;
+            const T* __restrict__ xr = x + (size_t)c * k;
 #pragma unroll
             for (int ch = 0; ch < CH; ++ch) {
                 const int idx = col0 + (ch * g_lanes + gl) * V;
@@ -310,13 +328,17 @@ __device__ __forceinline__ void hp_spmm(const uint32_t* __restrict__ indptr, con
     flush();
 }
 
-#define HP_SPMM(V, CH, U)                                                                                      \
-    extern "C" __global__ void __launch_bounds__(256) hp_spmm_v##V##_c##CH##_u##U(                            \
+#define HP_SPMM_T(TY, PRE, V, CH, U)                                                                           \
+    extern "C" __global__ void __launch_bounds__(256) hp_spmm_##PRE##v##V##_c##CH##_u##U(                     \
         const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,                            \
-        const float* __restrict__ vals, const float* __restrict__ x, float* __restrict__ out, int n_rows,      \
+        const float* __restrict__ vals, const TY* __restrict__ x, float* __restrict__ out, int n_rows,         \
         uint32_t nnz, int k, uint32_t npw, int g_lanes, int mean) {                                           \
-        hp_spmm<V, CH, U>(indptr, indices, vals, x, out, n_rows, nnz, k, npw, g_lanes, mean);                 \
+        hp_spmm<TY, V, CH, U>(indptr, indices, vals, x, out, n_rows, nnz, k, npw, g_lanes, mean);             \
     }
+// f32 storage: hp_spmm_v*; bf16 / f16 storage (fp32 accumulation and output): hp_spmm_bf16_v*,
+// hp_spmm_f16_v*.
+#define HP_SPMM(V, CH, U) HP_SPMM_T(float, , V, CH, U) HP_SPMM_T(__nv_bfloat16, bf16_, V, CH, U) \
+    HP_SPMM_T(__half, f16_, V, CH, U)
 // CH * V <= 8 accumulators per lane; wider K takes more column tiles (blockIdx.y).
 HP_SPMM(1, 1, 4) HP_SPMM(1, 2, 4) HP_SPMM(1, 4, 4) HP_SPMM(1, 8, 4)
 HP_SPMM(2, 1, 4) HP_SPMM(2, 2, 4) HP_SPMM(2, 4, 4)

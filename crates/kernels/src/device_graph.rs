@@ -22,6 +22,8 @@ struct Inner {
     device: Device,
     transpose: OnceLock<(DeviceGraph, Tensor)>,
     inv_deg: OnceLock<Tensor>,
+    /// `1 / deg(row)` per edge (f32, `[nnz]`, CSR order), for half-precision mean backward.
+    inv_deg_edges: OnceLock<Tensor>,
     stats: OnceLock<gnn_graph::csr::DegreeStats>,
     /// The last constant edge-value tensor permuted to the transpose: `(its id, values)`.
     transposed_values: std::sync::Mutex<Option<(candle_core::TensorId, Tensor)>>,
@@ -78,6 +80,7 @@ impl DeviceGraph {
             device: device.clone(),
             transpose: OnceLock::new(),
             inv_deg: OnceLock::new(),
+            inv_deg_edges: OnceLock::new(),
             stats: OnceLock::new(),
             transposed_values: std::sync::Mutex::new(None),
             timing: AtomicBool::new(false),
@@ -153,6 +156,22 @@ impl DeviceGraph {
         let vt = v.index_select(perm, 0)?;
         *cache = Some((v.id(), vt.clone()));
         Ok(vt)
+    }
+
+    /// `1 / deg(i)` for every edge `p` of row `i`, f32 `[nnz]` in CSR order (cached): the mean's
+    /// scale as edge values, so a half-precision mean backward applies it in fp32 inside the
+    /// kernel instead of narrowing `dy / deg` (which underflows f16 for rows of ~16 K+ edges).
+    pub fn inv_degree_edge_values(&self) -> Result<Tensor> {
+        if self.0.inv_deg_edges.get().is_none() {
+            let csr = &self.0.csr;
+            let mut v = Vec::with_capacity(csr.nnz());
+            for &d in csr.row_degrees().iter() {
+                v.extend(std::iter::repeat_n(1.0 / d.max(1) as f32, d as usize));
+            }
+            let t = Tensor::from_vec(v, csr.nnz(), &self.0.device)?;
+            let _ = self.0.inv_deg_edges.set(t);
+        }
+        Ok(self.0.inv_deg_edges.get().expect("set above").clone())
     }
 
     /// `1 / row_len` as an `[n_rows, 1]` tensor of `dtype` (0 for empty rows). Cached in f32.

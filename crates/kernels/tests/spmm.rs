@@ -392,3 +392,21 @@ fn transposed_values_are_permuted_and_cached_by_tensor() {
     assert!(t.track_op());
     assert_eq!(to_f64(&t), want(&v2));
 }
+
+/// Half-precision storage is a CUDA path: on the CPU the ops refuse bf16 / f16 with an error
+/// that says so (rather than computing silently in another precision).
+#[test]
+fn half_precision_features_are_refused_on_the_cpu() {
+    let csr = graph(10, 10, 3, 0, 7);
+    let g = DeviceGraph::upload(&csr, &Device::Cpu).unwrap();
+    for dt in [DType::BF16, DType::F16] {
+        let x = Tensor::ones((10, 4), dt, &Device::Cpu).unwrap();
+        let e = spmm(&g, &x, Reduce::Sum).unwrap_err().to_string();
+        assert!(
+            e.contains("CUDA only") && e.contains(&format!("{dt:?}")),
+            "{e}"
+        );
+        let e = gnn_kernels::dropout(&x, 0.5, 1).unwrap_err().to_string();
+        assert!(e.contains("CUDA only"), "{e}");
+    }
+}

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::graph::ModelGraph;
 use crate::params::{Init, ParamStore};
 use crate::timer::{Phase, Timer};
-use candle_core::{Device, Tensor, Var};
+use candle_core::{DType, Device, Tensor, Var};
 use candle_nn::VarMap;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -107,13 +107,18 @@ struct LayerNorm {
 }
 
 impl LayerNorm {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    /// Statistics in fp32 whatever the storage dtype (a bf16 row sum of 256 values would lose
+    /// the mean's low bits); the result returns in `x`'s dtype.
+    fn forward(&self, x_in: &Tensor) -> Result<Tensor> {
+        let x = &x_in.to_dtype(DType::F32)?;
         let d = x.dim(candle_core::D::Minus1)? as f64;
         let mean = (x.sum_keepdim(candle_core::D::Minus1)? / d)?;
         let xc = x.broadcast_sub(&mean)?;
         let var = (xc.sqr()?.sum_keepdim(candle_core::D::Minus1)? / d)?;
         let y = xc.broadcast_div(&(var + self.eps)?.sqrt()?)?;
-        Ok(y.broadcast_mul(&self.weight)?.broadcast_add(&self.bias)?)
+        Ok(y.broadcast_mul(&self.weight)?
+            .broadcast_add(&self.bias)?
+            .to_dtype(x_in.dtype())?)
     }
 }
 
@@ -208,6 +213,21 @@ impl Gnn {
                 "{} aggregation is for inference only (it has no backward); train with exact",
                 g.aggregation
             )));
+        }
+        if matches!(x.dtype(), DType::BF16 | DType::F16) {
+            let unsupported = match (self.cfg.kind, self.cfg.activation) {
+                (ConvKind::Gat | ConvKind::Transformer, _) => Some(self.cfg.kind.to_string()),
+                (_, Activation::MaxK { .. }) => Some("MaxK".to_string()),
+                (ConvKind::SagePool, _) => Some(self.cfg.kind.to_string()),
+                _ => None,
+            };
+            if let Some(what) = unsupported {
+                return Err(Error::Config(format!(
+                    "{what} has no {:?} path yet (GCN, GraphSAGE-mean, GIN and MLP do); run it \
+                     with --precision f32",
+                    x.dtype()
+                )));
+            }
         }
         let mut h = x.clone();
         if ctx.train && self.cfg.input_dropout > 0.0 {

@@ -95,6 +95,10 @@ pub struct TrainFlags {
     /// GAT and transformer: dropout on the attention coefficients [default: the hidden dropout].
     #[arg(long)]
     pub att_dropout: Option<f32>,
+    /// Storage precision of features and activations: f32, bf16 or f16 (half precision keeps
+    /// fp32 accumulation, master weights and optimiser state; f16 adds loss scaling; GPU only).
+    #[arg(long, default_value = "f32")]
+    pub precision: crate::Precision,
     /// `--cpu`.
     #[command(flatten)]
     pub device: DeviceFlag,
@@ -191,6 +195,7 @@ impl TrainFlags {
             weight_decay: self.weight_decay.unwrap_or(r.weight_decay),
             optimizer: self.optimizer,
             eval_every: self.eval_every.unwrap_or(r.eval_every),
+            precision: self.precision,
             ..TrainConfig::default()
         }
     }

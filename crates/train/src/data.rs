@@ -6,7 +6,7 @@ use gnn_graph::Dataset;
 
 /// Device-resident inputs of full-batch training.
 pub struct DeviceData {
-    /// Features `[N, F]`, f32.
+    /// Features `[N, F]`, f32 (bf16 / f16 after [`Self::with_precision`]).
     pub x: Tensor,
     /// Labels `[N]`, u32 (unlabeled nodes hold 0 and are never in the split).
     pub labels: Tensor,
@@ -42,6 +42,14 @@ impl DeviceData {
                 Some(bytes),
             )
         })
+    }
+
+    /// The same data with features stored as `precision` (bf16 / f16 on a CUDA device only;
+    /// labels, splits and loss weights are unchanged).
+    pub fn with_precision(mut self, precision: crate::Precision) -> Result<Self> {
+        precision.check_device(self.x.device())?;
+        self.x = self.x.to_dtype(precision.dtype())?;
+        Ok(self)
     }
 
     fn upload(ds: &Dataset, device: &Device, row_normalize: bool) -> Result<Self> {
@@ -124,5 +132,44 @@ mod tests {
             .to_scalar::<f32>()
             .unwrap();
         assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+    }
+
+    #[test]
+    fn half_precision_is_refused_on_the_cpu_and_must_match_the_recipe() {
+        let dev = Device::Cpu;
+        let ds = gnn_graph::load_planetoid(
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/cora/raw"),
+            "cora",
+        )
+        .unwrap();
+        let data = DeviceData::new(&ds, &dev, true).unwrap();
+        let e = DeviceData::new(&ds, &dev, true)
+            .unwrap()
+            .with_precision(crate::Precision::Bf16)
+            .err()
+            .expect("bf16 on the CPU")
+            .to_string();
+        assert!(e.contains("CUDA"), "{e}");
+        // f32 data under a bf16 recipe: the trainer says how to upload it.
+        let cfg = gnn_models::ModelConfig::new(
+            gnn_models::ConvKind::Gcn,
+            ds.features.cols(),
+            16,
+            ds.num_classes,
+            2,
+            0.5,
+        );
+        let model = gnn_models::Gnn::new(cfg, &dev, 0).unwrap();
+        let graph =
+            gnn_models::ModelGraph::new(&ds.graph, gnn_models::ConvKind::Gcn, &dev).unwrap();
+        let tc = crate::TrainConfig {
+            epochs: 1,
+            precision: crate::Precision::Bf16,
+            ..Default::default()
+        };
+        let e = crate::train(&model, &graph, &data, &tc, |_| {})
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("with_precision") && e.contains("bf16"), "{e}");
     }
 }

@@ -43,8 +43,8 @@ pub enum Error {
     /// The GPU ran out of memory.
     #[error(
         "out of GPU memory while {what}{}; the device has {} free of {}. Try a smaller --hidden \
-         or fewer --layers, or a smaller graph (--scale); half-precision features and \
-         multi-GPU training are not available yet",
+         or fewer --layers, or a smaller graph (--scale), or --precision bf16 (half the bytes of features and \
+         activations); multi-GPU training is not available yet",
         bytes.map(|b| format!(" ({} requested)", crate::device::gib(b))).unwrap_or_default(),
         free.map(crate::device::gib).unwrap_or_else(|| "?".into()),
         total.map(crate::device::gib).unwrap_or_else(|| "?".into())

@@ -18,6 +18,7 @@ pub mod error;
 pub mod features;
 pub mod infer;
 pub mod optim;
+pub mod precision;
 pub mod progress;
 pub mod report;
 pub mod run;
@@ -34,6 +35,7 @@ pub use error::{Error, Result};
 pub use features::{HostFeatures, LoadTimes};
 pub use infer::{Engine, Inference};
 pub use optim::{Adam, OptimizerKind};
+pub use precision::{LossScale, Precision};
 pub use report::PhaseSums;
 pub use trainer::{
     masked_cross_entropy, predict, time_to_accuracy, train, train_from, EpochLog, TimeToAccuracy,

@@ -442,8 +442,10 @@ pub fn train_seeds(
         })?;
         if seed == cfg.train.seed {
             println!(
-                "{kind} ({}), {} layers x {} hidden, {} parameters (graph prepared in {prep_s:.2} s)",
+                "{kind} ({}, {}), {} layers x {} hidden, {} parameters (graph prepared in \
+                 {prep_s:.2} s)",
                 model.config().activation,
+                cfg.train.precision,
                 spec.layers,
                 spec.hidden,
                 model.num_params()
@@ -459,6 +461,12 @@ pub fn train_seeds(
             bar.epoch(log)
         })?;
         drop(bar);
+        if let Some(s) = &rep.loss_scale {
+            println!(
+                "{kind} seed {seed}: f16 loss scale {} at the end, {} step(s) skipped on overflow",
+                s.scale, s.skipped
+            );
+        }
         println!(
             "{kind} seed {seed}: test {:.2} % (val {:.2} % at epoch {}), median epoch {:.2} ms, \
              inference {:.1} ms",
@@ -521,12 +529,14 @@ pub fn train_seeds(
 pub fn run(cfg: &RunConfig) -> Result<RunOutcome> {
     gnn_kernels::set_deterministic(cfg.deterministic);
     let device = pick_device(cfg.cpu)?;
+    cfg.train.precision.check_device(&device)?;
     println!("device: {}", device_name(&device));
     let t_all = Instant::now();
     let mut loaded = load(&cfg.data, device.is_cpu())?;
     reorder(&mut loaded, cfg.reorder)?;
     let ds = &loaded.dataset;
-    let data = DeviceData::new(ds, &device, cfg.row_normalize)?;
+    let data =
+        DeviceData::new(ds, &device, cfg.row_normalize)?.with_precision(cfg.train.precision)?;
     let gnn = train_seeds(cfg, &cfg.model, ds, &data, &device)?;
     let accs: Vec<f64> = gnn.runs.iter().map(|r| r.report.test_acc).collect();
     let (mean, std) = mean_std(&accs);

@@ -43,6 +43,10 @@ pub struct TrainConfig {
     /// last good state is saved when training stops on a non-finite loss or gradient.
     #[serde(default)]
     pub checkpoint: Option<PathBuf>,
+    /// Storage precision of features and activations (the data must be uploaded in it, see
+    /// [`crate::DeviceData::with_precision`]); f16 adds dynamic loss scaling.
+    #[serde(default)]
+    pub precision: crate::Precision,
 }
 
 impl TrainConfig {
@@ -75,6 +79,7 @@ impl Default for TrainConfig {
             warmup: 3,
             checkpoint_every: 0,
             checkpoint: None,
+            precision: crate::Precision::F32,
         }
     }
 }
@@ -126,6 +131,9 @@ pub struct TrainReport {
     /// When the run first came within [`TTA_TOLERANCE`] of its best validation accuracy
     /// ([`time_to_accuracy`]).
     pub time_to_accuracy: Option<TimeToAccuracy>,
+    /// f16 only: optimiser steps skipped because the scaled gradients overflowed, and the
+    /// final loss scale (see [`crate::LossScale`]).
+    pub loss_scale: Option<crate::LossScale>,
     /// Per-epoch log.
     pub history: Vec<EpochLog>,
 }
@@ -257,6 +265,15 @@ fn train_inner(
             data.x.dim(1)?
         )));
     }
+    if data.x.dtype() != cfg.precision.dtype() {
+        return Err(Error::Invalid(format!(
+            "the recipe trains in {} but the features are {:?}; upload them with \
+             DeviceData::with_precision",
+            cfg.precision,
+            data.x.dtype()
+        )));
+    }
+    let mut scaler = (cfg.precision == crate::Precision::F16).then(crate::LossScale::new);
     let device = data.x.device().clone();
     let vars = model.named_vars();
     let params = vars
@@ -347,12 +364,33 @@ fn train_inner(
         let t_loss = t1.elapsed();
         let t2 = Instant::now();
         *phase = format!("running training epoch {epoch} (backward{need})");
-        let grads = loss.backward()?;
+        let mut grads = match &scaler {
+            Some(s) => (&loss * s.scale)?.backward()?,
+            None => loss.backward()?,
+        };
         sync(&device)?;
         let t_bwd = t2.elapsed();
         sample(&mut peak);
         let loss_value = loss.to_scalar::<f32>()? as f64;
-        if let Some(tensor) = non_finite(loss_value, &vars, &grads)? {
+        // f16: unscale; an overflow of the scaled gradients (finite loss) skips this step and
+        // halves the scale, unless the scale has nowhere left to go.
+        let mut skip = false;
+        if let Some(s) = scaler.as_mut() {
+            for (_, v) in &vars {
+                if let Some(g) = grads.remove(v.as_tensor()) {
+                    grads.insert(v.as_tensor(), (g / s.scale)?);
+                }
+            }
+            let overflow =
+                loss_value.is_finite() && non_finite(loss_value, &vars, &grads)?.is_some();
+            skip = overflow && s.update(false);
+            if !overflow {
+                s.update(true);
+            }
+        }
+        if skip {
+            // Nothing reaches the parameters; the epoch is still timed and logged.
+        } else if let Some(tensor) = non_finite(loss_value, &vars, &grads)? {
             // Nothing of this epoch has reached the parameters, moments or records yet: with
             // the dropout stream rewound, the current state is the state before the epoch.
             let saved = match &cfg.checkpoint {
@@ -372,6 +410,15 @@ fn train_inner(
                 ),
                 None => None,
             };
+            let tensor = if cfg.precision == crate::Precision::F16 && !loss_value.is_finite() {
+                format!(
+                    "{tensor}, under --precision f16, whose range ends at 65504: an activation \
+                     overflowed (unnormalised sums over hundreds of neighbours, as GIN's, do); \
+                     --precision bf16 keeps f32's range"
+                )
+            } else {
+                tensor
+            };
             return Err(Error::NonFinite {
                 epoch,
                 tensor,
@@ -380,7 +427,9 @@ fn train_inner(
         }
         let t3 = Instant::now();
         *phase = format!("running training epoch {epoch} (optimiser step)");
-        opt.step(&grads)?;
+        if !skip {
+            opt.step(&grads)?;
+        }
         drop(grads);
         final_loss = loss_value;
         sync(&device)?;
@@ -493,6 +542,7 @@ fn train_inner(
         },
         breakdown: sums,
         time_to_accuracy: time_to_accuracy(&history, TTA_TOLERANCE),
+        loss_scale: scaler,
         history,
     })
 }
@@ -534,8 +584,11 @@ fn non_finite(
 
 /// Mean cross-entropy over the nodes and labels encoded in `weight` (see
 /// [`DeviceData::train_weight`]): `-sum(log_softmax(logits) * weight)`.
+///
+/// Computed in fp32 whatever the logits' dtype (half-precision logits are widened first).
 pub fn masked_cross_entropy(logits: &Tensor, weight: &Tensor) -> Result<Tensor> {
-    let logp = candle_nn::ops::log_softmax(logits, candle_core::D::Minus1)?;
+    let logits = logits.to_dtype(candle_core::DType::F32)?;
+    let logp = candle_nn::ops::log_softmax(&logits, candle_core::D::Minus1)?;
     Ok((logp * weight)?.sum_all()?.neg()?)
 }
 

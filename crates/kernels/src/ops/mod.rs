@@ -62,6 +62,23 @@ pub(crate) fn check_float(op: &'static str, what: &str, t: &Tensor) -> Result<()
     }
 }
 
+/// [`check_float`], plus bf16 / f16 on a CUDA device (half-precision storage with fp32
+/// accumulation; the CPU kernels compute in f32 / f64 only).
+pub(crate) fn check_float_or_half(op: &'static str, what: &str, t: &Tensor) -> Result<()> {
+    match t.dtype() {
+        DType::BF16 | DType::F16 if t.device().is_cuda() => Ok(()),
+        DType::BF16 | DType::F16 => Err(Error::DType {
+            op,
+            what: format!(
+                "{what} has dtype {:?}; half precision runs on CUDA only (the CPU kernels \
+                 compute in f32 / f64)",
+                t.dtype()
+            ),
+        }),
+        _ => check_float(op, what, t),
+    }
+}
+
 /// The contiguous slice of a CPU storage, or an error naming the op.
 pub(crate) fn cpu_slice<'a, T: WithDType>(
     op: &'static str,

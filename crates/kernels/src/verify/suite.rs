@@ -14,6 +14,86 @@ use gnn_graph::{generate, Csr, Normalization, SyntheticSpec};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+/// Half-precision storage (`--precision bf16/f16`): sum/mean SpMM forward and `dx` backward
+/// of bf16 / f16 `x` (fp32 edge values) against an f64 CPU run on the same rounded inputs.
+/// Elementwise bound: the fp32 summation bound of [`sum_bound`] (mean's `1/deg` is applied in
+/// fp32 in both directions) plus the final narrowing of the output to the half type: one unit
+/// roundoff of the terms' magnitudes (doubled as margin) and half the subnormal spacing, the
+/// absolute error of a result below the type's smallest normal (f16: 2^-25; bf16 shares f32's
+/// exponent range, so its subnormals lie below 1e-38).
+#[allow(clippy::too_many_arguments)]
+fn check_spmm_half(
+    c: &mut Checker,
+    name: &str,
+    csr: &Csr,
+    k: usize,
+    gpu: &Device,
+    x: &Tensor,
+    v: &Tensor,
+    w: &Tensor,
+    (gc, gg): (&DeviceGraph, &DeviceGraph),
+) -> Result<()> {
+    let cpu = Device::Cpu;
+    let (deg_rows, deg_cols) = max_degrees(csr);
+    for (dt, unit, floor) in [
+        (DType::BF16, 2f64.powi(-8), 0.0),
+        (DType::F16, 2f64.powi(-11), 2f64.powi(-25)),
+    ] {
+        let round = |t: &Tensor| -> Result<Tensor> { Ok(t.to_dtype(dt)?.to_dtype(DType::F64)?) };
+        let (xh, wh) = (round(x)?, round(w)?);
+        for reduce in [Reduce::Sum, Reduce::Mean] {
+            for weighted in [false, true] {
+                let tag = format!(
+                    "{dt:?} {reduce:?}{}",
+                    if weighted { " weighted" } else { "" }
+                )
+                .to_lowercase();
+                let (oc, gcpu) =
+                    spmm_run(&cpu, gc, &xh, v, &wh, reduce, weighted, DType::F64, true)?;
+                let (abs_out, abs_g) = spmm_run(
+                    &cpu,
+                    gc,
+                    &xh.abs()?,
+                    &v.abs()?,
+                    &wh.abs()?,
+                    reduce,
+                    weighted,
+                    DType::F64,
+                    true,
+                )?;
+                let xg = Var::from_tensor(&x.to_dtype(dt)?.to_device(gpu)?)?;
+                let vg = v.to_device(gpu)?;
+                let og = if weighted {
+                    spmm_weighted(gg, xg.as_tensor(), &vg, reduce)?
+                } else {
+                    spmm(gg, xg.as_tensor(), reduce)?
+                };
+                if og.dtype() != dt {
+                    return Err(missing(&format!("{tag}: output is {:?}", og.dtype())));
+                }
+                let grads = (&og * w.to_dtype(dt)?.to_device(gpu)?)?
+                    .sum_all()?
+                    .backward()?;
+                let dxg = grads
+                    .get(xg.as_tensor())
+                    .ok_or_else(|| missing("no half dx"))?
+                    .clone();
+                let bound = |abs: &Tensor, depth: f64| -> Result<Tensor> {
+                    let narrowing = ((abs.to_dtype(DType::F64)? * (2.0 * unit))? + floor)?;
+                    Ok((sum_bound(abs, depth)? + narrowing)?)
+                };
+                let lim = bound(&abs_out, sum_depth(deg_rows, true))?;
+                c.check_within(name, format!("{tag} fwd"), k, &og, &oc, &lim)?;
+                let (dxc, _) = gcpu.ok_or_else(|| missing("cpu half grads"))?;
+                let (abs_dx, _) = abs_g.ok_or_else(|| missing("abs half grads"))?;
+                let lim = bound(&abs_dx, sum_depth(deg_cols, true))?;
+                c.check_within(name, format!("{tag} bwd dx"), k, &dxg, &dxc, &lim)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Forward and backward of one op configuration on both devices.
 fn check_spmm(
     c: &mut Checker,
@@ -98,6 +178,10 @@ fn check_spmm(
                 }
             }
         }
+    }
+    // Half precision is a CUDA path (the CPU kernels refuse it, tested in tests/spmm.rs).
+    if gpu.is_cuda() {
+        check_spmm_half(c, name, csr, k, gpu, &x, &v, &w, (&gc, &gg))?;
     }
     // Sampled SpMM (inference): the GPU must pick the same edges as the CPU. The estimator
     // scales a short sample by nnz / samples (3,125 for 16 edges of the 50 K-edge row), which

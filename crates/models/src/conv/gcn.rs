@@ -10,7 +10,7 @@
 //! The product is associative, so the layer aggregates at the narrower of `in` and `out`:
 //! `Â (X W^T)` when `out < in`, `(Â X) W^T` otherwise.
 
-use super::{maxk_dropout, Linear};
+use super::{like, maxk_dropout, Linear};
 use crate::dropout::DropoutRng;
 use crate::error::Result;
 use crate::graph::ModelGraph;
@@ -44,7 +44,9 @@ impl GcnConv {
             let h = t.time(Phase::Aggregation, || g.aggregate(x, Reduce::Sum))?;
             self.lin.forward_no_bias(&h, t)?
         };
-        t.time(Phase::Elementwise, || Ok(y.broadcast_add(&self.bias)?))
+        t.time(Phase::Elementwise, || {
+            Ok(y.broadcast_add(&like(&self.bias, &y)?)?)
+        })
     }
 
     /// MaxK-GNN order: `A · dropout(MaxK(x W^T)) + b`, the aggregation over CBSR (SpGEMM, with

@@ -13,7 +13,7 @@
 //! The MLP's first product is linear, so it is applied before aggregation (`A (X W^T) =
 //! (A X) W^T`): the sum runs at width `out` instead of `in`, the bias is added after.
 
-use super::{maxk_dropout, Linear};
+use super::{like, maxk_dropout, Linear};
 use crate::dropout::DropoutRng;
 use crate::error::Result;
 use crate::graph::ModelGraph;
@@ -43,7 +43,7 @@ impl GinConv {
     pub fn forward(&self, g: &ModelGraph, x: &Tensor, t: &Timer) -> Result<Tensor> {
         let (out_dim, in_dim) = self.nn0.weight.dims2()?;
         let combine = |h: &Tensor, agg: Tensor| -> Result<Tensor> {
-            let self_term = h.broadcast_mul(&(self.eps.clone() + 1.0)?)?;
+            let self_term = h.broadcast_mul(&like(&(self.eps.clone() + 1.0)?, h)?)?;
             Ok((agg + self_term)?)
         };
         let h = if out_dim <= in_dim {
@@ -51,8 +51,10 @@ impl GinConv {
             let agg = t.time(Phase::Aggregation, || g.aggregate(&h, Reduce::Sum))?;
             let z = t.time(Phase::Elementwise, || combine(&h, agg))?;
             t.time(Phase::Elementwise, || {
-                Ok(z.broadcast_add(self.nn0.bias.as_ref().expect("bias"))?
-                    .relu()?)
+                Ok(
+                    z.broadcast_add(&like(self.nn0.bias.as_ref().expect("bias"), &z)?)?
+                        .relu()?,
+                )
             })?
         } else {
             let agg = t.time(Phase::Aggregation, || g.aggregate(x, Reduce::Sum))?;

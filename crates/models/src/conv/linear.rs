@@ -1,5 +1,6 @@
 //! A dense layer `y = x W^T + b` with PyG/torch parameter layout (`weight: [out, in]`).
 
+use super::like;
 use crate::error::Result;
 use crate::params::{Init, ParamStore};
 use crate::timer::{Phase, Timer};
@@ -47,17 +48,17 @@ impl Linear {
         })
     }
 
-    /// `x W^T` (GEMM phase) `+ b` (element-wise phase).
+    /// `x W^T` (GEMM phase) `+ b` (element-wise phase), in `x`'s dtype.
     pub fn forward(&self, x: &Tensor, t: &Timer) -> Result<Tensor> {
-        let y = t.time(Phase::Gemm, || Ok(matmul_nt(x, &self.weight)?))?;
+        let y = self.forward_no_bias(x, t)?;
         match &self.bias {
-            Some(b) => t.time(Phase::Elementwise, || Ok(y.broadcast_add(b)?)),
+            Some(b) => t.time(Phase::Elementwise, || Ok(y.broadcast_add(&like(b, &y)?)?)),
             None => Ok(y),
         }
     }
 
     /// `x W^T` only.
     pub fn forward_no_bias(&self, x: &Tensor, t: &Timer) -> Result<Tensor> {
-        t.time(Phase::Gemm, || Ok(matmul_nt(x, &self.weight)?))
+        t.time(Phase::Gemm, || Ok(matmul_nt(x, &like(&self.weight, x)?)?))
     }
 }

@@ -21,6 +21,13 @@ use crate::timer::{Phase, Timer};
 use candle_core::Tensor;
 use gnn_kernels::{maxk, spmm_weighted, Cbsr, DeviceGraph, Reduce};
 
+/// Parameter `p` in the dtype of the activations `x` (under `--precision bf16/f16` the fp32
+/// master weights are narrowed here each forward, and the cast's backward widens their
+/// gradients back to fp32; a no-op in f32).
+pub(crate) fn like(p: &Tensor, x: &Tensor) -> Result<Tensor> {
+    Ok(p.to_dtype(x.dtype())?)
+}
+
 /// MaxK of `h` then dropout on the kept values (MaxK-GNN's order), timed as element-wise work.
 pub(crate) fn maxk_dropout(
     h: &Tensor,

@@ -14,7 +14,7 @@
 //! Mean aggregation is linear, so when `out < in` the layer runs one GEMM with
 //! `[W_l; W_r]` and aggregates the `W_l` half at width `out`.
 
-use super::{maxk_dropout, Linear};
+use super::{like, maxk_dropout, Linear};
 use crate::dropout::DropoutRng;
 use crate::error::Result;
 use crate::graph::ModelGraph;
@@ -62,11 +62,16 @@ impl SageConv {
             return t.time(Phase::Elementwise, || Ok((l + r)?));
         }
         if out_dim < in_dim {
-            let w = Tensor::cat(&[&self.lin_l.weight, &self.lin_r.weight], 0)?;
+            let w = like(
+                &Tensor::cat(&[&self.lin_l.weight, &self.lin_r.weight], 0)?,
+                x,
+            )?;
             let h = t.time(Phase::Gemm, || Ok(gnn_kernels::matmul_nt(x, &w)?))?;
             let (hl, hr) = (h.narrow(1, 0, out_dim)?, h.narrow(1, out_dim, out_dim)?);
             let agg = t.time(Phase::Aggregation, || g.aggregate(&hl, Reduce::Mean))?;
-            t.time(Phase::Elementwise, || Ok((agg + hr)?.broadcast_add(bias)?))
+            t.time(Phase::Elementwise, || {
+                Ok((agg + hr)?.broadcast_add(&like(bias, x)?)?)
+            })
         } else {
             let agg = t.time(Phase::Aggregation, || g.aggregate(x, Reduce::Mean))?;
             let l = self.lin_l.forward(&agg, t)?;

@@ -50,6 +50,9 @@ pub struct InferSweep {
     /// The reordering applied to the dataset after loading ([`crate::run::Loaded`]'s
     /// `new_of_old`), so predictions are written in the file's node order.
     pub new_of_old: Option<Vec<u32>>,
+    /// Device storage of the features and activations for exact inference (bf16 / f16 need a
+    /// CUDA device and run neither INT8 features nor sampled aggregation nor `sweep`).
+    pub precision: crate::Precision,
 }
 
 /// Writes per-node predictions of `logits` (`[N, C]`, rows in the dataset's current order) to
@@ -94,7 +97,8 @@ pub fn write_predictions(path: &Path, logits: &Tensor, new_of_old: Option<&[u32]
 /// Feature loading, medians over three loads, ms.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Load {
-    /// `f32` or `int8`.
+    /// `f32` or `int8` (`bf16` / `f16` under a half precision: the f32 file narrowed on the
+    /// device).
     pub encoding: &'static str,
     /// File size.
     pub bytes: usize,
@@ -512,6 +516,16 @@ impl InferSweep {
                 "per-node predictions are written for one model without --sweep".into(),
             ));
         }
+        if self.precision.is_half() {
+            self.precision.check_device(device)?;
+            if self.sweep || self.int8 || self.aggregation != Aggregation::Exact {
+                return Err(Error::Invalid(format!(
+                    "--precision {} runs exact aggregation over the dataset's features; the \
+                     sampled kernels, INT8 features and --sweep run in f32 (use --precision f32)",
+                    self.precision
+                )));
+            }
+        }
         let host = self.host_features(ds)?;
         let labels: Vec<u32> = ds.labels.iter().map(|&l| l.max(0) as u32).collect();
         let labels = Tensor::from_vec(labels, ds.num_nodes(), device)?;
@@ -521,7 +535,15 @@ impl InferSweep {
             source: e,
         })?;
         // Both encodings, loaded the way a deployment would: file -> host -> device.
-        let (x32, l32) = timed_load(&host, device, &self.out)?;
+        let (mut x32, mut l32) = timed_load(&host, device, &self.out)?;
+        if self.precision.is_half() {
+            // Narrowed once on the device (the copy stays f32: no half type on the host side).
+            x32 = x32.to_dtype(self.precision.dtype())?;
+            l32.encoding = match self.precision {
+                crate::Precision::Bf16 => "bf16",
+                _ => "f16",
+            };
+        }
         let (x8, l8) = timed_load(&host.quantize()?, device, &self.out)?;
         for l in [&l32, &l8] {
             println!(

@@ -5,7 +5,7 @@ use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
 use candle_core::{CudaStorage, DType, Layout, Result, Shape};
 
-/// One thread per element (grid-stride); f32 and f64.
+/// One thread per element (grid-stride); f32, f64, bf16 and f16.
 pub(crate) fn dropout(
     s: &CudaStorage,
     l: &Layout,
@@ -20,14 +20,14 @@ pub(crate) fn dropout(
     let (t, n_u) = (super::threshold(p), n as u64);
     let scale = 1.0 / (1.0 - p as f64);
     macro_rules! run {
-        ($T:ty, $name:expr) => {{
+        ($T:ty, $S:ty, $name:expr) => {{
             let x = s.as_cuda_slice::<$T>()?.slice(l.start_offset()..);
             // SAFETY: `alloc` leaves the buffer uninitialised, and the kernel writes all `n`
             // elements (every index below `n` is visited by the grid-stride loop).
             let out = unsafe { dev.alloc::<$T>(n.max(1))? };
             if n > 0 {
                 let func = dev.get_or_load_custom_func($name, "gnn_dropout", DROPOUT_PTX)?;
-                let sc = scale as $T;
+                let sc = scale as $S;
                 let mut b = func.builder();
                 b.arg(&x).arg(&out).arg(&n_u).arg(&seed).arg(&t).arg(&sc);
                 // SAFETY: `x` (contiguous from its offset) and `out` hold `n` elements; the
@@ -38,8 +38,11 @@ pub(crate) fn dropout(
         }};
     }
     let out = match s.dtype() {
-        DType::F32 => run!(f32, "dropout_f32"),
-        DType::F64 => run!(f64, "dropout_f64"),
+        DType::F32 => run!(f32, f32, "dropout_f32"),
+        DType::F64 => run!(f64, f64, "dropout_f64"),
+        // Half-precision storage; the scale travels (and applies) in fp32.
+        DType::BF16 => run!(half::bf16, f32, "dropout_bf16"),
+        DType::F16 => run!(half::f16, f32, "dropout_f16"),
         o => candle_core::bail!("dropout: unsupported dtype {o:?}"),
     };
     Ok((out, l.shape().clone()))

@@ -11,7 +11,7 @@ pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 
-use super::check_float;
+use super::check_float_or_half;
 use crate::error::{Error, Result};
 use candle_core::backend::BackendStorage;
 #[cfg(feature = "cuda")]
@@ -27,7 +27,7 @@ pub(crate) fn threshold(p: f32) -> u64 {
 /// (differentiable; `p == 0` returns `x`).
 pub fn dropout(x: &Tensor, p: f32, seed: u64) -> Result<Tensor> {
     const OP: &str = "dropout";
-    check_float(OP, "x", x)?;
+    check_float_or_half(OP, "x", x)?;
     if !(0.0..1.0).contains(&p) {
         return Err(Error::Shape {
             op: OP,

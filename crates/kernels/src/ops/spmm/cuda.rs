@@ -9,10 +9,10 @@ use crate::ops::sddmm::cuda::sm_count;
 use crate::partition::{dtp_workers, HpSpmmShape, HP_WARPS, NPW_CANDIDATES};
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{
-    CudaFunction, CudaSlice, CudaView, LaunchConfig, PushKernelArg,
+    CudaFunction, CudaSlice, CudaView, DeviceRepr, LaunchConfig, PushKernelArg,
 };
 use candle_core::cuda_backend::CudaDevice;
-use candle_core::{CudaStorage, Layout, Result, Shape};
+use candle_core::{CudaStorage, DType, Layout, Result, Shape};
 
 const MODULE: &str = "gnn_spmm";
 
@@ -67,8 +67,9 @@ pub fn set_kernel_override(k: SpmmKernel) {
     *KERNEL.lock().unwrap_or_else(|e| e.into_inner()) = k;
 }
 
-fn hp_func(dev: &CudaDevice, shape: HpSpmmShape) -> Result<CudaFunction> {
-    let name = format!("hp_spmm_v{}_c{}_u4", shape.v, shape.ch);
+/// `prefix`: "" for f32 storage, "bf16_" / "f16_" for half-precision storage.
+fn hp_func(dev: &CudaDevice, shape: HpSpmmShape, prefix: &str) -> Result<CudaFunction> {
+    let name = format!("hp_spmm_{prefix}v{}_c{}_u4", shape.v, shape.ch);
     Ok(dev
         .get_or_load_custom_func(&name, MODULE, SPMM_PTX)?
         .into_cuda_function())
@@ -88,12 +89,14 @@ fn hp_dtp(dev: &CudaDevice, func: &CudaFunction, shape: HpSpmmShape, nnz: usize)
     ))
 }
 
-/// HP-SpMM into the zeroed `out` (`[n_rows, k]`), sum or mean.
+/// HP-SpMM into the zeroed fp32 `out` (`[n_rows, k]`), sum or mean; `x` stored as f32 or
+/// (with `prefix` "bf16_" / "f16_") half precision.
 #[allow(clippy::too_many_arguments)]
-fn hp_spmm(
+fn hp_spmm<T: DeviceRepr>(
     g: &DeviceGraph,
     dev: &CudaDevice,
-    xv: &CudaView<'_, f32>,
+    prefix: &str,
+    xv: &CudaView<'_, T>,
     offset: usize,
     k: usize,
     vals: Option<&CudaView<'_, f32>>,
@@ -106,7 +109,7 @@ fn hp_spmm(
     let Some(shape) = HpSpmmShape::new(k, offset | 4) else {
         return Ok(());
     };
-    let func = hp_func(dev, shape)?;
+    let func = hp_func(dev, shape, prefix)?;
     let npw = match npw {
         Some(n) if NPW_CANDIDATES.contains(&n) => n,
         _ => hp_dtp(dev, &func, shape, nnz)?,
@@ -214,6 +217,16 @@ pub(crate) fn spmm_fwd(
     reduce: Reduce,
     want_arg: bool,
 ) -> Result<(CudaStorage, Option<CudaStorage>, Shape)> {
+    if matches!(x.dtype(), DType::BF16 | DType::F16) {
+        if want_arg || matches!(reduce, Reduce::Max | Reduce::Min) {
+            candle_core::bail!(
+                "spmm: {reduce:?} aggregation is not implemented for {:?} features (sum and mean \
+                 are); run this model with --precision f32",
+                x.dtype()
+            );
+        }
+        return spmm_half(g, x, xl, vals, reduce == Reduce::Mean);
+    }
     let (_, k) = xl.shape().dims2()?;
     let dev = x.device().clone();
     let csr = g.cuda_csr()?;
@@ -241,6 +254,7 @@ pub(crate) fn spmm_fwd(
         hp_spmm(
             g,
             &dev,
+            "",
             &xv,
             xl.start_offset(),
             k,
@@ -337,6 +351,156 @@ pub(crate) fn spmm_fwd(
         arg,
         Shape::from((n, k)),
     ))
+}
+
+/// Sum/mean SpMM of half-precision `x` (bf16 or f16): fp32 accumulation into an fp32
+/// buffer, narrowed to `x`'s dtype at the end (one pass over `n_rows * k`, small beside the
+/// `nnz * k` gather that half precision halves).
+fn spmm_half(
+    g: &DeviceGraph,
+    x: &CudaStorage,
+    xl: &Layout,
+    vals: Option<(&CudaStorage, &Layout)>,
+    mean: bool,
+) -> Result<(CudaStorage, Option<CudaStorage>, Shape)> {
+    if !xl.is_contiguous() {
+        candle_core::bail!("spmm: CUDA input must be contiguous");
+    }
+    let (_, k) = xl.shape().dims2()?;
+    let dev = x.device().clone();
+    let vv = f32_view_opt("spmm", vals)?;
+    let off = xl.start_offset();
+    let dtype = x.dtype();
+    let out = match dtype {
+        DType::BF16 => {
+            let xv = x.as_cuda_slice::<half::bf16>()?.slice(off..);
+            spmm_half_into(g, &dev, "bf16", &xv, off, k, vv.as_ref(), mean)?
+        }
+        DType::F16 => {
+            let xv = x.as_cuda_slice::<half::f16>()?.slice(off..);
+            spmm_half_into(g, &dev, "f16", &xv, off, k, vv.as_ref(), mean)?
+        }
+        o => candle_core::bail!("spmm: {o:?} is not a half-precision dtype"),
+    };
+    let shape = Shape::from((g.n_rows(), k));
+    let out =
+        CudaStorage::wrap_cuda_slice(out, dev).to_dtype(&Layout::contiguous(&shape), dtype)?;
+    Ok((out, None, shape))
+}
+
+/// The built-in GE-SpMM shape for half-precision `x`: `(vec, n_tiles, tile_major)`. Eight
+/// bytes per lane per load as for f32 (`vec` 4 halves, where f32 takes float2) from k >= 64,
+/// a whole 32-lane chunk of columns in one tile at k = 128; tile-major once the gathered
+/// slice (`n_cols * k * 2` bytes) outgrows L2.
+pub(crate) fn half_tile_shape(k: usize, offset: usize, n_cols: usize) -> (usize, usize, bool) {
+    let fits = |v: usize| k.is_multiple_of(v) && offset.is_multiple_of(v);
+    let vec = if k >= 64 && fits(4) {
+        4
+    } else if k > 32 && fits(2) {
+        2
+    } else {
+        1
+    };
+    let n_tiles = k.div_ceil(32 * vec).max(1);
+    (vec, n_tiles, n_tiles > 1 && n_cols * k * 2 > L2_BYTES)
+}
+
+/// Runs the half-precision sum/mean kernel (`name` "bf16" / "f16") into a new fp32 buffer.
+#[allow(clippy::too_many_arguments)]
+fn spmm_half_into<T: DeviceRepr>(
+    g: &DeviceGraph,
+    dev: &CudaDevice,
+    name: &str,
+    xv: &CudaView<'_, T>,
+    offset: usize,
+    k: usize,
+    vv: Option<&CudaView<'_, f32>>,
+    mean: bool,
+) -> Result<CudaSlice<f32>> {
+    let n = g.n_rows();
+    let out = zeros::<f32>(dev, n * k)?;
+    if n == 0 || k == 0 {
+        return Ok(out);
+    }
+    let forced_tiling = *OVERRIDE.lock().unwrap_or_else(|e| e.into_inner());
+    let hp_npw = match *KERNEL.lock().unwrap_or_else(|e| e.into_inner()) {
+        _ if crate::deterministic() => None,
+        SpmmKernel::Hp(npw) => Some(Some(npw)),
+        SpmmKernel::Ge => None,
+        SpmmKernel::Auto if forced_tiling.is_some() => None,
+        SpmmKernel::Auto => {
+            super::dispatch::prefer_hp(g.degree_stats(), g.nnz(), k).then_some(None)
+        }
+    };
+    if let Some(npw) = hp_npw {
+        hp_spmm(
+            g,
+            dev,
+            &format!("{name}_"),
+            xv,
+            offset,
+            k,
+            vv,
+            mean,
+            npw,
+            &out,
+        )?;
+        return Ok(out);
+    }
+    let (vec, n_tiles, tile_major) = match forced_tiling {
+        Some(t)
+            if matches!(t.vec, 1 | 2 | 4 | 8)
+                && k.is_multiple_of(t.vec)
+                && offset.is_multiple_of(t.vec) =>
+        {
+            (t.vec, k.div_ceil(32 * t.vec), t.tile_major)
+        }
+        _ => half_tile_shape(k, offset, g.n_cols()),
+    };
+    let csr = g.cuda_csr()?;
+    let (buf, items, chunk) = g.cuda_schedule()?;
+    let func = dev.get_or_load_custom_func(&format!("spmm_{name}_v{vec}_m0"), MODULE, SPMM_PTX)?;
+    let row_blocks = items.div_ceil(WARPS_PER_BLOCK as usize).max(1);
+    let blocks = u32::try_from(row_blocks * n_tiles)
+        .map_err(|_| candle_core::Error::Msg("spmm: grid too large".into()))?;
+    let cfg = LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (32 * WARPS_PER_BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let (n_i, k_i, t_i) = (
+        i32_arg("rows", n)?,
+        i32_arg("k", k)?,
+        i32_arg("tiles", n_tiles)?,
+    );
+    let (weighted, mean_i, sign, tm) =
+        (vv.is_some() as i32, mean as i32, 1.0f32, tile_major as i32);
+    let (items_i, chunk_i) = (
+        i32_arg("work items", items)?,
+        i32_arg("edge-group length", chunk)?,
+    );
+    let mut b = func.builder();
+    b.arg(&csr.indptr).arg(&csr.indices);
+    match vv {
+        Some(v) => b.arg(v),
+        None => b.arg(&csr.indptr), // never read when `weighted` is 0
+    };
+    b.arg(xv).arg(&out).arg(&csr.indptr); // `arg`: never written in mode 0
+    b.arg(&n_i)
+        .arg(&k_i)
+        .arg(&t_i)
+        .arg(&weighted)
+        .arg(&mean_i)
+        .arg(&sign)
+        .arg(&tm)
+        .arg(buf)
+        .arg(&items_i)
+        .arg(&chunk_i);
+    // SAFETY: as in `spmm_fwd`: x has n_cols * k halves (checked by the public functions),
+    // vec-wide loads only where k and the offset are multiples of vec; out has n * k fp32
+    // (zeroed: split rows add into it); the schedule covers this CSR's rows.
+    launched(unsafe { b.launch(cfg) }.map(|_| ()))?;
+    Ok(out)
 }
 
 /// `out[i,t] = a_p x[col_p,t]` at `p = arg[i,t]`.

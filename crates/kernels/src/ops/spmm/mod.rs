@@ -29,13 +29,15 @@ mod op;
 use arg::{GatherArgOp, SpmmArgOp};
 use op::SpmmOp;
 
-use super::{check_device, check_float, cpu_slice, cpu_slice_opt};
+use super::{check_device, check_float_or_half, cpu_slice, cpu_slice_opt};
 use crate::device_graph::DeviceGraph;
 use crate::error::{Error, Result};
 use candle_core::backend::BackendStorage;
 #[cfg(feature = "cuda")]
 use candle_core::CudaStorage;
-use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Shape, Tensor, WithDType};
+use candle_core::{
+    CpuStorage, CustomOp1, CustomOp2, CustomOp3, DType, Layout, Shape, Tensor, WithDType,
+};
 use serde::{Deserialize, Serialize};
 
 /// How neighbour messages are combined.
@@ -102,7 +104,7 @@ pub fn spmm_weighted(
 
 fn check_x(op: &'static str, g: &DeviceGraph, x: &Tensor) -> Result<Tensor> {
     check_device(op, g, x)?;
-    check_float(op, "x", x)?;
+    check_float_or_half(op, "x", x)?;
     let dims = x.dims();
     if dims.len() != 2 || dims[0] != g.n_cols() {
         return Err(Error::Shape {
@@ -128,7 +130,9 @@ fn check_values(op: &'static str, g: &DeviceGraph, x: &Tensor, v: &Tensor) -> Re
             ),
         });
     }
-    if v.dtype() != x.dtype() {
+    // Half-precision features take fp32 edge values (the kernels accumulate in fp32).
+    let half_x = matches!(x.dtype(), DType::BF16 | DType::F16);
+    if v.dtype() != x.dtype() && !(half_x && v.dtype() == DType::F32) {
         return Err(Error::DType {
             op,
             what: format!("edge values are {:?} but x is {:?}", v.dtype(), x.dtype()),
@@ -146,6 +150,27 @@ pub(crate) fn transpose_product(
     values: Option<&Tensor>,
     mean: bool,
 ) -> candle_core::Result<Tensor> {
+    if mean && matches!(dy.dtype(), DType::BF16 | DType::F16) {
+        // Half precision: the mean's 1/deg rides in fp32 edge values (times any constant edge
+        // values), applied inside the kernel's fp32 accumulation; narrowing dy / deg to f16
+        // would underflow for long rows.
+        let inv = g
+            .inv_degree_edge_values()
+            .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
+        let w = match values {
+            Some(v) => (v.to_dtype(DType::F32)? * inv)?,
+            None => inv,
+        };
+        let vt = g
+            .transposed_values(&w)
+            .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
+        let (gt, _) = g.transpose()?;
+        let sum = SpmmOp {
+            g: gt.clone(),
+            reduce: Reduce::Sum,
+        };
+        return dy.contiguous()?.apply_op2_no_bwd(&vt, &sum);
+    }
     let reduce = if mean { Reduce::Mean } else { Reduce::Sum };
     let op = SpmmOp {
         g: g.clone(),
