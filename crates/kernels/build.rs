@@ -24,6 +24,8 @@ fn main() {
         "dropout",
         "edge_softmax",
         "gat_attention",
+        "xent",
+        "adam",
     ] {
         let src = PathBuf::from("cuda").join(format!("{name}.cu"));
         let ptx = out.join(format!("{name}.ptx"));

@@ -53,3 +53,57 @@ extern "C" __global__ void dropout_f16(const __half* x, __half* out, uint64_t n,
                                        float scale) {
     dropout_half<__half>(x, out, n, seed, threshold, scale);
 }
+
+// Fused ReLU + dropout (training's hidden activation): y = keep(i) ? max(x, 0) * scale : 0 with
+// the dropout mask above (p = 0: threshold 0, every element kept, scale 1: plain ReLU), and its
+// backward dx = y > 0 ? dy * scale : 0 (y > 0 exactly when the element was kept and x > 0).
+template <typename T>
+__device__ void relu_dropout_impl(const T* x, T* out, uint64_t n, uint64_t seed, uint64_t threshold, T scale) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        const uint64_t u = mix64(seed + i * 0x9E3779B97F4A7C15ULL) >> 40;
+        const T v = x[i];
+        out[i] = (u >= threshold && v > T(0)) ? v * scale : T(0);
+    }
+}
+
+template <typename T>
+__device__ void relu_dropout_bwd_impl(const T* y, const T* dy, T* dx, uint64_t n, T scale) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        dx[i] = y[i] > T(0) ? dy[i] * scale : T(0);
+    }
+}
+
+template <typename H>
+__device__ void relu_dropout_half(const H* x, H* out, uint64_t n, uint64_t seed, uint64_t threshold, float scale) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        const uint64_t u = mix64(seed + i * 0x9E3779B97F4A7C15ULL) >> 40;
+        const float v = widen(x[i]);
+        narrow((u >= threshold && v > 0.f) ? v * scale : 0.f, out + i);
+    }
+}
+
+template <typename H>
+__device__ void relu_dropout_bwd_half(const H* y, const H* dy, H* dx, uint64_t n, float scale) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        narrow(widen(y[i]) > 0.f ? widen(dy[i]) * scale : 0.f, dx + i);
+    }
+}
+
+#define RELU_DROPOUT(TY, NAME, ST, IMPL)                                                                    \
+    extern "C" __global__ void relu_dropout_##NAME(const TY* x, TY* out, uint64_t n, uint64_t seed,           \
+                                                   uint64_t threshold, ST scale) {                             \
+        IMPL(x, out, n, seed, threshold, scale);                                                               \
+    }                                                                                                          \
+    extern "C" __global__ void relu_dropout_bwd_##NAME(const TY* y, const TY* dy, TY* dx, uint64_t n, ST scale) { \
+        IMPL##_bwd_tail(y, dy, dx, n, scale);                                                                  \
+    }
+#define relu_dropout_impl_bwd_tail relu_dropout_bwd_impl
+#define relu_dropout_half_bwd_tail relu_dropout_bwd_half
+RELU_DROPOUT(float, f32, float, relu_dropout_impl)
+RELU_DROPOUT(double, f64, double, relu_dropout_impl)
+RELU_DROPOUT(__nv_bfloat16, bf16, float, relu_dropout_half)
+RELU_DROPOUT(__half, f16, float, relu_dropout_half)

@@ -20,6 +20,10 @@ pub const DROPOUT_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/dropout.pt
 pub const EDGE_SOFTMAX_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/edge_softmax.ptx"));
 /// PTX of `cuda/gat_attention.cu`.
 pub const GAT_ATTENTION_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/gat_attention.ptx"));
+/// PTX of `cuda/adam.cu`.
+pub const ADAM_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/adam.ptx"));
+/// PTX of `cuda/xent.cu`.
+pub const XENT_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/xent.ptx"));
 /// PTX of `cuda/sampled.cu`.
 pub const SAMPLED_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/sampled.ptx"));
 

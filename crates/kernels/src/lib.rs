@@ -52,7 +52,8 @@ pub fn deterministic() -> bool {
     DETERMINISTIC.load(std::sync::atomic::Ordering::Relaxed)
 }
 pub use error::{Error, Result};
-pub use ops::dropout::dropout;
+pub use ops::adam::{adam_step, AdamStep};
+pub use ops::dropout::{dropout, relu_dropout};
 pub use ops::edge_softmax::edge_softmax;
 pub use ops::gat_attention::gat_attention;
 pub use ops::matmul::matmul_nt;
@@ -61,3 +62,4 @@ pub use ops::quant::{dequantize, QuantizedFeatures};
 pub use ops::sampled::{spmm_sampled, Sampling};
 pub use ops::sddmm::{sddmm, sddmm_scaled};
 pub use ops::spmm::{spmm, spmm_weighted, Reduce};
+pub use ops::xent::masked_cross_entropy;

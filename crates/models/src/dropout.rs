@@ -34,6 +34,17 @@ impl DropoutRng {
         z ^ (z >> 31)
     }
 
+    /// `dropout(relu(x), p)` fused into one pass each way ([`gnn_kernels::relu_dropout`]),
+    /// drawing the same mask seed [`Self::dropout`] would: identical values to ReLU then
+    /// dropout, and the same stream position afterwards.
+    pub fn relu_dropout(&mut self, x: &Tensor, p: f32) -> Result<Tensor> {
+        if p <= 0.0 {
+            return Ok(x.relu()?);
+        }
+        let seed = self.next_seed();
+        Ok(gnn_kernels::relu_dropout(x, p, seed)?)
+    }
+
     /// Inverted dropout: zeroes each entry with probability `p`, scales the rest by `1/(1-p)`.
     pub fn dropout(&mut self, x: &Tensor, p: f32) -> Result<Tensor> {
         if p <= 0.0 {

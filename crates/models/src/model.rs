@@ -280,6 +280,19 @@ impl Gnn {
             if let Some(norm) = self.norms.get(l) {
                 h = t.time(Phase::Elementwise, || norm.forward(&h))?;
             }
+            if let (Activation::Relu, true) =
+                (self.cfg.activation, ctx.train && self.cfg.dropout > 0.0)
+            {
+                // Training's hidden activation: ReLU and dropout in one pass each way.
+                let rng = ctx
+                    .rng
+                    .as_deref_mut()
+                    .ok_or_else(|| Error::Config("training forward needs a dropout rng".into()))?;
+                h = t.time(Phase::Elementwise, || {
+                    rng.relu_dropout(&h, self.cfg.dropout)
+                })?;
+                continue;
+            }
             h = match self.cfg.activation {
                 Activation::Relu => t.time(Phase::Elementwise, || Ok(h.relu()?))?,
                 Activation::Elu => t.time(Phase::Elementwise, || Ok(h.elu(1.0)?))?,

@@ -34,8 +34,8 @@ impl std::str::FromStr for OptimizerKind {
 
 struct Slot {
     var: Var,
-    m: Tensor,
-    v: Tensor,
+    /// First and second moments, `[2, numel]` (m, then v): the fused step's layout.
+    mv: Tensor,
     decay: bool,
 }
 
@@ -62,13 +62,9 @@ impl Adam {
         let slots = params
             .into_iter()
             .map(|(var, decay)| {
-                let z = var.as_tensor().zeros_like()?;
-                Ok(Slot {
-                    m: z.clone(),
-                    v: z,
-                    var,
-                    decay,
-                })
+                let t = var.as_tensor();
+                let mv = Tensor::zeros((2, t.elem_count()), t.dtype(), t.device())?;
+                Ok(Slot { mv, var, decay })
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Self {
@@ -92,8 +88,12 @@ impl Adam {
     pub fn moments(&self) -> Vec<(Tensor, Tensor)> {
         self.slots
             .iter()
-            .map(|s| (s.m.clone(), s.v.clone()))
-            .collect()
+            .map(|s| {
+                let dims = s.var.as_tensor().dims();
+                Ok((s.mv.get(0)?.reshape(dims)?, s.mv.get(1)?.reshape(dims)?))
+            })
+            .collect::<candle_core::Result<Vec<_>>>()
+            .expect("moments are [2, numel] of their parameter")
     }
 
     /// Restores `steps` and the moments saved by [`Adam::moments`] (same order and shapes).
@@ -118,39 +118,116 @@ impl Adam {
                     )));
                 }
             }
-            s.m = m.to_device(want.device())?;
-            s.v = v.to_device(want.device())?;
+            s.mv = Tensor::stack(&[m.flatten_all()?, v.flatten_all()?], 0)?
+                .to_device(want.device())?
+                .contiguous()?;
         }
         self.step = steps;
         Ok(())
     }
 
-    /// One update from `grads`; parameters without a gradient are left alone.
+    /// One update from `grads`; parameters without a gradient are left alone. Each parameter
+    /// takes the fused two-pass step of [`gnn_kernels::adam_step`] (moments, then parameter,
+    /// in place) rather than a dozen element-wise tensor ops.
     pub fn step(&mut self, grads: &GradStore) -> Result<()> {
         self.step += 1;
         let bc1 = 1.0 - self.beta1.powi(self.step);
         let bc2 = 1.0 - self.beta2.powi(self.step);
-        for s in &mut self.slots {
+        for s in &self.slots {
             let Some(g) = grads.get(s.var.as_tensor()) else {
                 continue;
             };
-            let theta = s.var.as_tensor();
             let wd = if s.decay { self.weight_decay } else { 0.0 };
-            let g = if wd > 0.0 && self.kind == OptimizerKind::Adam {
-                (g + (theta * wd)?)?
-            } else {
-                g.clone()
+            let (l2, keep) = match self.kind {
+                OptimizerKind::Adam => (wd, 1.0),
+                OptimizerKind::AdamW => (0.0, 1.0 - self.lr * wd),
             };
-            s.m = ((&s.m * self.beta1)? + (&g * (1.0 - self.beta1))?)?;
-            s.v = ((&s.v * self.beta2)? + (g.sqr()? * (1.0 - self.beta2))?)?;
-            let update = ((&s.m / bc1)? / ((&s.v / bc2)?.sqrt()? + self.eps)?)?;
-            let base = if wd > 0.0 && self.kind == OptimizerKind::AdamW {
-                (theta * (1.0 - self.lr * wd))?
-            } else {
-                theta.clone()
+            let step = gnn_kernels::AdamStep {
+                lr: self.lr,
+                beta1: self.beta1,
+                beta2: self.beta2,
+                eps: self.eps,
+                bc1,
+                bc2,
+                l2,
+                keep,
             };
-            s.var.set(&(base - (update * self.lr)?)?)?;
+            gnn_kernels::adam_step(s.var.as_tensor(), &s.mv, g, &step)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{DType, Device};
+
+    /// The composed update the fused step replaced, as the reference.
+    #[allow(clippy::too_many_arguments)]
+    fn composed(
+        kind: OptimizerKind,
+        theta: &Tensor,
+        m: &Tensor,
+        v: &Tensor,
+        g: &Tensor,
+        (lr, wd, t): (f64, f64, i32),
+    ) -> (Tensor, Tensor, Tensor) {
+        let (b1, b2, eps) = (0.9f64, 0.999f64, 1e-8);
+        let (bc1, bc2) = (1.0 - b1.powi(t), 1.0 - b2.powi(t));
+        let g = if kind == OptimizerKind::Adam {
+            (g + (theta * wd).unwrap()).unwrap()
+        } else {
+            g.clone()
+        };
+        let m = ((m * b1).unwrap() + (&g * (1.0 - b1)).unwrap()).unwrap();
+        let v = ((v * b2).unwrap() + (g.sqr().unwrap() * (1.0 - b2)).unwrap()).unwrap();
+        let u =
+            ((&m / bc1).unwrap() / ((&v / bc2).unwrap().sqrt().unwrap() + eps).unwrap()).unwrap();
+        let base = if kind == OptimizerKind::AdamW {
+            (theta * (1.0 - lr * wd)).unwrap()
+        } else {
+            theta.clone()
+        };
+        ((base - (u * lr).unwrap()).unwrap(), m, v)
+    }
+
+    #[test]
+    fn fused_step_matches_the_composed_update_for_adam_and_adamw() {
+        let dev = Device::Cpu;
+        for kind in [OptimizerKind::Adam, OptimizerKind::AdamW] {
+            for dims in [vec![1usize], vec![7, 33], vec![128, 602]] {
+                let theta0 = Tensor::randn(0f64, 1.0, dims.as_slice(), &dev).unwrap();
+                let var = Var::from_tensor(&theta0).unwrap();
+                let mut opt = Adam::new(kind, vec![(var.clone(), true)], 0.01, 5e-4).unwrap();
+                let (mut th, mut m, mut v) = (
+                    theta0.clone(),
+                    theta0.zeros_like().unwrap(),
+                    theta0.zeros_like().unwrap(),
+                );
+                for t in 1..=3 {
+                    let g = Tensor::randn(0f64, 1.0, dims.as_slice(), &dev).unwrap();
+                    let loss = (var.as_tensor() * &g).unwrap().sum_all().unwrap();
+                    opt.step(&loss.backward().unwrap()).unwrap();
+                    (th, m, v) = composed(kind, &th, &m, &v, &g, (0.01, 5e-4, t));
+                }
+                let diff = |a: &Tensor, b: &Tensor| -> f64 {
+                    (a - b)
+                        .unwrap()
+                        .abs()
+                        .unwrap()
+                        .flatten_all()
+                        .unwrap()
+                        .max(0)
+                        .unwrap()
+                        .to_scalar::<f64>()
+                        .unwrap()
+                };
+                assert!(diff(var.as_tensor(), &th) < 1e-12, "{kind:?} {dims:?}");
+                let (mm, vv) = opt.moments().remove(0);
+                assert!(diff(&mm, &m) < 1e-12 && diff(&vv, &v) < 1e-12);
+                assert_eq!(mm.dtype(), DType::F64);
+            }
+        }
     }
 }

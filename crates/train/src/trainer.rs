@@ -359,7 +359,7 @@ fn train_inner(
         let t_fwd = t0.elapsed();
         sample(&mut peak);
         let t1 = Instant::now();
-        let loss = masked_cross_entropy(&logits, &data.train_weight)?;
+        let loss = masked_cross_entropy(&logits, &data.labels, &data.train_weight)?;
         sync(&device)?;
         let t_loss = t1.elapsed();
         let t2 = Instant::now();
@@ -582,14 +582,12 @@ fn non_finite(
         .map(|(k, s)| format!("the gradient of `{k}` (sum {s})")))
 }
 
-/// Mean cross-entropy over the nodes and labels encoded in `weight` (see
-/// [`DeviceData::train_weight`]): `-sum(log_softmax(logits) * weight)`.
-///
-/// Computed in fp32 whatever the logits' dtype (half-precision logits are widened first).
-pub fn masked_cross_entropy(logits: &Tensor, weight: &Tensor) -> Result<Tensor> {
-    let logits = logits.to_dtype(candle_core::DType::F32)?;
-    let logp = candle_nn::ops::log_softmax(&logits, candle_core::D::Minus1)?;
-    Ok((logp * weight)?.sum_all()?.neg()?)
+/// Mean cross-entropy over the train nodes: the fused masked cross-entropy of `logits`
+/// against `labels` with row weights `weight` (see [`DeviceData::train_weight`]), computed in
+/// fp32 whatever the logits' dtype (one kernel each way; see
+/// [`gnn_kernels::masked_cross_entropy`]).
+pub fn masked_cross_entropy(logits: &Tensor, labels: &Tensor, weight: &Tensor) -> Result<Tensor> {
+    Ok(gnn_kernels::masked_cross_entropy(logits, labels, weight)?)
 }
 
 /// Logits of every node in evaluation mode (no dropout): the inference path.

@@ -25,6 +25,7 @@ macro_rules! dispatch_float {
     };
 }
 
+pub mod adam;
 pub mod dropout;
 pub mod edge_softmax;
 pub mod gat_attention;
@@ -34,6 +35,7 @@ pub mod quant;
 pub mod sampled;
 pub mod sddmm;
 pub mod spmm;
+pub mod xent;
 
 use crate::device_graph::DeviceGraph;
 use crate::error::{Error, Result};
@@ -46,6 +48,21 @@ pub(crate) fn check_device(op: &'static str, g: &DeviceGraph, t: &Tensor) -> Res
             op,
             tensor: t.device().location(),
             graph: g.device().location(),
+        });
+    }
+    Ok(())
+}
+
+/// Checks that `t` is on the device of `first` (ops without a graph).
+pub(crate) fn check_device_of(op: &'static str, first: &Tensor, t: &Tensor) -> Result<()> {
+    if !t.device().same_device(first.device()) {
+        return Err(Error::Shape {
+            op,
+            what: format!(
+                "inputs on different devices: {:?} and {:?}",
+                first.device().location(),
+                t.device().location()
+            ),
         });
     }
     Ok(())

@@ -6,8 +6,8 @@ use super::{
 };
 use crate::error::Result;
 use crate::{
-    dequantize, dropout, matmul_nt, maxk, sddmm, spgemm, spgemm_bias, spmm, spmm_sampled,
-    spmm_weighted, sspmm, DeviceGraph, QuantizedFeatures, Reduce, Sampling,
+    dequantize, dropout, masked_cross_entropy, matmul_nt, maxk, sddmm, spgemm, spgemm_bias, spmm,
+    spmm_sampled, spmm_weighted, sspmm, DeviceGraph, QuantizedFeatures, Reduce, Sampling,
 };
 use candle_core::{DType, Device, Tensor, Var};
 use gnn_graph::{generate, Csr, Normalization, SyntheticSpec};
@@ -427,6 +427,135 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
             &yc,
             0.0,
         )?;
+    }
+    // Half-precision dropout: the same mask, the scale applied in fp32 and narrowed once, so
+    // the result equals the f32 CPU run on the rounded input, narrowed (exact).
+    if gpu.is_cuda() {
+        for dt in [DType::BF16, DType::F16] {
+            let x = c.randn((1000, 128))?.to_dtype(dt)?;
+            let yc = dropout(&x.to_dtype(DType::F32)?, 0.5, 5)?.to_dtype(dt)?;
+            let yg = dropout(&x.to_device(gpu)?, 0.5, 5)?;
+            c.check(
+                "dense",
+                format!("dropout {dt:?} 1000x128"),
+                128,
+                &yg,
+                &yc,
+                0.0,
+            )?;
+        }
+    }
+    // Fused ReLU + dropout: forward and backward identical to the CPU (same mask, one product
+    // each way; half types against the f32 CPU run on the rounded inputs, narrowed).
+    let mut dts = vec![DType::F32];
+    if gpu.is_cuda() {
+        dts.extend([DType::BF16, DType::F16]);
+    }
+    for dt in dts {
+        for (rows, cols, p) in [(1usize, 1usize, 0.5f32), (1000, 128, 0.5), (333, 41, 0.0)] {
+            let x = c.randn((rows, cols))?.to_dtype(dt)?;
+            let dy = c.randn((rows, cols))?.to_dtype(dt)?;
+            let run = |dev: &Device, x: &Tensor, dy: &Tensor| -> Result<(Tensor, Tensor)> {
+                let xv = Var::from_tensor(&x.to_device(dev)?)?;
+                let y = crate::relu_dropout(xv.as_tensor(), p, 23)?;
+                let g = (&y * dy.to_device(dev)?)?.sum_all()?.backward()?;
+                let dx = g
+                    .get(xv.as_tensor())
+                    .ok_or_else(|| missing("no relu_dropout dx"))?;
+                Ok((y, dx.clone()))
+            };
+            let f32_of = |t: &Tensor| t.to_dtype(DType::F32);
+            let (yc, dxc) = run(&Device::Cpu, &f32_of(&x)?, &f32_of(&dy)?)?;
+            let (yg, dxg) = run(gpu, &x, &dy)?;
+            let tag = format!("relu_dropout {dt:?} {rows}x{cols} p={p}");
+            c.check(
+                "dense",
+                format!("{tag} fwd"),
+                cols,
+                &yg,
+                &yc.to_dtype(dt)?,
+                0.0,
+            )?;
+            c.check(
+                "dense",
+                format!("{tag} bwd"),
+                cols,
+                &dxg,
+                &dxc.to_dtype(dt)?,
+                0.0,
+            )?;
+        }
+    }
+    // Fused masked cross-entropy: loss and logits gradient against an f64 CPU run (on the
+    // rounded logits for bf16 / f16). C = 1, 7, 41, 100; every fifth row out of the split.
+    for (n, classes) in [(1usize, 1usize), (333, 7), (4096, 41), (1000, 100)] {
+        let x = (c.randn((n, classes))? * 3.0)?;
+        let y: Vec<u32> = (0..n).map(|i| ((i * 31 + 7) % classes) as u32).collect();
+        let w: Vec<f32> = (0..n)
+            .map(|i| if i % 5 == 4 { 0.0 } else { 1.0 / n as f32 })
+            .collect();
+        let mut dts = vec![(DType::F32, 1e-5, 1e-5)];
+        if gpu.is_cuda() {
+            dts.extend([(DType::BF16, 1e-5, 8e-3), (DType::F16, 1e-5, 1e-3)]);
+        }
+        for (dt, loss_bound, grad_bound) in dts {
+            let xr = x.to_dtype(dt)?.to_dtype(DType::F64)?;
+            let run = |dev: &Device, x: &Tensor| -> Result<(Tensor, Tensor)> {
+                let xv = Var::from_tensor(&x.to_device(dev)?)?;
+                let l = masked_cross_entropy(
+                    xv.as_tensor(),
+                    &Tensor::from_vec(y.clone(), n, dev)?,
+                    &Tensor::from_vec(w.clone(), n, dev)?,
+                )?;
+                let g = l.backward()?;
+                let dx = g.get(xv.as_tensor()).ok_or_else(|| missing("no xent dx"))?;
+                Ok((l.reshape(1)?, dx.clone()))
+            };
+            let (lc, gc) = run(&Device::Cpu, &xr)?;
+            let (lg, gg) = run(gpu, &x.to_dtype(dt)?)?;
+            let tag = format!("masked xent {dt:?} {n}x{classes}").to_lowercase();
+            c.check(
+                "dense",
+                format!("{tag} loss"),
+                classes,
+                &lg,
+                &lc,
+                loss_bound,
+            )?;
+            c.check("dense", format!("{tag} dx"), classes, &gg, &gc, grad_bound)?;
+        }
+    }
+    // Fused Adam / AdamW: three steps on both devices from the same start and gradients
+    // (the GPU contracts multiply-adds into FMAs, so a few ulps apart).
+    for (kind, (l2, keep)) in [("adam", (5e-4, 1.0)), ("adamw", (0.0, 1.0 - 0.01 * 5e-4))] {
+        for dims in [vec![1usize], vec![41, 128], vec![128, 602]] {
+            let n: usize = dims.iter().product();
+            let theta0 = c.randn(dims.as_slice())?;
+            let grads: Vec<Tensor> = (0..3)
+                .map(|_| c.randn(dims.as_slice()))
+                .collect::<Result<_>>()?;
+            let run = |dev: &Device| -> Result<(Tensor, Tensor)> {
+                let theta = theta0.to_device(dev)?.copy()?;
+                let mv = Tensor::zeros((2, n), DType::F32, dev)?;
+                for (t, g) in grads.iter().enumerate() {
+                    let step = crate::AdamStep {
+                        lr: 0.01,
+                        beta1: 0.9,
+                        beta2: 0.999,
+                        eps: 1e-8,
+                        bc1: 1.0 - 0.9f64.powi(t as i32 + 1),
+                        bc2: 1.0 - 0.999f64.powi(t as i32 + 1),
+                        l2,
+                        keep,
+                    };
+                    crate::adam_step(&theta, &mv, &g.to_device(dev)?, &step)?;
+                }
+                Ok((theta, mv))
+            };
+            let ((tc, mc), (tg, mg)) = (run(&Device::Cpu)?, run(gpu)?);
+            c.check("dense", format!("{kind} step theta"), n, &tg, &tc, 1e-6)?;
+            c.check("dense", format!("{kind} step moments"), n, &mg, &mc, 1e-6)?;
+        }
     }
     // INT8 dequantisation: identical bits (no FMA on either side).
     for (rows, cols) in [(1usize, 1usize), (333, 7), (1000, 602), (4096, 128)] {

@@ -33,3 +33,32 @@ pub(crate) fn dropout<T: WithDType>(x: &[T], p: f32, seed: u64) -> Vec<T> {
         });
     out
 }
+
+/// `keep(i) && x > 0 ? x / (1 - p) : 0` (the mask of [`dropout`]; `p = 0`: ReLU).
+pub(crate) fn relu_dropout<T: WithDType>(x: &[T], p: f32, seed: u64) -> Vec<T> {
+    let t = super::threshold(p);
+    let scale = T::from_f64(1.0 / (1.0 - p as f64));
+    const CHUNK: usize = 1 << 14;
+    let mut out = vec![T::zero(); x.len()];
+    out.par_chunks_mut(CHUNK)
+        .zip(x.par_chunks(CHUNK))
+        .enumerate()
+        .for_each(|(c, (o, x))| {
+            let base = (c * CHUNK) as u64;
+            for (k, (o, &v)) in o.iter_mut().zip(x).enumerate() {
+                if v > T::zero() && keep(seed, base + k as u64, t) {
+                    *o = v * scale;
+                }
+            }
+        });
+    out
+}
+
+/// `y > 0 ? dy / (1 - p) : 0`.
+pub(crate) fn relu_dropout_bwd<T: WithDType>(y: &[T], dy: &[T], p: f32) -> Vec<T> {
+    let scale = T::from_f64(1.0 / (1.0 - p as f64));
+    y.par_iter()
+        .zip(dy.par_iter())
+        .map(|(&y, &d)| if y > T::zero() { d * scale } else { T::zero() })
+        .collect()
+}

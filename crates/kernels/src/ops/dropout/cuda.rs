@@ -47,3 +47,85 @@ pub(crate) fn dropout(
     };
     Ok((out, l.shape().clone()))
 }
+
+/// Fused ReLU + dropout forward (`relu_dropout_*`), same mask as [`dropout`]; `p = 0` is ReLU.
+pub(crate) fn relu_dropout(
+    s: &CudaStorage,
+    l: &Layout,
+    p: f32,
+    seed: u64,
+) -> Result<(CudaStorage, Shape)> {
+    if !l.is_contiguous() {
+        candle_core::bail!("relu_dropout: input must be contiguous");
+    }
+    let dev = s.device().clone();
+    let n = l.shape().elem_count();
+    let (t, n_u) = (super::threshold(p), n as u64);
+    let scale = 1.0 / (1.0 - p as f64);
+    macro_rules! run {
+        ($T:ty, $S:ty, $name:expr) => {{
+            let x = s.as_cuda_slice::<$T>()?.slice(l.start_offset()..);
+            // SAFETY: the kernel writes all `n` elements (grid-stride over every index < n).
+            let out = unsafe { dev.alloc::<$T>(n.max(1))? };
+            if n > 0 {
+                let func = dev.get_or_load_custom_func($name, "gnn_dropout", DROPOUT_PTX)?;
+                let sc = scale as $S;
+                let mut b = func.builder();
+                b.arg(&x).arg(&out).arg(&n_u).arg(&seed).arg(&t).arg(&sc);
+                // SAFETY: `x` and `out` hold `n` elements; indices below `n` only.
+                launched(unsafe { b.launch(elementwise_cfg(n)) }.map(|_| ()))?;
+            }
+            CudaStorage::wrap_cuda_slice(out, dev)
+        }};
+    }
+    let out = match s.dtype() {
+        DType::F32 => run!(f32, f32, "relu_dropout_f32"),
+        DType::F64 => run!(f64, f64, "relu_dropout_f64"),
+        DType::BF16 => run!(half::bf16, f32, "relu_dropout_bf16"),
+        DType::F16 => run!(half::f16, f32, "relu_dropout_f16"),
+        o => candle_core::bail!("relu_dropout: unsupported dtype {o:?}"),
+    };
+    Ok((out, l.shape().clone()))
+}
+
+/// Its backward: `dx = y > 0 ? dy * scale : 0`.
+pub(crate) fn relu_dropout_bwd(
+    y: &CudaStorage,
+    yl: &Layout,
+    dy: &CudaStorage,
+    dl: &Layout,
+    p: f32,
+) -> Result<(CudaStorage, Shape)> {
+    if !yl.is_contiguous() || !dl.is_contiguous() {
+        candle_core::bail!("relu_dropout: backward operands must be contiguous");
+    }
+    let dev = y.device().clone();
+    let n = yl.shape().elem_count();
+    let n_u = n as u64;
+    let scale = 1.0 / (1.0 - p as f64);
+    macro_rules! run {
+        ($T:ty, $S:ty, $name:expr) => {{
+            let yv = y.as_cuda_slice::<$T>()?.slice(yl.start_offset()..);
+            let dv = dy.as_cuda_slice::<$T>()?.slice(dl.start_offset()..);
+            // SAFETY: the kernel writes all `n` elements.
+            let out = unsafe { dev.alloc::<$T>(n.max(1))? };
+            if n > 0 {
+                let func = dev.get_or_load_custom_func($name, "gnn_dropout", DROPOUT_PTX)?;
+                let sc = scale as $S;
+                let mut b = func.builder();
+                b.arg(&yv).arg(&dv).arg(&out).arg(&n_u).arg(&sc);
+                // SAFETY: `y`, `dy` and `out` hold `n` elements; indices below `n` only.
+                launched(unsafe { b.launch(elementwise_cfg(n)) }.map(|_| ()))?;
+            }
+            CudaStorage::wrap_cuda_slice(out, dev)
+        }};
+    }
+    let out = match y.dtype() {
+        DType::F32 => run!(f32, f32, "relu_dropout_bwd_f32"),
+        DType::F64 => run!(f64, f64, "relu_dropout_bwd_f64"),
+        DType::BF16 => run!(half::bf16, f32, "relu_dropout_bwd_bf16"),
+        DType::F16 => run!(half::f16, f32, "relu_dropout_bwd_f16"),
+        o => candle_core::bail!("relu_dropout: unsupported dtype {o:?}"),
+    };
+    Ok((out, yl.shape().clone()))
+}

@@ -89,6 +89,105 @@ fn cpu_fwd<T: candle_core::WithDType>(
     Ok(T::to_cpu_storage_owned(cpu::dropout(x, p, seed)))
 }
 
+/// `dropout(relu(x), p)` in one pass each way (training's hidden activation): the mask of
+/// [`dropout`] with the same `seed`, so the result equals the composed pair exactly; `p = 0`
+/// is ReLU. Backward: `dx = y > 0 ? dy / (1 - p) : 0`, one pass over the output and its
+/// gradient (the composed pair takes a comparison, a cast, two products and two gradient
+/// accumulations). ReLU's gradient at exactly 0 is 0, as torch's.
+pub fn relu_dropout(x: &Tensor, p: f32, seed: u64) -> Result<Tensor> {
+    const OP: &str = "relu_dropout";
+    check_float_or_half(OP, "x", x)?;
+    if !(0.0..1.0).contains(&p) {
+        return Err(Error::Shape {
+            op: OP,
+            what: format!("drop probability {p} must be in [0, 1)"),
+        });
+    }
+    Ok(x.contiguous()?.apply_op1(ReluDropoutOp { p, seed })?)
+}
+
+struct ReluDropoutOp {
+    p: f32,
+    seed: u64,
+}
+
+impl CustomOp1 for ReluDropoutOp {
+    fn name(&self) -> &'static str {
+        "relu_dropout"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        let out = dispatch_float!("relu_dropout", s, cpu_relu_fwd(s, l, self.p, self.seed))?;
+        Ok((out, l.shape().clone()))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
+        cuda::relu_dropout(s, l, self.p, self.seed)
+    }
+
+    fn bwd(&self, _x: &Tensor, res: &Tensor, grad: &Tensor) -> candle_core::Result<Option<Tensor>> {
+        Ok(Some(res.apply_op2_no_bwd(
+            &grad.contiguous()?,
+            &ReluDropoutBwd { p: self.p },
+        )?))
+    }
+}
+
+struct ReluDropoutBwd {
+    p: f32,
+}
+
+impl candle_core::CustomOp2 for ReluDropoutBwd {
+    fn name(&self) -> &'static str {
+        "relu_dropout_bwd"
+    }
+
+    fn cpu_fwd(
+        &self,
+        y: &CpuStorage,
+        yl: &Layout,
+        d: &CpuStorage,
+        dl: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let out = dispatch_float!("relu_dropout", y, cpu_relu_bwd(y, yl, d, dl, self.p))?;
+        Ok((out, yl.shape().clone()))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        y: &CudaStorage,
+        yl: &Layout,
+        d: &CudaStorage,
+        dl: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        cuda::relu_dropout_bwd(y, yl, d, dl, self.p)
+    }
+}
+
+fn cpu_relu_fwd<T: candle_core::WithDType>(
+    s: &CpuStorage,
+    l: &Layout,
+    p: f32,
+    seed: u64,
+) -> candle_core::Result<CpuStorage> {
+    let x = super::cpu_slice::<T>("relu_dropout", s, l)?;
+    Ok(T::to_cpu_storage_owned(cpu::relu_dropout(x, p, seed)))
+}
+
+fn cpu_relu_bwd<T: candle_core::WithDType>(
+    y: &CpuStorage,
+    yl: &Layout,
+    d: &CpuStorage,
+    dl: &Layout,
+    p: f32,
+) -> candle_core::Result<CpuStorage> {
+    let y = super::cpu_slice::<T>("relu_dropout", y, yl)?;
+    let d = super::cpu_slice::<T>("relu_dropout", d, dl)?;
+    Ok(T::to_cpu_storage_owned(cpu::relu_dropout_bwd(y, d, p)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,5 +225,34 @@ mod tests {
             same.to_vec2::<f64>().unwrap(),
             x.as_tensor().to_vec2::<f64>().unwrap()
         );
+    }
+
+    #[test]
+    fn fused_relu_dropout_equals_the_composed_pair_both_ways() {
+        let dev = Device::Cpu;
+        for (p, dims) in [
+            (0.5f32, (100usize, 37usize)),
+            (0.0, (7, 3)),
+            (0.9, (1, 1000)),
+        ] {
+            let x0 = Tensor::randn(0f64, 1.0, dims, &dev).unwrap();
+            let w = Tensor::randn(0f64, 1.0, dims, &dev).unwrap();
+            let (a, b) = (
+                Var::from_tensor(&x0).unwrap(),
+                Var::from_tensor(&x0).unwrap(),
+            );
+            let ya = relu_dropout(a.as_tensor(), p, 11).unwrap();
+            let yb = dropout(&b.as_tensor().relu().unwrap(), p, 11).unwrap();
+            assert_eq!(ya.to_vec2::<f64>().unwrap(), yb.to_vec2::<f64>().unwrap());
+            let ga = (&ya * &w).unwrap().sum_all().unwrap().backward().unwrap();
+            let gb = (&yb * &w).unwrap().sum_all().unwrap().backward().unwrap();
+            // candle's ReLU passes the gradient at exactly 0; randn never hits 0.
+            assert_eq!(
+                ga.get(a.as_tensor()).unwrap().to_vec2::<f64>().unwrap(),
+                gb.get(b.as_tensor()).unwrap().to_vec2::<f64>().unwrap(),
+                "p {p}"
+            );
+        }
+        assert!(relu_dropout(&Tensor::ones(3, DType::F32, &dev).unwrap(), 1.0, 0).is_err());
     }
 }

@@ -1,0 +1,41 @@
+// Fused Adam / AdamW step, two passes per parameter tensor (grid-stride, one thread per
+// element), in place:
+//   adam_moments: g' = g + l2 * theta;  m = b1 m + (1 - b1) g';  v = b2 v + (1 - b2) g'^2
+//   adam_apply:   theta = theta * keep - lr * (m / bc1) / (sqrt(v / bc2) + eps)
+// `mv` holds m (first n) then v (next n); l2 is Adam's coupled decay (0 for AdamW), keep is
+// AdamW's decoupled factor 1 - lr * wd (1 for Adam).
+#include <stdint.h>
+
+template <typename T>
+__device__ void moments(T* mv, const T* g, const T* theta, uint64_t n, T b1, T b2, T l2) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x) {
+        const T gi = g[i] + l2 * theta[i];
+        mv[i] = b1 * mv[i] + (T(1) - b1) * gi;
+        mv[n + i] = b2 * mv[n + i] + (T(1) - b2) * gi * gi;
+    }
+}
+
+template <typename T>
+__device__ void apply(T* theta, const T* mv, uint64_t n, T lr, T bc1, T bc2, T eps, T keep) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x) {
+        const T m = mv[i] / bc1, v = mv[n + i] / bc2;
+        theta[i] = theta[i] * keep - lr * (m / (sqrt(v) + eps));
+    }
+}
+
+extern "C" __global__ void adam_moments_f32(float* mv, const float* g, const float* theta, uint64_t n, float b1,
+                                            float b2, float l2) {
+    moments<float>(mv, g, theta, n, b1, b2, l2);
+}
+extern "C" __global__ void adam_moments_f64(double* mv, const double* g, const double* theta, uint64_t n, double b1,
+                                            double b2, double l2) {
+    moments<double>(mv, g, theta, n, b1, b2, l2);
+}
+extern "C" __global__ void adam_apply_f32(float* theta, const float* mv, uint64_t n, float lr, float bc1, float bc2,
+                                          float eps, float keep) {
+    apply<float>(theta, mv, n, lr, bc1, bc2, eps, keep);
+}
+extern "C" __global__ void adam_apply_f64(double* theta, const double* mv, uint64_t n, double lr, double bc1,
+                                          double bc2, double eps, double keep) {
+    apply<double>(theta, mv, n, lr, bc1, bc2, eps, keep);
+}

@@ -1,0 +1,109 @@
+//! Host side of the fused Adam step (`cuda/adam.cu`).
+
+use super::AdamStep;
+use crate::cuda::{elementwise_cfg, launched, ADAM_PTX};
+use candle_core::backend::BackendStorage;
+use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
+use candle_core::{CudaStorage, DType, Layout, Result};
+
+fn contiguous(l: &Layout) -> Result<()> {
+    if !l.is_contiguous() {
+        candle_core::bail!("adam_step: operands must be contiguous");
+    }
+    Ok(())
+}
+
+/// Moments `mv` (`[2, n]`) from `g` and `theta`.
+pub(crate) fn moments(
+    mv: &mut CudaStorage,
+    ml: &Layout,
+    g: &CudaStorage,
+    gl: &Layout,
+    th: &CudaStorage,
+    tl: &Layout,
+    s: &AdamStep,
+) -> Result<()> {
+    for l in [ml, gl, tl] {
+        contiguous(l)?;
+    }
+    let n = gl.shape().elem_count();
+    let dev = g.device().clone();
+    macro_rules! go {
+        ($T:ty, $name:expr) => {{
+            let gv = g.as_cuda_slice::<$T>()?.slice(gl.start_offset()..);
+            let tv = th.as_cuda_slice::<$T>()?.slice(tl.start_offset()..);
+            let off = ml.start_offset();
+            let mut mvv = mv.as_cuda_slice_mut::<$T>()?.slice_mut(off..off + 2 * n);
+            let func = dev.get_or_load_custom_func($name, "gnn_adam", ADAM_PTX)?;
+            let (n_u, b1, b2, l2) = (n as u64, s.beta1 as $T, s.beta2 as $T, s.l2 as $T);
+            let mut b = func.builder();
+            b.arg(&mut mvv)
+                .arg(&gv)
+                .arg(&tv)
+                .arg(&n_u)
+                .arg(&b1)
+                .arg(&b2)
+                .arg(&l2);
+            // SAFETY: mv holds 2n elements from its offset, g and theta n; the grid-stride loop
+            // touches indices below n (and n + i) only.
+            if n > 0 {
+                launched(unsafe { b.launch(elementwise_cfg(n)) }.map(|_| ()))?;
+            }
+        }};
+    }
+    match g.dtype() {
+        DType::F32 => go!(f32, "adam_moments_f32"),
+        DType::F64 => go!(f64, "adam_moments_f64"),
+        o => candle_core::bail!("adam_step: unsupported dtype {o:?}"),
+    }
+    Ok(())
+}
+
+/// `theta` from its moments.
+pub(crate) fn apply(
+    th: &mut CudaStorage,
+    tl: &Layout,
+    mv: &CudaStorage,
+    ml: &Layout,
+    s: &AdamStep,
+) -> Result<()> {
+    contiguous(tl)?;
+    contiguous(ml)?;
+    let n = tl.shape().elem_count();
+    let dev = mv.device().clone();
+    macro_rules! go {
+        ($T:ty, $name:expr) => {{
+            let mvv = mv.as_cuda_slice::<$T>()?.slice(ml.start_offset()..);
+            let off = tl.start_offset();
+            let mut tv = th.as_cuda_slice_mut::<$T>()?.slice_mut(off..off + n);
+            let func = dev.get_or_load_custom_func($name, "gnn_adam", ADAM_PTX)?;
+            let n_u = n as u64;
+            let (lr, bc1, bc2, eps, keep) = (
+                s.lr as $T,
+                s.bc1 as $T,
+                s.bc2 as $T,
+                s.eps as $T,
+                s.keep as $T,
+            );
+            let mut b = func.builder();
+            b.arg(&mut tv)
+                .arg(&mvv)
+                .arg(&n_u)
+                .arg(&lr)
+                .arg(&bc1)
+                .arg(&bc2)
+                .arg(&eps)
+                .arg(&keep);
+            // SAFETY: theta holds n elements from its offset, mv 2n; indices below n only.
+            if n > 0 {
+                launched(unsafe { b.launch(elementwise_cfg(n)) }.map(|_| ()))?;
+            }
+        }};
+    }
+    match mv.dtype() {
+        DType::F32 => go!(f32, "adam_apply_f32"),
+        DType::F64 => go!(f64, "adam_apply_f64"),
+        o => candle_core::bail!("adam_step: unsupported dtype {o:?}"),
+    }
+    Ok(())
+}

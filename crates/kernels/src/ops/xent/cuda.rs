@@ -1,0 +1,128 @@
+//! Host side of the fused masked cross-entropy (`cuda/xent.cu`): one warp per row.
+
+use crate::cuda::{f32_view, launched, u32_view, zeros, XENT_PTX};
+use candle_core::backend::BackendStorage;
+use candle_core::cuda_backend::cudarc::driver::{
+    CudaFunction, CudaView, DeviceRepr, LaunchConfig, PushKernelArg,
+};
+use candle_core::{CudaStorage, DType, Layout, Result, Shape};
+
+const WARPS: u32 = 8;
+
+fn cfg(n: usize) -> Result<LaunchConfig> {
+    let blocks = u32::try_from(n.div_ceil(WARPS as usize).max(1))
+        .map_err(|_| candle_core::Error::Msg("masked_cross_entropy: too many rows".into()))?;
+    Ok(LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (32 * WARPS, 1, 1),
+        shared_mem_bytes: 0,
+    })
+}
+
+fn suffix(dt: DType) -> Result<&'static str> {
+    Ok(match dt {
+        DType::F32 => "f32",
+        DType::BF16 => "bf16",
+        DType::F16 => "f16",
+        o => {
+            candle_core::bail!("masked_cross_entropy: CUDA logits must be f32/bf16/f16, got {o:?}")
+        }
+    })
+}
+
+fn dims(xl: &Layout) -> Result<(usize, usize, i32, i32)> {
+    if !xl.is_contiguous() {
+        candle_core::bail!("masked_cross_entropy: logits must be contiguous");
+    }
+    let (n, c) = xl.shape().dims2()?;
+    let as_i32 = |v: usize| {
+        i32::try_from(v)
+            .map_err(|_| candle_core::Error::Msg(format!("masked_cross_entropy: {v} exceeds i32")))
+    };
+    Ok((n, c, as_i32(n)?, as_i32(c)?))
+}
+
+/// Per-row losses `[N]` f32.
+pub(crate) fn forward(
+    x: &CudaStorage,
+    xl: &Layout,
+    y: &CudaStorage,
+    yl: &Layout,
+    w: &CudaStorage,
+    wl: &Layout,
+) -> Result<(CudaStorage, Shape)> {
+    let (n, _, n_i, c_i) = dims(xl)?;
+    let dev = x.device().clone();
+    let yv = u32_view("masked_cross_entropy", y, yl)?;
+    let wv = f32_view("masked_cross_entropy", w, wl)?;
+    let out = zeros::<f32>(&dev, n)?;
+    let name = format!("xent_fwd_{}", suffix(x.dtype())?);
+    let func = dev.get_or_load_custom_func(&name, "gnn_xent", XENT_PTX)?;
+    macro_rules! go {
+        ($T:ty) => {{
+            let xv = x.as_cuda_slice::<$T>()?.slice(xl.start_offset()..);
+            let mut b = func.builder();
+            b.arg(&xv).arg(&yv).arg(&wv).arg(&out).arg(&n_i).arg(&c_i);
+            // SAFETY: x holds n * c contiguous elements, y / w / out hold n; labels >= c are
+            // caught in the kernel before indexing.
+            if n > 0 {
+                launched(unsafe { b.launch(cfg(n)?) }.map(|_| ()))?;
+            }
+        }};
+    }
+    match x.dtype() {
+        DType::F32 => go!(f32),
+        DType::BF16 => go!(half::bf16),
+        DType::F16 => go!(half::f16),
+        _ => unreachable!("checked by suffix"),
+    }
+    Ok((CudaStorage::wrap_cuda_slice(out, dev), Shape::from(n)))
+}
+
+/// `dx [N, C]` in the logits' dtype for row weights `w` (already times the upstream gradient).
+pub(crate) fn backward(
+    x: &CudaStorage,
+    xl: &Layout,
+    y: &CudaStorage,
+    yl: &Layout,
+    w: &CudaStorage,
+    wl: &Layout,
+) -> Result<(CudaStorage, Shape)> {
+    let (n, c, n_i, c_i) = dims(xl)?;
+    let dev = x.device().clone();
+    let yv = u32_view("masked_cross_entropy", y, yl)?;
+    let wv = f32_view("masked_cross_entropy", w, wl)?;
+    let name = format!("xent_bwd_{}", suffix(x.dtype())?);
+    let func = dev
+        .get_or_load_custom_func(&name, "gnn_xent", XENT_PTX)?
+        .into_cuda_function();
+    fn run<T: DeviceRepr + candle_core::cuda_backend::CudaDType>(
+        x: &CudaStorage,
+        xl: &Layout,
+        rest: (&CudaView<'_, u32>, &CudaView<'_, f32>),
+        func: &CudaFunction,
+        (n, c, n_i, c_i): (usize, usize, i32, i32),
+    ) -> Result<CudaStorage> {
+        let dev = x.device().clone();
+        let xv = x.as_cuda_slice::<T>()?.slice(xl.start_offset()..);
+        // SAFETY: the kernel writes every element of every row (zeros for weight-0 rows).
+        let dx = unsafe { dev.alloc::<T>((n * c).max(1))? };
+        if n > 0 {
+            let stream = dev.cuda_stream();
+            let mut b = stream.launch_builder(func);
+            let (yv, wv) = rest;
+            b.arg(&xv).arg(yv).arg(wv).arg(&dx).arg(&n_i).arg(&c_i);
+            // SAFETY: x and dx hold n * c contiguous elements, y / w hold n.
+            launched(unsafe { b.launch(cfg(n)?) }.map(|_| ()))?;
+        }
+        Ok(CudaStorage::wrap_cuda_slice(dx, dev))
+    }
+    let d = (n, c, n_i, c_i);
+    let out = match x.dtype() {
+        DType::F32 => run::<f32>(x, xl, (&yv, &wv), &func, d)?,
+        DType::BF16 => run::<half::bf16>(x, xl, (&yv, &wv), &func, d)?,
+        DType::F16 => run::<half::f16>(x, xl, (&yv, &wv), &func, d)?,
+        _ => unreachable!("checked by suffix"),
+    };
+    Ok((out, xl.shape().clone()))
+}

@@ -1,0 +1,267 @@
+//! Fused masked cross-entropy: `loss = sum_i w_i (logsumexp(x_i) - x_i[y_i])` over the rows of
+//! logits `x [N, C]`, labels `y [N]` (u32) and row weights `w [N]` (f32; `1 / n_train` on the
+//! training rows and 0 elsewhere gives the mean cross-entropy over the training split).
+//!
+//! One pass per direction instead of candle's composed log-softmax (max, subtract, exp, sum,
+//! log, subtract, multiply, sum: about eight kernels forward and as many backward, each over
+//! the whole `[N, C]`, each gradient accumulated into a fresh zero tensor). Forward writes one
+//! loss per row (their sum is the loss); backward recomputes each row's logsumexp and writes
+//! `g_i w_i (softmax(x_i) - onehot(y_i))`. Rows with `w_i = 0` cost a read of `w_i` only.
+//! Logits may be f32 / f64 (CPU, CUDA f32) or bf16 / f16 (CUDA); the arithmetic is fp32 (f64
+//! on the CPU for f64 logits) and the gradient comes back in the logits' dtype. A label
+//! outside `0..C` makes its row's loss NaN (the trainer's non-finite guard names it) rather
+//! than reading out of bounds.
+
+pub(crate) mod cpu;
+#[cfg(feature = "cuda")]
+pub(crate) mod cuda;
+
+use super::{check_device_of, check_float_or_half};
+use crate::error::{Error, Result};
+use candle_core::backend::BackendStorage;
+#[cfg(feature = "cuda")]
+use candle_core::CudaStorage;
+use candle_core::{CpuStorage, CustomOp3, DType, Layout, Shape, Tensor};
+
+/// The masked mean cross-entropy (a scalar f32) of `logits [N, C]` against `labels [N]` (u32)
+/// with row weights `weight [N]` (f32); differentiable in `logits`.
+pub fn masked_cross_entropy(logits: &Tensor, labels: &Tensor, weight: &Tensor) -> Result<Tensor> {
+    const OP: &str = "masked_cross_entropy";
+    check_float_or_half(OP, "logits", logits)?;
+    let (n, _) = logits.dims2().map_err(|_| Error::Shape {
+        op: OP,
+        what: format!("logits have shape {:?}, expected [N, C]", logits.dims()),
+    })?;
+    for (what, t, dt) in [
+        ("labels", labels, DType::U32),
+        ("weight", weight, DType::F32),
+    ] {
+        check_device_of(OP, logits, t)?;
+        if t.dims() != [n] || t.dtype() != dt {
+            return Err(Error::Shape {
+                op: OP,
+                what: format!(
+                    "{what} are {:?} {:?}, expected [{n}] {dt:?} (one per logits row)",
+                    t.dims(),
+                    t.dtype()
+                ),
+            });
+        }
+    }
+    let rows =
+        logits
+            .contiguous()?
+            .apply_op3(&labels.contiguous()?, &weight.contiguous()?, XentFwd)?;
+    Ok(rows.sum_all()?)
+}
+
+/// Per-row losses `[N]` f32.
+struct XentFwd;
+
+/// `dx [N, C]` (logits' dtype) for row weights already multiplied by the upstream gradient.
+struct XentBwd;
+
+fn dims(l: &Layout) -> candle_core::Result<(usize, usize)> {
+    l.shape().dims2()
+}
+
+impl CustomOp3 for XentFwd {
+    fn name(&self) -> &'static str {
+        "masked_cross_entropy"
+    }
+
+    fn cpu_fwd(
+        &self,
+        x: &CpuStorage,
+        xl: &Layout,
+        y: &CpuStorage,
+        yl: &Layout,
+        w: &CpuStorage,
+        wl: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (n, c) = dims(xl)?;
+        let (y, w) = (labels_cpu(y, yl)?, weights_cpu(w, wl)?);
+        let out = dispatch_float!("masked_cross_entropy", x, cpu_rows(x, xl, y, w, c))?;
+        Ok((CpuStorage::F32(out), Shape::from(n)))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        x: &CudaStorage,
+        xl: &Layout,
+        y: &CudaStorage,
+        yl: &Layout,
+        w: &CudaStorage,
+        wl: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        cuda::forward(x, xl, y, yl, w, wl)
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        y: &Tensor,
+        w: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        if !x.track_op() {
+            return Ok((None, None, None));
+        }
+        let wg = (w * grad.to_dtype(DType::F32)?)?;
+        Ok((Some(x.apply_op3_no_bwd(y, &wg, &XentBwd)?), None, None))
+    }
+}
+
+impl CustomOp3 for XentBwd {
+    fn name(&self) -> &'static str {
+        "masked_cross_entropy_bwd"
+    }
+
+    fn cpu_fwd(
+        &self,
+        x: &CpuStorage,
+        xl: &Layout,
+        y: &CpuStorage,
+        yl: &Layout,
+        w: &CpuStorage,
+        wl: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (y, w) = (labels_cpu(y, yl)?, weights_cpu(w, wl)?);
+        dispatch_float!("masked_cross_entropy", x, cpu_grad(x, xl, y, w))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        x: &CudaStorage,
+        xl: &Layout,
+        y: &CudaStorage,
+        yl: &Layout,
+        w: &CudaStorage,
+        wl: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        cuda::backward(x, xl, y, yl, w, wl)
+    }
+}
+
+fn labels_cpu<'a>(y: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [u32]> {
+    super::cpu_slice::<u32>("masked_cross_entropy", y, l)
+}
+
+fn weights_cpu<'a>(w: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [f32]> {
+    super::cpu_slice::<f32>("masked_cross_entropy", w, l)
+}
+
+fn cpu_rows<T: candle_core::WithDType>(
+    x: &CpuStorage,
+    xl: &Layout,
+    y: &[u32],
+    w: &[f32],
+    c: usize,
+) -> candle_core::Result<Vec<f32>> {
+    let x = super::cpu_slice::<T>("masked_cross_entropy", x, xl)?;
+    Ok(cpu::row_losses(x, y, w, c))
+}
+
+fn cpu_grad<T: candle_core::WithDType>(
+    x: &CpuStorage,
+    xl: &Layout,
+    y: &[u32],
+    w: &[f32],
+) -> candle_core::Result<(CpuStorage, Shape)> {
+    let (_, c) = dims(xl)?;
+    let xs = super::cpu_slice::<T>("masked_cross_entropy", x, xl)?;
+    Ok((
+        T::to_cpu_storage_owned(cpu::grad(xs, y, w, c)),
+        xl.shape().clone(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{Device, Var};
+
+    /// The composed reference: `-sum(log_softmax(x) * onehot * w)`.
+    fn reference(x: &Tensor, y: &[u32], w: &[f32]) -> Tensor {
+        let (n, c) = x.dims2().unwrap();
+        let mut m = vec![0f64; n * c];
+        for i in 0..n {
+            m[i * c + y[i] as usize] = w[i] as f64;
+        }
+        let m = Tensor::from_vec(m, (n, c), x.device()).unwrap();
+        let logp = candle_nn_free_log_softmax(x);
+        (logp * m).unwrap().sum_all().unwrap().neg().unwrap()
+    }
+
+    fn candle_nn_free_log_softmax(x: &Tensor) -> Tensor {
+        let max = x.max_keepdim(1).unwrap();
+        let z = x.broadcast_sub(&max).unwrap();
+        let lse = z.exp().unwrap().sum_keepdim(1).unwrap().log().unwrap();
+        z.broadcast_sub(&lse).unwrap()
+    }
+
+    #[test]
+    fn fused_loss_and_gradient_match_the_composed_reference() {
+        let dev = Device::Cpu;
+        // C = 1, 7, 41, 100 (not multiples of 32); a row with weight 0; large logits.
+        for (n, c) in [(5usize, 1usize), (13, 7), (40, 41), (9, 100)] {
+            let x = (Tensor::randn(0f64, 3.0, (n, c), &dev).unwrap() + 50.0).unwrap();
+            let y: Vec<u32> = (0..n).map(|i| ((i * 7 + 3) % c) as u32).collect();
+            let w: Vec<f32> = (0..n)
+                .map(|i| if i % 4 == 1 { 0.0 } else { 1.0 / n as f32 })
+                .collect();
+            let (yt, wt) = (
+                Tensor::from_vec(y.clone(), n, &dev).unwrap(),
+                Tensor::from_vec(w.clone(), n, &dev).unwrap(),
+            );
+            let xv = Var::from_tensor(&x).unwrap();
+            let fused = masked_cross_entropy(xv.as_tensor(), &yt, &wt).unwrap();
+            let g_fused = fused.backward().unwrap();
+            let xr = Var::from_tensor(&x).unwrap();
+            let reference = reference(xr.as_tensor(), &y, &w);
+            let g_ref = reference.backward().unwrap();
+            let (a, b) = (
+                fused.to_scalar::<f32>().unwrap() as f64,
+                reference.to_scalar::<f64>().unwrap(),
+            );
+            assert!(
+                (a - b).abs() <= 1e-6 * b.abs().max(1.0),
+                "{n}x{c}: {a} vs {b}"
+            );
+            let ga = g_fused.get(xv.as_tensor()).unwrap();
+            let gb = g_ref.get(xr.as_tensor()).unwrap();
+            let d = (ga - gb)
+                .unwrap()
+                .abs()
+                .unwrap()
+                .max_keepdim(0)
+                .unwrap()
+                .max_keepdim(1)
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f64>()
+                .unwrap()[0];
+            assert!(d < 1e-12, "{n}x{c}: gradient off by {d}");
+            // Rows with weight 0 get no gradient.
+            let row1: Vec<f64> = ga.get(1).unwrap().to_vec1().unwrap();
+            assert!(row1.iter().all(|&v| v == 0.0));
+        }
+    }
+
+    #[test]
+    fn labels_out_of_range_give_nan_and_bad_shapes_are_refused() {
+        let dev = Device::Cpu;
+        let x = Tensor::zeros((2, 3), DType::F32, &dev).unwrap();
+        let w = Tensor::from_vec(vec![0.5f32, 0.5], 2, &dev).unwrap();
+        let y = Tensor::from_vec(vec![0u32, 3], 2, &dev).unwrap();
+        let l = masked_cross_entropy(&x, &y, &w).unwrap();
+        assert!(l.to_scalar::<f32>().unwrap().is_nan());
+        let y3 = Tensor::from_vec(vec![0u32, 1, 2], 3, &dev).unwrap();
+        let e = masked_cross_entropy(&x, &y3, &w).unwrap_err().to_string();
+        assert!(e.contains("labels") && e.contains("[2]"), "{e}");
+    }
+}
