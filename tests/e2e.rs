@@ -137,3 +137,55 @@ fn early_stopping_stops_and_restores_best_weights() {
         rep.best_val_acc
     );
 }
+
+/// `residual` adds each hidden layer's input to its output: for a 3-layer MLP the residual
+/// output minus the plain one (same seed, same parameters) is `relu(x W0^T + b0) W2^T`, the
+/// first hidden representation carried past layer 1 into the output layer.
+#[test]
+fn residual_adds_the_hidden_input_past_each_hidden_layer() {
+    use candle_core::{Tensor, D};
+    use gnn::models::{Forward, Timer};
+    let dev = Device::Cpu;
+    let ds = load_planetoid(cora_dir(), "cora").unwrap();
+    let graph = ModelGraph::new(&ds.graph, ConvKind::Mlp, &dev).unwrap();
+    let x = Tensor::randn(0f32, 1.0, (ds.num_nodes(), 1433), &dev).unwrap();
+    let mut cfg = ModelConfig::new(ConvKind::Mlp, 1433, 16, 7, 3, 0.5);
+    let plain = Gnn::new(cfg.clone(), &dev, 3).unwrap();
+    cfg.residual = true;
+    let res = Gnn::new(cfg, &dev, 3).unwrap();
+    let t = Timer::disabled();
+    let yp = plain.forward(&graph, &x, &mut Forward::eval(&t)).unwrap();
+    let yr = res.forward(&graph, &x, &mut Forward::eval(&t)).unwrap();
+    let var = |name: &str| -> Tensor {
+        res.named_vars()
+            .into_iter()
+            .find(|(k, _)| k == name)
+            .unwrap()
+            .1
+            .as_tensor()
+            .clone()
+    };
+    let h1 = x
+        .matmul(&var("convs.0.weight").t().unwrap())
+        .unwrap()
+        .broadcast_add(&var("convs.0.bias"))
+        .unwrap()
+        .relu()
+        .unwrap();
+    let want = h1.matmul(&var("convs.2.weight").t().unwrap()).unwrap();
+    let err = ((yr - yp).unwrap() - &want)
+        .unwrap()
+        .abs()
+        .unwrap()
+        .max(D::Minus1)
+        .unwrap()
+        .max(0)
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap();
+    let scale = want.abs().unwrap().max(D::Minus1).unwrap().max(0).unwrap();
+    assert!(
+        err <= 1e-4 * scale.to_scalar::<f32>().unwrap().max(1.0),
+        "{err}"
+    );
+}

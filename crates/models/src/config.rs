@@ -105,6 +105,10 @@ pub struct ModelConfig {
     pub activation: Activation,
     /// LayerNorm after each hidden layer, before the activation.
     pub layer_norm: bool,
+    /// Residual connections: each hidden layer after the first (same input and output width)
+    /// adds its input to its output, after activation and dropout.
+    #[serde(default)]
+    pub residual: bool,
     /// GAT and transformer: attention heads of the hidden layers (`hidden` must be a multiple).
     #[serde(default = "one")]
     pub heads: usize,
@@ -138,6 +142,7 @@ impl ModelConfig {
             input_dropout: dropout,
             activation: Activation::Relu,
             layer_norm: false,
+            residual: false,
             heads: 1,
             att_dropout: 0.0,
         }

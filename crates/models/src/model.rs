@@ -241,71 +241,90 @@ impl Gnn {
         }
         let last = self.convs.len() - 1;
         for (l, conv) in self.convs.iter().enumerate() {
-            if let (Activation::MaxK { k }, false) = (self.cfg.activation, l == last) {
-                // linear -> MaxK -> dropout -> aggregation inside the layer; nothing after it
-                // but the optional LayerNorm.
-                let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
-                h = match conv {
-                    Conv::Gcn(c) => c.forward_maxk(g, &h, k, drop, t)?,
-                    Conv::Sage(c) => c.forward_maxk(g, &h, k, drop, t)?,
-                    Conv::Gin(c) => c.forward_maxk(g, &h, k, drop, t)?,
-                    Conv::Lin(_) | Conv::Gat(_) | Conv::Transformer(_) => {
-                        return Err(Error::Config("MaxK needs a graph convolution".into()))
-                    }
-                };
-                if let Some(norm) = self.norms.get(l) {
-                    h = t.time(Phase::Elementwise, || norm.forward(&h))?;
-                }
-                continue;
+            // Residual: a hidden layer whose input and output widths match adds its input
+            // to its output (after activation and dropout), as PyG's DeepGCNLayer "res".
+            let skip = (self.cfg.residual && l > 0 && l < last).then(|| h.clone());
+            h = self.layer(l, l == last, conv, g, h, ctx)?;
+            if let Some(s) = skip.filter(|s| s.dims() == h.dims()) {
+                h = t.time(Phase::Elementwise, || Ok((h + s)?))?;
             }
+        }
+        Ok(h)
+    }
+
+    /// Layer `l` (`last`: the output layer, no activation), with its norm, activation and
+    /// dropout.
+    fn layer(
+        &self,
+        l: usize,
+        last: bool,
+        conv: &Conv,
+        g: &ModelGraph,
+        mut h: Tensor,
+        ctx: &mut Forward<'_>,
+    ) -> Result<Tensor> {
+        let t = ctx.timer;
+        if let (Activation::MaxK { k }, false) = (self.cfg.activation, last) {
+            // linear -> MaxK -> dropout -> aggregation inside the layer; nothing after it
+            // but the optional LayerNorm.
+            let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
             h = match conv {
-                Conv::Gcn(c) => c.forward(g, &h, t)?,
-                Conv::Sage(c) => c.forward(g, &h, t)?,
-                Conv::Gin(c) => c.forward(g, &h, t)?,
-                Conv::Gat(c) => {
-                    let drop =
-                        layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.att_dropout)?;
-                    c.forward(g, &h, drop, t)?
+                Conv::Gcn(c) => c.forward_maxk(g, &h, k, drop, t)?,
+                Conv::Sage(c) => c.forward_maxk(g, &h, k, drop, t)?,
+                Conv::Gin(c) => c.forward_maxk(g, &h, k, drop, t)?,
+                Conv::Lin(_) | Conv::Gat(_) | Conv::Transformer(_) => {
+                    return Err(Error::Config("MaxK needs a graph convolution".into()))
                 }
-                Conv::Transformer(c) => {
-                    let drop =
-                        layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.att_dropout)?;
-                    c.forward(g, &h, drop, t)?
-                }
-                Conv::Lin(c) => c.forward(&h, t)?,
             };
-            if l == last {
-                break;
-            }
             if let Some(norm) = self.norms.get(l) {
                 h = t.time(Phase::Elementwise, || norm.forward(&h))?;
             }
-            if let (Activation::Relu, true) =
-                (self.cfg.activation, ctx.train && self.cfg.dropout > 0.0)
-            {
-                // Training's hidden activation: ReLU and dropout in one pass each way.
-                let rng = ctx
-                    .rng
-                    .as_deref_mut()
-                    .ok_or_else(|| Error::Config("training forward needs a dropout rng".into()))?;
-                h = t.time(Phase::Elementwise, || {
-                    rng.relu_dropout(&h, self.cfg.dropout)
-                })?;
-                continue;
+            return Ok(h);
+        }
+        h = match conv {
+            Conv::Gcn(c) => c.forward(g, &h, t)?,
+            Conv::Sage(c) => c.forward(g, &h, t)?,
+            Conv::Gin(c) => c.forward(g, &h, t)?,
+            Conv::Gat(c) => {
+                let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.att_dropout)?;
+                c.forward(g, &h, drop, t)?
             }
-            h = match self.cfg.activation {
-                Activation::Relu => t.time(Phase::Elementwise, || Ok(h.relu()?))?,
-                Activation::Elu => t.time(Phase::Elementwise, || Ok(h.elu(1.0)?))?,
-                // Applied inside each layer but the last (above); never reached.
-                Activation::MaxK { .. } => h,
-            };
-            if ctx.train && self.cfg.dropout > 0.0 {
-                let rng = ctx
-                    .rng
-                    .as_deref_mut()
-                    .ok_or_else(|| Error::Config("training forward needs a dropout rng".into()))?;
-                h = t.time(Phase::Elementwise, || rng.dropout(&h, self.cfg.dropout))?;
+            Conv::Transformer(c) => {
+                let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.att_dropout)?;
+                c.forward(g, &h, drop, t)?
             }
+            Conv::Lin(c) => c.forward(&h, t)?,
+        };
+        if last {
+            return Ok(h);
+        }
+        if let Some(norm) = self.norms.get(l) {
+            h = t.time(Phase::Elementwise, || norm.forward(&h))?;
+        }
+        if let (Activation::Relu, true) = (self.cfg.activation, ctx.train && self.cfg.dropout > 0.0)
+        {
+            // Training's hidden activation: ReLU and dropout in one pass each way.
+            let rng = ctx
+                .rng
+                .as_deref_mut()
+                .ok_or_else(|| Error::Config("training forward needs a dropout rng".into()))?;
+            h = t.time(Phase::Elementwise, || {
+                rng.relu_dropout(&h, self.cfg.dropout)
+            })?;
+            return Ok(h);
+        }
+        h = match self.cfg.activation {
+            Activation::Relu => t.time(Phase::Elementwise, || Ok(h.relu()?))?,
+            Activation::Elu => t.time(Phase::Elementwise, || Ok(h.elu(1.0)?))?,
+            // Applied inside each layer but the last (above); never reached.
+            Activation::MaxK { .. } => h,
+        };
+        if ctx.train && self.cfg.dropout > 0.0 {
+            let rng = ctx
+                .rng
+                .as_deref_mut()
+                .ok_or_else(|| Error::Config("training forward needs a dropout rng".into()))?;
+            h = t.time(Phase::Elementwise, || rng.dropout(&h, self.cfg.dropout))?;
         }
         Ok(h)
     }

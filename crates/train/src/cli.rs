@@ -83,6 +83,10 @@ pub struct TrainFlags {
     /// LayerNorm between layers.
     #[arg(long)]
     pub layer_norm: bool,
+    /// Residual connections: hidden layers after the first add their input to their output
+    /// (deep models; see docs/perf/h100-2026-11-24-deep-hard).
+    #[arg(long)]
+    pub residual: bool,
     /// Evaluate every this many epochs [default: train_cora 1, the others 5].
     #[arg(long)]
     pub eval_every: Option<usize>,
@@ -177,6 +181,7 @@ impl TrainFlags {
                 .or(r.input_dropout)
                 .unwrap_or(self.dropout),
             layer_norm: self.layer_norm,
+            residual: self.residual,
             maxk: None,
             activation: match (self.activation.as_deref(), kind) {
                 (Some("elu"), _) | (None, ConvKind::Gat) => Activation::Elu,

@@ -206,6 +206,8 @@ pub struct ModelSpec {
     pub input_dropout: f32,
     /// LayerNorm between layers.
     pub layer_norm: bool,
+    /// Residual connections around the hidden layers (see `ModelConfig::residual`).
+    pub residual: bool,
     /// MaxK-GNN's non-linearity keeping this many entries per row instead of ReLU (not
     /// applied to an MLP).
     pub maxk: Option<usize>,
@@ -228,6 +230,7 @@ impl ModelSpec {
             dropout: 0.5,
             input_dropout: 0.5,
             layer_norm: false,
+            residual: false,
             maxk: None,
             activation: Activation::Relu,
             heads: 1,
@@ -247,6 +250,7 @@ impl ModelSpec {
         );
         cfg.input_dropout = self.input_dropout;
         cfg.layer_norm = self.layer_norm;
+        cfg.residual = self.residual;
         cfg.activation = self.activation;
         if let (Some(k), true) = (self.maxk, self.kind != ConvKind::Mlp) {
             cfg.activation = Activation::MaxK { k };
