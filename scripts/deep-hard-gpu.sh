@@ -3,7 +3,8 @@
 # Reddit-shaped graph (same_graph.py --signal 0.01 --homophily 0.2), 200 epochs, against the
 # 2x128 GCN's accuracy there (99.07 %, h100-2026-11-24-precision/final). Plain and with
 # LayerNorm between layers; bf16 where the model has a half path (ReLU), f32 for MaxK.
-# RUNS=plain (default) or RUNS=residual (--residual). Binary in .dev/bin: train_reddit
+# RUNS=plain (default), RUNS=residual (--residual) or RUNS=sage400 (GraphSAGE --residual
+# for 400 epochs, and with --layer-norm). Binary in .dev/bin: train_reddit
 # (--features cuda).
 set -uo pipefail
 R=/tmp/deephard/run
@@ -13,7 +14,10 @@ unset RUST_BACKTRACE RUST_LIB_BACKTRACE
 step write python3 docs/perf/h100-2026-11-24-pyg/same_graph.py --dir "$DATA" --signal 0.01 \
     --homophily 0.2 --skip-pyg
 RUNS=${RUNS:-plain}
-if [ "$RUNS" = residual ]; then
+if [ "$RUNS" = sage400 ]; then
+  LIST=("sage_4x256_res_bf16_e400 --model sage --residual --precision bf16 --epochs 400"
+        "sage_4x256_res_ln_bf16 --model sage --residual --layer-norm --precision bf16")
+elif [ "$RUNS" = residual ]; then
   LIST=("gcn_4x256_res_bf16 --model gcn --residual --precision bf16"
         "sage_4x256_res_bf16 --model sage --residual --precision bf16"
         "gin_4x256_res_ln_bf16 --model gin --residual --layer-norm --precision bf16"
@@ -31,6 +35,7 @@ else
 fi
 for m in "${LIST[@]}"; do
     set -- $m; name=$1; shift
-    step "$name" /tmp/bin/train_reddit --data-dir "$DATA" "$@" --layers 4 --hidden 256 \
-        --epochs 200 --no-baseline --json "$R/$name.json"
+    case " $* " in *" --epochs "*) ep=() ;; *) ep=(--epochs 200) ;; esac
+    step "$name" /tmp/bin/train_reddit --data-dir "$DATA" --layers 4 --hidden 256 \
+        "${ep[@]}" "$@" --no-baseline --json "$R/$name.json"
 done
