@@ -230,14 +230,10 @@ impl Gnn {
             }
         }
         let mut h = x.clone();
-        if ctx.train && self.cfg.input_dropout > 0.0 {
-            let rng = ctx
-                .rng
-                .as_deref_mut()
-                .ok_or_else(|| Error::Config("training forward needs a dropout rng".into()))?;
-            h = t.time(Phase::Elementwise, || {
-                rng.dropout(&h, self.cfg.input_dropout)
-            })?;
+        if let Some((rng, p)) =
+            layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.input_dropout)?
+        {
+            h = t.time(Phase::Elementwise, || rng.dropout(&h, p))?;
         }
         let last = self.convs.len() - 1;
         for (l, conv) in self.convs.iter().enumerate() {
@@ -301,32 +297,25 @@ impl Gnn {
         if let Some(norm) = self.norms.get(l) {
             h = t.time(Phase::Elementwise, || norm.forward(&h))?;
         }
-        if let (Activation::Relu, true) = (self.cfg.activation, ctx.train && self.cfg.dropout > 0.0)
-        {
+        let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
+        match (self.cfg.activation, drop) {
             // Training's hidden activation: ReLU and dropout in one pass each way.
-            let rng = ctx
-                .rng
-                .as_deref_mut()
-                .ok_or_else(|| Error::Config("training forward needs a dropout rng".into()))?;
-            h = t.time(Phase::Elementwise, || {
-                rng.relu_dropout(&h, self.cfg.dropout)
-            })?;
-            return Ok(h);
+            (Activation::Relu, Some((rng, p))) => {
+                t.time(Phase::Elementwise, || rng.relu_dropout(&h, p))
+            }
+            (activation, drop) => {
+                h = match activation {
+                    Activation::Relu => t.time(Phase::Elementwise, || Ok(h.relu()?))?,
+                    Activation::Elu => t.time(Phase::Elementwise, || Ok(h.elu(1.0)?))?,
+                    // Applied inside each layer but the last (above); never reached.
+                    Activation::MaxK { .. } => h,
+                };
+                match drop {
+                    Some((rng, p)) => t.time(Phase::Elementwise, || rng.dropout(&h, p)),
+                    None => Ok(h),
+                }
+            }
         }
-        h = match self.cfg.activation {
-            Activation::Relu => t.time(Phase::Elementwise, || Ok(h.relu()?))?,
-            Activation::Elu => t.time(Phase::Elementwise, || Ok(h.elu(1.0)?))?,
-            // Applied inside each layer but the last (above); never reached.
-            Activation::MaxK { .. } => h,
-        };
-        if ctx.train && self.cfg.dropout > 0.0 {
-            let rng = ctx
-                .rng
-                .as_deref_mut()
-                .ok_or_else(|| Error::Config("training forward needs a dropout rng".into()))?;
-            h = t.time(Phase::Elementwise, || rng.dropout(&h, self.cfg.dropout))?;
-        }
-        Ok(h)
     }
 
     /// Writes `<stem>.safetensors` (weights + config in the header) and `<stem>.json`

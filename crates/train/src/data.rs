@@ -112,14 +112,18 @@ mod tests {
     use super::*;
     use candle_core::Device;
 
-    #[test]
-    fn masked_loss_equals_cross_entropy_on_train_rows() {
-        let dev = Device::Cpu;
-        let ds = gnn_graph::load_planetoid(
+    fn cora() -> Dataset {
+        gnn_graph::load_planetoid(
             concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/cora/raw"),
             "cora",
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn masked_loss_equals_cross_entropy_on_train_rows() {
+        let dev = Device::Cpu;
+        let ds = cora();
         let data = DeviceData::new(&ds, &dev, true).unwrap();
         let logits = Tensor::randn(0f32, 2.0, (ds.num_nodes(), 7), &dev).unwrap();
         let a = crate::masked_cross_entropy(&logits, &data.labels, &data.train_weight)
@@ -137,11 +141,7 @@ mod tests {
     #[test]
     fn half_precision_is_refused_on_the_cpu_and_must_match_the_recipe() {
         let dev = Device::Cpu;
-        let ds = gnn_graph::load_planetoid(
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/cora/raw"),
-            "cora",
-        )
-        .unwrap();
+        let ds = cora();
         let data = DeviceData::new(&ds, &dev, true).unwrap();
         let e = DeviceData::new(&ds, &dev, true)
             .unwrap()

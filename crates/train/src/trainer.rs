@@ -372,25 +372,29 @@ fn train_inner(
         let t_bwd = t2.elapsed();
         sample(&mut peak);
         let loss_value = loss.to_scalar::<f32>()? as f64;
-        // f16: unscale; an overflow of the scaled gradients (finite loss) skips this step and
-        // halves the scale, unless the scale has nowhere left to go.
-        let mut skip = false;
-        if let Some(s) = scaler.as_mut() {
+        // f16: unscale the gradients.
+        if let Some(s) = &scaler {
             for (_, v) in &vars {
                 if let Some(g) = grads.remove(v.as_tensor()) {
                     grads.insert(v.as_tensor(), (g / s.scale)?);
                 }
             }
-            let overflow =
-                loss_value.is_finite() && non_finite(loss_value, &vars, &grads)?.is_some();
-            skip = overflow && s.update(false);
-            if !overflow {
-                s.update(true);
-            }
         }
+        // The non-finite check also drives f16 loss scaling: an overflow of the scaled
+        // gradients (finite loss) skips the step and halves the scale, unless the scale has
+        // nowhere left to go.
+        let bad = non_finite(loss_value, &vars, &grads)?;
+        let skip = match (scaler.as_mut(), &bad) {
+            (Some(s), Some(_)) if loss_value.is_finite() => s.update(false),
+            (Some(s), None) => {
+                s.update(true);
+                false
+            }
+            _ => false,
+        };
         if skip {
             // Nothing reaches the parameters; the epoch is still timed and logged.
-        } else if let Some(tensor) = non_finite(loss_value, &vars, &grads)? {
+        } else if let Some(tensor) = bad {
             // Nothing of this epoch has reached the parameters, moments or records yet: with
             // the dropout stream rewound, the current state is the state before the epoch.
             let saved = match &cfg.checkpoint {

@@ -16,26 +16,16 @@ pub(crate) fn keep(seed: u64, i: u64, t: u64) -> bool {
 
 /// `x` with dropped elements zeroed and kept ones scaled by `1 / (1 - p)`.
 pub(crate) fn dropout<T: WithDType>(x: &[T], p: f32, seed: u64) -> Vec<T> {
-    let t = super::threshold(p);
-    let scale = T::from_f64(1.0 / (1.0 - p as f64));
-    const CHUNK: usize = 1 << 14;
-    let mut out = vec![T::zero(); x.len()];
-    out.par_chunks_mut(CHUNK)
-        .zip(x.par_chunks(CHUNK))
-        .enumerate()
-        .for_each(|(c, (o, x))| {
-            let base = (c * CHUNK) as u64;
-            for (k, (o, &v)) in o.iter_mut().zip(x).enumerate() {
-                if keep(seed, base + k as u64, t) {
-                    *o = v * scale;
-                }
-            }
-        });
-    out
+    masked(x, p, seed, |_| true)
 }
 
 /// `keep(i) && x > 0 ? x / (1 - p) : 0` (the mask of [`dropout`]; `p = 0`: ReLU).
 pub(crate) fn relu_dropout<T: WithDType>(x: &[T], p: f32, seed: u64) -> Vec<T> {
+    masked(x, p, seed, |v| v > T::zero())
+}
+
+/// `x_i / (1 - p)` where element `i` is kept and `pass(x_i)`, else 0.
+fn masked<T: WithDType>(x: &[T], p: f32, seed: u64, pass: impl Fn(T) -> bool + Sync) -> Vec<T> {
     let t = super::threshold(p);
     let scale = T::from_f64(1.0 / (1.0 - p as f64));
     const CHUNK: usize = 1 << 14;
@@ -46,7 +36,7 @@ pub(crate) fn relu_dropout<T: WithDType>(x: &[T], p: f32, seed: u64) -> Vec<T> {
         .for_each(|(c, (o, x))| {
             let base = (c * CHUNK) as u64;
             for (k, (o, &v)) in o.iter_mut().zip(x).enumerate() {
-                if v > T::zero() && keep(seed, base + k as u64, t) {
+                if pass(v) && keep(seed, base + k as u64, t) {
                     *o = v * scale;
                 }
             }

@@ -12,21 +12,44 @@ pub(crate) fn dropout(
     p: f32,
     seed: u64,
 ) -> Result<(CudaStorage, Shape)> {
+    masked(s, l, p, seed, "dropout")
+}
+
+/// Fused ReLU + dropout forward (`relu_dropout_*`), same mask as [`dropout`]; `p = 0` is ReLU.
+pub(crate) fn relu_dropout(
+    s: &CudaStorage,
+    l: &Layout,
+    p: f32,
+    seed: u64,
+) -> Result<(CudaStorage, Shape)> {
+    masked(s, l, p, seed, "relu_dropout")
+}
+
+/// Launches `<family>_<dtype>`, a kernel of the signature `(x, out, n, seed, threshold,
+/// scale)` that writes every element of `out` (dropout and ReLU + dropout).
+fn masked(
+    s: &CudaStorage,
+    l: &Layout,
+    p: f32,
+    seed: u64,
+    family: &str,
+) -> Result<(CudaStorage, Shape)> {
     if !l.is_contiguous() {
-        candle_core::bail!("dropout: input must be contiguous");
+        candle_core::bail!("{family}: input must be contiguous");
     }
     let dev = s.device().clone();
     let n = l.shape().elem_count();
     let (t, n_u) = (super::threshold(p), n as u64);
     let scale = 1.0 / (1.0 - p as f64);
     macro_rules! run {
-        ($T:ty, $S:ty, $name:expr) => {{
+        ($T:ty, $S:ty, $suffix:expr) => {{
             let x = s.as_cuda_slice::<$T>()?.slice(l.start_offset()..);
             // SAFETY: `alloc` leaves the buffer uninitialised, and the kernel writes all `n`
             // elements (every index below `n` is visited by the grid-stride loop).
             let out = unsafe { dev.alloc::<$T>(n.max(1))? };
             if n > 0 {
-                let func = dev.get_or_load_custom_func($name, "gnn_dropout", DROPOUT_PTX)?;
+                let name = format!("{family}_{}", $suffix);
+                let func = dev.get_or_load_custom_func(&name, "gnn_dropout", DROPOUT_PTX)?;
                 let sc = scale as $S;
                 let mut b = func.builder();
                 b.arg(&x).arg(&out).arg(&n_u).arg(&seed).arg(&t).arg(&sc);
@@ -38,52 +61,12 @@ pub(crate) fn dropout(
         }};
     }
     let out = match s.dtype() {
-        DType::F32 => run!(f32, f32, "dropout_f32"),
-        DType::F64 => run!(f64, f64, "dropout_f64"),
+        DType::F32 => run!(f32, f32, "f32"),
+        DType::F64 => run!(f64, f64, "f64"),
         // Half-precision storage; the scale travels (and applies) in fp32.
-        DType::BF16 => run!(half::bf16, f32, "dropout_bf16"),
-        DType::F16 => run!(half::f16, f32, "dropout_f16"),
-        o => candle_core::bail!("dropout: unsupported dtype {o:?}"),
-    };
-    Ok((out, l.shape().clone()))
-}
-
-/// Fused ReLU + dropout forward (`relu_dropout_*`), same mask as [`dropout`]; `p = 0` is ReLU.
-pub(crate) fn relu_dropout(
-    s: &CudaStorage,
-    l: &Layout,
-    p: f32,
-    seed: u64,
-) -> Result<(CudaStorage, Shape)> {
-    if !l.is_contiguous() {
-        candle_core::bail!("relu_dropout: input must be contiguous");
-    }
-    let dev = s.device().clone();
-    let n = l.shape().elem_count();
-    let (t, n_u) = (super::threshold(p), n as u64);
-    let scale = 1.0 / (1.0 - p as f64);
-    macro_rules! run {
-        ($T:ty, $S:ty, $name:expr) => {{
-            let x = s.as_cuda_slice::<$T>()?.slice(l.start_offset()..);
-            // SAFETY: the kernel writes all `n` elements (grid-stride over every index < n).
-            let out = unsafe { dev.alloc::<$T>(n.max(1))? };
-            if n > 0 {
-                let func = dev.get_or_load_custom_func($name, "gnn_dropout", DROPOUT_PTX)?;
-                let sc = scale as $S;
-                let mut b = func.builder();
-                b.arg(&x).arg(&out).arg(&n_u).arg(&seed).arg(&t).arg(&sc);
-                // SAFETY: `x` and `out` hold `n` elements; indices below `n` only.
-                launched(unsafe { b.launch(elementwise_cfg(n)) }.map(|_| ()))?;
-            }
-            CudaStorage::wrap_cuda_slice(out, dev)
-        }};
-    }
-    let out = match s.dtype() {
-        DType::F32 => run!(f32, f32, "relu_dropout_f32"),
-        DType::F64 => run!(f64, f64, "relu_dropout_f64"),
-        DType::BF16 => run!(half::bf16, f32, "relu_dropout_bf16"),
-        DType::F16 => run!(half::f16, f32, "relu_dropout_f16"),
-        o => candle_core::bail!("relu_dropout: unsupported dtype {o:?}"),
+        DType::BF16 => run!(half::bf16, f32, "bf16"),
+        DType::F16 => run!(half::f16, f32, "f16"),
+        o => candle_core::bail!("{family}: unsupported dtype {o:?}"),
     };
     Ok((out, l.shape().clone()))
 }

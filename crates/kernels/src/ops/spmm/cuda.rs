@@ -200,12 +200,40 @@ pub(crate) fn tile_shape(k: usize, offset: usize, n_cols: usize) -> (usize, usiz
     (vec, 1, n_tiles, tile_major)
 }
 
+/// The launch of GE-SpMM's row kernel: one warp per work item (a row, or an item of the row
+/// schedule) per column tile, `WARPS_PER_BLOCK` warps per block.
+fn row_kernel_cfg(n_work: usize, n_tiles: usize) -> Result<LaunchConfig> {
+    let row_blocks = n_work.div_ceil(WARPS_PER_BLOCK as usize).max(1);
+    let blocks = u32::try_from(row_blocks * n_tiles)
+        .map_err(|_| candle_core::Error::Msg("spmm: grid too large".into()))?;
+    Ok(LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (32 * WARPS_PER_BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    })
+}
+
 fn i32_arg(what: &str, v: usize) -> Result<i32> {
     i32::try_from(v).map_err(|_| {
         candle_core::Error::Msg(format!(
             "spmm: {what} = {v} exceeds the kernel's 32-bit range"
         ))
     })
+}
+
+/// Whether a sum/mean SpMM of width `k` runs HP-SpMM: `Some(npw)` (a forced edges-per-group,
+/// or `None` for DTP's), or `None` for GE-SpMM. The `--spmm-kernel` override decides, else
+/// the dispatcher; deterministic mode and a forced GE tiling always take GE-SpMM.
+fn hp_choice(g: &DeviceGraph, k: usize, forced_tiling: bool) -> Option<Option<u32>> {
+    match *KERNEL.lock().unwrap_or_else(|e| e.into_inner()) {
+        _ if crate::deterministic() => None,
+        SpmmKernel::Hp(npw) => Some(Some(npw)),
+        SpmmKernel::Ge => None,
+        SpmmKernel::Auto if forced_tiling => None,
+        SpmmKernel::Auto => {
+            super::dispatch::prefer_hp(g.degree_stats(), g.nnz(), k).then_some(None)
+        }
+    }
 }
 
 /// Forward SpMM; with `want_arg` (max/min only) also the argmax positions.
@@ -241,14 +269,10 @@ pub(crate) fn spmm_fwd(
         None
     };
     let forced_tiling = *OVERRIDE.lock().unwrap_or_else(|e| e.into_inner());
-    let hp_npw = match *KERNEL.lock().unwrap_or_else(|e| e.into_inner()) {
-        _ if extreme || crate::deterministic() => None,
-        SpmmKernel::Hp(npw) => Some(Some(npw)),
-        SpmmKernel::Ge => None,
-        SpmmKernel::Auto if forced_tiling.is_some() => None,
-        SpmmKernel::Auto => {
-            super::dispatch::prefer_hp(g.degree_stats(), g.nnz(), k).then_some(None)
-        }
+    let hp_npw = if extreme {
+        None
+    } else {
+        hp_choice(g, k, forced_tiling.is_some())
     };
     if let (Some(npw), true) = (hp_npw, n > 0 && k > 0) {
         hp_spmm(
@@ -292,15 +316,7 @@ pub(crate) fn spmm_fwd(
         let suffix = if unroll == 8 { "_u8" } else { "" };
         let name = format!("spmm_v{vec}_c{cf}_m{mode}{suffix}");
         let func = dev.get_or_load_custom_func(&name, MODULE, SPMM_PTX)?;
-        let n_work = sched.map_or(n, |(_, items, _)| items);
-        let row_blocks = n_work.div_ceil(WARPS_PER_BLOCK as usize).max(1);
-        let blocks = u32::try_from(row_blocks * n_tiles)
-            .map_err(|_| candle_core::Error::Msg("spmm: grid too large".into()))?;
-        let cfg = LaunchConfig {
-            grid_dim: (blocks, 1, 1),
-            block_dim: (32 * WARPS_PER_BLOCK, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let cfg = row_kernel_cfg(sched.map_or(n, |(_, items, _)| items), n_tiles)?;
         let (n_i, k_i, t_i) = (
             i32_arg("rows", n)?,
             i32_arg("k", k)?,
@@ -423,15 +439,7 @@ fn spmm_half_into<T: DeviceRepr>(
         return Ok(out);
     }
     let forced_tiling = *OVERRIDE.lock().unwrap_or_else(|e| e.into_inner());
-    let hp_npw = match *KERNEL.lock().unwrap_or_else(|e| e.into_inner()) {
-        _ if crate::deterministic() => None,
-        SpmmKernel::Hp(npw) => Some(Some(npw)),
-        SpmmKernel::Ge => None,
-        SpmmKernel::Auto if forced_tiling.is_some() => None,
-        SpmmKernel::Auto => {
-            super::dispatch::prefer_hp(g.degree_stats(), g.nnz(), k).then_some(None)
-        }
-    };
+    let hp_npw = hp_choice(g, k, forced_tiling.is_some());
     if let Some(npw) = hp_npw {
         hp_spmm(
             g,
@@ -460,14 +468,7 @@ fn spmm_half_into<T: DeviceRepr>(
     let csr = g.cuda_csr()?;
     let (buf, items, chunk) = g.cuda_schedule()?;
     let func = dev.get_or_load_custom_func(&format!("spmm_{name}_v{vec}_m0"), MODULE, SPMM_PTX)?;
-    let row_blocks = items.div_ceil(WARPS_PER_BLOCK as usize).max(1);
-    let blocks = u32::try_from(row_blocks * n_tiles)
-        .map_err(|_| candle_core::Error::Msg("spmm: grid too large".into()))?;
-    let cfg = LaunchConfig {
-        grid_dim: (blocks, 1, 1),
-        block_dim: (32 * WARPS_PER_BLOCK, 1, 1),
-        shared_mem_bytes: 0,
-    };
+    let cfg = row_kernel_cfg(items, n_tiles)?;
     let (n_i, k_i, t_i) = (
         i32_arg("rows", n)?,
         i32_arg("k", k)?,

@@ -2,9 +2,7 @@
 
 use crate::cuda::{f32_view, launched, u32_view, zeros, XENT_PTX};
 use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::{
-    CudaFunction, CudaView, DeviceRepr, LaunchConfig, PushKernelArg,
-};
+use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
 use candle_core::{CudaStorage, DType, Layout, Result, Shape};
 
 const WARPS: u32 = 8;
@@ -93,35 +91,25 @@ pub(crate) fn backward(
     let yv = u32_view("masked_cross_entropy", y, yl)?;
     let wv = f32_view("masked_cross_entropy", w, wl)?;
     let name = format!("xent_bwd_{}", suffix(x.dtype())?);
-    let func = dev
-        .get_or_load_custom_func(&name, "gnn_xent", XENT_PTX)?
-        .into_cuda_function();
-    fn run<T: DeviceRepr + candle_core::cuda_backend::CudaDType>(
-        x: &CudaStorage,
-        xl: &Layout,
-        rest: (&CudaView<'_, u32>, &CudaView<'_, f32>),
-        func: &CudaFunction,
-        (n, c, n_i, c_i): (usize, usize, i32, i32),
-    ) -> Result<CudaStorage> {
-        let dev = x.device().clone();
-        let xv = x.as_cuda_slice::<T>()?.slice(xl.start_offset()..);
-        // SAFETY: the kernel writes every element of every row (zeros for weight-0 rows).
-        let dx = unsafe { dev.alloc::<T>((n * c).max(1))? };
-        if n > 0 {
-            let stream = dev.cuda_stream();
-            let mut b = stream.launch_builder(func);
-            let (yv, wv) = rest;
-            b.arg(&xv).arg(yv).arg(wv).arg(&dx).arg(&n_i).arg(&c_i);
-            // SAFETY: x and dx hold n * c contiguous elements, y / w hold n.
-            launched(unsafe { b.launch(cfg(n)?) }.map(|_| ()))?;
-        }
-        Ok(CudaStorage::wrap_cuda_slice(dx, dev))
+    let func = dev.get_or_load_custom_func(&name, "gnn_xent", XENT_PTX)?;
+    macro_rules! go {
+        ($T:ty) => {{
+            let xv = x.as_cuda_slice::<$T>()?.slice(xl.start_offset()..);
+            // SAFETY: the kernel writes every element of every row (zeros for weight-0 rows).
+            let dx = unsafe { dev.alloc::<$T>((n * c).max(1))? };
+            if n > 0 {
+                let mut b = func.builder();
+                b.arg(&xv).arg(&yv).arg(&wv).arg(&dx).arg(&n_i).arg(&c_i);
+                // SAFETY: x and dx hold n * c contiguous elements, y / w hold n.
+                launched(unsafe { b.launch(cfg(n)?) }.map(|_| ()))?;
+            }
+            CudaStorage::wrap_cuda_slice(dx, dev)
+        }};
     }
-    let d = (n, c, n_i, c_i);
     let out = match x.dtype() {
-        DType::F32 => run::<f32>(x, xl, (&yv, &wv), &func, d)?,
-        DType::BF16 => run::<half::bf16>(x, xl, (&yv, &wv), &func, d)?,
-        DType::F16 => run::<half::f16>(x, xl, (&yv, &wv), &func, d)?,
+        DType::F32 => go!(f32),
+        DType::BF16 => go!(half::bf16),
+        DType::F16 => go!(half::f16),
         _ => unreachable!("checked by suffix"),
     };
     Ok((out, xl.shape().clone()))
