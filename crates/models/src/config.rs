@@ -109,6 +109,12 @@ pub struct ModelConfig {
     /// adds its input to its output, after activation and dropout.
     #[serde(default)]
     pub residual: bool,
+    /// GIN: LayerNorm inside each layer's MLP, after the first linear and the aggregation
+    /// (`Lin -> LN -> ReLU -> Lin`), where PyG's GIN examples put BatchNorm. It removes the
+    /// sum's degree-proportional scale, which keeps deep GIN from diverging on graphs of
+    /// hundreds of neighbours per node.
+    #[serde(default)]
+    pub mlp_norm: bool,
     /// GAT and transformer: attention heads of the hidden layers (`hidden` must be a multiple).
     #[serde(default = "one")]
     pub heads: usize,
@@ -143,6 +149,7 @@ impl ModelConfig {
             activation: Activation::Relu,
             layer_norm: false,
             residual: false,
+            mlp_norm: false,
             heads: 1,
             att_dropout: 0.0,
         }
@@ -176,6 +183,12 @@ impl ModelConfig {
                     gnn_kernels::ops::maxk::MAX_WIDTH
                 )));
             }
+        }
+        if self.mlp_norm && self.kind != ConvKind::Gin {
+            return Err(Error::Config(format!(
+                "mlp_norm (--gin-norm) normalises inside GIN's MLP; {} has no MLP",
+                self.kind
+            )));
         }
         let attention = matches!(self.kind, ConvKind::Gat | ConvKind::Transformer);
         if attention && self.hidden.checked_rem(self.heads) != Some(0) {

@@ -100,16 +100,25 @@ fn checkpoint_paths(path: &Path) -> (PathBuf, PathBuf) {
 /// candle-nn 0.11's `LayerNorm` takes a fused kernel for contiguous inputs that records no
 /// backward (`apply_op3_no_bwd`), which would silently cut the gradient to every earlier
 /// layer; this one is differentiable end to end.
-struct LayerNorm {
+pub(crate) struct LayerNorm {
     weight: Tensor,
     bias: Tensor,
     eps: f64,
 }
 
 impl LayerNorm {
+    /// `weight` (ones) and `bias` (zeros) of width `dim` under `store`, eps 1e-5 (torch's).
+    pub(crate) fn new(dim: usize, store: &ParamStore) -> Result<Self> {
+        Ok(Self {
+            weight: store.get("weight", &[dim], Init::Ones)?,
+            bias: store.get("bias", &[dim], Init::Zeros)?,
+            eps: 1e-5,
+        })
+    }
+
     /// Statistics in fp32 whatever the storage dtype (a bf16 row sum of 256 values would lose
     /// the mean's low bits); the result returns in `x`'s dtype.
-    fn forward(&self, x_in: &Tensor) -> Result<Tensor> {
+    pub(crate) fn forward(&self, x_in: &Tensor) -> Result<Tensor> {
         let x = &x_in.to_dtype(DType::F32)?;
         let d = x.dim(candle_core::D::Minus1)? as f64;
         let mean = (x.sum_keepdim(candle_core::D::Minus1)? / d)?;
@@ -155,7 +164,7 @@ impl Gnn {
                 ConvKind::Gcn => Conv::Gcn(GcnConv::new(i, o, &s)?),
                 ConvKind::SageMean => Conv::Sage(SageConv::new(i, o, false, &s)?),
                 ConvKind::SagePool => Conv::Sage(SageConv::new(i, o, true, &s)?),
-                ConvKind::Gin => Conv::Gin(GinConv::new(i, cfg.hidden, o, &s)?),
+                ConvKind::Gin => Conv::Gin(GinConv::new(i, cfg.hidden, o, cfg.mlp_norm, &s)?),
                 ConvKind::Gat if l + 1 < cfg.layers => {
                     Conv::Gat(GatConv::new(i, o / cfg.heads, cfg.heads, true, &s)?)
                 }
@@ -169,14 +178,7 @@ impl Gnn {
                 ConvKind::Mlp => Conv::Lin(Linear::torch_default(i, o, true, &s)?),
             });
             if cfg.layer_norm && l + 1 < cfg.layers {
-                let n = store.pp("norms").pp(l);
-                let w = n.get("weight", &[o], Init::Ones)?;
-                let b = n.get("bias", &[o], Init::Zeros)?;
-                norms.push(LayerNorm {
-                    weight: w,
-                    bias: b,
-                    eps: 1e-5,
-                });
+                norms.push(LayerNorm::new(o, &store.pp("norms").pp(l))?);
             }
         }
         Ok(Self {

@@ -662,3 +662,80 @@ fn transformer_matches_dense_formula_and_pyg_names() {
         );
     }
 }
+
+/// `Lin -> LayerNorm -> ReLU -> Lin` inside GIN (`mlp_norm`), in both product orders.
+#[test]
+fn gin_mlp_norm_matches_dense_formula_in_both_orders() {
+    let dev = Device::Cpu;
+    let csr = small_graph();
+    for (i, o) in [(12, 5), (4, 9)] {
+        let mut cfg = ModelConfig::new(ConvKind::Gin, i, 8, o, 1, 0.0);
+        cfg.mlp_norm = true;
+        let m = Gnn::new(cfg, &dev, 3).unwrap();
+        let g = ModelGraph::new(&csr, ConvKind::Gin, &dev).unwrap();
+        let xt = Tensor::randn(0f32, 1.0, (30, i), &dev).unwrap();
+        let y = mat(&m
+            .forward(&g, &xt, &mut Forward::eval(&Timer::disabled()))
+            .unwrap());
+        let x = mat(&xt);
+        let agg = aggregate(&csr, &x, |_, _| 1.0);
+        let z: Vec<Vec<f32>> = agg
+            .iter()
+            .zip(&x)
+            .map(|(a, b)| a.iter().zip(b).map(|(p, q)| p + q).collect())
+            .collect(); // eps = 0
+        let h0 = matmul_t(&z, &mat(&param(&m, "convs.0.nn.0.weight")));
+        // LayerNorm with weight 1, bias 0 at init, eps 1e-5, then ReLU.
+        let h: Vec<Vec<f32>> = plus_bias(h0, &m, "convs.0.nn.0.bias")
+            .into_iter()
+            .map(|r| {
+                let n = r.len() as f32;
+                let mu = r.iter().sum::<f32>() / n;
+                let var = r.iter().map(|v| (v - mu) * (v - mu)).sum::<f32>() / n;
+                r.iter()
+                    .map(|v| ((v - mu) / (var + 1e-5).sqrt()).max(0.0))
+                    .collect()
+            })
+            .collect();
+        let want = matmul_t(&h, &mat(&param(&m, "convs.0.nn.2.weight")));
+        close(&y, &plus_bias(want, &m, "convs.0.nn.2.bias"), 1e-4);
+    }
+}
+
+#[test]
+fn gin_mlp_norm_trains_every_parameter_and_is_gin_only() {
+    let dev = Device::Cpu;
+    let csr = small_graph();
+    for maxk in [None, Some(3)] {
+        let mut cfg = ModelConfig::new(ConvKind::Gin, 7, 6, 3, 3, 0.5);
+        cfg.mlp_norm = true;
+        if let Some(k) = maxk {
+            cfg.activation = gnn_models::Activation::MaxK { k };
+        }
+        let model = Gnn::new(cfg, &dev, 1).unwrap();
+        let names: Vec<String> = model.named_vars().into_iter().map(|(k, _)| k).collect();
+        assert!(
+            names.iter().any(|n| n == "convs.1.norm.weight"),
+            "{names:?}"
+        );
+        let g = ModelGraph::new(&csr, ConvKind::Gin, &dev).unwrap();
+        let x = Tensor::randn(0f32, 1.0, (30, 7), &dev).unwrap();
+        let timer = Timer::disabled();
+        let mut rng = DropoutRng::new(0);
+        let y = model
+            .forward(&g, &x, &mut Forward::train(&mut rng, &timer))
+            .unwrap();
+        let grads = y.sqr().unwrap().sum_all().unwrap().backward().unwrap();
+        for (name, v) in model.named_vars() {
+            let gr = grads
+                .get(v.as_tensor())
+                .unwrap_or_else(|| panic!("{maxk:?}: no grad for {name}"));
+            let norm: f32 = gr.sqr().unwrap().sum_all().unwrap().to_scalar().unwrap();
+            assert!(norm > 0.0, "{maxk:?}: zero grad for {name}");
+        }
+    }
+    let mut cfg = ModelConfig::new(ConvKind::Gcn, 7, 6, 3, 2, 0.5);
+    cfg.mlp_norm = true;
+    let e = Gnn::new(cfg, &dev, 1).err().expect("refused").to_string();
+    assert!(e.contains("GIN") && e.contains("gcn"), "{e}");
+}

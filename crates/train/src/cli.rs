@@ -87,6 +87,10 @@ pub struct TrainFlags {
     /// (deep models; see docs/perf/h100-2026-11-24-deep-hard).
     #[arg(long)]
     pub residual: bool,
+    /// GIN: LayerNorm inside each layer's MLP (Lin -> LayerNorm -> ReLU -> Lin, where PyG's GIN
+    /// examples put BatchNorm); takes out the sum's degree-proportional scale (deep GIN).
+    #[arg(long)]
+    pub gin_norm: bool,
     /// Evaluate every this many epochs [default: train_cora 1, the others 5].
     #[arg(long)]
     pub eval_every: Option<usize>,
@@ -103,6 +107,10 @@ pub struct TrainFlags {
     /// fp32 accumulation, master weights and optimiser state; f16 adds loss scaling; GPU only).
     #[arg(long, default_value = "f32")]
     pub precision: crate::Precision,
+    /// Let cuBLAS run the f32 GEMMs on TF32 tensor cores (fp32 accumulation, inputs rounded to
+    /// a 10-bit mantissa; torch's `allow_tf32`). GPU only; sparse kernels are unchanged.
+    #[arg(long)]
+    pub tf32: bool,
     /// `--cpu`.
     #[command(flatten)]
     pub device: DeviceFlag,
@@ -182,6 +190,7 @@ impl TrainFlags {
                 .unwrap_or(self.dropout),
             layer_norm: self.layer_norm,
             residual: self.residual,
+            gin_norm: self.gin_norm,
             maxk: None,
             activation: match (self.activation.as_deref(), kind) {
                 (Some("elu"), _) | (None, ConvKind::Gat) => Activation::Elu,
@@ -201,6 +210,7 @@ impl TrainFlags {
             optimizer: self.optimizer,
             eval_every: self.eval_every.unwrap_or(r.eval_every),
             precision: self.precision,
+            tf32: self.tf32,
             ..TrainConfig::default()
         }
     }

@@ -12,6 +12,24 @@ pub fn pick_device(force_cpu: bool) -> Result<Device> {
     Ok(Device::cuda_if_available(0)?)
 }
 
+/// Sets whether f32 GEMMs may run on TF32 tensor cores (candle's process-wide
+/// `set_gemm_reduced_precision_f32`, cuBLAS's `CUBLAS_COMPUTE_32F_FAST_TF32`). TF32 rounds the
+/// GEMM inputs to a 10-bit mantissa and accumulates in fp32, the trade torch makes with
+/// `allow_tf32`; it affects f32 GEMMs only (half-precision GEMMs are unchanged). Asking for it on
+/// the CPU is an error; turning it off always succeeds.
+pub fn set_tf32(device: &Device, on: bool) -> Result<()> {
+    if on && !device.is_cuda() {
+        return Err(Error::Invalid(
+            "--tf32 picks cuBLAS's TF32 tensor-core mode, but this run is on the CPU (drop \
+             --cpu with a --features cuda build, or drop --tf32)"
+                .into(),
+        ));
+    }
+    #[cfg(feature = "cuda")]
+    candle_core::cuda_backend::set_gemm_reduced_precision_f32(on);
+    Ok(())
+}
+
 /// Bytes of device memory in use (total minus free, as the driver reports it: includes the
 /// CUDA context and memory held by the stream-ordered allocator's pool). `None` on the CPU.
 pub fn device_memory_in_use(device: &Device) -> Option<u64> {
@@ -163,6 +181,13 @@ pub fn device_name(device: &Device) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tf32_is_refused_on_the_cpu() {
+        assert!(set_tf32(&Device::Cpu, false).is_ok());
+        let e = set_tf32(&Device::Cpu, true).unwrap_err().to_string();
+        assert!(e.contains("--tf32") && e.contains("CPU"), "{e}");
+    }
 
     #[test]
     fn cuda_out_of_memory_becomes_a_clear_error() {

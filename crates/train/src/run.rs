@@ -208,6 +208,8 @@ pub struct ModelSpec {
     pub layer_norm: bool,
     /// Residual connections around the hidden layers (see `ModelConfig::residual`).
     pub residual: bool,
+    /// GIN: LayerNorm inside each layer's MLP (see `ModelConfig::mlp_norm`).
+    pub gin_norm: bool,
     /// MaxK-GNN's non-linearity keeping this many entries per row instead of ReLU (not
     /// applied to an MLP).
     pub maxk: Option<usize>,
@@ -231,6 +233,7 @@ impl ModelSpec {
             input_dropout: 0.5,
             layer_norm: false,
             residual: false,
+            gin_norm: false,
             maxk: None,
             activation: Activation::Relu,
             heads: 1,
@@ -251,6 +254,7 @@ impl ModelSpec {
         cfg.input_dropout = self.input_dropout;
         cfg.layer_norm = self.layer_norm;
         cfg.residual = self.residual;
+        cfg.mlp_norm = self.gin_norm;
         cfg.activation = self.activation;
         if let (Some(k), true) = (self.maxk, self.kind != ConvKind::Mlp) {
             cfg.activation = Activation::MaxK { k };
@@ -449,7 +453,11 @@ pub fn train_seeds(
                 "{kind} ({}, {}), {} layers x {} hidden, {} parameters (graph prepared in \
                  {prep_s:.2} s)",
                 model.config().activation,
-                cfg.train.precision,
+                if cfg.train.tf32 && !cfg.train.precision.is_half() {
+                    "f32, TF32 GEMMs".to_string()
+                } else {
+                    cfg.train.precision.to_string()
+                },
                 spec.layers,
                 spec.hidden,
                 model.num_params()
@@ -534,6 +542,7 @@ pub fn run(cfg: &RunConfig) -> Result<RunOutcome> {
     gnn_kernels::set_deterministic(cfg.deterministic);
     let device = pick_device(cfg.cpu)?;
     cfg.train.precision.check_device(&device)?;
+    crate::device::set_tf32(&device, cfg.train.tf32)?;
     println!("device: {}", device_name(&device));
     let t_all = Instant::now();
     let mut loaded = load(&cfg.data, device.is_cpu())?;

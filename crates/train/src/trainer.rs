@@ -47,6 +47,11 @@ pub struct TrainConfig {
     /// [`crate::DeviceData::with_precision`]); f16 adds dynamic loss scaling.
     #[serde(default)]
     pub precision: crate::Precision,
+    /// Let cuBLAS run f32 GEMMs on TF32 tensor cores (10-bit mantissa products, fp32
+    /// accumulation), as torch's `allow_tf32`; CUDA only. Process-wide: set at the start of
+    /// every run (see [`crate::device::set_tf32`]).
+    #[serde(default)]
+    pub tf32: bool,
 }
 
 impl TrainConfig {
@@ -80,6 +85,7 @@ impl Default for TrainConfig {
             checkpoint_every: 0,
             checkpoint: None,
             precision: crate::Precision::F32,
+            tf32: false,
         }
     }
 }
@@ -180,6 +186,12 @@ pub fn time_to_accuracy(history: &[EpochLog], tolerance: f64) -> Option<TimeToAc
     None
 }
 
+/// LayerNorm parameters (between layers, `norms.*`, or inside GIN's MLP, `convs.<l>.norm.*`):
+/// exempt from weight decay, as usual.
+fn is_norm_param(name: &str) -> bool {
+    name.starts_with("norms.") || name.contains(".norm.")
+}
+
 fn median(v: &mut [f64]) -> f64 {
     if v.is_empty() {
         return 0.0;
@@ -275,10 +287,11 @@ fn train_inner(
     }
     let mut scaler = (cfg.precision == crate::Precision::F16).then(crate::LossScale::new);
     let device = data.x.device().clone();
+    crate::device::set_tf32(&device, cfg.tf32)?;
     let vars = model.named_vars();
     let params = vars
         .iter()
-        .map(|(k, v)| (v.clone(), !k.starts_with("norms.")))
+        .map(|(k, v)| (v.clone(), !is_norm_param(k)))
         .collect();
     let mut opt = Adam::new(cfg.optimizer, params, cfg.lr, cfg.weight_decay)?;
     // Dropout masks are a function of this stream alone on every device (no device RNG).

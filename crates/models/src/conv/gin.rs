@@ -10,6 +10,10 @@
 //! `nn.0.weight [mlp, in]`, `nn.0.bias [mlp]`, `nn.2.weight [out, mlp]`, `nn.2.bias [out]`,
 //! drawn as torch's `nn.Linear` draws them (`U(-1/sqrt(in), 1/sqrt(in))`, biases too).
 //!
+//! With `mlp_norm` the MLP is `Lin -> LayerNorm -> ReLU -> Lin` (`norm.weight`, `norm.bias`
+//! `[mlp]`), the place PyG's GIN examples put BatchNorm: the unnormalised sum grows with the
+//! degree, and the norm takes that scale out before the ReLU.
+//!
 //! The MLP's first product is linear, so it is applied before aggregation (`A (X W^T) =
 //! (A X) W^T`): the sum runs at width `out` instead of `in`, the bias is added after.
 
@@ -17,6 +21,7 @@ use super::{like, maxk_dropout, Linear};
 use crate::dropout::DropoutRng;
 use crate::error::Result;
 use crate::graph::ModelGraph;
+use crate::model::LayerNorm;
 use crate::params::{Init, ParamStore};
 use crate::timer::{Phase, Timer};
 use candle_core::Tensor;
@@ -27,16 +32,38 @@ pub struct GinConv {
     eps: Tensor,
     nn0: Linear,
     nn2: Linear,
+    norm: Option<LayerNorm>,
 }
 
 impl GinConv {
-    /// Creates `eps` (0), `nn.0.*` (`in -> mlp`), `nn.2.*` (`mlp -> out`) under `store`.
-    pub fn new(in_dim: usize, mlp_dim: usize, out_dim: usize, store: &ParamStore) -> Result<Self> {
+    /// Creates `eps` (0), `nn.0.*` (`in -> mlp`), `nn.2.*` (`mlp -> out`) and, with
+    /// `mlp_norm`, `norm.*` under `store`.
+    pub fn new(
+        in_dim: usize,
+        mlp_dim: usize,
+        out_dim: usize,
+        mlp_norm: bool,
+        store: &ParamStore,
+    ) -> Result<Self> {
         Ok(Self {
             eps: store.get("eps", &[1], Init::Zeros)?,
             nn0: Linear::torch_default(in_dim, mlp_dim, true, &store.pp("nn.0"))?,
             nn2: Linear::torch_default(mlp_dim, out_dim, true, &store.pp("nn.2"))?,
+            norm: if mlp_norm {
+                Some(LayerNorm::new(mlp_dim, &store.pp("norm"))?)
+            } else {
+                None
+            },
         })
+    }
+
+    /// The MLP's middle: the optional LayerNorm, then ReLU.
+    fn norm_relu(&self, h: Tensor) -> Result<Tensor> {
+        let h = match &self.norm {
+            Some(n) => n.forward(&h)?,
+            None => h,
+        };
+        Ok(h.relu()?)
     }
 
     /// Applies the layer.
@@ -51,22 +78,20 @@ impl GinConv {
             let agg = t.time(Phase::Aggregation, || g.aggregate(&h, Reduce::Sum))?;
             let z = t.time(Phase::Elementwise, || combine(&h, agg))?;
             t.time(Phase::Elementwise, || {
-                Ok(
-                    z.broadcast_add(&like(self.nn0.bias.as_ref().expect("bias"), &z)?)?
-                        .relu()?,
-                )
+                self.norm_relu(z.broadcast_add(&like(self.nn0.bias.as_ref().expect("bias"), &z)?)?)
             })?
         } else {
             let agg = t.time(Phase::Aggregation, || g.aggregate(x, Reduce::Sum))?;
             let z = t.time(Phase::Elementwise, || combine(x, agg))?;
             let h = self.nn0.forward(&z, t)?;
-            t.time(Phase::Elementwise, || Ok(h.relu()?))?
+            t.time(Phase::Elementwise, || self.norm_relu(h))?
         };
         self.nn2.forward(&h, t)
     }
 
     /// MaxK-GNN order: `MLP`'s first product, MaxK, dropout, then the GIN sum over CBSR
-    /// (SpGEMM) plus `(1 + eps)` times the node's own MaxK row, bias, ReLU, second linear.
+    /// (SpGEMM) plus `(1 + eps)` times the node's own MaxK row, bias, (norm,) ReLU, second
+    /// linear.
     pub fn forward_maxk(
         &self,
         g: &ModelGraph,
@@ -80,9 +105,7 @@ impl GinConv {
         let agg = t.time(Phase::Aggregation, || g.aggregate_cbsr(&c, Reduce::Sum))?;
         let h = t.time(Phase::Elementwise, || {
             let own = c.to_dense()?.broadcast_mul(&(self.eps.clone() + 1.0)?)?;
-            Ok((agg + own)?
-                .broadcast_add(self.nn0.bias.as_ref().expect("bias"))?
-                .relu()?)
+            self.norm_relu((agg + own)?.broadcast_add(self.nn0.bias.as_ref().expect("bias"))?)
         })?;
         self.nn2.forward(&h, t)
     }
