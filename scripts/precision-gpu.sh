@@ -4,7 +4,7 @@
 # on the same Reddit-shaped files (same_graph.py), ours in each precision.
 # Binaries in .dev/bin: gpu_check, train_cora, train_reddit (--features cuda).
 # STEPS (default "check cora same"; also "hard", "infer", "seeds"; SEEDS: Cora seeds): which parts to run; MODELS and
-# PRECISIONS narrow the "same" / "hard" / "infer" runs.
+# PRECISIONS narrow the "same" / "hard" / "infer" runs; OURS_FLAGS, TAG and SKIP_PYG: see "same".
 set -uo pipefail
 R=/tmp/precision/run
 source scripts/device-lib.sh
@@ -25,14 +25,21 @@ for s in $STEPS; do
             done
         done ;;
     same)
-        step pyg env OUT="$R" python3 docs/perf/h100-2026-11-24-pyg/same_graph.py --dir "$DATA" \
-            --epochs 60 --models gcn_2x128,sage_2x128
+        # OURS_FLAGS (e.g. --no-input-cache) are added to our runs, whose names get TAG;
+        # SKIP_PYG=1 only writes the files (when PyG already ran in this call).
+        if [ -n "${SKIP_PYG:-}" ]; then
+            [ -d "$DATA" ] || step write python3 docs/perf/h100-2026-11-24-pyg/same_graph.py \
+                --dir "$DATA" --skip-pyg
+        else
+            step pyg env OUT="$R" python3 docs/perf/h100-2026-11-24-pyg/same_graph.py --dir "$DATA" \
+                --epochs 60 --models gcn_2x128,sage_2x128
+        fi
         for m in $MODELS; do
             set -- $(echo "$m" | tr '_x' '  '); kind=$1; layers=$2; hidden=$3
             for p in $PRECISIONS; do
-                step "ours_${m}_$p" /tmp/bin/train_reddit --data-dir "$DATA" --model "$kind" \
+                step "ours_${m}_$p${TAG:-}" /tmp/bin/train_reddit --data-dir "$DATA" --model "$kind" \
                     --layers "$layers" --hidden "$hidden" --epochs 60 --no-baseline \
-                    --precision "$p" --json "$R/ours_${m}_$p.json"
+                    --precision "$p" ${OURS_FLAGS:-} --json "$R/ours_${m}_$p${TAG:-}.json"
             done
         done ;;
     hard)

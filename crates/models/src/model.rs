@@ -37,6 +37,10 @@ pub struct Forward<'a> {
     pub rng: Option<&'a mut DropoutRng>,
     /// Phase timer.
     pub timer: &'a Timer,
+    /// The first layer's aggregation of this input, from [`Gnn::input_aggregate`] on the same
+    /// input and graph: the first layer then skips its sparse products (they are constant
+    /// over epochs).
+    pub input_aggregate: Option<&'a Tensor>,
 }
 
 impl<'a> Forward<'a> {
@@ -46,6 +50,7 @@ impl<'a> Forward<'a> {
             train: false,
             rng: None,
             timer,
+            input_aggregate: None,
         }
     }
     /// Training mode with dropout from `rng`.
@@ -54,7 +59,14 @@ impl<'a> Forward<'a> {
             train: true,
             rng: Some(rng),
             timer,
+            input_aggregate: None,
         }
+    }
+    /// The same pass, with the first layer reading `agg` (see [`Gnn::input_aggregate`]) when
+    /// given.
+    pub fn with_input_aggregate(mut self, agg: Option<&'a Tensor>) -> Self {
+        self.input_aggregate = agg;
+        self
     }
 }
 
@@ -189,6 +201,34 @@ impl Gnn {
         })
     }
 
+    /// The first layer's neighbourhood aggregation of the input `x`, to compute once and pass
+    /// to every forward over the same `x` and graph ([`Forward::with_input_aggregate`]):
+    /// `Â x` for GCN, the neighbour mean for GraphSAGE-mean, the neighbour sum for GIN. The
+    /// input does not change between epochs, and these layers are linear in it before their
+    /// first non-linearity (`Â (x W) = (Â x) W`), so the first layer's sparse products, forward
+    /// and backward, become one product done once. Exact up to rounding.
+    ///
+    /// `None` where that does not hold: input dropout (a new mask every epoch), MaxK (its
+    /// first layer selects before aggregating), sampled aggregation, and the other layer types.
+    pub fn input_aggregate(&self, g: &ModelGraph, x: &Tensor) -> Result<Option<Tensor>> {
+        match self.input_aggregate_reduce(g) {
+            Some(reduce) => Ok(Some(g.aggregate(&x.detach(), reduce)?.detach())),
+            None => Ok(None),
+        }
+    }
+
+    /// The reduction [`Self::input_aggregate`] applies over `g`, `None` when it does not apply.
+    pub fn input_aggregate_reduce(&self, g: &ModelGraph) -> Option<gnn_kernels::Reduce> {
+        let reduce = match self.cfg.kind {
+            ConvKind::Gcn | ConvKind::Gin => gnn_kernels::Reduce::Sum,
+            ConvKind::SageMean => gnn_kernels::Reduce::Mean,
+            _ => return None,
+        };
+        let maxk = matches!(self.cfg.activation, Activation::MaxK { .. }) && self.cfg.layers > 1;
+        (self.cfg.input_dropout == 0.0 && !maxk && g.aggregation == crate::Aggregation::Exact)
+            .then_some(reduce)
+    }
+
     /// The configuration.
     pub fn config(&self) -> &ModelConfig {
         &self.cfg
@@ -238,11 +278,12 @@ impl Gnn {
             h = t.time(Phase::Elementwise, || rng.dropout(&h, p))?;
         }
         let last = self.convs.len() - 1;
-        for (l, conv) in self.convs.iter().enumerate() {
+        for l in 0..=last {
             // Residual: a hidden layer whose input and output widths match adds its input
             // to its output (after activation and dropout), as PyG's DeepGCNLayer "res".
             let skip = (self.cfg.residual && l > 0 && l < last).then(|| h.clone());
-            h = self.layer(l, l == last, conv, g, h, ctx)?;
+            let agg = if l == 0 { ctx.input_aggregate } else { None };
+            h = self.layer(l, g, h, agg, ctx)?;
             if let Some(s) = skip.filter(|s| s.dims() == h.dims()) {
                 h = t.time(Phase::Elementwise, || Ok((h + s)?))?;
             }
@@ -250,18 +291,19 @@ impl Gnn {
         Ok(h)
     }
 
-    /// Layer `l` (`last`: the output layer, no activation), with its norm, activation and
-    /// dropout.
+    /// Layer `l` with its norm, activation and dropout (the output layer has none); `agg`: the
+    /// layer's aggregation of `h`, precomputed (first layer only).
     fn layer(
         &self,
         l: usize,
-        last: bool,
-        conv: &Conv,
         g: &ModelGraph,
         mut h: Tensor,
+        agg: Option<&Tensor>,
         ctx: &mut Forward<'_>,
     ) -> Result<Tensor> {
         let t = ctx.timer;
+        let conv = &self.convs[l];
+        let last = l + 1 == self.convs.len();
         if let (Activation::MaxK { k }, false) = (self.cfg.activation, last) {
             // linear -> MaxK -> dropout -> aggregation inside the layer; nothing after it
             // but the optional LayerNorm.
@@ -280,9 +322,9 @@ impl Gnn {
             return Ok(h);
         }
         h = match conv {
-            Conv::Gcn(c) => c.forward(g, &h, t)?,
-            Conv::Sage(c) => c.forward(g, &h, t)?,
-            Conv::Gin(c) => c.forward(g, &h, t)?,
+            Conv::Gcn(c) => c.forward(g, &h, agg, t)?,
+            Conv::Sage(c) => c.forward(g, &h, agg, t)?,
+            Conv::Gin(c) => c.forward(g, &h, agg, t)?,
             Conv::Gat(c) => {
                 let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.att_dropout)?;
                 c.forward(g, &h, drop, t)?

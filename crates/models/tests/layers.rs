@@ -739,3 +739,82 @@ fn gin_mlp_norm_trains_every_parameter_and_is_gin_only() {
     let e = Gnn::new(cfg, &dev, 1).err().expect("refused").to_string();
     assert!(e.contains("GIN") && e.contains("gcn"), "{e}");
 }
+
+/// The first layer reading its aggregation of the input precomputed gives the same logits and
+/// the same gradient for every parameter as recomputing it (training mode, dropout between
+/// layers, both product orders of the first layer).
+#[test]
+fn cached_input_aggregate_matches_recomputing() {
+    let dev = Device::Cpu;
+    let csr = small_graph();
+    for kind in [ConvKind::Gcn, ConvKind::SageMean, ConvKind::Gin] {
+        for (in_dim, gin_norm) in [(12, false), (4, false), (12, true)] {
+            if gin_norm && kind != ConvKind::Gin {
+                continue;
+            }
+            let mut cfg = ModelConfig::new(kind, in_dim, 6, 3, 3, 0.5);
+            cfg.input_dropout = 0.0;
+            cfg.mlp_norm = gin_norm;
+            let model = Gnn::new(cfg, &dev, 4).unwrap();
+            let g = ModelGraph::new(&csr, kind, &dev).unwrap();
+            let x = Tensor::randn(0f32, 1.0, (30, in_dim), &dev).unwrap();
+            let agg = model.input_aggregate(&g, &x).unwrap();
+            assert!(agg.is_some(), "{kind}: no input aggregate");
+            let timer = Timer::disabled();
+            let pass = |cached: bool| {
+                let mut rng = DropoutRng::new(9);
+                let ctx = Forward::train(&mut rng, &timer);
+                let mut ctx = ctx.with_input_aggregate(if cached { agg.as_ref() } else { None });
+                let y = model.forward(&g, &x, &mut ctx).unwrap();
+                let grads = y.sqr().unwrap().sum_all().unwrap().backward().unwrap();
+                let gs: Vec<Vec<f32>> = model
+                    .named_vars()
+                    .iter()
+                    .map(|(_, v)| {
+                        grads
+                            .get(v.as_tensor())
+                            .unwrap()
+                            .flatten_all()
+                            .unwrap()
+                            .to_vec1()
+                            .unwrap()
+                    })
+                    .collect();
+                (mat(&y), gs)
+            };
+            let (y0, g0) = pass(false);
+            let (y1, g1) = pass(true);
+            close(&y1, &y0, 1e-4);
+            for ((name, _), (a, b)) in model.named_vars().iter().zip(g1.iter().zip(&g0)) {
+                let scale = b.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
+                for (p, q) in a.iter().zip(b) {
+                    assert!((p - q).abs() <= 1e-4 * scale, "{kind} {name}: {p} vs {q}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn input_aggregate_is_none_where_it_would_change_the_model() {
+    let dev = Device::Cpu;
+    let csr = small_graph();
+    let x = Tensor::randn(0f32, 1.0, (30, 7), &dev).unwrap();
+    let cases: [(ConvKind, f32, bool); 5] = [
+        (ConvKind::Gcn, 0.5, false),      // input dropout: a new mask every epoch
+        (ConvKind::Gcn, 0.0, true),       // MaxK selects before aggregating
+        (ConvKind::SagePool, 0.0, false), // non-linear before aggregating
+        (ConvKind::Gat, 0.0, false),
+        (ConvKind::Mlp, 0.0, false),
+    ];
+    for (kind, input_dropout, maxk) in cases {
+        let mut cfg = ModelConfig::new(kind, 7, 6, 3, 2, 0.5);
+        cfg.input_dropout = input_dropout;
+        if maxk {
+            cfg.activation = gnn_models::Activation::MaxK { k: 2 };
+        }
+        let model = Gnn::new(cfg, &dev, 1).unwrap();
+        let g = ModelGraph::new(&csr, kind, &dev).unwrap();
+        assert!(model.input_aggregate(&g, &x).unwrap().is_none(), "{kind}");
+    }
+}

@@ -111,6 +111,11 @@ pub struct TrainFlags {
     /// a 10-bit mantissa; torch's `allow_tf32`). GPU only; sparse kernels are unchanged.
     #[arg(long)]
     pub tf32: bool,
+    /// Recompute the first layer's aggregation of the input in every epoch instead of once
+    /// (by default GCN, GraphSAGE-mean and GIN without input dropout or MaxK reuse it: the
+    /// input is constant and the layer is linear in it up to its first non-linearity).
+    #[arg(long)]
+    pub no_input_cache: bool,
     /// `--cpu`.
     #[command(flatten)]
     pub device: DeviceFlag,
@@ -211,6 +216,7 @@ impl TrainFlags {
             eval_every: self.eval_every.unwrap_or(r.eval_every),
             precision: self.precision,
             tf32: self.tf32,
+            cache_input_aggregate: !self.no_input_cache,
             ..TrainConfig::default()
         }
     }

@@ -463,6 +463,15 @@ pub fn train_seeds(
                 model.num_params()
             );
         }
+        if seed == cfg.train.seed
+            && tc.cache_input_aggregate
+            && model.input_aggregate_reduce(&graph).is_some()
+        {
+            println!(
+                "first layer: its aggregation of the input is computed once, in the first \
+                 epoch (--no-input-cache recomputes it every epoch)"
+            );
+        }
         let tc = TrainConfig { seed, ..tc.clone() };
         let done = resume.as_ref().map_or(0, |s| s.meta.epoch);
         let mut bar = EpochProgress::new(format!("{kind} seed {seed}"), tc.epochs, done);

@@ -34,10 +34,18 @@ impl GcnConv {
         })
     }
 
-    /// Applies the layer.
-    pub fn forward(&self, g: &ModelGraph, x: &Tensor, t: &Timer) -> Result<Tensor> {
+    /// Applies the layer; `agg`: its aggregation of `x`, precomputed ([`crate::Gnn::input_aggregate`]).
+    pub fn forward(
+        &self,
+        g: &ModelGraph,
+        x: &Tensor,
+        agg: Option<&Tensor>,
+        t: &Timer,
+    ) -> Result<Tensor> {
         let (out_dim, in_dim) = self.lin.weight.dims2()?;
-        let y = if out_dim < in_dim {
+        let y = if let Some(a) = agg {
+            self.lin.forward_no_bias(a, t)?
+        } else if out_dim < in_dim {
             let h = self.lin.forward_no_bias(x, t)?;
             t.time(Phase::Aggregation, || g.aggregate(&h, Reduce::Sum))?
         } else {

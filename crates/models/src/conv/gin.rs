@@ -66,14 +66,29 @@ impl GinConv {
         Ok(h.relu()?)
     }
 
-    /// Applies the layer.
-    pub fn forward(&self, g: &ModelGraph, x: &Tensor, t: &Timer) -> Result<Tensor> {
+    /// Applies the layer; `agg`: its aggregation of `x`, precomputed ([`crate::Gnn::input_aggregate`]).
+    pub fn forward(
+        &self,
+        g: &ModelGraph,
+        x: &Tensor,
+        agg: Option<&Tensor>,
+        t: &Timer,
+    ) -> Result<Tensor> {
         let (out_dim, in_dim) = self.nn0.weight.dims2()?;
         let combine = |h: &Tensor, agg: Tensor| -> Result<Tensor> {
             let self_term = h.broadcast_mul(&like(&(self.eps.clone() + 1.0)?, h)?)?;
             Ok((agg + self_term)?)
         };
-        let h = if out_dim <= in_dim {
+        let h = if let Some(a) = agg {
+            // Both products at the MLP's width: `(1 + eps) x W + (sum x) W + b`, which keeps the
+            // element-wise work (eps's gradient included) off the input width.
+            let hx = self.nn0.forward_no_bias(x, t)?;
+            let ha = self.nn0.forward_no_bias(a, t)?;
+            let z = t.time(Phase::Elementwise, || combine(&hx, ha))?;
+            t.time(Phase::Elementwise, || {
+                self.norm_relu(z.broadcast_add(&like(self.nn0.bias.as_ref().expect("bias"), &z)?)?)
+            })?
+        } else if out_dim <= in_dim {
             let h = self.nn0.forward_no_bias(x, t)?;
             let agg = t.time(Phase::Aggregation, || g.aggregate(&h, Reduce::Sum))?;
             let z = t.time(Phase::Elementwise, || combine(&h, agg))?;

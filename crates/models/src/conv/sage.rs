@@ -49,10 +49,21 @@ impl SageConv {
         })
     }
 
-    /// Applies the layer.
-    pub fn forward(&self, g: &ModelGraph, x: &Tensor, t: &Timer) -> Result<Tensor> {
+    /// Applies the layer; `agg`: its aggregation of `x`, precomputed ([`crate::Gnn::input_aggregate`]).
+    pub fn forward(
+        &self,
+        g: &ModelGraph,
+        x: &Tensor,
+        agg: Option<&Tensor>,
+        t: &Timer,
+    ) -> Result<Tensor> {
         let (out_dim, in_dim) = self.lin_l.weight.dims2()?;
         let bias = self.lin_l.bias.as_ref().expect("lin_l has a bias");
+        if let (Some(a), None) = (agg, &self.pool) {
+            let l = self.lin_l.forward(a, t)?;
+            let r = self.lin_r.forward_no_bias(x, t)?;
+            return t.time(Phase::Elementwise, || Ok((l + r)?));
+        }
         if let Some(pool) = &self.pool {
             let p = pool.forward(x, t)?;
             let p = t.time(Phase::Elementwise, || Ok(p.relu()?))?;
