@@ -61,6 +61,7 @@ fn main() -> Result<()> {
         args.train.model(args.model, &Recipe::PLANETOID),
     );
     cfg.model.maxk = args.maxk.maxk;
+    cfg.model.maxk_after_first = args.maxk.maxk_after_first;
     cfg.reorder = args.data.reorder;
     cfg.row_normalize = !args.no_row_normalize;
     cfg.train = args.train.train(&Recipe::PLANETOID);

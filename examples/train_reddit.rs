@@ -77,6 +77,7 @@ fn main() -> Result<()> {
         args.train.model(args.model, &Recipe::REDDIT),
     );
     cfg.model.maxk = args.maxk.maxk;
+    cfg.model.maxk_after_first = args.maxk.maxk_after_first;
     cfg.reorder = args.data.reorder;
     cfg.row_normalize = false;
     cfg.train = args.train.train(&Recipe::REDDIT);

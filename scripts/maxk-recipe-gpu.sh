@@ -17,8 +17,18 @@ source scripts/device-lib.sh
 unset RUST_BACKTRACE RUST_LIB_BACKTRACE
 PLAN=${PLAN:-explore}  # one or more of the plans, space-separated
 G4=(--layers 4 --hidden 256 --epochs 200 --no-baseline)
-run() { # name, then train_reddit flags
+run() { # name, then train_reddit flags (a later --epochs replaces G4's 200)
     local name=$1; shift
+    case " $* " in
+    *" --epochs "*" --epochs "*)
+        local a=() skip=0 seen=0
+        for x in "$@"; do
+            if [ $skip = 1 ]; then skip=0; continue; fi
+            if [ "$x" = --epochs ] && [ $seen = 0 ]; then seen=1; skip=1; continue; fi
+            a+=("$x")
+        done
+        set -- "${a[@]}" ;;
+    esac
     step "$name" /tmp/bin/train_reddit "$@" --json "$R/$name.json"
 }
 for plan in $PLAN; do

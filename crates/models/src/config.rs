@@ -115,6 +115,12 @@ pub struct ModelConfig {
     /// hundreds of neighbours per node.
     #[serde(default)]
     pub mlp_norm: bool,
+    /// MaxK: the first layer runs as the ReLU model's (aggregate, then ReLU and dropout) and
+    /// MaxK starts at the second. The first aggregation then sees the whole input (it averages
+    /// feature noise before any selection) and can be computed once per run
+    /// ([`crate::Gnn::input_aggregate`]).
+    #[serde(default)]
+    pub maxk_after_first: bool,
     /// GAT and transformer: attention heads of the hidden layers (`hidden` must be a multiple).
     #[serde(default = "one")]
     pub heads: usize,
@@ -150,6 +156,7 @@ impl ModelConfig {
             layer_norm: false,
             residual: false,
             mlp_norm: false,
+            maxk_after_first: false,
             heads: 1,
             att_dropout: 0.0,
         }
@@ -183,6 +190,11 @@ impl ModelConfig {
                     gnn_kernels::ops::maxk::MAX_WIDTH
                 )));
             }
+        }
+        if self.maxk_after_first && !matches!(self.activation, Activation::MaxK { .. }) {
+            return Err(Error::Config(
+                "maxk_after_first (--maxk-after-first) needs MaxK (--maxk K)".into(),
+            ));
         }
         if self.mlp_norm && self.kind != ConvKind::Gin {
             return Err(Error::Config(format!(

@@ -224,7 +224,9 @@ impl Gnn {
             ConvKind::SageMean => gnn_kernels::Reduce::Mean,
             _ => return None,
         };
-        let maxk = matches!(self.cfg.activation, Activation::MaxK { .. }) && self.cfg.layers > 1;
+        let maxk = matches!(self.cfg.activation, Activation::MaxK { .. })
+            && self.cfg.layers > 1
+            && !self.cfg.maxk_after_first;
         (self.cfg.input_dropout == 0.0 && !maxk && g.aggregation == crate::Aggregation::Exact)
             .then_some(reduce)
     }
@@ -304,7 +306,12 @@ impl Gnn {
         let t = ctx.timer;
         let conv = &self.convs[l];
         let last = l + 1 == self.convs.len();
-        if let (Activation::MaxK { k }, false) = (self.cfg.activation, last) {
+        // The activation after this layer: ReLU for the first layer of a MaxK-after-first model.
+        let activation = match self.cfg.activation {
+            Activation::MaxK { .. } if l == 0 && self.cfg.maxk_after_first => Activation::Relu,
+            a => a,
+        };
+        if let (Activation::MaxK { k }, false) = (activation, last) {
             // linear -> MaxK -> dropout -> aggregation inside the layer; nothing after it
             // but the optional LayerNorm.
             let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
@@ -342,7 +349,7 @@ impl Gnn {
             h = t.time(Phase::Elementwise, || norm.forward(&h))?;
         }
         let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
-        match (self.cfg.activation, drop) {
+        match (activation, drop) {
             // Training's hidden activation: ReLU and dropout in one pass each way.
             (Activation::Relu, Some((rng, p))) => {
                 t.time(Phase::Elementwise, || rng.relu_dropout(&h, p))

@@ -818,3 +818,74 @@ fn input_aggregate_is_none_where_it_would_change_the_model() {
         assert!(model.input_aggregate(&g, &x).unwrap().is_none(), "{kind}");
     }
 }
+
+/// MaxK after the first layer: the first layer is the ReLU model's (so its input aggregation
+/// can be cached, with identical logits and gradients), the hidden layers after it select, and
+/// the flag needs MaxK.
+#[test]
+fn maxk_after_first_runs_the_first_layer_as_relu() {
+    let dev = Device::Cpu;
+    let csr = small_graph();
+    for kind in [ConvKind::Gcn, ConvKind::SageMean, ConvKind::Gin] {
+        let mut cfg = ModelConfig::new(kind, 7, 6, 3, 3, 0.5);
+        cfg.input_dropout = 0.0;
+        cfg.activation = gnn_models::Activation::MaxK { k: 2 };
+        cfg.maxk_after_first = true;
+        let model = Gnn::new(cfg.clone(), &dev, 2).unwrap();
+        let g = ModelGraph::new(&csr, kind, &dev).unwrap();
+        let x = Tensor::randn(0f32, 1.0, (30, 7), &dev).unwrap();
+        let agg = model.input_aggregate(&g, &x).unwrap();
+        assert!(agg.is_some(), "{kind}");
+        let timer = Timer::disabled();
+        let pass = |cached: bool| {
+            let mut rng = DropoutRng::new(3);
+            let mut ctx = Forward::train(&mut rng, &timer).with_input_aggregate(if cached {
+                agg.as_ref()
+            } else {
+                None
+            });
+            let y = model.forward(&g, &x, &mut ctx).unwrap();
+            let grads = y.sqr().unwrap().sum_all().unwrap().backward().unwrap();
+            let gsum: Vec<f32> = model
+                .named_vars()
+                .iter()
+                .map(|(_, v)| {
+                    let gr = grads.get(v.as_tensor()).unwrap();
+                    gr.sqr().unwrap().sum_all().unwrap().to_scalar().unwrap()
+                })
+                .collect();
+            (mat(&y), gsum)
+        };
+        let (y0, g0) = pass(false);
+        let (y1, g1) = pass(true);
+        close(&y1, &y0, 1e-4);
+        for (a, b) in g1.iter().zip(&g0) {
+            assert!(*b > 0.0 && (a - b).abs() <= 1e-3 * b, "{kind}: {a} vs {b}");
+        }
+        // Two layers: the only hidden layer is the first, so the model is the ReLU model
+        // (same seed, same parameters), and differs from plain MaxK.
+        let two = |maxk: bool, after_first: bool| {
+            let mut c = ModelConfig::new(kind, 7, 6, 3, 2, 0.0);
+            if maxk {
+                c.activation = gnn_models::Activation::MaxK { k: 2 };
+            }
+            c.maxk_after_first = after_first;
+            let m = Gnn::new(c, &dev, 5).unwrap();
+            mat(&m.forward(&g, &x, &mut Forward::eval(&timer)).unwrap())
+        };
+        let relu = two(false, false);
+        close(&two(true, true), &relu, 1e-6);
+        let maxk = two(true, false);
+        let diff = maxk
+            .iter()
+            .flatten()
+            .zip(relu.iter().flatten())
+            .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        assert!(diff > 1e-3, "{kind}: plain MaxK equals ReLU ({diff})");
+        // Without MaxK the flag is refused.
+        let mut bad = ModelConfig::new(kind, 7, 6, 3, 3, 0.5);
+        bad.maxk_after_first = true;
+        let e = Gnn::new(bad, &dev, 1).err().expect("refused").to_string();
+        assert!(e.contains("--maxk"), "{e}");
+    }
+}

@@ -196,6 +196,7 @@ impl TrainFlags {
             layer_norm: self.layer_norm,
             residual: self.residual,
             gin_norm: self.gin_norm,
+            maxk_after_first: false,
             maxk: None,
             activation: match (self.activation.as_deref(), kind) {
                 (Some("elu"), _) | (None, ConvKind::Gat) => Activation::Elu,
@@ -229,6 +230,11 @@ pub struct MaxkFlag {
     /// dropout -> SpGEMM aggregation in every layer but the last (GCN, sage, GIN).
     #[arg(long, value_name = "K")]
     pub maxk: Option<usize>,
+    /// With --maxk: the first layer runs as the ReLU model's (aggregate, ReLU, dropout) and MaxK
+    /// starts at the second; the first aggregation then averages the input before any
+    /// selection and is computed once per run.
+    #[arg(long, requires = "maxk")]
+    pub maxk_after_first: bool,
 }
 
 /// Which dataset: a folder in any detected format, the bundled Cora, or the generated

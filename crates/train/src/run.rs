@@ -210,6 +210,9 @@ pub struct ModelSpec {
     pub residual: bool,
     /// GIN: LayerNorm inside each layer's MLP (see `ModelConfig::mlp_norm`).
     pub gin_norm: bool,
+    /// MaxK from the second layer on, the first layer as the ReLU model's (see
+    /// `ModelConfig::maxk_after_first`); only with `maxk`.
+    pub maxk_after_first: bool,
     /// MaxK-GNN's non-linearity keeping this many entries per row instead of ReLU (not
     /// applied to an MLP).
     pub maxk: Option<usize>,
@@ -234,6 +237,7 @@ impl ModelSpec {
             layer_norm: false,
             residual: false,
             gin_norm: false,
+            maxk_after_first: false,
             maxk: None,
             activation: Activation::Relu,
             heads: 1,
@@ -258,6 +262,7 @@ impl ModelSpec {
         cfg.activation = self.activation;
         if let (Some(k), true) = (self.maxk, self.kind != ConvKind::Mlp) {
             cfg.activation = Activation::MaxK { k };
+            cfg.maxk_after_first = self.maxk_after_first;
         }
         if matches!(self.kind, ConvKind::Gat | ConvKind::Transformer) {
             cfg.heads = self.heads;
