@@ -20,7 +20,7 @@ pub struct DeviceGraph(Arc<Inner>);
 struct Inner {
     csr: Arc<Csr>,
     device: Device,
-    transpose: OnceLock<(DeviceGraph, Tensor)>,
+    transpose: OnceLock<Transposed>,
     inv_deg: OnceLock<Tensor>,
     /// `1 / deg(row)` per edge (f32, `[nnz]`, CSR order), for half-precision mean backward.
     inv_deg_edges: OnceLock<Tensor>,
@@ -36,6 +36,14 @@ struct Inner {
     schedule: [OnceLock<Schedule>; 2],
     #[cfg(feature = "cuda")]
     bwd_events: std::sync::Mutex<Vec<(CudaEvent, CudaEvent)>>,
+}
+
+/// The cached transpose: another graph, or (structurally symmetric graphs: undirected ones,
+/// GCN's `A + I`) this graph itself, so its structure is not stored twice. Either way with the
+/// edge permutation.
+enum Transposed {
+    Other(DeviceGraph, Tensor),
+    Symmetric(Tensor),
 }
 
 #[cfg(feature = "cuda")]
@@ -123,16 +131,37 @@ impl DeviceGraph {
 
     /// The transpose (CSC of this graph as a CSR of `A^T`) and, as a `u32` tensor of length
     /// `nnz`, the edge permutation: entry `p` of the transpose is entry `perm[p]` here.
-    /// Built on first use.
+    /// Built on first use. A structurally symmetric graph is its own transpose: `self` is
+    /// returned and no second copy of the structure is uploaded.
     pub fn transpose(&self) -> Result<(&DeviceGraph, &Tensor)> {
         if self.0.transpose.get().is_none() {
             let (t, perm) = self.0.csr.transpose();
             let perm = Tensor::from_vec(perm, self.nnz(), &self.0.device)?;
-            let tg = DeviceGraph::from_arc(Arc::new(t), &self.0.device)?;
-            let _ = self.0.transpose.set((tg, perm));
+            let csr = &self.0.csr;
+            let symmetric = t.n_rows() == csr.n_rows()
+                && t.indptr() == csr.indptr()
+                && t.indices() == csr.indices();
+            let tr = if symmetric {
+                Transposed::Symmetric(perm)
+            } else {
+                Transposed::Other(DeviceGraph::from_arc(Arc::new(t), &self.0.device)?, perm)
+            };
+            let _ = self.0.transpose.set(tr);
         }
-        let (g, p) = self.0.transpose.get().expect("set above");
-        Ok((g, p))
+        Ok(match self.0.transpose.get().expect("set above") {
+            Transposed::Other(g, p) => (g, p),
+            Transposed::Symmetric(p) => (self, p),
+        })
+    }
+
+    /// True when the graph is structurally symmetric (its transpose is itself); builds the
+    /// transpose if needed.
+    pub fn is_symmetric(&self) -> Result<bool> {
+        self.transpose()?;
+        Ok(matches!(
+            self.0.transpose.get(),
+            Some(Transposed::Symmetric(_))
+        ))
     }
 
     /// Edge values `v` (`[nnz]`) in the order of the [`Self::transpose`]: `v[perm]`. A constant
@@ -154,6 +183,16 @@ impl DeviceGraph {
             }
         }
         let vt = v.index_select(perm, 0)?;
+        // Symmetric values on a symmetric structure (GCN's D^-1/2 (A + I) D^-1/2): keep `v`
+        // itself, so the backward does not hold a second `[nnz]` copy.
+        let same = self.is_symmetric()?
+            && (&vt - v)?
+                .abs()?
+                .max_all()?
+                .to_dtype(DType::F64)?
+                .to_scalar::<f64>()?
+                == 0.0;
+        let vt = if same { v.clone() } else { vt };
         *cache = Some((v.id(), vt.clone()));
         Ok(vt)
     }
@@ -355,5 +394,58 @@ impl Drop for BackwardTimer<'_> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gnn_graph::{BuildOptions, Coo};
+
+    fn graph(undirected: bool) -> Csr {
+        let src = vec![0, 1, 2, 2, 3];
+        let dst = vec![1, 2, 0, 3, 3];
+        let opts = if undirected {
+            BuildOptions::undirected()
+        } else {
+            BuildOptions::default()
+        };
+        Coo::new(4, src, dst).unwrap().to_csr(opts).unwrap()
+    }
+
+    #[test]
+    fn a_symmetric_graph_is_its_own_transpose() {
+        let g = DeviceGraph::upload(&graph(true), &Device::Cpu).unwrap();
+        let (t, perm) = g.transpose().unwrap();
+        assert!(std::ptr::eq(t, &g) && g.is_symmetric().unwrap());
+        // Symmetric values are kept as they are (no second copy) ...
+        let perm: Vec<u32> = perm.to_vec1().unwrap();
+        let (csr, nnz) = (g.csr(), g.nnz());
+        let sym: Vec<f32> = (0..csr.n_rows())
+            .flat_map(|i| {
+                let deg = |v: usize| csr.row_len(v) as f32;
+                csr.row(i)
+                    .iter()
+                    .map(move |&j| 1.0 / (deg(i) * deg(j as usize)).sqrt())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let v = Tensor::from_vec(sym, nnz, &Device::Cpu).unwrap();
+        assert_eq!(g.transposed_values(&v).unwrap().id(), v.id());
+        // ... and asymmetric ones are permuted.
+        let asym: Vec<f32> = (0..nnz).map(|p| p as f32).collect();
+        let w = Tensor::from_vec(asym.clone(), nnz, &Device::Cpu).unwrap();
+        let wt: Vec<f32> = g.transposed_values(&w).unwrap().to_vec1().unwrap();
+        let want: Vec<f32> = perm.iter().map(|&p| asym[p as usize]).collect();
+        assert_eq!(wt, want);
+        assert_ne!(wt, asym);
+    }
+
+    #[test]
+    fn a_directed_graph_gets_its_own_transpose() {
+        let g = DeviceGraph::upload(&graph(false), &Device::Cpu).unwrap();
+        let (t, _) = g.transpose().unwrap();
+        assert!(!std::ptr::eq(t, &g) && !g.is_symmetric().unwrap());
+        assert_ne!(t.csr().indices(), g.csr().indices());
     }
 }
