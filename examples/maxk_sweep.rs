@@ -47,6 +47,10 @@ struct Args {
     /// PyG reference JSON (`pyg_epochs.<model>_<layers>x<hidden>.train_epoch_ms`).
     #[arg(long)]
     pyg: Option<PathBuf>,
+    /// MaxK from the second layer on, the first layer as the ReLU model's (see train_reddit's
+    /// --maxk-after-first).
+    #[arg(long)]
+    maxk_after_first: bool,
     /// Output folder.
     #[arg(long, default_value = "runs/maxk_sweep")]
     out: PathBuf,
@@ -81,7 +85,10 @@ fn main() -> Result<()> {
         dataset,
         models: args.models.clone(),
         ks: args.k.clone(),
-        model: args.train.model(ConvKind::Gcn, &recipe),
+        model: gnn::train::run::ModelSpec {
+            maxk_after_first: args.maxk_after_first,
+            ..args.train.model(ConvKind::Gcn, &recipe)
+        },
         train: args.train.train(&recipe),
         seeds: args.seeds,
         profile_epochs: args.profile_epochs,

@@ -128,9 +128,19 @@ impl MaxkSweep {
     pub fn setup(&self) -> String {
         let (m, t) = (&self.model, &self.train);
         format!(
-            "{}x{} layers, lr {}, weight decay {}, dropout {} (input {}), layer norm {}, {} epochs, {} seed(s)",
-            m.layers, m.hidden, t.lr, t.weight_decay, m.dropout, m.input_dropout, m.layer_norm,
-            t.epochs, self.seeds
+            "{}x{} layers, lr {}, weight decay {}, dropout {} (input {}), layer norm {}, \
+             residual {}, MaxK after the first layer {}, {} epochs, {} seed(s)",
+            m.layers,
+            m.hidden,
+            t.lr,
+            t.weight_decay,
+            m.dropout,
+            m.input_dropout,
+            m.layer_norm,
+            m.residual,
+            m.maxk_after_first,
+            t.epochs,
+            self.seeds
         )
     }
 
