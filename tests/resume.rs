@@ -167,3 +167,36 @@ fn non_finite_loss_stops_with_epoch_tensor_and_checkpoint() {
         .iter()
         .all(|v| v.is_finite())));
 }
+
+/// f16's loss scale travels with the checkpoint (so a resumed f16 run continues with it), and a
+/// checkpoint written before it was saved still loads, with none.
+#[test]
+fn loss_scale_is_kept_in_checkpoints() {
+    let tmp = tempfile::tempdir().unwrap();
+    let stem = tmp.path().join("state");
+    let (m, g, data) = setup(ConvKind::Gcn, Activation::Relu);
+    let cfg = TrainConfig {
+        epochs: 2,
+        eval_every: 1,
+        checkpoint_every: 2,
+        checkpoint: Some(stem.clone()),
+        ..TrainConfig::default()
+    };
+    train(&m, &g, &data, &cfg, |_| {}).unwrap();
+    let mut st = TrainState::load(&stem, &Device::Cpu).unwrap();
+    assert_eq!(st.meta.loss_scale, None, "f32 has no loss scale");
+    let scale = gnn::train::LossScale {
+        scale: 512.0,
+        clean: 7,
+        skipped: 3,
+    };
+    st.meta.loss_scale = Some(scale);
+    let other = tmp.path().join("scaled");
+    st.save(&other).unwrap();
+    let back = TrainState::load(&other, &Device::Cpu).unwrap();
+    assert_eq!(back.meta.loss_scale, Some(scale));
+    let mut old = serde_json::to_value(&back.meta).unwrap();
+    old.as_object_mut().unwrap().remove("loss_scale");
+    let old: gnn::train::checkpoint::StateMeta = serde_json::from_value(old).unwrap();
+    assert_eq!(old.loss_scale, None);
+}

@@ -81,6 +81,10 @@ pub struct StateMeta {
     pub epoch_ms: Vec<f64>,
     /// Evaluation-forward times so far, ms.
     pub infer_ms: Vec<f64>,
+    /// f16's dynamic loss scale at this point (`None` in other precisions and in checkpoints
+    /// written before it was saved), so a resumed f16 run continues with it.
+    #[serde(default)]
+    pub loss_scale: Option<crate::LossScale>,
 }
 
 /// A full training state: [`StateMeta`] plus the tensors.

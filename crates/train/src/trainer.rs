@@ -334,6 +334,11 @@ fn train_inner(
         (start, rng, best, final_loss) = (m.epoch, m.dropout, m.best, m.final_loss);
         history = m.history.clone();
         (epoch_ms, infer_ms) = (m.epoch_ms.clone(), m.infer_ms.clone());
+        // f16: continue with the saved loss scale (checkpoints from before it was saved
+        // restart at 2^16).
+        if let (Some(s), Some(saved)) = (scaler.as_mut(), m.loss_scale) {
+            *s = saved;
+        }
     }
     let state = |epoch: usize,
                  rng: DropoutRng,
@@ -343,7 +348,8 @@ fn train_inner(
                  epoch_ms: &[f64],
                  infer_ms: &[f64],
                  opt: &Adam,
-                 best_weights: Option<&[Tensor]>| {
+                 best_weights: Option<&[Tensor]>,
+                 loss_scale: Option<crate::LossScale>| {
         let meta = StateMeta {
             format: "gnn-train-state-v1".into(),
             epoch,
@@ -356,6 +362,7 @@ fn train_inner(
             history: history.to_vec(),
             epoch_ms: epoch_ms.to_vec(),
             infer_ms: infer_ms.to_vec(),
+            loss_scale,
         };
         TrainState::capture(meta, &vars, opt, best_weights)
     };
@@ -446,6 +453,7 @@ fn train_inner(
                         &infer_ms,
                         &opt,
                         best_weights.as_deref(),
+                        scaler,
                     )
                     .save(path)?,
                 ),
@@ -549,6 +557,7 @@ fn train_inner(
                     &infer_ms,
                     &opt,
                     best_weights.as_deref(),
+                    scaler,
                 )
                 .save(path)?;
             }
