@@ -185,13 +185,8 @@ impl DeviceGraph {
         let vt = v.index_select(perm, 0)?;
         // Symmetric values on a symmetric structure (GCN's D^-1/2 (A + I) D^-1/2): keep `v`
         // itself, so the backward does not hold a second `[nnz]` copy.
-        let same = self.is_symmetric()?
-            && (&vt - v)?
-                .abs()?
-                .max_all()?
-                .to_dtype(DType::F64)?
-                .to_scalar::<f64>()?
-                == 0.0;
+        // One `[nnz]` u8 mask for the comparison (not f32 temporaries), once per value tensor.
+        let same = self.is_symmetric()? && vt.ne(v)?.max_all()?.to_scalar::<u8>()? == 0;
         let vt = if same { v.clone() } else { vt };
         *cache = Some((v.id(), vt.clone()));
         Ok(vt)
