@@ -85,9 +85,15 @@ fn aggregate(csr: &Csr, x: &[Vec<f32>], f: impl Fn(usize, usize) -> f32) -> Vec<
 }
 
 fn run(kind: ConvKind, in_dim: usize, out_dim: usize) -> (Vec<Vec<f32>>, Vec<Vec<f32>>, Gnn) {
+    run_cfg(ModelConfig::new(kind, in_dim, 8, out_dim, 1, 0.0))
+}
+
+/// One evaluation forward of a model built from `cfg` (seed 3) on random input over
+/// [`small_graph`]: `(x, y, model)`.
+fn run_cfg(cfg: ModelConfig) -> (Vec<Vec<f32>>, Vec<Vec<f32>>, Gnn) {
     let dev = Device::Cpu;
     let csr = small_graph();
-    let cfg = ModelConfig::new(kind, in_dim, 8, out_dim, 1, 0.0);
+    let (kind, in_dim) = (cfg.kind, cfg.in_dim);
     let model = Gnn::new(cfg, &dev, 3).unwrap();
     let g = ModelGraph::new(&csr, kind, &dev).unwrap();
     let x = Tensor::randn(0f32, 1.0, (30, in_dim), &dev).unwrap();
@@ -169,6 +175,38 @@ fn sage_mean_and_pool_match_dense_formulas() {
     close(&y, &plus_bias(want, &m, "convs.0.lin_l.bias"), 1e-5);
 }
 
+/// A one-layer GIN's output at initialisation (eps 0; with `norm`, LayerNorm of weight 1, bias
+/// 0 and eps 1e-5 between the first linear and the ReLU) by the dense formula.
+fn gin_dense(csr: &Csr, x: &[Vec<f32>], m: &Gnn, norm: bool) -> Vec<Vec<f32>> {
+    let agg = aggregate(csr, x, |_, _| 1.0);
+    let z: Vec<Vec<f32>> = agg
+        .iter()
+        .zip(x)
+        .map(|(a, b)| a.iter().zip(b).map(|(p, q)| p + q).collect())
+        .collect(); // eps = 0
+    let h0 = matmul_t(&z, &mat(&param(m, "convs.0.nn.0.weight")));
+    let h: Vec<Vec<f32>> = plus_bias(h0, m, "convs.0.nn.0.bias")
+        .into_iter()
+        .map(|r| {
+            let n = r.len() as f32;
+            let mu = r.iter().sum::<f32>() / n;
+            let var = r.iter().map(|v| (v - mu) * (v - mu)).sum::<f32>() / n;
+            r.iter()
+                .map(|v| {
+                    if norm {
+                        (v - mu) / (var + 1e-5).sqrt()
+                    } else {
+                        *v
+                    }
+                })
+                .map(|v| v.max(0.0))
+                .collect()
+        })
+        .collect();
+    let want = matmul_t(&h, &mat(&param(m, "convs.0.nn.2.weight")));
+    plus_bias(want, m, "convs.0.nn.2.bias")
+}
+
 #[test]
 fn gin_matches_dense_formula_in_both_orders() {
     let csr = small_graph();
@@ -178,20 +216,62 @@ fn gin_matches_dense_formula_in_both_orders() {
         assert_eq!(mat(&param(&m, "convs.0.nn.0.weight")).len(), 8);
         assert_eq!(mat(&param(&m, "convs.0.nn.2.weight")).len(), o);
         assert_eq!(mat(&param(&m, "convs.0.nn.2.weight"))[0].len(), 8);
-        let agg = aggregate(&csr, &x, |_, _| 1.0);
-        let z: Vec<Vec<f32>> = agg
-            .iter()
-            .zip(&x)
-            .map(|(a, b)| a.iter().zip(b).map(|(p, q)| p + q).collect())
-            .collect(); // eps = 0
-        let h0 = matmul_t(&z, &mat(&param(&m, "convs.0.nn.0.weight")));
-        let h: Vec<Vec<f32>> = plus_bias(h0, &m, "convs.0.nn.0.bias")
-            .into_iter()
-            .map(|r| r.into_iter().map(|v| v.max(0.0)).collect())
-            .collect();
-        let want = matmul_t(&h, &mat(&param(&m, "convs.0.nn.2.weight")));
-        close(&y, &plus_bias(want, &m, "convs.0.nn.2.bias"), 1e-4);
+        close(&y, &gin_dense(&csr, &x, &m, false), 1e-4);
     }
+}
+
+/// A `[30, d]` input drawn uniformly from [-1, 1) with `seed`: the cached-aggregation tests
+/// compare two roundings of the same function, and a pre-activation that rounds to either side
+/// of 0 would flip a ReLU; a fixed input keeps them deterministic.
+fn seeded_x(d: usize, seed: u64) -> Tensor {
+    let mut r = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
+    let v: Vec<f32> = (0..30 * d).map(|_| r.random_range(-1.0f32..1.0)).collect();
+    Tensor::from_vec(v, (30, d), &Device::Cpu).unwrap()
+}
+
+/// One training forward (dropout masks from `seed`, the first layer reading `agg` when given)
+/// and the backward of the sum of squared outputs: the logits and each parameter's gradient,
+/// in `named_vars` order (`None` where a parameter got none).
+fn train_pass(
+    model: &Gnn,
+    g: &ModelGraph,
+    x: &Tensor,
+    agg: Option<&Tensor>,
+    seed: u64,
+) -> (Tensor, Vec<(String, Option<Tensor>)>) {
+    let timer = Timer::disabled();
+    let mut rng = DropoutRng::new(seed);
+    let mut ctx = Forward::train(&mut rng, &timer).with_input_aggregate(agg);
+    let y = model.forward(g, x, &mut ctx).unwrap();
+    let grads = y.sqr().unwrap().sum_all().unwrap().backward().unwrap();
+    let gs = model
+        .named_vars()
+        .into_iter()
+        .map(|(k, v)| (k, grads.get(v.as_tensor()).cloned()))
+        .collect();
+    (y, gs)
+}
+
+/// Every parameter has a gradient with a non-zero entry.
+fn assert_every_gradient_nonzero(grads: &[(String, Option<Tensor>)], what: &str) {
+    for (name, gr) in grads {
+        let gr = gr
+            .as_ref()
+            .unwrap_or_else(|| panic!("{what}: no grad for {name}"));
+        let norm: f32 = gr.sqr().unwrap().sum_all().unwrap().to_scalar().unwrap();
+        assert!(norm > 0.0, "{what}: zero grad for {name}");
+    }
+}
+
+/// The gradients as flat vectors (each must exist).
+fn flat_grads(grads: &[(String, Option<Tensor>)]) -> Vec<Vec<f32>> {
+    grads
+        .iter()
+        .map(|(name, gr)| {
+            let gr = gr.as_ref().unwrap_or_else(|| panic!("no grad for {name}"));
+            gr.flatten_all().unwrap().to_vec1().unwrap()
+        })
+        .collect()
 }
 
 #[test]
@@ -214,26 +294,9 @@ fn every_parameter_gets_a_gradient() {
         let model = Gnn::new(cfg, &dev, 1).unwrap();
         let g = ModelGraph::new(&csr, kind, &dev).unwrap();
         let x = Tensor::randn(0f32, 1.0, (30, 7), &dev).unwrap();
-        let timer = Timer::disabled();
-        let mut rng = DropoutRng::new(0);
-        let y = model
-            .forward(&g, &x, &mut Forward::train(&mut rng, &timer))
-            .unwrap();
+        let (y, grads) = train_pass(&model, &g, &x, None, 0);
         assert_eq!(y.dims(), [30, 3]);
-        let grads = y.sqr().unwrap().sum_all().unwrap().backward().unwrap();
-        for (name, v) in model.named_vars() {
-            let gr = grads
-                .get(v.as_tensor())
-                .unwrap_or_else(|| panic!("{kind}: no grad for {name}"));
-            let norm = gr
-                .sqr()
-                .unwrap()
-                .sum_all()
-                .unwrap()
-                .to_scalar::<f32>()
-                .unwrap();
-            assert!(norm > 0.0, "{kind}: zero grad for {name}");
-        }
+        assert_every_gradient_nonzero(&grads, &kind.to_string());
     }
 }
 
@@ -666,39 +729,12 @@ fn transformer_matches_dense_formula_and_pyg_names() {
 /// `Lin -> LayerNorm -> ReLU -> Lin` inside GIN (`mlp_norm`), in both product orders.
 #[test]
 fn gin_mlp_norm_matches_dense_formula_in_both_orders() {
-    let dev = Device::Cpu;
     let csr = small_graph();
     for (i, o) in [(12, 5), (4, 9)] {
         let mut cfg = ModelConfig::new(ConvKind::Gin, i, 8, o, 1, 0.0);
         cfg.mlp_norm = true;
-        let m = Gnn::new(cfg, &dev, 3).unwrap();
-        let g = ModelGraph::new(&csr, ConvKind::Gin, &dev).unwrap();
-        let xt = Tensor::randn(0f32, 1.0, (30, i), &dev).unwrap();
-        let y = mat(&m
-            .forward(&g, &xt, &mut Forward::eval(&Timer::disabled()))
-            .unwrap());
-        let x = mat(&xt);
-        let agg = aggregate(&csr, &x, |_, _| 1.0);
-        let z: Vec<Vec<f32>> = agg
-            .iter()
-            .zip(&x)
-            .map(|(a, b)| a.iter().zip(b).map(|(p, q)| p + q).collect())
-            .collect(); // eps = 0
-        let h0 = matmul_t(&z, &mat(&param(&m, "convs.0.nn.0.weight")));
-        // LayerNorm with weight 1, bias 0 at init, eps 1e-5, then ReLU.
-        let h: Vec<Vec<f32>> = plus_bias(h0, &m, "convs.0.nn.0.bias")
-            .into_iter()
-            .map(|r| {
-                let n = r.len() as f32;
-                let mu = r.iter().sum::<f32>() / n;
-                let var = r.iter().map(|v| (v - mu) * (v - mu)).sum::<f32>() / n;
-                r.iter()
-                    .map(|v| ((v - mu) / (var + 1e-5).sqrt()).max(0.0))
-                    .collect()
-            })
-            .collect();
-        let want = matmul_t(&h, &mat(&param(&m, "convs.0.nn.2.weight")));
-        close(&y, &plus_bias(want, &m, "convs.0.nn.2.bias"), 1e-4);
+        let (x, y, m) = run_cfg(cfg);
+        close(&y, &gin_dense(&csr, &x, &m, true), 1e-4);
     }
 }
 
@@ -720,19 +756,8 @@ fn gin_mlp_norm_trains_every_parameter_and_is_gin_only() {
         );
         let g = ModelGraph::new(&csr, ConvKind::Gin, &dev).unwrap();
         let x = Tensor::randn(0f32, 1.0, (30, 7), &dev).unwrap();
-        let timer = Timer::disabled();
-        let mut rng = DropoutRng::new(0);
-        let y = model
-            .forward(&g, &x, &mut Forward::train(&mut rng, &timer))
-            .unwrap();
-        let grads = y.sqr().unwrap().sum_all().unwrap().backward().unwrap();
-        for (name, v) in model.named_vars() {
-            let gr = grads
-                .get(v.as_tensor())
-                .unwrap_or_else(|| panic!("{maxk:?}: no grad for {name}"));
-            let norm: f32 = gr.sqr().unwrap().sum_all().unwrap().to_scalar().unwrap();
-            assert!(norm > 0.0, "{maxk:?}: zero grad for {name}");
-        }
+        let (_, grads) = train_pass(&model, &g, &x, None, 0);
+        assert_every_gradient_nonzero(&grads, &format!("{maxk:?}"));
     }
     let mut cfg = ModelConfig::new(ConvKind::Gcn, 7, 6, 3, 2, 0.5);
     cfg.mlp_norm = true;
@@ -757,34 +782,13 @@ fn cached_input_aggregate_matches_recomputing() {
             cfg.mlp_norm = gin_norm;
             let model = Gnn::new(cfg, &dev, 4).unwrap();
             let g = ModelGraph::new(&csr, kind, &dev).unwrap();
-            let x = Tensor::randn(0f32, 1.0, (30, in_dim), &dev).unwrap();
+            let x = seeded_x(in_dim, 11);
             let agg = model.input_aggregate(&g, &x).unwrap();
             assert!(agg.is_some(), "{kind}: no input aggregate");
-            let timer = Timer::disabled();
-            let pass = |cached: bool| {
-                let mut rng = DropoutRng::new(9);
-                let ctx = Forward::train(&mut rng, &timer);
-                let mut ctx = ctx.with_input_aggregate(if cached { agg.as_ref() } else { None });
-                let y = model.forward(&g, &x, &mut ctx).unwrap();
-                let grads = y.sqr().unwrap().sum_all().unwrap().backward().unwrap();
-                let gs: Vec<Vec<f32>> = model
-                    .named_vars()
-                    .iter()
-                    .map(|(_, v)| {
-                        grads
-                            .get(v.as_tensor())
-                            .unwrap()
-                            .flatten_all()
-                            .unwrap()
-                            .to_vec1()
-                            .unwrap()
-                    })
-                    .collect();
-                (mat(&y), gs)
-            };
-            let (y0, g0) = pass(false);
-            let (y1, g1) = pass(true);
-            close(&y1, &y0, 1e-4);
+            let (y0, g0) = train_pass(&model, &g, &x, None, 9);
+            let (y1, g1) = train_pass(&model, &g, &x, agg.as_ref(), 9);
+            close(&mat(&y1), &mat(&y0), 1e-4);
+            let (g0, g1) = (flat_grads(&g0), flat_grads(&g1));
             for ((name, _), (a, b)) in model.named_vars().iter().zip(g1.iter().zip(&g0)) {
                 let scale = b.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
                 for (p, q) in a.iter().zip(b) {
@@ -833,35 +837,23 @@ fn maxk_after_first_runs_the_first_layer_as_relu() {
         cfg.maxk_after_first = true;
         let model = Gnn::new(cfg.clone(), &dev, 2).unwrap();
         let g = ModelGraph::new(&csr, kind, &dev).unwrap();
-        let x = Tensor::randn(0f32, 1.0, (30, 7), &dev).unwrap();
+        let x = seeded_x(7, 12);
         let agg = model.input_aggregate(&g, &x).unwrap();
         assert!(agg.is_some(), "{kind}");
-        let timer = Timer::disabled();
-        let pass = |cached: bool| {
-            let mut rng = DropoutRng::new(3);
-            let mut ctx = Forward::train(&mut rng, &timer).with_input_aggregate(if cached {
-                agg.as_ref()
-            } else {
-                None
-            });
-            let y = model.forward(&g, &x, &mut ctx).unwrap();
-            let grads = y.sqr().unwrap().sum_all().unwrap().backward().unwrap();
-            let gsum: Vec<f32> = model
-                .named_vars()
+        let sq_norms = |grads: Vec<Vec<f32>>| -> Vec<f32> {
+            grads
                 .iter()
-                .map(|(_, v)| {
-                    let gr = grads.get(v.as_tensor()).unwrap();
-                    gr.sqr().unwrap().sum_all().unwrap().to_scalar().unwrap()
-                })
-                .collect();
-            (mat(&y), gsum)
+                .map(|g| g.iter().map(|v| v * v).sum())
+                .collect()
         };
-        let (y0, g0) = pass(false);
-        let (y1, g1) = pass(true);
-        close(&y1, &y0, 1e-4);
+        let (y0, g0) = train_pass(&model, &g, &x, None, 3);
+        let (y1, g1) = train_pass(&model, &g, &x, agg.as_ref(), 3);
+        close(&mat(&y1), &mat(&y0), 1e-4);
+        let (g0, g1) = (sq_norms(flat_grads(&g0)), sq_norms(flat_grads(&g1)));
         for (a, b) in g1.iter().zip(&g0) {
             assert!(*b > 0.0 && (a - b).abs() <= 1e-3 * b, "{kind}: {a} vs {b}");
         }
+        let timer = Timer::disabled();
         // Two layers: the only hidden layer is the first, so the model is the ReLU model
         // (same seed, same parameters), and differs from plain MaxK.
         let two = |maxk: bool, after_first: bool| {

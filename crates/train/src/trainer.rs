@@ -65,7 +65,8 @@ fn yes() -> bool {
 
 impl TrainConfig {
     /// True when `other` trains the same way (everything but `epochs`, checkpointing,
-    /// profiling and the input-aggregate cache equal): the condition for resuming a checkpoint made under `self`.
+    /// profiling and the input-aggregate cache equal): the condition for resuming a checkpoint
+    /// made under `self`.
     pub fn same_recipe(&self, other: &TrainConfig) -> bool {
         let strip = |c: &TrainConfig| TrainConfig {
             epochs: 0,
@@ -382,14 +383,13 @@ fn train_inner(
     // The first layer's aggregation of the input, made in the first epoch run (and timed in
     // it), then reused by every forward.
     let mut input_agg: Option<Tensor> = None;
-    let mut input_agg_due = cfg.cache_input_aggregate;
     for epoch in start + 1..=cfg.epochs {
         // The dropout stream before this epoch's masks, for the non-finite guard's checkpoint.
         let rng_before = rng;
         sync(&device)?;
         let t0 = Instant::now();
         *phase = format!("running training epoch {epoch} (forward{need})");
-        if std::mem::take(&mut input_agg_due) {
+        if cfg.cache_input_aggregate && epoch == start + 1 {
             input_agg = timer.time(gnn_models::Phase::Aggregation, || {
                 model.input_aggregate(graph, &data.x)
             })?;

@@ -57,13 +57,15 @@ impl GinConv {
         })
     }
 
-    /// The MLP's middle: the optional LayerNorm, then ReLU.
-    fn norm_relu(&self, h: Tensor) -> Result<Tensor> {
-        let h = match &self.norm {
-            Some(n) => n.forward(&h)?,
-            None => h,
+    /// The MLP's middle on `z` (its first product, without the bias): bias, the optional
+    /// LayerNorm, ReLU.
+    fn middle(&self, z: Tensor) -> Result<Tensor> {
+        let z = z.broadcast_add(&like(self.nn0.bias.as_ref().expect("bias"), &z)?)?;
+        let z = match &self.norm {
+            Some(n) => n.forward(&z)?,
+            None => z,
         };
-        Ok(h.relu()?)
+        Ok(z.relu()?)
     }
 
     /// Applies the layer; `agg`: its aggregation of `x`, precomputed ([`crate::Gnn::input_aggregate`]).
@@ -79,28 +81,22 @@ impl GinConv {
             let self_term = h.broadcast_mul(&like(&(self.eps.clone() + 1.0)?, h)?)?;
             Ok((agg + self_term)?)
         };
-        let h = if let Some(a) = agg {
-            // Both products at the MLP's width: `(1 + eps) x W + (sum x) W + b`, which keeps the
-            // element-wise work (eps's gradient included) off the input width.
+        let z = if agg.is_some() || out_dim <= in_dim {
+            // The first product before the sum, so the sum and the element-wise work (eps's
+            // gradient included) run at the MLP's width.
             let hx = self.nn0.forward_no_bias(x, t)?;
-            let ha = self.nn0.forward_no_bias(a, t)?;
-            let z = t.time(Phase::Elementwise, || combine(&hx, ha))?;
-            t.time(Phase::Elementwise, || {
-                self.norm_relu(z.broadcast_add(&like(self.nn0.bias.as_ref().expect("bias"), &z)?)?)
-            })?
-        } else if out_dim <= in_dim {
-            let h = self.nn0.forward_no_bias(x, t)?;
-            let agg = t.time(Phase::Aggregation, || g.aggregate(&h, Reduce::Sum))?;
-            let z = t.time(Phase::Elementwise, || combine(&h, agg))?;
-            t.time(Phase::Elementwise, || {
-                self.norm_relu(z.broadcast_add(&like(self.nn0.bias.as_ref().expect("bias"), &z)?)?)
-            })?
+            let ha = match agg {
+                // `(sum x) W`: a product of the precomputed sum instead of a sparse one.
+                Some(a) => self.nn0.forward_no_bias(a, t)?,
+                None => t.time(Phase::Aggregation, || g.aggregate(&hx, Reduce::Sum))?,
+            };
+            t.time(Phase::Elementwise, || combine(&hx, ha))?
         } else {
             let agg = t.time(Phase::Aggregation, || g.aggregate(x, Reduce::Sum))?;
             let z = t.time(Phase::Elementwise, || combine(x, agg))?;
-            let h = self.nn0.forward(&z, t)?;
-            t.time(Phase::Elementwise, || self.norm_relu(h))?
+            self.nn0.forward_no_bias(&z, t)?
         };
+        let h = t.time(Phase::Elementwise, || self.middle(z))?;
         self.nn2.forward(&h, t)
     }
 
@@ -120,7 +116,7 @@ impl GinConv {
         let agg = t.time(Phase::Aggregation, || g.aggregate_cbsr(&c, Reduce::Sum))?;
         let h = t.time(Phase::Elementwise, || {
             let own = c.to_dense()?.broadcast_mul(&(self.eps.clone() + 1.0)?)?;
-            self.norm_relu((agg + own)?.broadcast_add(self.nn0.bias.as_ref().expect("bias"))?)
+            self.middle((agg + own)?)
         })?;
         self.nn2.forward(&h, t)
     }
