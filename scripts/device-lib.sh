@@ -16,7 +16,8 @@ pack() { tar -czf "$OUT/results.tar.gz" -C "$(dirname "$R")" "$(basename "$R")";
 step() {
     local name=$1; shift
     echo "[$(date +%T)] $name: $*" | tee -a "$R/summary.txt"
-    "$@" > "$R/$name.log" 2>&1
-    echo "[$(date +%T)] $name: exit $? | $(tail -n 2 "$R/$name.log" | tr '\n' ' ')" | tee -a "$R/summary.txt"
+    "$@" < /dev/null > "$R/$name.log" 2>&1
+    local rc=$? # before any command substitution resets $?
+    echo "[$(date +%T)] $name: exit $rc | $(tail -n 2 "$R/$name.log" | command tr '\n' ' ')" | tee -a "$R/summary.txt"
     pack
 }

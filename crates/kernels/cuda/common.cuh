@@ -47,8 +47,19 @@ __device__ __forceinline__ void load_vec(const float* __restrict__ p, float (&r)
 // VEC-wide loads of half-precision storage (bf16 or f16), widened to fp32 for accumulation:
 // VEC = 8 / 4 / 2 halves move as one 16 / 8 / 4-byte transaction (the caller guarantees the
 // alignment), 1 as a single element.
+__device__ __forceinline__ float to_f32(float v) { return v; }
 __device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+
+// fp32 to the storage type T, rounding to nearest (exact for values that came from a T).
+template <typename T>
+__device__ __forceinline__ T from_f32(float v);
+template <>
+__device__ __forceinline__ float from_f32<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <>
+__device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
 
 template <int VEC, typename H>
 __device__ __forceinline__ void load_vec(const H* __restrict__ p, float (&r)[VEC]) {

@@ -4,6 +4,9 @@
 // memory, sampled at the CBSR indices of each neighbour and accumulated atomically).
 //
 // Index types: uint8_t (D <= 256) or int16_t read as uint16 (D <= 1024).
+// Value types T (the features, CBSR data and gradients): float, or __nv_bfloat16 / __half under
+// --precision bf16/f16. Keys, partial sums and atomics are fp32 in every case; the SpGEMM and
+// SSpMM write fp32 outputs that the host narrows to T once.
 
 #include "common.cuh"
 
@@ -37,20 +40,20 @@ __device__ __forceinline__ float unkey(uint32_t k) {
 // values (the CBSR gather fused in).
 // V = keys per lane (a power of two, 32 * V >= d), a template parameter so that the loops over
 // a lane's keys are fully unrolled without dead iterations.
-template <typename IDX, int V>
-__device__ __forceinline__ void maxk_select_impl(const float* __restrict__ h, IDX* __restrict__ out,
-                                                 float* __restrict__ vals, int n, int d, int k) {
+template <typename T, typename IDX, int V>
+__device__ __forceinline__ void maxk_select_impl(const T* __restrict__ h, IDX* __restrict__ out,
+                                                 T* __restrict__ vals, int n, int d, int k) {
     const int lane = threadIdx.x & 31;
     const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (row >= n) return;
-    const float* hr = h + (size_t)row * d;
+    const T* hr = h + (size_t)row * d;
     uint32_t key[V];
     uint32_t kmax = 0, kmin = 0xffffffffu;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
         const int e = j * 32 + lane;
         // Padding slots get key 0, which no midpoint (always >= 1) counts.
-        key[j] = e < d ? fkey(__ldg(hr + e)) : 0u;
+        key[j] = e < d ? fkey(to_f32(__ldg(hr + e))) : 0u;
         kmax = max(kmax, key[j]);
         if (e < d) kmin = min(kmin, key[j]);
     }
@@ -81,7 +84,7 @@ __device__ __forceinline__ void maxk_select_impl(const float* __restrict__ h, ID
     const uint32_t lower = (1u << lane) - 1u;
     int taken = 0, ties = 0;
     IDX* o = out + (size_t)row * k;
-    float* ov = vals ? vals + (size_t)row * k : nullptr;
+    T* ov = vals ? vals + (size_t)row * k : nullptr;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
         const int e = j * 32 + lane;
@@ -100,23 +103,23 @@ __device__ __forceinline__ void maxk_select_impl(const float* __restrict__ h, ID
         if (take) {
             const int pos = taken + __popc(tm & lower);
             o[pos] = (IDX)e;
-            if (ov) ov[pos] = unkey(key[j]);
+            if (ov) ov[pos] = from_f32<T>(unkey(key[j])); // exact: the key came from a T
         }
         taken += __popc(tm);
     }
 }
 
-template <typename IDX>
-__device__ __forceinline__ void gather_impl(const float* __restrict__ h, const IDX* __restrict__ idx,
-                                            float* __restrict__ out, uint64_t total, int k, int d) {
+template <typename T, typename IDX>
+__device__ __forceinline__ void gather_impl(const T* __restrict__ h, const IDX* __restrict__ idx,
+                                            T* __restrict__ out, uint64_t total, int k, int d) {
     for (uint64_t e = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; e < total; e += (uint64_t)gridDim.x * blockDim.x) {
         out[e] = h[(e / k) * d + col_of(idx[e])];
     }
 }
 
-template <typename IDX>
-__device__ __forceinline__ void scatter_impl(const float* __restrict__ data, const IDX* __restrict__ idx,
-                                             float* __restrict__ out, uint64_t total, int k, int d) {
+template <typename T, typename IDX>
+__device__ __forceinline__ void scatter_impl(const T* __restrict__ data, const IDX* __restrict__ idx,
+                                             T* __restrict__ out, uint64_t total, int k, int d) {
     for (uint64_t e = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; e < total; e += (uint64_t)gridDim.x * blockDim.x) {
         out[(e / k) * d + col_of(idx[e])] = data[e];
     }
@@ -155,9 +158,9 @@ struct Idx4<int16_t> {
 // atomically into the zeroed output when the row is split (with a fused bias the output starts
 // as the bias in every row, and unsplit rows add it at the write-back). Edge indices and values are
 // streamed (evict-first) so that they do not push the CBSR rows out of L2.
-template <typename IDX, int VEC>
+template <typename T, typename IDX, int VEC>
 __device__ __forceinline__ void spgemm_impl(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
-                                            const float* __restrict__ vals, const float* __restrict__ data,
+                                            const float* __restrict__ vals, const T* __restrict__ data,
                                             const IDX* __restrict__ idx, float* __restrict__ out,
                                             const float* __restrict__ bias, const uint2* __restrict__ items,
                                             int n_items, int chunk, int d, int k, int per, int weighted, int mean) {
@@ -192,13 +195,12 @@ __device__ __forceinline__ void spgemm_impl(const uint32_t* __restrict__ indptr,
                     const uint32_t j = __ldcs(indices + p);
                     const float a = weighted ? __ldcs(vals + p) : 1.f;
                     const size_t q = (size_t)j * k + (size_t)gq * VEC;
+                    load_vec<VEC>(data + q, val[u]); // float4, or 4 halves in 8 bytes
+#pragma unroll
+                    for (int e = 0; e < VEC; ++e) val[u][e] *= a;
                     if (VEC == 4) {
-                        const float4 v = __ldg(reinterpret_cast<const float4*>(data + q));
                         cw[u] = Idx4<IDX>::load(idx + q);
-                        val[u][0] = a * v.x; val[u][1 % VEC] = a * v.y;
-                        val[u][2 % VEC] = a * v.z; val[u][3 % VEC] = a * v.w;
                     } else {
-                        val[u][0] = a * __ldg(data + q);
                         col[u] = col_of(idx[q]);
                     }
                 }
@@ -237,9 +239,9 @@ __device__ __forceinline__ void spgemm_impl(const uint32_t* __restrict__ indptr,
 // with global atomics. With k a multiple of 4 each lane owns 4 consecutive slots (one 128-bit
 // index/atomic access: sm_90 float4 atomicAdd), k/4 lanes per edge and 32/(k/4) edges per step;
 // otherwise one slot per lane.
-template <typename IDX>
+template <typename T, typename IDX>
 __device__ __forceinline__ void sspmm_impl(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
-                                           const float* __restrict__ vals, const float* __restrict__ dout,
+                                           const float* __restrict__ vals, const T* __restrict__ dout,
                                            const IDX* __restrict__ idx, float* __restrict__ dx,
                                            const uint2* __restrict__ items, int n_items, int chunk, int d, int k,
                                            int vec, int weighted, int mean) {
@@ -252,8 +254,8 @@ __device__ __forceinline__ void sspmm_impl(const uint32_t* __restrict__ indptr, 
     const uint32_t start = item.start, end = item.end;
     float* buf = smem + (size_t)w * d;
     const float scale = mean ? 1.f / (float)item.deg : 1.f;
-    const float* g = dout + (size_t)item.row * d;
-    for (int c = lane; c < d; c += 32) buf[c] = __ldg(g + c) * scale;
+    const T* g = dout + (size_t)item.row * d;
+    for (int c = lane; c < d; c += 32) buf[c] = to_f32(__ldg(g + c)) * scale;
     __syncwarp();
     if (vec && (k & 3) == 0) {
         const int groups = k >> 2;                       // 4-slot groups per edge
@@ -306,21 +308,21 @@ __device__ __forceinline__ void sspmm_impl(const uint32_t* __restrict__ indptr, 
     }
 }
 
-#define SELECT(IDX, SUF, V)                                                                                     \
-    extern "C" __global__ void maxk_select_##SUF##_v##V(const float* __restrict__ h, IDX* __restrict__ out,         \
-                                                        float* __restrict__ vals, int n, int d, int k) {            \
-        maxk_select_impl<IDX, V>(h, out, vals, n, d, k);                                                            \
+// Kernel names: <op>_<idx>[_v<V>] for f32 values, <op>_<bf16|f16>_<idx>[_v<V>] for half values.
+#define SELECT(T, PRE, IDX, SUF, V)                                                                             \
+    extern "C" __global__ void maxk_select_##PRE##SUF##_v##V(const T* __restrict__ h, IDX* __restrict__ out,       \
+                                                             T* __restrict__ vals, int n, int d, int k) {          \
+        maxk_select_impl<T, IDX, V>(h, out, vals, n, d, k);                                                        \
     }
 
-// At most 42 registers (12 blocks of 128 threads per SM: 75 % occupancy), for latency hiding.
-#define SPGEMM(IDX, SUF, VEC)                                                                                   \
-    extern "C" __global__ void spgemm_##SUF##_v##VEC(                                                               \
+#define SPGEMM(T, PRE, IDX, SUF, VEC)                                                                           \
+    extern "C" __global__ void spgemm_##PRE##SUF##_v##VEC(                                                          \
         const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices, const float* __restrict__ vals,  \
-        const float* __restrict__ data, const IDX* __restrict__ idx, float* __restrict__ out,                       \
+        const T* __restrict__ data, const IDX* __restrict__ idx, float* __restrict__ out,                           \
         const float* __restrict__ bias, const uint2* __restrict__ items, int n_items, int chunk, int d, int k,      \
         int per, int weighted, int mean) {                                                                          \
-        spgemm_impl<IDX, VEC>(indptr, indices, vals, data, idx, out, bias, items, n_items, chunk, d, k, per,        \
-                              weighted, mean);                                                                      \
+        spgemm_impl<T, IDX, VEC>(indptr, indices, vals, data, idx, out, bias, items, n_items, chunk, d, k, per,     \
+                                 weighted, mean);                                                                   \
     }
 
 // out[r, c] = bias[c]: the SpGEMM output's initial value when a bias is fused (rows without
@@ -331,25 +333,30 @@ extern "C" __global__ void bias_fill(const float* __restrict__ bias, float* __re
     }
 }
 
-#define MAXK_KERNELS(IDX, SUF)                                                                                         \
-    SELECT(IDX, SUF, 1) SELECT(IDX, SUF, 2) SELECT(IDX, SUF, 4) SELECT(IDX, SUF, 8) SELECT(IDX, SUF, 16)            \
-    SELECT(IDX, SUF, 32)                                                                                              \
-    extern "C" __global__ void cbsr_gather_##SUF(const float* __restrict__ h, const IDX* __restrict__ idx,            \
-                                                 float* __restrict__ out, uint64_t total, int k, int d) {             \
-        gather_impl<IDX>(h, idx, out, total, k, d);                                                                   \
-    }                                                                                                                  \
-    extern "C" __global__ void cbsr_scatter_##SUF(const float* __restrict__ data, const IDX* __restrict__ idx,        \
-                                                  float* __restrict__ out, uint64_t total, int k, int d) {            \
-        scatter_impl<IDX>(data, idx, out, total, k, d);                                                               \
-    }                                                                                                                  \
-    SPGEMM(IDX, SUF, 1) SPGEMM(IDX, SUF, 4)                                                                           \
-    extern "C" __global__ void sspmm_##SUF(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,  \
-                                           const float* __restrict__ vals, const float* __restrict__ dout,             \
-                                           const IDX* __restrict__ idx, float* __restrict__ dx,                        \
-                                           const uint2* __restrict__ items, int n_items, int chunk, int d, int k,      \
-                                           int vec, int weighted, int mean) {                                          \
-        sspmm_impl<IDX>(indptr, indices, vals, dout, idx, dx, items, n_items, chunk, d, k, vec, weighted, mean);      \
+#define MAXK_KERNELS(T, PRE, IDX, SUF)                                                                              \
+    SELECT(T, PRE, IDX, SUF, 1) SELECT(T, PRE, IDX, SUF, 2) SELECT(T, PRE, IDX, SUF, 4)                           \
+    SELECT(T, PRE, IDX, SUF, 8) SELECT(T, PRE, IDX, SUF, 16) SELECT(T, PRE, IDX, SUF, 32)                         \
+    extern "C" __global__ void cbsr_gather_##PRE##SUF(const T* __restrict__ h, const IDX* __restrict__ idx,         \
+                                                      T* __restrict__ out, uint64_t total, int k, int d) {          \
+        gather_impl<T, IDX>(h, idx, out, total, k, d);                                                             \
+    }                                                                                                               \
+    extern "C" __global__ void cbsr_scatter_##PRE##SUF(const T* __restrict__ data, const IDX* __restrict__ idx,     \
+                                                       T* __restrict__ out, uint64_t total, int k, int d) {         \
+        scatter_impl<T, IDX>(data, idx, out, total, k, d);                                                         \
+    }                                                                                                               \
+    SPGEMM(T, PRE, IDX, SUF, 1) SPGEMM(T, PRE, IDX, SUF, 4)                                                        \
+    extern "C" __global__ void sspmm_##PRE##SUF(const uint32_t* __restrict__ indptr,                                \
+                                                const uint32_t* __restrict__ indices, const float* __restrict__ vals, \
+                                                const T* __restrict__ dout, const IDX* __restrict__ idx,            \
+                                                float* __restrict__ dx, const uint2* __restrict__ items,            \
+                                                int n_items, int chunk, int d, int k, int vec, int weighted,        \
+                                                int mean) {                                                         \
+        sspmm_impl<T, IDX>(indptr, indices, vals, dout, idx, dx, items, n_items, chunk, d, k, vec, weighted, mean); \
     }
 
-MAXK_KERNELS(uint8_t, u8)
-MAXK_KERNELS(int16_t, i16)
+MAXK_KERNELS(float, , uint8_t, u8)
+MAXK_KERNELS(float, , int16_t, i16)
+MAXK_KERNELS(__nv_bfloat16, bf16_, uint8_t, u8)
+MAXK_KERNELS(__nv_bfloat16, bf16_, int16_t, i16)
+MAXK_KERNELS(__half, f16_, uint8_t, u8)
+MAXK_KERNELS(__half, f16_, int16_t, i16)

@@ -261,14 +261,13 @@ impl Gnn {
         if matches!(x.dtype(), DType::BF16 | DType::F16) {
             let unsupported = match (self.cfg.kind, self.cfg.activation) {
                 (ConvKind::Gat | ConvKind::Transformer, _) => Some(self.cfg.kind.to_string()),
-                (_, Activation::MaxK { .. }) => Some("MaxK".to_string()),
                 (ConvKind::SagePool, _) => Some(self.cfg.kind.to_string()),
                 _ => None,
             };
             if let Some(what) = unsupported {
                 return Err(Error::Config(format!(
-                    "{what} has no {:?} path yet (GCN, GraphSAGE-mean, GIN and MLP do); run it \
-                     with --precision f32",
+                    "{what} has no {:?} path yet (GCN, GraphSAGE-mean, GIN and MLP do, with \
+                     ReLU or MaxK); run it with --precision f32",
                     x.dtype()
                 )));
             }

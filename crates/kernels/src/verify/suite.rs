@@ -357,6 +357,139 @@ fn check_maxk(
         &dbc,
         1e-5,
     )?;
+    if gpu.is_cuda() {
+        check_maxk_half(c, name, csr, d, k, gpu, (&h, &w, &vals), (&gc, &gg))?;
+    }
+    Ok(())
+}
+
+/// Half-precision MaxK (`--precision bf16/f16`): the selection on bf16 / f16 rows against the
+/// f32 CPU selection of the same rounded values (exact: rounding keeps the order, and equal
+/// halves are equal floats, so ties break alike), then the SpGEMM with fused bias, the SSpMM
+/// and the gradients with respect to `h` and the bias against an f64 CPU run on the rounded
+/// inputs, element by element within the fp32 summation bound plus the output's narrowing
+/// (as [`check_spmm_half`]). Edge values stay f32, as the models pass them.
+#[allow(clippy::too_many_arguments)]
+fn check_maxk_half(
+    c: &mut Checker,
+    name: &str,
+    csr: &Csr,
+    d: usize,
+    k: usize,
+    gpu: &Device,
+    (h, w, vals): (&Tensor, &Tensor, &Tensor),
+    (gc, gg): (&DeviceGraph, &DeviceGraph),
+) -> Result<()> {
+    let cpu = Device::Cpu;
+    let (deg_rows, deg_cols) = max_degrees(csr);
+    let bias = c.randn(d)?;
+    for (dt, unit, floor) in [
+        (DType::BF16, 2f64.powi(-8), 0.0),
+        (DType::F16, 2f64.powi(-11), 2f64.powi(-25)),
+    ] {
+        let tag = format!("maxk {dt:?} d={d} k={k}").to_lowercase();
+        let round = |t: &Tensor| -> Result<Tensor> { Ok(t.to_dtype(dt)?.to_dtype(DType::F32)?) };
+        let (hr, wr, br) = (round(h)?, round(w)?, round(&bias)?);
+        let xc = maxk(&hr, k)?;
+        let xg = maxk(&h.to_dtype(dt)?.to_device(gpu)?, k)?;
+        if xg.data().dtype() != dt {
+            return Err(missing(&format!(
+                "{tag}: CBSR data is {:?}",
+                xg.data().dtype()
+            )));
+        }
+        c.check(
+            name,
+            format!("{tag} select"),
+            d,
+            &xg.to_dense()?,
+            &xc.to_dense()?,
+            0.0,
+        )?;
+        c.check(
+            name,
+            format!("{tag} index"),
+            d,
+            &xg.index().to_device(&cpu)?,
+            xc.index(),
+            0.0,
+        )?;
+        let narrowing = |abs: &Tensor| -> Result<Tensor> { Ok(((abs * (2.0 * unit))? + floor)?) };
+        let f64_of = |t: &Tensor| t.to_dtype(DType::F64);
+        let v64 = f64_of(vals)?;
+        // CPU reference in f64 on the rounded inputs; `abs`: the same pattern (selected from
+        // the signed values) with every operand's magnitude, for the bounds. The gradient is
+        // taken with respect to the CBSR data and scattered, which equals the gradient with
+        // respect to `h` (MaxK's backward is that scatter).
+        let reference = |abs: bool| -> Result<(Tensor, Tensor, Tensor)> {
+            let m = |t: Tensor| -> Result<Tensor> { Ok(if abs { t.abs()? } else { t }) };
+            let x = maxk(&f64_of(&hr)?, k)?;
+            let dv = Var::from_tensor(&m(x.data().clone())?)?;
+            let bv = Var::from_tensor(&m(f64_of(&br)?)?)?;
+            let y = spgemm_bias(
+                gc,
+                &x.with_data(dv.as_tensor().clone())?,
+                Some(&m(v64.clone())?),
+                Reduce::Sum,
+                Some(bv.as_tensor()),
+            )?;
+            let gr = (&y * m(f64_of(&wr)?)?)?.sum_all()?.backward()?;
+            let dd = gr
+                .get(dv.as_tensor())
+                .ok_or_else(|| missing("ddata"))?
+                .clone();
+            let db = gr
+                .get(bv.as_tensor())
+                .ok_or_else(|| missing("dbias"))?
+                .clone();
+            Ok((y, x.with_data(dd)?.to_dense()?, db.unsqueeze(0)?))
+        };
+        let ((yc, dhc, dbc), (ya, dha, dba)) = (reference(false)?, reference(true)?);
+        let hv = Var::from_tensor(&h.to_dtype(dt)?.to_device(gpu)?)?;
+        let bv = Var::from_tensor(&bias.to_dtype(dt)?.to_device(gpu)?)?;
+        let y = spgemm_bias(
+            gg,
+            &maxk(hv.as_tensor(), k)?,
+            Some(&vals.to_device(gpu)?),
+            Reduce::Sum,
+            Some(bv.as_tensor()),
+        )?;
+        if y.dtype() != dt {
+            return Err(missing(&format!("{tag}: SpGEMM output is {:?}", y.dtype())));
+        }
+        let gr = (&y * w.to_dtype(dt)?.to_device(gpu)?)?
+            .sum_all()?
+            .backward()?;
+        let dhg = gr
+            .get(hv.as_tensor())
+            .ok_or_else(|| missing("half dh"))?
+            .clone();
+        let dbg = gr
+            .get(bv.as_tensor())
+            .ok_or_else(|| missing("half dbias"))?
+            .unsqueeze(0)?;
+        let lim = (sum_bound(&ya, sum_depth(deg_rows + 1, true))? + narrowing(&ya)?)?;
+        c.check_within(name, format!("{tag} spgemm+bias"), d, &y, &yc, &lim)?;
+        // dh: the SSpMM (atomics, any order) then the exact scatter.
+        let lim = (sum_bound(&dha, sum_depth(deg_cols, false))? + narrowing(&dha)?)?;
+        c.check_within(name, format!("{tag} spgemm+bias dh"), d, &dhg, &dhc, &lim)?;
+        let lim = (sum_bound(&dba, sum_depth(csr.n_rows(), false))? + narrowing(&dba)?)?;
+        c.check_within(
+            name,
+            format!("{tag} spgemm+bias dbias"),
+            d,
+            &dbg,
+            &dbc,
+            &lim,
+        )?;
+        // The mean SSpMM alone (1/deg applied to the gradient row in f32).
+        let wg = w.to_dtype(dt)?.to_device(gpu)?;
+        let sg = sspmm(gg, &wg, &xg, None, Reduce::Mean)?;
+        let sc = sspmm(gc, &f64_of(&wr)?, &xc, None, Reduce::Mean)?;
+        let sa = sspmm(gc, &f64_of(&wr)?.abs()?, &xc, None, Reduce::Mean)?;
+        let lim = (sum_bound(&sa, sum_depth(deg_cols, false))? + narrowing(&sa)?)?;
+        c.check_within(name, format!("{tag} sspmm mean"), d, &sg, &sc, &lim)?;
+    }
     Ok(())
 }
 

@@ -71,7 +71,7 @@ impl GcnConv {
         let c = maxk_dropout(&h, k, drop, t)?;
         // The bias rides in the SpGEMM's write-back (no separate broadcast add).
         t.time(Phase::Aggregation, || {
-            g.aggregate_cbsr_bias(&c, Reduce::Sum, &self.bias)
+            g.aggregate_cbsr_bias(&c, Reduce::Sum, &like(&self.bias, &h)?)
         })
     }
 }

@@ -115,7 +115,8 @@ impl GinConv {
         let c = maxk_dropout(&h, k, drop, t)?;
         let agg = t.time(Phase::Aggregation, || g.aggregate_cbsr(&c, Reduce::Sum))?;
         let h = t.time(Phase::Elementwise, || {
-            let own = c.to_dense()?.broadcast_mul(&(self.eps.clone() + 1.0)?)?;
+            let own = c.to_dense()?;
+            let own = own.broadcast_mul(&like(&(self.eps.clone() + 1.0)?, &own)?)?;
             self.middle((agg + own)?)
         })?;
         self.nn2.forward(&h, t)

@@ -77,7 +77,9 @@ impl SageConv {
                 &Tensor::cat(&[&self.lin_l.weight, &self.lin_r.weight], 0)?,
                 x,
             )?;
-            let h = t.time(Phase::Gemm, || Ok(gnn_kernels::matmul_nt(x, &w)?))?;
+            let h = t.time(Phase::Gemm, || {
+                Ok(gnn_kernels::matmul_nt(x, &like(&w, x)?)?)
+            })?;
             let (hl, hr) = (h.narrow(1, 0, out_dim)?, h.narrow(1, out_dim, out_dim)?);
             let agg = t.time(Phase::Aggregation, || g.aggregate(&hl, Reduce::Mean))?;
             t.time(Phase::Elementwise, || {
@@ -109,10 +111,14 @@ impl SageConv {
         let (out_dim, _) = self.lin_l.weight.dims2()?;
         let bias = self.lin_l.bias.as_ref().expect("lin_l has a bias");
         let w = Tensor::cat(&[&self.lin_l.weight, &self.lin_r.weight], 0)?;
-        let h = t.time(Phase::Gemm, || Ok(gnn_kernels::matmul_nt(x, &w)?))?;
+        let h = t.time(Phase::Gemm, || {
+            Ok(gnn_kernels::matmul_nt(x, &like(&w, x)?)?)
+        })?;
         let (hl, hr) = (h.narrow(1, 0, out_dim)?, h.narrow(1, out_dim, out_dim)?);
         let c = maxk_dropout(&hl, k, drop, t)?;
         let agg = t.time(Phase::Aggregation, || g.aggregate_cbsr(&c, Reduce::Mean))?;
-        t.time(Phase::Elementwise, || Ok((agg + hr)?.broadcast_add(bias)?))
+        t.time(Phase::Elementwise, || {
+            Ok((agg + hr)?.broadcast_add(&like(bias, x)?)?)
+        })
     }
 }

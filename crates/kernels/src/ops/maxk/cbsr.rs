@@ -32,7 +32,7 @@ impl Cbsr {
     pub fn new(data: Tensor, index: Tensor, dim: usize) -> Result<Cbsr> {
         const OP: &str = "cbsr";
         let bad = |what: String| Err(Error::Shape { op: OP, what });
-        check_float(OP, "CBSR data", &data)?;
+        check_float_or_half(OP, "CBSR data", &data)?;
         let Ok((n, k)) = data.dims2() else {
             return bad(format!("data has shape {:?}, expected [N, k]", data.dims()));
         };
@@ -113,7 +113,7 @@ impl Cbsr {
                 ),
             });
         }
-        check_float("cbsr", "CBSR data", &data)?;
+        check_float_or_half("cbsr", "CBSR data", &data)?;
         Ok(Cbsr {
             data,
             index: self.index.clone(),

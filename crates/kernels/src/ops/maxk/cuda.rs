@@ -1,12 +1,58 @@
 //! Host side of the CUDA MaxK-GNN kernels (`cuda/maxk.cu`).
+//!
+//! Values (features, CBSR data, gradients) are f32, bf16 or f16; edge values and the bias are
+//! read in f32, and the SpGEMM / SSpMM accumulate in f32 and narrow their output to the
+//! values' type once.
 
 use crate::cuda::{elementwise_cfg, f32_view, f32_view_opt, launched, zeros, MAXK_PTX};
 use crate::device_graph::DeviceGraph;
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{
-    CudaSlice, CudaView, LaunchArgs, LaunchConfig, PushKernelArg,
+    CudaSlice, CudaView, DeviceRepr, LaunchArgs, LaunchConfig, PushKernelArg,
 };
 use candle_core::{CudaStorage, DType, Layout, Result, Shape};
+
+/// Runs `$body` with `$T` the Rust element type of the value dtype `$dt` (f32, bf16, f16).
+macro_rules! with_value_type {
+    ($op:expr, $dt:expr, |$T:ident| $body:expr) => {
+        match $dt {
+            DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            DType::BF16 => {
+                type $T = half::bf16;
+                $body
+            }
+            DType::F16 => {
+                type $T = half::f16;
+                $body
+            }
+            o => candle_core::bail!("{}: the CUDA kernels take f32, bf16 or f16, got {o:?}", $op),
+        }
+    };
+}
+
+/// Kernel-name prefix of a value dtype: "" for f32, "bf16_" / "f16_" for half precision.
+fn prefix(dt: DType) -> &'static str {
+    match dt {
+        DType::BF16 => "bf16_",
+        DType::F16 => "f16_",
+        _ => "",
+    }
+}
+
+/// The typed view of a contiguous storage of values from its layout's offset.
+fn value_view<'a, T: candle_core::cuda_backend::CudaDType>(
+    op: &str,
+    s: &'a CudaStorage,
+    l: &Layout,
+) -> Result<CudaView<'a, T>> {
+    if !l.is_contiguous() {
+        candle_core::bail!("{op}: CUDA input must be contiguous");
+    }
+    Ok(s.as_cuda_slice::<T>()?.slice(l.start_offset()..))
+}
 
 /// Warps per block of the row kernels.
 const WARPS: usize = 4;
@@ -98,16 +144,19 @@ fn i32_of(what: &str, v: usize) -> Result<i32> {
 pub(crate) fn select(s: &CudaStorage, l: &Layout, k: usize) -> Result<(CudaStorage, Shape)> {
     let (n, d) = l.shape().dims2()?;
     let dev = s.device().clone();
-    let h = f32_view("maxk", s, l)?;
-    let st = if d <= 256 {
-        let out = zeros::<u8>(&dev, n * k)?;
-        launch_select(&dev, &h, IdxOut::U8(&out), None, n, d, k)?;
-        CudaStorage::wrap_cuda_slice(out, dev)
-    } else {
-        let out = zeros::<i16>(&dev, n * k)?;
-        launch_select(&dev, &h, IdxOut::I16(&out), None, n, d, k)?;
-        CudaStorage::wrap_cuda_slice(out, dev)
-    };
+    let st = with_value_type!("maxk", s.dtype(), |T| {
+        let h = value_view::<T>("maxk", s, l)?;
+        let none: Option<&CudaSlice<T>> = None;
+        if d <= 256 {
+            let out = zeros::<u8>(&dev, n * k)?;
+            launch_select(&dev, s.dtype(), &h, IdxOut::U8(&out), none, n, d, k)?;
+            CudaStorage::wrap_cuda_slice(out, dev)
+        } else {
+            let out = zeros::<i16>(&dev, n * k)?;
+            launch_select(&dev, s.dtype(), &h, IdxOut::I16(&out), none, n, d, k)?;
+            CudaStorage::wrap_cuda_slice(out, dev)
+        }
+    });
     Ok((st, Shape::from((n, k))))
 }
 
@@ -129,16 +178,20 @@ pub(crate) fn select_fused(
         );
     }
     let dev = s.device().clone();
-    let h = f32_view("maxk", s, l)?;
-    // SAFETY: the kernel keeps exactly k entries of every row, so all n * k values are written.
-    let vals = unsafe { dev.alloc::<f32>((n * k).max(1))? };
     let idx = match index.dtype() {
         DType::U8 if d <= 256 => IdxOut::U8(index.as_cuda_slice::<u8>()?),
         DType::I16 if d > 256 => IdxOut::I16(index.as_cuda_slice::<i16>()?),
         o => candle_core::bail!("maxk: index dtype {o:?} does not fit width {d}"),
     };
-    launch_select(&dev, &h, idx, Some(&vals), n, d, k)?;
-    Ok((CudaStorage::wrap_cuda_slice(vals, dev), Shape::from((n, k))))
+    let st = with_value_type!("maxk", s.dtype(), |T| {
+        let h = value_view::<T>("maxk", s, l)?;
+        // SAFETY: the kernel keeps exactly k entries of every row, so all n * k values are
+        // written.
+        let vals = unsafe { dev.alloc::<T>((n * k).max(1))? };
+        launch_select(&dev, s.dtype(), &h, idx, Some(&vals), n, d, k)?;
+        CudaStorage::wrap_cuda_slice(vals, dev)
+    });
+    Ok((st, Shape::from((n, k))))
 }
 
 /// The index buffer a selection writes.
@@ -147,11 +200,13 @@ enum IdxOut<'a> {
     I16(&'a CudaSlice<i16>),
 }
 
-fn launch_select(
+#[allow(clippy::too_many_arguments)]
+fn launch_select<T: DeviceRepr>(
     dev: &candle_core::CudaDevice,
-    h: &CudaView<'_, f32>,
+    dt: DType,
+    h: &CudaView<'_, T>,
     idx: IdxOut<'_>,
-    vals: Option<&CudaSlice<f32>>,
+    vals: Option<&CudaSlice<T>>,
     n: usize,
     d: usize,
     k: usize,
@@ -161,10 +216,11 @@ fn launch_select(
     }
     // Keys per lane: the power of two with 32 * v >= d.
     let v = d.div_ceil(32).next_power_of_two().max(1);
-    let name = match idx {
-        IdxOut::U8(_) => format!("maxk_select_u8_v{v}"),
-        IdxOut::I16(_) => format!("maxk_select_i16_v{v}"),
+    let ix = match idx {
+        IdxOut::U8(_) => "u8",
+        IdxOut::I16(_) => "i16",
     };
+    let name = format!("maxk_select_{}{ix}_v{v}", prefix(dt));
     let func = dev.get_or_load_custom_func(&name, "gnn_maxk", MAXK_PTX)?;
     let (n_i, d_i, k_i) = (i32_of("rows", n)?, d as i32, k as i32);
     let mut b = func.builder();
@@ -178,7 +234,7 @@ fn launch_select(
         None => b.arg(&0u64), // null: indices only
     };
     b.arg(&n_i).arg(&d_i).arg(&k_i);
-    // SAFETY: h holds n*d floats, the index (and values) n*k entries; one warp per row,
+    // SAFETY: h holds n*d values, the index (and values) n*k entries; one warp per row,
     // k <= d <= 1024 (checked by maxk()).
     launched(unsafe { b.launch(rows_cfg(n, 0)) }.map(|_| ()))
 }
@@ -195,36 +251,59 @@ pub(crate) fn move_entries(
 ) -> Result<(CudaStorage, Shape)> {
     let (n, _) = l.shape().dims2()?;
     let dev = s.device().clone();
-    let src = f32_view("cbsr", s, l)?;
-    let out = zeros::<f32>(&dev, n * if scatter { d } else { k })?;
+    let dt = s.dtype();
+    with_value_type!("cbsr", dt, |T| {
+        let src = value_view::<T>("cbsr", s, l)?;
+        let out = zeros::<T>(&dev, n * if scatter { d } else { k })?;
+        move_into(&dev, dt, &src, &out, is, il, (n, k, d), scatter)?;
+        let shape = if scatter {
+            Shape::from((n, d))
+        } else {
+            Shape::from((n, k))
+        };
+        Ok((CudaStorage::wrap_cuda_slice(out, dev), shape))
+    })
+}
+
+/// Launches the gather or scatter kernel of [`move_entries`] into `out`.
+#[allow(clippy::too_many_arguments)]
+fn move_into<T: DeviceRepr>(
+    dev: &candle_core::CudaDevice,
+    dt: DType,
+    src: &CudaView<'_, T>,
+    out: &CudaSlice<T>,
+    is: &CudaStorage,
+    il: &Layout,
+    (n, k, d): (usize, usize, usize),
+    scatter: bool,
+) -> Result<()> {
     let total = n * k;
     if total > 0 {
         let iv = IdxView::new(is, il)?;
         let name = format!(
-            "cbsr_{}_{}",
+            "cbsr_{}_{}{}",
             if scatter { "scatter" } else { "gather" },
+            prefix(dt),
             iv.suffix()
         );
         let func = dev.get_or_load_custom_func(&name, "gnn_maxk", MAXK_PTX)?;
         let (t, k_i, d_i) = (total as u64, k as i32, d as i32);
         let mut b = func.builder();
-        b.arg(&src);
+        b.arg(src);
         iv.push(&mut b);
-        b.arg(&out).arg(&t).arg(&k_i).arg(&d_i);
-        // SAFETY: index entries are columns below d (written by maxk_select); sizes as above.
+        b.arg(out).arg(&t).arg(&k_i).arg(&d_i);
+        // SAFETY: index entries are columns below d (written by maxk_select); src and out
+        // hold n*k and n*d values (gather) or the reverse (scatter).
         launched(unsafe { b.launch(elementwise_cfg(total)) }.map(|_| ()))?;
     }
-    let shape = if scatter {
-        Shape::from((n, d))
-    } else {
-        Shape::from((n, k))
-    };
-    Ok((CudaStorage::wrap_cuda_slice(out, dev), shape))
+    Ok(())
 }
 
 /// SpGEMM (`backward == false`, output `[n_rows, D]`) or SSpMM (`[n_cols, k]`); both walk the
 /// forward CSR through its row schedule (crate::schedule), one warp per work item with a
-/// `D`-float shared row.
+/// `D`-float shared row. `s` (CBSR data, or the dense gradient) holds f32, bf16 or f16 values;
+/// edge values and the bias are f32 (a half-precision bias is widened here, `D` values). The
+/// kernels accumulate into an f32 output, narrowed to `s`'s dtype at the end.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn row_kernel(
     g: &DeviceGraph,
@@ -240,19 +319,80 @@ pub(crate) fn row_kernel(
     backward: bool,
 ) -> Result<(CudaStorage, Shape)> {
     let dev = s.device().clone();
-    let csr = g.cuda_csr()?;
-    let x = f32_view("spgemm", s, l)?;
-    let vv = f32_view_opt("spgemm", vals)?;
-    let bv = f32_view_opt("spgemm", bias)?;
-    let n = g.n_rows();
-    let (len, shape) = if backward {
-        (g.n_cols() * k, Shape::from((g.n_cols(), k)))
-    } else {
-        (n * d, Shape::from((n, d)))
+    let dt = s.dtype();
+    let op = if backward { "sspmm" } else { "spgemm" };
+    let vv = f32_view_opt(op, vals)?;
+    let wide_bias = match bias {
+        Some((b, bl)) if b.dtype() != DType::F32 => {
+            if !bl.is_contiguous() {
+                candle_core::bail!("{op}: CUDA input must be contiguous");
+            }
+            Some(b.to_dtype(bl, DType::F32)?)
+        }
+        _ => None,
     };
+    let bv = match (&wide_bias, bias) {
+        (Some(w), _) => Some(f32_view(op, w, &Layout::contiguous(d))?),
+        (None, b) => f32_view_opt(op, b)?,
+    };
+    let shape = if backward {
+        Shape::from((g.n_cols(), k))
+    } else {
+        Shape::from((g.n_rows(), d))
+    };
+    let out = with_value_type!(op, dt, |T| {
+        let x = value_view::<T>(op, s, l)?;
+        let shapes = RowShapes {
+            k,
+            d,
+            data_offset: l.start_offset(),
+            mean,
+            backward,
+        };
+        row_kernel_into(g, &dev, dt, &x, is, il, vv.as_ref(), bv.as_ref(), shapes)?
+    });
+    let out = CudaStorage::wrap_cuda_slice(out, dev);
+    if dt == DType::F32 {
+        Ok((out, shape))
+    } else {
+        Ok((out.to_dtype(&Layout::contiguous(&shape), dt)?, shape))
+    }
+}
+
+/// Sizes and mode of one [`row_kernel`] launch.
+struct RowShapes {
+    k: usize,
+    d: usize,
+    data_offset: usize,
+    mean: bool,
+    backward: bool,
+}
+
+/// Runs the SpGEMM or SSpMM kernel for values of type `T` (`dt`) into a new f32 buffer.
+#[allow(clippy::too_many_arguments)]
+fn row_kernel_into<T: DeviceRepr>(
+    g: &DeviceGraph,
+    dev: &candle_core::CudaDevice,
+    dt: DType,
+    x: &CudaView<'_, T>,
+    is: &CudaStorage,
+    il: &Layout,
+    vv: Option<&CudaView<'_, f32>>,
+    bv: Option<&CudaView<'_, f32>>,
+    RowShapes {
+        k,
+        d,
+        data_offset,
+        mean,
+        backward,
+    }: RowShapes,
+) -> Result<CudaSlice<f32>> {
+    let csr = g.cuda_csr()?;
+    let n = g.n_rows();
+    let len = if backward { g.n_cols() * k } else { n * d };
     // Pre-filled: empty rows get no work item, and split rows add their groups atomically.
     // Zeros, or the bias in every row when it is fused (SpGEMM only).
-    let out = match &bv {
+    let out = match bv {
         Some(b) if !backward && len > 0 => {
             // SAFETY: every element is written by bias_fill below before any other use.
             let out = unsafe { dev.alloc::<f32>(len)? };
@@ -264,16 +404,16 @@ pub(crate) fn row_kernel(
             launched(unsafe { lb.launch(elementwise_cfg(len)) }.map(|_| ()))?;
             out
         }
-        _ => zeros::<f32>(&dev, len)?,
+        _ => zeros::<f32>(dev, len)?,
     };
     let (items, n_items, chunk) = g.cuda_schedule()?;
     if n_items > 0 && d > 0 {
-        let vec = spgemm_vec(k, l.start_offset(), il.start_offset());
+        let vec = spgemm_vec(k, data_offset, il.start_offset());
         let iv = IdxView::new(is, il)?;
         let name = if backward {
-            format!("sspmm_{}", iv.suffix())
+            format!("sspmm_{}{}", prefix(dt), iv.suffix())
         } else {
-            format!("spgemm_{}_v{vec}", iv.suffix())
+            format!("spgemm_{}{}_v{vec}", prefix(dt), iv.suffix())
         };
         let func = dev.get_or_load_custom_func(&name, "gnn_maxk", MAXK_PTX)?;
         let (items_i, chunk_i) = (
@@ -284,11 +424,11 @@ pub(crate) fn row_kernel(
         let (w_i, m_i) = (vv.is_some() as i32, mean as i32);
         let mut b = func.builder();
         b.arg(&csr.indptr).arg(&csr.indices);
-        match &vv {
+        match vv {
             Some(v) => b.arg(v),
-            None => b.arg(&x), // never read when unweighted
+            None => b.arg(&out), // never read when unweighted
         };
-        b.arg(&x);
+        b.arg(x);
         iv.push(&mut b);
         // SSpMM: 4-slot vector atomics when aligned; SpGEMM: sub-rows per warp.
         let extra = if backward {
@@ -299,7 +439,7 @@ pub(crate) fn row_kernel(
         let floats = if backward { d } else { extra as usize * d };
         b.arg(&out);
         if !backward {
-            match &bv {
+            match bv {
                 Some(bias) => b.arg(bias),
                 None => b.arg(&0u64), // null: no bias
             };
@@ -313,12 +453,12 @@ pub(crate) fn row_kernel(
             .arg(&w_i)
             .arg(&m_i);
         // SAFETY: CBSR data/index hold n_cols*k entries with columns below d, the dense
-        // operand n_rows*d floats, values nnz floats; the schedule's n_items pairs name rows
-        // below n_rows and edge ranges inside them; shared memory is WARPS*floats floats
+        // operand n_rows*d values, edge values nnz floats; the schedule's n_items pairs name
+        // rows below n_rows and edge ranges inside them; shared memory is WARPS*floats floats
         // (<= 48 KiB: per is capped by the budget).
         launched(unsafe { b.launch(rows_cfg(n_items, floats)) }.map(|_| ()))?;
     }
-    Ok((CudaStorage::wrap_cuda_slice(out, dev), shape))
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -12,13 +12,14 @@
 //!   CBSR pattern, `[n_cols, k]`: no dense `[n_cols, D]` gradient is formed.
 //!
 //! Edge values are constants here (GCN normalisation); a tracked value tensor is refused.
-//! CUDA kernels take f32; the CPU takes f32 and f64.
+//! CUDA kernels take f32, bf16 and f16 values (`--precision`; half-precision data takes f32
+//! edge values, and the SpGEMM / SSpMM accumulate in f32); the CPU takes f32 and f64.
 
 pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 
-use super::{check_device, check_float, cpu_slice, cpu_slice_opt};
+use super::{check_device, check_float_or_half, cpu_slice, cpu_slice_opt};
 use crate::device_graph::DeviceGraph;
 use crate::error::{Error, Result};
 use crate::ops::spmm::Reduce;
@@ -51,7 +52,7 @@ pub fn index_dtype(d: usize) -> DType {
 /// MaxK of each row of `h [N, D]` as CBSR (see the module docs). `1 <= k <= D <= 1024`.
 pub fn maxk(h: &Tensor, k: usize) -> Result<Cbsr> {
     const OP: &str = "maxk";
-    check_float(OP, "h", h)?;
+    check_float_or_half(OP, "h", h)?;
     let (_, d) = h.dims2().map_err(|_| Error::Shape {
         op: OP,
         what: format!("h has shape {:?}, expected [N, D]", h.dims()),
@@ -64,7 +65,7 @@ pub fn maxk(h: &Tensor, k: usize) -> Result<Cbsr> {
     }
     let h = h.contiguous()?;
     #[cfg(feature = "cuda")]
-    if h.device().is_cuda() && h.dtype() == DType::F32 {
+    if h.device().is_cuda() && matches!(h.dtype(), DType::F32 | DType::BF16 | DType::F16) {
         // One kernel selects and gathers; the index buffer is the op's output slot.
         let (n, _) = h.dims2()?;
         let index = Tensor::zeros((n, k), index_dtype(d), h.device())?;
@@ -119,16 +120,20 @@ fn check_cbsr(op: &'static str, x: &Cbsr, rows: usize) -> Result<()> {
     Ok(())
 }
 
+/// Edge values: `[nnz]`, constant, of the data's dtype (or f32 for half-precision data: the
+/// kernels multiply in f32).
 fn check_values(op: &'static str, g: &DeviceGraph, v: Option<&Tensor>, dt: DType) -> Result<()> {
     if let Some(v) = v {
-        if v.dims() != [g.nnz()] || v.dtype() != dt {
+        let half = matches!(dt, DType::BF16 | DType::F16);
+        if v.dims() != [g.nnz()] || !(v.dtype() == dt || half && v.dtype() == DType::F32) {
             return Err(Error::Shape {
                 op,
                 what: format!(
-                    "edge values {:?} {:?} must be [{}] {dt:?}",
+                    "edge values {:?} {:?} must be [{}] {dt:?}{}",
                     v.dims(),
                     v.dtype(),
-                    g.nnz()
+                    g.nnz(),
+                    if half { " or F32" } else { "" }
                 ),
             });
         }
@@ -177,7 +182,7 @@ pub fn spgemm_bias(
     const OP: &str = "spgemm";
     let mean = mean_of(OP, reduce)?;
     check_device(OP, g, &x.data)?;
-    check_float(OP, "CBSR data", &x.data)?;
+    check_float_or_half(OP, "CBSR data", &x.data)?;
     check_cbsr(OP, x, g.n_cols())?;
     check_values(OP, g, values, x.data.dtype())?;
     if let Some(b) = bias {
@@ -224,7 +229,7 @@ pub fn sspmm(
     let mean = mean_of(OP, reduce)?;
     check_device(OP, g, dout)?;
     check_device(OP, g, &x.index)?;
-    check_float(OP, "dout", dout)?;
+    check_float_or_half(OP, "dout", dout)?;
     let dim = x.dim;
     if dout.dims() != [g.n_rows(), dim] {
         return Err(Error::Shape {
