@@ -12,6 +12,8 @@
 //!   CitationFull / Amazon / Coauthor), edge-list folders ([`load_edge_list_dir`]), one door
 //!   that detects which of these a path holds ([`load_auto`]), and a seeded synthetic
 //!   generator ([`generate`]).
+//! - [`RowPartition`] / [`LocalGraph`]: nnz-balanced 1-D row partitions with halo exchange
+//!   lists, for multi-device training.
 //!
 //! Every loader returns a typed [`Error`] naming the file, the field and the problem.
 #![deny(missing_docs)]
@@ -24,6 +26,7 @@ pub mod generate;
 pub mod io;
 pub mod louvain;
 pub mod norm;
+pub mod partition;
 pub mod reorder;
 
 pub use coo::{BuildOptions, Coo, SelfLoops};
@@ -38,4 +41,5 @@ pub use io::gnn_benchmark::load_gnn_benchmark;
 pub use io::ogb::load_ogb_node;
 pub use io::planetoid::load_planetoid;
 pub use norm::{gcn_norm, mean_norm, Normalization};
+pub use partition::{HaloStats, LocalGraph, RowPartition};
 pub use reorder::Reorder;

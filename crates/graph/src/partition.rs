@@ -1,0 +1,392 @@
+//! 1-D node partitions for multi-device full-batch training (CAGNET's 1-D scheme): each of `P`
+//! ranks owns a contiguous range of rows (target nodes) of `A`, with the rows' edges, and
+//! receives from the other ranks the rows of `X` its edges reach outside its range (its halo).
+//!
+//! Ranges are balanced by non-zeros (the aggregation's work), not by rows. A rank's local graph
+//! keeps every row's edges in their original order, with columns renumbered: owned nodes are
+//! `0..n_local` (global id minus the range start), halo nodes follow, grouped by owner rank and
+//! sorted by global id within each group. Both sides of an exchange derive the same order from
+//! the global graph, so the send and receive lists need no negotiation.
+
+use crate::csr::Csr;
+use crate::error::{Error, Result};
+use std::ops::Range;
+
+/// Contiguous row ranges, one per rank, covering `0..n` in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowPartition {
+    /// `bounds[p]..bounds[p + 1]` is rank `p`'s range; `bounds[0] = 0`, `bounds[P] = n`.
+    bounds: Vec<usize>,
+}
+
+impl RowPartition {
+    /// `parts` contiguous ranges of `csr`'s rows holding about `nnz / parts` non-zeros each (each
+    /// boundary is the first row where the running non-zero count reaches `p * nnz / parts`).
+    /// A single row heavier than a share makes its range heavier; no row is ever split.
+    pub fn balanced_by_nnz(csr: &Csr, parts: usize) -> Result<Self> {
+        let n = csr.n_rows();
+        if parts == 0 || parts > n.max(1) {
+            return Err(Error::InvalidArgument(format!(
+                "cannot partition {n} rows into {parts} parts (need 1 <= parts <= rows)"
+            )));
+        }
+        let indptr = csr.indptr();
+        let nnz = csr.nnz() as u64;
+        let mut bounds = Vec::with_capacity(parts + 1);
+        bounds.push(0);
+        for p in 1..parts {
+            let target = (p as u64 * nnz).div_ceil(parts as u64);
+            // First row boundary r with indptr[r] >= target, at least one row past the last
+            // boundary and leaving a row for each remaining part.
+            let r = indptr.partition_point(|&e| (e as u64) < target);
+            let lo = bounds[p - 1] + 1;
+            let hi = n - (parts - p);
+            bounds.push(r.clamp(lo, hi));
+        }
+        bounds.push(n);
+        Ok(Self { bounds })
+    }
+
+    /// Ranges from explicit boundaries (`0 = b[0] <= ... <= b[P] = n`).
+    pub fn from_bounds(bounds: Vec<usize>, n: usize) -> Result<Self> {
+        let ok = bounds.len() >= 2
+            && bounds[0] == 0
+            && bounds.last() == Some(&n)
+            && bounds.windows(2).all(|w| w[0] <= w[1]);
+        if !ok {
+            return Err(Error::InvalidArgument(format!(
+                "partition bounds {bounds:?} do not split 0..{n} into ordered ranges"
+            )));
+        }
+        Ok(Self { bounds })
+    }
+
+    /// Number of ranks.
+    pub fn parts(&self) -> usize {
+        self.bounds.len() - 1
+    }
+
+    /// Rank `p`'s rows.
+    pub fn range(&self, p: usize) -> Range<usize> {
+        self.bounds[p]..self.bounds[p + 1]
+    }
+
+    /// The range boundaries (`P + 1` entries).
+    pub fn bounds(&self) -> &[usize] {
+        &self.bounds
+    }
+
+    /// The rank owning global node `v` (`v < n`).
+    pub fn owner(&self, v: usize) -> usize {
+        self.bounds.partition_point(|&b| b <= v) - 1
+    }
+}
+
+/// One rank's share of a graph: its rows with columns renumbered to local + halo, and the
+/// exchange lists of the halo rows.
+#[derive(Debug, Clone)]
+pub struct LocalGraph {
+    /// This rank.
+    pub rank: usize,
+    /// The global rows this rank owns.
+    pub rows: Range<usize>,
+    /// `rows.len()` rows, `rows.len() + halo.len()` columns: column `c < rows.len()` is global
+    /// node `rows.start + c`, column `rows.len() + h` is global node `halo[h]`. Edges keep
+    /// their global order, so entry `e` here is entry `global.indptr()[rows.start] + e` there.
+    pub csr: Csr,
+    /// Global ids of the halo nodes, grouped by owner rank (ascending), sorted within a group.
+    pub halo: Vec<u32>,
+    /// How many halo nodes each rank owns (`recv_counts[rank] = 0`); the groups of `halo`.
+    pub recv_counts: Vec<usize>,
+    /// For each rank `p`, the local row ids (`< rows.len()`) rank `p` receives from this one,
+    /// in the order of `p`'s halo group for this rank (`send[rank]` is empty).
+    pub send: Vec<Vec<u32>>,
+    /// The global edge range this rank's edges came from (`global.indptr()[rows]`): slice
+    /// per-edge values of the global graph with it.
+    pub edges: Range<usize>,
+}
+
+impl LocalGraph {
+    /// Builds rank `rank`'s local graph of `csr` (square) under `part`. Costs one pass over
+    /// the whole graph (to find what the other ranks need from this one).
+    pub fn build(csr: &Csr, part: &RowPartition, rank: usize) -> Result<Self> {
+        let n = csr.n_rows();
+        if csr.n_cols() != n {
+            return Err(Error::InvalidArgument(format!(
+                "a 1-D partition needs a square graph, got {n}x{}",
+                csr.n_cols()
+            )));
+        }
+        if part.bounds().last() != Some(&n) {
+            return Err(Error::InvalidArgument(format!(
+                "partition covers {} rows, the graph has {n}",
+                part.bounds().last().copied().unwrap_or(0)
+            )));
+        }
+        if rank >= part.parts() {
+            return Err(Error::InvalidArgument(format!(
+                "rank {rank} out of range for {} parts",
+                part.parts()
+            )));
+        }
+        let parts = part.parts();
+        let rows = part.range(rank);
+        let n_local = rows.len();
+        let indptr = csr.indptr();
+        let edges = indptr[rows.start] as usize..indptr[rows.end] as usize;
+        let own = |v: usize| rows.contains(&v);
+
+        // The halo: distinct outside columns of the owned rows, sorted (owner order follows,
+        // since ranges are contiguous and ascending).
+        let mut seen = vec![false; n];
+        let mut halo: Vec<u32> = Vec::new();
+        for &c in &csr.indices()[edges.clone()] {
+            let c = c as usize;
+            if !own(c) && !seen[c] {
+                seen[c] = true;
+                halo.push(c as u32);
+            }
+        }
+        halo.sort_unstable();
+        let mut recv_counts = vec![0usize; parts];
+        for &h in &halo {
+            recv_counts[part.owner(h as usize)] += 1;
+        }
+        // Local column of each halo node (`u32::MAX` elsewhere), then the renumbered indices.
+        let mut col_of = vec![u32::MAX; n];
+        for (h, &g) in halo.iter().enumerate() {
+            col_of[g as usize] = (n_local + h) as u32;
+        }
+        let indices = csr.indices()[edges.clone()]
+            .iter()
+            .map(|&c| {
+                let c = c as usize;
+                if own(c) {
+                    (c - rows.start) as u32
+                } else {
+                    col_of[c]
+                }
+            })
+            .collect();
+        let base = indptr[rows.start];
+        let local_indptr = indptr[rows.start..=rows.end]
+            .iter()
+            .map(|&e| e - base)
+            .collect();
+        let local = Csr::new_checked(n_local, n_local + halo.len(), local_indptr, indices)?;
+
+        // What each other rank needs from this one: the distinct columns of its rows that this
+        // rank owns, sorted (= its halo group for this rank).
+        let mut send = vec![Vec::new(); parts];
+        let mut mark = vec![u32::MAX; n_local];
+        for (p, list) in send.iter_mut().enumerate() {
+            if p == rank {
+                continue;
+            }
+            let r = part.range(p);
+            for &c in &csr.indices()[indptr[r.start] as usize..indptr[r.end] as usize] {
+                let c = c as usize;
+                if own(c) && mark[c - rows.start] != p as u32 {
+                    mark[c - rows.start] = p as u32;
+                    list.push((c - rows.start) as u32);
+                }
+            }
+            list.sort_unstable();
+        }
+        Ok(Self {
+            rank,
+            rows,
+            csr: local,
+            halo,
+            recv_counts,
+            send,
+            edges,
+        })
+    }
+
+    /// Owned rows.
+    pub fn n_local(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Rows sent to other ranks per exchange (the sum of `send`'s lengths).
+    pub fn send_rows(&self) -> usize {
+        self.send.iter().map(Vec::len).sum()
+    }
+}
+
+/// Communication volume of a partition: what every rank receives per halo exchange.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct HaloStats {
+    /// Number of ranks.
+    pub parts: usize,
+    /// Owned rows per rank.
+    pub rows: Vec<usize>,
+    /// Non-zeros per rank.
+    pub nnz: Vec<usize>,
+    /// Halo rows per rank (received per exchange).
+    pub halo: Vec<usize>,
+}
+
+impl HaloStats {
+    /// The statistics of `locals` (one per rank, in rank order).
+    pub fn of(locals: &[LocalGraph]) -> Self {
+        Self {
+            parts: locals.len(),
+            rows: locals.iter().map(LocalGraph::n_local).collect(),
+            nnz: locals.iter().map(|l| l.csr.nnz()).collect(),
+            halo: locals.iter().map(|l| l.halo.len()).collect(),
+        }
+    }
+
+    /// Rows moved per exchange over all ranks (each halo row once per receiving rank).
+    pub fn total_halo(&self) -> usize {
+        self.halo.iter().sum()
+    }
+
+    /// Largest non-zero share over the mean (1.0 = perfect balance).
+    pub fn nnz_imbalance(&self) -> f64 {
+        let total: usize = self.nnz.iter().sum();
+        let max = self.nnz.iter().copied().max().unwrap_or(0);
+        if total == 0 {
+            1.0
+        } else {
+            max as f64 * self.parts as f64 / total as f64
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coo::{BuildOptions, Coo, SelfLoops};
+
+    fn graph(n: usize, edges: &[(u32, u32)]) -> Csr {
+        let (r, c): (Vec<u32>, Vec<u32>) = edges.iter().copied().unzip();
+        Coo::new(n, r, c)
+            .unwrap()
+            .to_csr(BuildOptions {
+                symmetrize: true,
+                dedup: true,
+                self_loops: SelfLoops::Add,
+            })
+            .unwrap()
+    }
+
+    fn random(n: usize, m: usize, seed: u64) -> Csr {
+        let mut s = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let mut next = || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s % n as u64) as u32
+        };
+        let e: Vec<_> = (0..m).map(|_| (next(), next())).collect();
+        graph(n, &e)
+    }
+
+    #[test]
+    fn nnz_balanced_ranges_cover_and_balance() {
+        let g = random(500, 4000, 1);
+        for parts in 1..=7 {
+            let p = RowPartition::balanced_by_nnz(&g, parts).unwrap();
+            assert_eq!(p.parts(), parts);
+            assert_eq!(p.bounds()[0], 0);
+            assert_eq!(*p.bounds().last().unwrap(), 500);
+            let locals: Vec<_> = (0..parts)
+                .map(|r| LocalGraph::build(&g, &p, r).unwrap())
+                .collect();
+            let stats = HaloStats::of(&locals);
+            assert_eq!(stats.nnz.iter().sum::<usize>(), g.nnz());
+            // Contiguous boundaries are within one row's degree of the ideal share.
+            let max_deg = g.row_degrees().into_iter().max().unwrap() as f64;
+            let share = g.nnz() as f64 / parts as f64;
+            for &z in &stats.nnz {
+                assert!((z as f64) <= share + max_deg + 1.0, "{z} vs share {share}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_huge_row_gets_its_own_range_and_no_part_is_empty() {
+        // Row 0 (a hub) holds a third of the non-zeros, more than a quarter share.
+        let e: Vec<(u32, u32)> = (1..200).map(|j| (0, j)).collect();
+        let g = graph(200, &e);
+        let p = RowPartition::balanced_by_nnz(&g, 4).unwrap();
+        for r in 0..4 {
+            assert!(!p.range(r).is_empty(), "{:?}", p.bounds());
+        }
+        assert_eq!(p.range(0), 0..1);
+        assert!(RowPartition::balanced_by_nnz(&g, 0).is_err());
+        assert!(RowPartition::balanced_by_nnz(&g, 201).is_err());
+    }
+
+    #[test]
+    fn local_graphs_reproduce_the_global_rows_and_exchange_lists_match() {
+        let g = random(300, 2500, 7);
+        for parts in 1..=4 {
+            let p = RowPartition::balanced_by_nnz(&g, parts).unwrap();
+            let locals: Vec<_> = (0..parts)
+                .map(|r| LocalGraph::build(&g, &p, r).unwrap())
+                .collect();
+            for l in &locals {
+                assert_eq!(l.recv_counts.iter().sum::<usize>(), l.halo.len());
+                assert_eq!(l.recv_counts[l.rank], 0);
+                assert!(l.send[l.rank].is_empty());
+                let global_of = |c: u32| -> u32 {
+                    let c = c as usize;
+                    if c < l.n_local() {
+                        (l.rows.start + c) as u32
+                    } else {
+                        l.halo[c - l.n_local()]
+                    }
+                };
+                // Every local row maps back to its global row, edge for edge, in order.
+                for i in 0..l.n_local() {
+                    let mapped: Vec<u32> = l.csr.row(i).iter().map(|&c| global_of(c)).collect();
+                    assert_eq!(mapped, g.row(l.rows.start + i));
+                }
+                assert_eq!(
+                    &g.indices()[l.edges.clone()].len(),
+                    &l.csr.nnz(),
+                    "edge range"
+                );
+                // Halo groups are ordered by owner, sorted, and owned by that rank.
+                let mut at = 0;
+                for (q, &cnt) in l.recv_counts.iter().enumerate() {
+                    let group = &l.halo[at..at + cnt];
+                    assert!(group.windows(2).all(|w| w[0] < w[1]));
+                    assert!(group.iter().all(|&v| p.owner(v as usize) == q));
+                    // What q sends to l.rank is exactly this group, in order.
+                    let sent: Vec<u32> = locals[q].send[l.rank]
+                        .iter()
+                        .map(|&r| (locals[q].rows.start + r as usize) as u32)
+                        .collect();
+                    assert_eq!(sent, group);
+                    at += cnt;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn owner_and_bad_inputs() {
+        let p = RowPartition::from_bounds(vec![0, 3, 3, 10], 10).unwrap();
+        assert_eq!(p.owner(0), 0);
+        assert_eq!(p.owner(2), 0);
+        assert_eq!(p.owner(3), 2);
+        assert_eq!(p.owner(9), 2);
+        assert!(RowPartition::from_bounds(vec![0, 5, 4, 10], 10).is_err());
+        assert!(RowPartition::from_bounds(vec![0, 5], 10).is_err());
+        let g = random(10, 20, 3);
+        assert!(LocalGraph::build(&g, &p, 3).is_err());
+        let short = RowPartition::from_bounds(vec![0, 9], 9).unwrap();
+        assert!(LocalGraph::build(&g, &short, 0).is_err());
+        // An empty range is a valid (idle) rank.
+        let l = LocalGraph::build(&g, &p, 1).unwrap();
+        assert_eq!(l.n_local(), 0);
+        assert_eq!(l.csr.nnz(), 0);
+    }
+}
