@@ -121,6 +121,12 @@ impl Cbsr {
         })
     }
 
+    /// Rows gathered from valid CBSRs of the same width (a halo exchange): no check, since
+    /// every row was built by [`maxk`](super::maxk) or checked by [`Cbsr::new`] on its rank.
+    pub(crate) fn from_rows_unchecked(data: Tensor, index: Tensor, dim: usize) -> Cbsr {
+        Cbsr { data, index, dim }
+    }
+
     /// Dense `[N, D]` (zeros off the pattern), differentiable in `data`.
     pub fn to_dense(&self) -> Result<Tensor> {
         Ok(self.data.apply_op2(

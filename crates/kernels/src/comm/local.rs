@@ -1,0 +1,222 @@
+//! In-process communicator: one thread per rank, tensors passed through channels.
+
+use super::{check_exchange, Communicator, Counter};
+use crate::error::{Error, Result};
+use candle_core::Tensor;
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::Mutex;
+
+/// One rank of an in-process group made by [`LocalComm::group`]: ranks are threads of one
+/// process, messages are tensors moved through unbounded channels (one per ordered pair of
+/// ranks, so successive collectives match in order). Sums run in rank order, so every rank
+/// gets bit-identical results. For CPU tests and CPU runs; the tensors stay on their device.
+#[derive(Debug)]
+pub struct LocalComm {
+    rank: usize,
+    world: usize,
+    /// `to[p]`: the channel to rank `p`.
+    to: Vec<Sender<Tensor>>,
+    /// `from[p]`: the channel from rank `p`.
+    from: Vec<Mutex<Receiver<Tensor>>>,
+    sent: Counter,
+}
+
+impl LocalComm {
+    /// A group of `world` connected ranks; hand element `r` to the thread running rank `r`.
+    pub fn group(world: usize) -> Vec<LocalComm> {
+        // chans[src][dst]
+        let mut senders: Vec<Vec<Option<Sender<Tensor>>>> = Vec::with_capacity(world);
+        let mut receivers: Vec<Vec<Option<Receiver<Tensor>>>> = (0..world)
+            .map(|_| (0..world).map(|_| None).collect())
+            .collect();
+        for (src, _) in (0..world).enumerate() {
+            let mut row = Vec::with_capacity(world);
+            for recv_row in receivers.iter_mut() {
+                let (tx, rx) = channel();
+                row.push(Some(tx));
+                recv_row[src] = Some(rx);
+            }
+            senders.push(row);
+        }
+        senders
+            .into_iter()
+            .zip(receivers)
+            .enumerate()
+            .map(|(rank, (to, from))| LocalComm {
+                rank,
+                world,
+                to: to.into_iter().map(|t| t.expect("built above")).collect(),
+                from: from
+                    .into_iter()
+                    .map(|r| Mutex::new(r.expect("built above")))
+                    .collect(),
+                sent: Counter::default(),
+            })
+            .collect()
+    }
+
+    fn send(&self, p: usize, t: Tensor) -> Result<()> {
+        self.sent.add(&t);
+        self.to[p]
+            .send(t)
+            .map_err(|_| Error::Harness(format!("comm: rank {p} has left the group")))
+    }
+
+    fn recv(&self, p: usize) -> Result<Tensor> {
+        self.from[p]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .recv()
+            .map_err(|_| Error::Harness(format!("comm: rank {p} has left the group")))
+    }
+}
+
+impl Communicator for LocalComm {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn world(&self) -> usize {
+        self.world
+    }
+
+    fn exchange(&self, sends: &[Tensor], recv_rows: &[usize]) -> Result<Vec<Tensor>> {
+        const OP: &str = "comm exchange";
+        let d = check_exchange(OP, self.rank, self.world, sends, recv_rows)?;
+        for (p, s) in sends.iter().enumerate() {
+            if p != self.rank {
+                self.send(p, s.detach())?;
+            }
+        }
+        let own = &sends[self.rank];
+        (0..self.world)
+            .map(|p| {
+                if p == self.rank {
+                    return Ok(Tensor::zeros((0, d), own.dtype(), own.device())?);
+                }
+                let t = self.recv(p)?;
+                if t.dims() != [recv_rows[p], d] || t.dtype() != own.dtype() {
+                    return Err(Error::Shape {
+                        op: OP,
+                        what: format!(
+                            "rank {} received {:?} {:?} from rank {p}, expected [{}, {d}] {:?}",
+                            self.rank,
+                            t.dims(),
+                            t.dtype(),
+                            recv_rows[p],
+                            own.dtype()
+                        ),
+                    });
+                }
+                Ok(t)
+            })
+            .collect()
+    }
+
+    fn all_reduce_sum(&self, t: &Tensor) -> Result<Tensor> {
+        let t = t.detach();
+        for p in 0..self.world {
+            if p != self.rank {
+                self.send(p, t.clone())?;
+            }
+        }
+        let mut sum: Option<Tensor> = None;
+        for p in 0..self.world {
+            let part = if p == self.rank {
+                t.clone()
+            } else {
+                self.recv(p)?
+            };
+            if part.dims() != t.dims() || part.dtype() != t.dtype() {
+                return Err(Error::Shape {
+                    op: "comm all_reduce",
+                    what: format!(
+                        "rank {} holds {:?} {:?}, rank {p} sent {:?} {:?}",
+                        self.rank,
+                        t.dims(),
+                        t.dtype(),
+                        part.dims(),
+                        part.dtype()
+                    ),
+                });
+            }
+            sum = Some(match sum {
+                None => part,
+                Some(s) => (s + part)?,
+            });
+        }
+        Ok(sum.unwrap_or(t))
+    }
+
+    fn bytes_sent(&self) -> u64 {
+        self.sent.get()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    #[test]
+    fn exchange_and_all_reduce_across_threads() {
+        let world = 3;
+        let out: Vec<_> = std::thread::scope(|s| {
+            let hs: Vec<_> = LocalComm::group(world)
+                .into_iter()
+                .map(|c| {
+                    s.spawn(move || -> Result<(Vec<Vec<f32>>, Vec<f32>)> {
+                        let r = c.rank();
+                        let dev = Device::Cpu;
+                        // Rank r sends p + 1 rows filled with 10 r + p to rank p.
+                        let sends: Vec<Tensor> = (0..world)
+                            .map(|p| {
+                                let rows = if p == r { 0 } else { p + 1 };
+                                Tensor::full((10 * r + p) as f32, (rows, 2), &dev).unwrap()
+                            })
+                            .collect();
+                        let recv_rows: Vec<usize> =
+                            (0..world).map(|p| if p == r { 0 } else { r + 1 }).collect();
+                        let got = c.exchange(&sends, &recv_rows)?;
+                        let got = got
+                            .iter()
+                            .map(|t| t.flatten_all().unwrap().to_vec1::<f32>().unwrap())
+                            .collect();
+                        let sum = c.all_reduce_sum(&Tensor::new(&[r as f32, 1.0], &dev)?)?;
+                        Ok((got, sum.to_vec1::<f32>()?))
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap().unwrap()).collect()
+        });
+        for (r, (got, sum)) in out.iter().enumerate() {
+            assert_eq!(sum, &[3.0, 3.0]);
+            for (p, g) in got.iter().enumerate() {
+                let want = if p == r { 0 } else { 2 * (r + 1) };
+                assert_eq!(g.len(), want);
+                assert!(g.iter().all(|&v| v == (10 * p + r) as f32));
+            }
+        }
+    }
+
+    #[test]
+    fn wrong_shapes_are_errors() {
+        let mut g = LocalComm::group(2);
+        let c1 = g.pop().unwrap();
+        let c0 = g.pop().unwrap();
+        let dev = Device::Cpu;
+        let e = Tensor::zeros((0, 2), candle_core::DType::F32, &dev).unwrap();
+        assert!(c0.exchange(std::slice::from_ref(&e), &[0]).is_err());
+        assert!(c0.exchange(&[e.clone(), e.clone()], &[1, 0]).is_err());
+        // Rank 1 sends 2 rows where rank 0 expects 1.
+        let two = Tensor::zeros((2, 2), candle_core::DType::F32, &dev).unwrap();
+        let e1 = e.clone();
+        let t = std::thread::spawn(move || {
+            c1.exchange(&[two, e1], &[0, 0]).unwrap();
+            c1
+        });
+        assert!(c0.exchange(&[e.clone(), e.clone()], &[0, 1]).is_err());
+        drop(t.join().unwrap());
+        assert!(c0.all_reduce_sum(&e).is_err());
+    }
+}

@@ -1,0 +1,94 @@
+//! Communication between the ranks of a multi-device run: the [`Communicator`] trait, an
+//! in-process implementation ([`LocalComm`]: threads and channels, for CPU tests and CPU runs),
+//! and the halo exchange a partitioned graph's
+//! aggregation needs ([`HaloExchange`], differentiable).
+//!
+//! Every method is collective: all ranks call the same methods in the same order with
+//! matching shapes. Training guarantees that by running the same model on every rank (the
+//! backward walks the same graph in the same order).
+
+mod halo;
+mod local;
+
+pub use halo::HaloExchange;
+pub use local::LocalComm;
+
+use crate::error::Result;
+use candle_core::Tensor;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Collective communication among `world()` ranks.
+pub trait Communicator: Send + Sync + std::fmt::Debug {
+    /// This rank (`0..world()`).
+    fn rank(&self) -> usize;
+
+    /// Number of ranks.
+    fn world(&self) -> usize;
+
+    /// Sends `sends[p]` (`[rows, d]`) to every rank `p != rank()` and returns, for every rank
+    /// `p`, what `p` sent here: `[recv_rows[p], d]` with this rank's own `d` (entry `rank()` is
+    /// `[0, d]`). Every tensor has the dtype and device of `sends[rank()]`, which is otherwise
+    /// unused (pass an empty `[0, d]`).
+    fn exchange(&self, sends: &[Tensor], recv_rows: &[usize]) -> Result<Vec<Tensor>>;
+
+    /// The element-wise sum of `t` over all ranks, the same on every rank (bit for bit).
+    fn all_reduce_sum(&self, t: &Tensor) -> Result<Tensor>;
+
+    /// Bytes this rank has sent so far (exchanges and all-reduces).
+    fn bytes_sent(&self) -> u64;
+}
+
+/// Checks the arguments of [`Communicator::exchange`] common to every implementation.
+pub(crate) fn check_exchange(
+    op: &'static str,
+    rank: usize,
+    world: usize,
+    sends: &[Tensor],
+    recv_rows: &[usize],
+) -> Result<usize> {
+    let bad = |what: String| Err(crate::Error::Shape { op, what });
+    if sends.len() != world || recv_rows.len() != world {
+        return bad(format!(
+            "{} send tensors and {} receive counts for {world} ranks",
+            sends.len(),
+            recv_rows.len()
+        ));
+    }
+    let d = match sends[rank].dims() {
+        [_, d] => *d,
+        other => return bad(format!("send tensors must be [rows, d], got {other:?}")),
+    };
+    for (p, s) in sends.iter().enumerate() {
+        if s.rank() != 2 || s.dim(1)? != d || s.dtype() != sends[rank].dtype() {
+            return bad(format!(
+                "send to rank {p} is {:?} {:?}, expected [_, {d}] {:?}",
+                s.dims(),
+                s.dtype(),
+                sends[rank].dtype()
+            ));
+        }
+    }
+    if recv_rows[rank] != 0 {
+        return bad(format!(
+            "rank {rank} expects {} rows from itself",
+            recv_rows[rank]
+        ));
+    }
+    Ok(d)
+}
+
+/// A byte counter shared by the implementations.
+#[derive(Debug, Default)]
+pub(crate) struct Counter(AtomicU64);
+
+impl Counter {
+    pub(crate) fn add(&self, t: &Tensor) {
+        self.0.fetch_add(
+            (t.elem_count() * t.dtype().size_in_bytes()) as u64,
+            Ordering::Relaxed,
+        );
+    }
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
