@@ -13,12 +13,39 @@ pub struct DropoutRng {
     pub seed: u64,
     /// Masks drawn so far.
     pub calls: u64,
+    /// The global index of the first row this stream's tensors hold (one rank's rows of a
+    /// partitioned graph; 0 on one device). The masks are those of the whole tensor's rows
+    /// from here on, so a multi-device run drops exactly what a single-device run does.
+    #[serde(default)]
+    pub row_offset: u64,
 }
 
 impl DropoutRng {
     /// A stream from `seed`.
     pub fn new(seed: u64) -> Self {
-        Self { seed, calls: 0 }
+        Self {
+            seed,
+            calls: 0,
+            row_offset: 0,
+        }
+    }
+
+    /// The same stream for tensors whose row 0 is global row `row_offset`.
+    pub fn with_row_offset(mut self, row_offset: u64) -> Self {
+        self.row_offset = row_offset;
+        self
+    }
+
+    /// The next mask seed, shifted to element `row_offset * cols` of `x` (`[rows, cols]`):
+    /// a mask is `keep(seed + i * G)` over the element index `i`, so starting at element `o`
+    /// is starting at index 0 with seed `seed + o * G`.
+    fn next_seed_for(&mut self, x: &Tensor) -> u64 {
+        let cols = x.dims().last().copied().unwrap_or(1) as u64;
+        self.next_seed().wrapping_add(
+            self.row_offset
+                .wrapping_mul(cols)
+                .wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        )
     }
 
     /// The seed of the next mask (splitmix64 of the stream position).
@@ -41,7 +68,7 @@ impl DropoutRng {
         if p <= 0.0 {
             return Ok(x.relu()?);
         }
-        let seed = self.next_seed();
+        let seed = self.next_seed_for(x);
         Ok(gnn_kernels::relu_dropout(x, p, seed)?)
     }
 
@@ -50,7 +77,7 @@ impl DropoutRng {
         if p <= 0.0 {
             return Ok(x.clone());
         }
-        let seed = self.next_seed();
+        let seed = self.next_seed_for(x);
         Ok(gnn_kernels::dropout(x, p, seed)?)
     }
 }

@@ -3,9 +3,10 @@
 use crate::config::ConvKind;
 use crate::error::{Error, Result};
 use candle_core::{Device, Tensor};
-use gnn_graph::{BuildOptions, Csr, Normalization, SelfLoops};
+use gnn_graph::{BuildOptions, Csr, LocalGraph, Normalization, SelfLoops};
 use gnn_kernels::{
-    spgemm, spgemm_bias, spmm, spmm_sampled, spmm_weighted, Cbsr, DeviceGraph, Reduce, Sampling,
+    comm::HaloExchange, spgemm, spgemm_bias, spmm, spmm_sampled, spmm_weighted, Cbsr, DeviceGraph,
+    Reduce, Sampling,
 };
 use serde::{Deserialize, Serialize};
 
@@ -74,44 +75,105 @@ pub struct ModelGraph {
     pub aggregation: Aggregation,
     /// Head-expanded copies of `graph`, built on first use per head count.
     expanded: std::sync::Mutex<std::collections::HashMap<usize, DeviceGraph>>,
+    /// A partitioned graph's exchange: its rows are this rank's, its columns own + halo.
+    halo: Option<HaloExchange>,
+    /// The global id of row 0 (a partitioned graph's first owned row; 0 otherwise).
+    row_offset: usize,
 }
 
-impl ModelGraph {
-    /// Derives and uploads the operands of `kind` from a square graph (row = target).
-    pub fn new(csr: &Csr, kind: ConvKind, device: &Device) -> Result<Self> {
+/// The host-side operands of one model kind (structure and edge values, before upload):
+/// what [`ModelGraph::new`] uploads, and what a multi-device run partitions.
+#[derive(Debug, Clone)]
+pub struct Operands {
+    /// The structure the kind aggregates over (see [`ModelGraph`]'s table).
+    pub csr: Csr,
+    /// Edge values aligned with `csr` (GCN's normalisation), if the kind is weighted.
+    pub values: Option<Vec<f32>>,
+}
+
+impl Operands {
+    /// Derives the operands of `kind` from a square graph (row = target).
+    pub fn new(csr: &Csr, kind: ConvKind) -> Result<Self> {
         let rebuild = |loops| {
             csr.rebuild(BuildOptions {
                 symmetrize: false,
                 dedup: true,
                 self_loops: loops,
             })
+            .map_err(gnn_kernels::Error::from)
         };
         Ok(match kind {
-            ConvKind::Gat => Self::plain(DeviceGraph::upload(
-                &rebuild(SelfLoops::Add).map_err(gnn_kernels::Error::from)?,
-                device,
-            )?),
+            ConvKind::Gat => Self::plain(rebuild(SelfLoops::Add)?),
             ConvKind::Gcn => {
-                let a = rebuild(SelfLoops::Add).map_err(gnn_kernels::Error::from)?;
+                let a = rebuild(SelfLoops::Add)?;
                 let v = Normalization::GcnSymmetric.edge_values(&a);
-                let values = Tensor::from_vec(v, a.nnz(), device)?;
-                let mut g = Self::plain(DeviceGraph::upload(&a, device)?);
-                g.values = Some(values);
-                g
+                Self {
+                    csr: a,
+                    values: Some(v),
+                }
             }
             ConvKind::SageMean | ConvKind::SagePool | ConvKind::Gin => {
-                let graph = if csr.self_loop_count() == 0 {
-                    DeviceGraph::upload(csr, device)?
+                if csr.self_loop_count() == 0 {
+                    Self::plain(csr.clone())
                 } else {
-                    DeviceGraph::upload(
-                        &rebuild(SelfLoops::Remove).map_err(gnn_kernels::Error::from)?,
-                        device,
-                    )?
-                };
-                Self::plain(graph)
+                    Self::plain(rebuild(SelfLoops::Remove)?)
+                }
             }
-            ConvKind::Mlp | ConvKind::Transformer => Self::plain(DeviceGraph::upload(csr, device)?),
+            ConvKind::Mlp | ConvKind::Transformer => Self::plain(csr.clone()),
         })
+    }
+
+    fn plain(csr: Csr) -> Self {
+        Self { csr, values: None }
+    }
+}
+
+impl ModelGraph {
+    /// Derives and uploads the operands of `kind` from a square graph (row = target).
+    pub fn new(csr: &Csr, kind: ConvKind, device: &Device) -> Result<Self> {
+        let ops = Operands::new(csr, kind)?;
+        let mut g = Self::plain(DeviceGraph::upload(&ops.csr, device)?);
+        if let Some(v) = ops.values {
+            g.values = Some(Tensor::from_vec(v, ops.csr.nnz(), device)?);
+        }
+        Ok(g)
+    }
+
+    /// One rank's share of `ops` in a multi-device run: its rows of the operands (`local`,
+    /// built from `ops.csr`), uploaded, with the exchange that brings in the halo rows before
+    /// every aggregation. Attention layers are refused on it (their head-expanded graphs
+    /// have no halo plan yet).
+    pub fn partitioned(
+        ops: &Operands,
+        local: &LocalGraph,
+        halo: HaloExchange,
+        device: &Device,
+    ) -> Result<Self> {
+        let mut g = Self::plain(DeviceGraph::upload(&local.csr, device)?);
+        if let Some(v) = &ops.values {
+            let v = v.get(local.edges.clone()).ok_or_else(|| {
+                Error::Config(format!(
+                    "local graph edges {:?} outside the operands' {} values",
+                    local.edges,
+                    v.len()
+                ))
+            })?;
+            g.values = Some(Tensor::from_slice(v, v.len(), device)?);
+        }
+        g.halo = Some(halo);
+        g.row_offset = local.rows.start;
+        Ok(g)
+    }
+
+    /// The global id of this graph's row 0: the first owned row of a partitioned graph, 0
+    /// for a whole one (dropout masks and node ids are offset by it).
+    pub fn row_offset(&self) -> usize {
+        self.row_offset
+    }
+
+    /// The halo exchange of a partitioned graph ([`Self::partitioned`]).
+    pub fn halo(&self) -> Option<&HaloExchange> {
+        self.halo.as_ref()
     }
 
     fn plain(graph: DeviceGraph) -> Self {
@@ -120,12 +182,21 @@ impl ModelGraph {
             values: None,
             aggregation: Aggregation::Exact,
             expanded: Default::default(),
+            halo: None,
+            row_offset: 0,
         }
     }
 
     /// The graph with each row repeated per head ([`gnn_graph::Csr::expand_heads`]), on the
     /// same device, built once per head count.
     pub fn heads(&self, heads: usize) -> Result<DeviceGraph> {
+        if self.halo.is_some() {
+            return Err(Error::Config(
+                "attention layers (GAT, transformer) do not run on a partitioned graph yet; \
+                 multi-device training covers GCN, GraphSAGE, GIN and MLP, with ReLU or MaxK"
+                    .into(),
+            ));
+        }
         if heads == 1 {
             return Ok(self.graph.clone());
         }
@@ -146,6 +217,19 @@ impl ModelGraph {
     /// Aggregates `x` with the graph's values (if any) under `reduce`, with the kernel
     /// [`Self::aggregation`] names.
     pub fn aggregate(&self, x: &Tensor, reduce: Reduce) -> Result<Tensor> {
+        let full;
+        let x = match &self.halo {
+            Some(h) => {
+                full = h.forward(x)?;
+                &full
+            }
+            None => x,
+        };
+        self.aggregate_exchanged(x, reduce)
+    }
+
+    /// [`Self::aggregate`] of rows that already hold the halo (on a partitioned graph).
+    fn aggregate_exchanged(&self, x: &Tensor, reduce: Reduce) -> Result<Tensor> {
         Ok(match (self.aggregation, &self.values) {
             (Aggregation::Exact, Some(v)) => spmm_weighted(&self.graph, x, v, reduce)?,
             (Aggregation::Exact, None) => spmm(&self.graph, x, reduce)?,
@@ -164,15 +248,31 @@ impl ModelGraph {
     /// Aggregates MaxK features given in CBSR (the forward SpGEMM; its backward is the
     /// SSpMM). Under a sampled aggregation the features are densified first.
     pub fn aggregate_cbsr(&self, x: &Cbsr, reduce: Reduce) -> Result<Tensor> {
+        let full;
+        let x = match &self.halo {
+            Some(h) => {
+                full = h.forward_cbsr(x)?;
+                &full
+            }
+            None => x,
+        };
         match self.aggregation {
             Aggregation::Exact => Ok(spgemm(&self.graph, x, self.values.as_ref(), reduce)?),
-            Aggregation::Sampled(_) => self.aggregate(&x.to_dense()?, reduce),
+            Aggregation::Sampled(_) => self.aggregate_exchanged(&x.to_dense()?, reduce),
         }
     }
 
     /// [`Self::aggregate_cbsr`] plus `bias [D]` on every row, fused into the SpGEMM under
     /// exact aggregation (a broadcast add otherwise).
     pub fn aggregate_cbsr_bias(&self, x: &Cbsr, reduce: Reduce, bias: &Tensor) -> Result<Tensor> {
+        let full;
+        let x = match &self.halo {
+            Some(h) => {
+                full = h.forward_cbsr(x)?;
+                &full
+            }
+            None => x,
+        };
         match self.aggregation {
             Aggregation::Exact => Ok(spgemm_bias(
                 &self.graph,
@@ -182,7 +282,7 @@ impl ModelGraph {
                 Some(bias),
             )?),
             Aggregation::Sampled(_) => Ok(self
-                .aggregate(&x.to_dense()?, reduce)?
+                .aggregate_exchanged(&x.to_dense()?, reduce)?
                 .broadcast_add(bias)?),
         }
     }

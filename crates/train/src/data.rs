@@ -53,6 +53,69 @@ impl DeviceData {
         Ok(self)
     }
 
+    /// One rank's share of `ds` in a multi-device run: the rows `rows` of the features and
+    /// labels, the split nodes among them (renumbered from `rows.start`), and loss weights
+    /// `1 / n_train` over the *whole* train set, so that the ranks' losses (and gradients)
+    /// sum to the single-device ones.
+    pub fn partitioned(
+        ds: &Dataset,
+        rows: std::ops::Range<usize>,
+        device: &Device,
+        row_normalize: bool,
+    ) -> Result<Self> {
+        ds.validate()?;
+        if rows.end > ds.num_nodes() || rows.start > rows.end {
+            return Err(Error::Invalid(format!(
+                "rows {rows:?} outside dataset `{}` of {} nodes",
+                ds.name,
+                ds.num_nodes()
+            )));
+        }
+        if ds.split.train.is_empty() {
+            return Err(Error::Invalid(format!(
+                "dataset `{}` has no training nodes",
+                ds.name
+            )));
+        }
+        let n = rows.len();
+        let mut feats = ds.features.clone();
+        if row_normalize {
+            feats.row_normalize();
+        }
+        let d = feats.to_dense();
+        let x = d.data[rows.start * d.cols..rows.end * d.cols].to_vec();
+        let x = Tensor::from_vec(x, (n, d.cols), device)?;
+        let labels: Vec<u32> = ds.labels[rows.clone()]
+            .iter()
+            .map(|&l| l.max(0) as u32)
+            .collect();
+        let local = |v: &[u32]| -> Vec<u32> {
+            v.iter()
+                .filter(|&&i| rows.contains(&(i as usize)))
+                .map(|&i| i - rows.start as u32)
+                .collect()
+        };
+        let ids = |v: Vec<u32>| Tensor::from_vec(v.clone(), v.len(), device);
+        let train_local = local(&ds.split.train);
+        let mut w = vec![0f32; n];
+        let inv = 1.0 / ds.split.train.len() as f32;
+        for &i in &train_local {
+            w[i as usize] = inv;
+        }
+        let labels = Tensor::from_vec(labels, n, device)?;
+        let train = ids(train_local)?;
+        Ok(Self {
+            x,
+            train_labels: labels.index_select(&train, 0)?,
+            train_weight: Tensor::from_vec(w, n, device)?,
+            labels,
+            train,
+            val: ids(local(&ds.split.val))?,
+            test: ids(local(&ds.split.test))?,
+            num_classes: ds.num_classes,
+        })
+    }
+
     fn upload(ds: &Dataset, device: &Device, row_normalize: bool) -> Result<Self> {
         ds.validate()?;
         if ds.split.train.is_empty() {
@@ -93,9 +156,15 @@ impl DeviceData {
 
 /// Fraction of `ids` whose argmax logit equals the label (0 for an empty set).
 pub fn accuracy(logits: &Tensor, labels: &Tensor, ids: &Tensor) -> Result<f64> {
+    let (correct, n) = correct_count(logits, labels, ids)?;
+    Ok(if n == 0 { 0.0 } else { correct / n as f64 })
+}
+
+/// How many of `ids` have their argmax logit equal to the label, and `ids`' length.
+pub fn correct_count(logits: &Tensor, labels: &Tensor, ids: &Tensor) -> Result<(f64, usize)> {
     let n = ids.dim(0)?;
     if n == 0 {
-        return Ok(0.0);
+        return Ok((0.0, 0));
     }
     let pred = logits.index_select(ids, 0)?.argmax(1)?;
     let truth = labels.index_select(ids, 0)?;
@@ -104,7 +173,7 @@ pub fn accuracy(logits: &Tensor, labels: &Tensor, ids: &Tensor) -> Result<f64> {
         .to_dtype(candle_core::DType::F32)?
         .sum_all()?
         .to_scalar::<f32>()?;
-    Ok(correct as f64 / n as f64)
+    Ok((correct as f64, n))
 }
 
 #[cfg(test)]

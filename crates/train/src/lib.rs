@@ -14,6 +14,7 @@ pub mod checkpoint;
 pub mod cli;
 pub mod data;
 pub mod device;
+pub mod dist;
 pub mod error;
 pub mod features;
 pub mod infer;

@@ -5,7 +5,7 @@
 //! restored at the end); optional early stopping.
 
 use crate::checkpoint::{BestSoFar, StateMeta, TrainState};
-use crate::data::{accuracy, DeviceData};
+use crate::data::DeviceData;
 use crate::error::{Error, Result};
 use crate::optim::{Adam, OptimizerKind};
 use crate::report::PhaseSums;
@@ -13,7 +13,7 @@ use candle_core::Tensor;
 use gnn_models::{DropoutRng, Forward, Gnn, ModelGraph, Timer};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Training hyper-parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -307,7 +307,7 @@ fn train_inner(
         .collect();
     let mut opt = Adam::new(cfg.optimizer, params, cfg.lr, cfg.weight_decay)?;
     // Dropout masks are a function of this stream alone on every device (no device RNG).
-    let mut rng = DropoutRng::new(cfg.seed);
+    let mut rng = DropoutRng::new(cfg.seed).with_row_offset(graph.row_offset() as u64);
     if cfg.checkpoint_every > 0 && cfg.checkpoint.is_none() {
         return Err(Error::Invalid(
             "checkpoint_every is set but no checkpoint path is".into(),
@@ -320,6 +320,11 @@ fn train_inner(
     };
     graph.graph.set_backward_timing(cfg.profile);
     graph.graph.take_backward_time()?;
+    // A partitioned graph: this is one rank of a multi-device run. Its halo exchanges run
+    // inside the forward and backward; the gradients and the loss are summed over ranks here.
+    let comm = graph.halo().map(|h| h.comm().clone());
+    let comm_time = || comm.as_ref().map_or(Duration::ZERO, |c| c.time_spent());
+    let comm_bytes = || comm.as_ref().map_or(0, |c| c.bytes_sent());
     let sync = |d: &candle_core::Device| d.synchronize();
 
     let mut history = Vec::with_capacity(cfg.epochs);
@@ -387,6 +392,7 @@ fn train_inner(
         // The dropout stream before this epoch's masks, for the non-finite guard's checkpoint.
         let rng_before = rng;
         sync(&device)?;
+        let (c0, b0) = (comm_time(), comm_bytes());
         let t0 = Instant::now();
         *phase = format!("running training epoch {epoch} (forward{need})");
         if cfg.cache_input_aggregate && epoch == start + 1 {
@@ -401,6 +407,7 @@ fn train_inner(
         )?;
         sync(&device)?;
         let t_fwd = t0.elapsed();
+        let c_fwd = comm_time();
         sample(&mut peak);
         let t1 = Instant::now();
         let loss = masked_cross_entropy(&logits, &data.labels, &data.train_weight)?;
@@ -414,6 +421,7 @@ fn train_inner(
         };
         sync(&device)?;
         let t_bwd = t2.elapsed();
+        let c_bwd = comm_time();
         sample(&mut peak);
         let loss_value = loss.to_scalar::<f32>()? as f64;
         // f16: unscale the gradients.
@@ -424,6 +432,13 @@ fn train_inner(
                 }
             }
         }
+        let loss_value = match &comm {
+            Some(c) => {
+                *phase = format!("running training epoch {epoch} (gradient all-reduce)");
+                all_reduce_grads(c.as_ref(), &vars, &mut grads, &loss)?
+            }
+            None => loss_value,
+        };
         // The non-finite check also drives f16 loss scaling: an overflow of the scaled
         // gradients (finite loss) skips the step and halves the scale, unless the scale has
         // nowhere left to go.
@@ -488,13 +503,19 @@ fn train_inner(
         let phases = timer.take()?;
         let bwd_agg = graph.graph.take_backward_time()?;
         let measured = phases.aggregation + phases.gemm + phases.elementwise;
+        // Communication is taken out of the phase it ran in: the forward's halo exchanges out
+        // of the aggregation, the backward's out of the dense backward; the all-reduce ran
+        // between the backward and the optimiser, outside every phase.
+        let (comm_fwd, comm_bwd) = (c_fwd.saturating_sub(c0), c_bwd.saturating_sub(c_fwd));
         let epoch_sums = PhaseSums {
-            aggregation: phases.aggregation + bwd_agg,
+            aggregation: (phases.aggregation + bwd_agg).saturating_sub(comm_fwd),
             gemm: phases.gemm,
             elementwise: phases.elementwise,
-            backward_dense: t_bwd.saturating_sub(bwd_agg),
+            backward_dense: t_bwd.saturating_sub(bwd_agg).saturating_sub(comm_bwd),
             loss_optimizer: t_loss + t_opt,
             other: t_fwd.saturating_sub(measured),
+            communication: comm_time().saturating_sub(c0),
+            comm_bytes: comm_bytes() - b0,
             total,
             epochs: 1,
         };
@@ -521,9 +542,7 @@ fn train_inner(
             )?;
             sync(&device)?;
             infer_ms.push(te.elapsed().as_secs_f64() * 1e3);
-            let tr = accuracy(&logits, &data.labels, &data.train)?;
-            let va = accuracy(&logits, &data.labels, &data.val)?;
-            let te = accuracy(&logits, &data.labels, &data.test)?;
+            let (tr, va, te) = split_accuracy(&logits, data, comm.as_deref())?;
             log.acc = Some((tr, va, te));
             if va > best.val {
                 best = BestSoFar {
@@ -599,6 +618,65 @@ fn train_inner(
         loss_scale: scaler,
         history,
     })
+}
+
+/// Sums the parameters' gradients and the loss over the ranks of `comm` in one all-reduce
+/// (fp32, flattened and concatenated in parameter order), replacing `grads`' entries; returns
+/// the summed loss. A parameter without a gradient contributes zeros (every rank then holds
+/// one, so the next steps stay in step).
+pub(crate) fn all_reduce_grads(
+    comm: &dyn gnn_kernels::comm::Communicator,
+    vars: &[(String, candle_core::Var)],
+    grads: &mut candle_core::backprop::GradStore,
+    loss: &Tensor,
+) -> Result<f64> {
+    use candle_core::DType;
+    let mut parts = Vec::with_capacity(vars.len() + 1);
+    for (_, v) in vars {
+        parts.push(match grads.get(v.as_tensor()) {
+            Some(g) => g.to_dtype(DType::F32)?.flatten_all()?,
+            None => Tensor::zeros(v.elem_count(), DType::F32, v.device())?,
+        });
+    }
+    parts.push(loss.to_dtype(DType::F32)?.reshape(1)?);
+    let sum = comm.all_reduce_sum(&Tensor::cat(&parts, 0)?)?;
+    let mut at = 0;
+    for (_, v) in vars {
+        let n = v.elem_count();
+        let g = sum
+            .narrow(0, at, n)?
+            .reshape(v.shape())?
+            .to_dtype(v.dtype())?;
+        grads.insert(v.as_tensor(), g);
+        at += n;
+    }
+    Ok(sum.narrow(0, at, 1)?.to_vec1::<f32>()?[0] as f64)
+}
+
+/// Train, validation and test accuracy of `logits`; over all ranks when `comm` is given (the
+/// correct counts and set sizes are summed).
+fn split_accuracy(
+    logits: &Tensor,
+    data: &DeviceData,
+    comm: Option<&dyn gnn_kernels::comm::Communicator>,
+) -> Result<(f64, f64, f64)> {
+    let mut counts = Vec::with_capacity(6);
+    for ids in [&data.train, &data.val, &data.test] {
+        let (c, n) = crate::data::correct_count(logits, &data.labels, ids)?;
+        counts.extend([c, n as f64]);
+    }
+    if let Some(c) = comm {
+        let t = Tensor::from_vec(counts, 6, logits.device())?;
+        counts = c.all_reduce_sum(&t)?.to_vec1::<f64>()?;
+    }
+    let frac = |i: usize| {
+        if counts[2 * i + 1] == 0.0 {
+            0.0
+        } else {
+            counts[2 * i] / counts[2 * i + 1]
+        }
+    };
+    Ok((frac(0), frac(1), frac(2)))
 }
 
 /// `Some(name)` of the first non-finite value among the loss and the parameters' gradients

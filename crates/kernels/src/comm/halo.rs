@@ -101,7 +101,7 @@ impl Plan {
                 what: format!("x has {n} rows, this rank owns {}", self.n_local),
             });
         }
-        let x = x.detach();
+        let x = x.detach().contiguous()?;
         let empty = Tensor::zeros((0, d), x.dtype(), x.device())?;
         let sends = self
             .send

@@ -81,6 +81,24 @@ impl Communicator for LocalComm {
     }
 
     fn exchange(&self, sends: &[Tensor], recv_rows: &[usize]) -> Result<Vec<Tensor>> {
+        self.sent.timed(|| self.exchange_inner(sends, recv_rows))
+    }
+
+    fn all_reduce_sum(&self, t: &Tensor) -> Result<Tensor> {
+        self.sent.timed(|| self.all_reduce_inner(t))
+    }
+
+    fn bytes_sent(&self) -> u64 {
+        self.sent.get()
+    }
+
+    fn time_spent(&self) -> std::time::Duration {
+        self.sent.time()
+    }
+}
+
+impl LocalComm {
+    fn exchange_inner(&self, sends: &[Tensor], recv_rows: &[usize]) -> Result<Vec<Tensor>> {
         const OP: &str = "comm exchange";
         let d = check_exchange(OP, self.rank, self.world, sends, recv_rows)?;
         for (p, s) in sends.iter().enumerate() {
@@ -113,7 +131,7 @@ impl Communicator for LocalComm {
             .collect()
     }
 
-    fn all_reduce_sum(&self, t: &Tensor) -> Result<Tensor> {
+    fn all_reduce_inner(&self, t: &Tensor) -> Result<Tensor> {
         let t = t.detach();
         for p in 0..self.world {
             if p != self.rank {
@@ -146,10 +164,6 @@ impl Communicator for LocalComm {
             });
         }
         Ok(sum.unwrap_or(t))
-    }
-
-    fn bytes_sent(&self) -> u64 {
-        self.sent.get()
     }
 }
 

@@ -36,6 +36,9 @@ pub trait Communicator: Send + Sync + std::fmt::Debug {
 
     /// Bytes this rank has sent so far (exchanges and all-reduces).
     fn bytes_sent(&self) -> u64;
+
+    /// Wall time spent inside this communicator's calls so far (waiting for peers included).
+    fn time_spent(&self) -> std::time::Duration;
 }
 
 /// Checks the arguments of [`Communicator::exchange`] common to every implementation.
@@ -77,11 +80,22 @@ pub(crate) fn check_exchange(
     Ok(d)
 }
 
-/// A byte counter shared by the implementations.
+/// Byte and time counters shared by the implementations.
 #[derive(Debug, Default)]
-pub(crate) struct Counter(AtomicU64);
+pub(crate) struct Counter(AtomicU64, AtomicU64);
 
 impl Counter {
+    /// Runs `f`, adding its wall time.
+    pub(crate) fn timed<R>(&self, f: impl FnOnce() -> R) -> R {
+        let t = std::time::Instant::now();
+        let r = f();
+        self.1
+            .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        r
+    }
+    pub(crate) fn time(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.1.load(Ordering::Relaxed))
+    }
     pub(crate) fn add(&self, t: &Tensor) {
         self.0.fetch_add(
             (t.elem_count() * t.dtype().size_in_bytes()) as u64,

@@ -9,7 +9,10 @@
 //! - `backward_dense`: the rest of autograd (GEMM gradients and element-wise gradients),
 //!   i.e. backward wall time minus its aggregation part;
 //! - `loss_optimizer`: cross-entropy forward and the Adam update;
-//! - `other`: what remains of the epoch (indexing, graph bookkeeping).
+//! - `other`: what remains of the epoch (indexing, graph bookkeeping);
+//! - `communication` (multi-device runs only): wall time inside the communicator (halo
+//!   exchanges forward and backward, the gradient all-reduce), waiting for slower ranks
+//!   included; taken out of the phase it happened in.
 
 use serde::Serialize;
 use std::time::Duration;
@@ -29,6 +32,10 @@ pub struct PhaseSums {
     pub loss_optimizer: Duration,
     /// Remainder.
     pub other: Duration,
+    /// Inside the communicator (multi-device runs; zero otherwise).
+    pub communication: Duration,
+    /// Bytes this rank sent (multi-device runs).
+    pub comm_bytes: u64,
     /// Whole epochs.
     pub total: Duration,
     /// Number of epochs summed.
@@ -55,6 +62,8 @@ impl PhaseSums {
         self.backward_dense += o.backward_dense;
         self.loss_optimizer += o.loss_optimizer;
         self.other += o.other;
+        self.communication += o.communication;
+        self.comm_bytes += o.comm_bytes;
         self.total += o.total;
         self.epochs += o.epochs;
     }
@@ -73,9 +82,11 @@ impl PhaseSums {
             ),
             ("loss + optimizer", self.loss_optimizer),
             ("other", self.other),
+            ("communication (halo + all-reduce)", self.communication),
             ("epoch total", self.total),
         ]
         .into_iter()
+        .filter(|(phase, d)| !phase.starts_with("communication") || !d.is_zero())
         .map(|(phase, d)| PhaseRow {
             phase,
             ms_per_epoch: d.as_secs_f64() * 1e3 / n,

@@ -1,0 +1,439 @@
+//! Multi-device full-batch training (1-D partition, CAGNET's scheme): each rank owns a
+//! contiguous, non-zero-balanced range of nodes ([`gnn_graph::RowPartition`]) with their rows
+//! of `A`, `X`, the labels and the split; every aggregation first brings in the halo rows
+//! from their owners ([`gnn_kernels::comm::HaloExchange`], whose backward returns the halo
+//! gradients); weights are replicated and their gradients summed over ranks every step.
+//!
+//! Ranks are threads of one process, one device each ([`train_ranks`]); the communicator is
+//! the only thing that changes between the in-process group of the CPU tests
+//! ([`gnn_kernels::comm::LocalComm`]) and NCCL across GPUs. The losses, gradients and dropout
+//! masks are those of single-device training on the whole graph, up to the order of float
+//! sums (the equivalence tests check 1e-5).
+
+use crate::data::DeviceData;
+use crate::error::{Error, Result};
+use crate::trainer::{train, EpochLog, TrainConfig, TrainReport};
+use candle_core::Device;
+use gnn_graph::{Dataset, HaloStats, LocalGraph, RowPartition};
+use gnn_kernels::comm::{Communicator, HaloExchange};
+use gnn_models::{ConvKind, Gnn, ModelConfig, ModelGraph, Operands};
+use std::ops::Range;
+use std::sync::Arc;
+
+/// The model kind's operands of a dataset's graph and their partition: computed once, shared
+/// by every rank.
+pub struct DistPlan {
+    /// The structure and edge values the model kind aggregates over, whole.
+    pub operands: Operands,
+    /// The node ranges of the ranks.
+    pub partition: RowPartition,
+}
+
+impl DistPlan {
+    /// The operands of `kind` on `ds`'s graph, split into `parts` ranges balanced by non-zeros.
+    pub fn new(ds: &Dataset, kind: ConvKind, parts: usize) -> Result<Self> {
+        if matches!(kind, ConvKind::Gat | ConvKind::Transformer) {
+            return Err(Error::Invalid(format!(
+                "{kind} does not train on several devices yet (its head-expanded graphs have \
+                 no halo plan); GCN, GraphSAGE, GIN and MLP do, with ReLU or MaxK"
+            )));
+        }
+        let operands = Operands::new(&ds.graph, kind)?;
+        let partition = RowPartition::balanced_by_nnz(&operands.csr, parts)
+            .map_err(gnn_kernels::Error::from)?;
+        Ok(Self {
+            operands,
+            partition,
+        })
+    }
+
+    /// Rank `rank`'s local graph.
+    pub fn local(&self, rank: usize) -> Result<LocalGraph> {
+        Ok(LocalGraph::build(&self.operands.csr, &self.partition, rank)
+            .map_err(gnn_kernels::Error::from)?)
+    }
+
+    /// Rows, non-zeros and halo sizes of every rank (builds every local graph once).
+    pub fn stats(&self) -> Result<HaloStats> {
+        let locals = (0..self.partition.parts())
+            .map(|r| self.local(r))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(HaloStats::of(&locals))
+    }
+}
+
+/// What every rank trains: the model, the recipe, the initialisation seed and the feature
+/// preprocessing (the same on every rank).
+#[derive(Debug, Clone, Copy)]
+pub struct Recipe<'a> {
+    /// The model.
+    pub model: &'a ModelConfig,
+    /// The training recipe.
+    pub train: &'a TrainConfig,
+    /// Parameter initialisation seed.
+    pub seed: u64,
+    /// Divide each feature row by its sum first (GCN's bag-of-words preprocessing).
+    pub row_normalize: bool,
+}
+
+/// One rank's model, graph share and data, ready for [`train`].
+pub struct Rank {
+    /// The model (same initialisation on every rank: same config and seed).
+    pub model: Gnn,
+    /// This rank's rows of the operands, with the halo exchange.
+    pub graph: ModelGraph,
+    /// This rank's rows of the features, labels and split.
+    pub data: DeviceData,
+    /// Owned nodes.
+    pub rows: Range<usize>,
+    /// Halo rows received per exchange.
+    pub halo: usize,
+}
+
+impl Rank {
+    /// Sets up the rank `comm` runs on `device`.
+    pub fn new(
+        plan: &DistPlan,
+        ds: &Dataset,
+        recipe: Recipe<'_>,
+        comm: Arc<dyn Communicator>,
+        device: &Device,
+    ) -> Result<Self> {
+        if comm.world() != plan.partition.parts() {
+            return Err(Error::Invalid(format!(
+                "{} ranks for a partition into {}",
+                comm.world(),
+                plan.partition.parts()
+            )));
+        }
+        if recipe.train.checkpoint.is_some() {
+            return Err(Error::Invalid(
+                "checkpoints of multi-device runs are not supported yet (every rank would \
+                 write the same file); train without --checkpoint"
+                    .into(),
+            ));
+        }
+        let local = plan.local(comm.rank())?;
+        let rows = local.rows.clone();
+        let halo = HaloExchange::new(&local, comm, device)?;
+        let n_halo = halo.halo_rows();
+        let graph = ModelGraph::partitioned(&plan.operands, &local, halo, device)?;
+        drop(local);
+        let data = DeviceData::partitioned(ds, rows.clone(), device, recipe.row_normalize)?
+            .with_precision(recipe.train.precision)?;
+        Ok(Self {
+            model: Gnn::new(recipe.model.clone(), device, recipe.seed)?,
+            graph,
+            data,
+            rows,
+            halo: n_halo,
+        })
+    }
+}
+
+/// What one rank of [`train_ranks`] returns.
+#[derive(Debug)]
+pub struct RankOutcome {
+    /// The rank.
+    pub rank: usize,
+    /// Its nodes.
+    pub rows: Range<usize>,
+    /// Halo rows it received per exchange.
+    pub halo: usize,
+    /// Its training report (accuracies and losses are global, the same on every rank; times
+    /// and memory are this rank's).
+    pub report: TrainReport,
+}
+
+/// Trains `model` on `ds` with one thread per communicator, rank `r` on `devices[r]`.
+/// `on_epoch` sees rank 0's epochs (every rank logs the same global loss and accuracies).
+pub fn train_ranks(
+    plan: &DistPlan,
+    ds: &Dataset,
+    recipe: Recipe<'_>,
+    comms: Vec<Arc<dyn Communicator>>,
+    devices: &[Device],
+    on_epoch: impl Fn(&EpochLog) + Sync,
+) -> Result<Vec<RankOutcome>> {
+    if comms.len() != devices.len() {
+        return Err(Error::Invalid(format!(
+            "{} communicators for {} devices",
+            comms.len(),
+            devices.len()
+        )));
+    }
+    std::thread::scope(|s| {
+        let handles: Vec<_> = comms
+            .into_iter()
+            .zip(devices)
+            .map(|(comm, device)| {
+                let on_epoch = &on_epoch;
+                s.spawn(move || -> Result<RankOutcome> {
+                    let rank = comm.rank();
+                    let r = Rank::new(plan, ds, recipe, comm, device)?;
+                    let report = train(&r.model, &r.graph, &r.data, recipe.train, |log| {
+                        if rank == 0 {
+                            on_epoch(log)
+                        }
+                    })?;
+                    Ok(RankOutcome {
+                        rank,
+                        rows: r.rows,
+                        halo: r.halo,
+                        report,
+                    })
+                })
+            })
+            .collect();
+        let mut out = Vec::with_capacity(handles.len());
+        for h in handles {
+            out.push(
+                h.join()
+                    .map_err(|_| Error::Invalid("a training rank panicked".into()))??,
+            );
+        }
+        Ok(out)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trainer::all_reduce_grads;
+    use candle_core::Tensor;
+    use gnn_kernels::comm::LocalComm;
+    use gnn_models::{Activation, DropoutRng, Forward, Timer};
+    use std::collections::BTreeMap;
+
+    fn cora() -> Dataset {
+        gnn_graph::load_planetoid(
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/cora/raw"),
+            "cora",
+        )
+        .unwrap()
+    }
+
+    /// The models the equivalence covers: GCN, GraphSAGE-mean and GIN, ReLU and MaxK, with
+    /// dropout (on the input and between layers), skip connections and LayerNorm.
+    fn configs(ds: &Dataset) -> Vec<(&'static str, ModelConfig)> {
+        let (f, c) = (ds.features.cols(), ds.num_classes);
+        let base = |kind, layers| ModelConfig::new(kind, f, 24, c, layers, 0.5);
+        let maxk = |kind| {
+            let mut m = base(kind, 3);
+            m.activation = Activation::MaxK { k: 5 };
+            m.input_dropout = 0.0;
+            m
+        };
+        let mut deep = base(ConvKind::Gcn, 4);
+        deep.residual = true;
+        deep.layer_norm = true;
+        let mut after_first = maxk(ConvKind::Gcn);
+        after_first.maxk_after_first = true;
+        vec![
+            ("gcn", base(ConvKind::Gcn, 2)),
+            ("sage", base(ConvKind::SageMean, 2)),
+            ("gin", base(ConvKind::Gin, 2)),
+            ("gcn-4-residual-norm", deep),
+            ("gcn-maxk", maxk(ConvKind::Gcn)),
+            ("gcn-maxk-after-first", after_first),
+            ("sage-maxk", maxk(ConvKind::SageMean)),
+            ("gin-maxk", maxk(ConvKind::Gin)),
+        ]
+    }
+
+    type Grads = (f64, BTreeMap<String, Vec<f32>>);
+
+    fn recipe<'a>(model: &'a ModelConfig, train: &'a TrainConfig) -> Recipe<'a> {
+        Recipe {
+            model,
+            train,
+            seed: 3,
+            row_normalize: true,
+        }
+    }
+
+    /// Loss and parameter gradients of one training forward/backward (dropout seed 7).
+    fn step(
+        model: &Gnn,
+        graph: &ModelGraph,
+        data: &DeviceData,
+    ) -> (Tensor, candle_core::backprop::GradStore) {
+        let t = Timer::disabled();
+        let mut rng = DropoutRng::new(7).with_row_offset(graph.row_offset() as u64);
+        let logits = model
+            .forward(graph, &data.x, &mut Forward::train(&mut rng, &t))
+            .unwrap();
+        let loss = crate::masked_cross_entropy(&logits, &data.labels, &data.train_weight).unwrap();
+        let grads = loss.backward().unwrap();
+        (loss, grads)
+    }
+
+    fn flat(model: &Gnn, grads: &candle_core::backprop::GradStore) -> BTreeMap<String, Vec<f32>> {
+        model
+            .named_vars()
+            .into_iter()
+            .map(|(k, v)| {
+                let g = grads
+                    .get(v.as_tensor())
+                    .unwrap_or_else(|| panic!("no grad for {k}"));
+                (k, g.flatten_all().unwrap().to_vec1::<f32>().unwrap())
+            })
+            .collect()
+    }
+
+    fn whole(ds: &Dataset, cfg: &ModelConfig) -> Grads {
+        let dev = Device::Cpu;
+        let model = Gnn::new(cfg.clone(), &dev, 3).unwrap();
+        let graph = ModelGraph::new(&ds.graph, cfg.kind, &dev).unwrap();
+        let data = DeviceData::new(ds, &dev, true).unwrap();
+        let (loss, grads) = step(&model, &graph, &data);
+        (
+            loss.to_scalar::<f32>().unwrap() as f64,
+            flat(&model, &grads),
+        )
+    }
+
+    fn ranks(ds: &Dataset, cfg: &ModelConfig, parts: usize) -> Vec<Grads> {
+        let plan = DistPlan::new(ds, cfg.kind, parts).unwrap();
+        let train = TrainConfig::default();
+        std::thread::scope(|s| {
+            let hs: Vec<_> = LocalComm::group(parts)
+                .into_iter()
+                .map(|c| {
+                    let (plan, train) = (&plan, &train);
+                    s.spawn(move || {
+                        let comm: Arc<dyn Communicator> = Arc::new(c);
+                        let r = Rank::new(plan, ds, recipe(cfg, train), comm.clone(), &Device::Cpu)
+                            .unwrap();
+                        let (loss, mut grads) = step(&r.model, &r.graph, &r.data);
+                        let vars = r.model.named_vars();
+                        let loss =
+                            all_reduce_grads(comm.as_ref(), &vars, &mut grads, &loss).unwrap();
+                        (loss, flat(&r.model, &grads))
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    }
+
+    /// `|a - b| <= tol * max|b|` over each tensor.
+    fn assert_close(a: &[f32], b: &[f32], tol: f32, what: &str) {
+        assert_eq!(a.len(), b.len(), "{what}");
+        let scale = b.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-30);
+        let worst = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max);
+        assert!(
+            worst <= tol * scale,
+            "{what}: max diff {worst:e}, scale {scale:e}"
+        );
+    }
+
+    #[test]
+    fn partitions_give_the_single_device_losses_and_gradients() {
+        let ds = cora();
+        for (name, cfg) in configs(&ds) {
+            let (loss, grads) = whole(&ds, &cfg);
+            for parts in 1..=4 {
+                let got = ranks(&ds, &cfg, parts);
+                for (r, (l, g)) in got.iter().enumerate() {
+                    let what = format!("{name} P={parts} rank {r}");
+                    assert!(
+                        ((l - loss) / loss).abs() < 1e-5,
+                        "{what}: loss {l} vs {loss}"
+                    );
+                    for (k, want) in &grads {
+                        assert_close(&g[k], want, 1e-5, &format!("{what} d{k}"));
+                    }
+                    // Every rank holds the same (all-reduced) gradients, bit for bit.
+                    assert_eq!(g, &got[0].1, "{what}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn distributed_training_follows_the_single_device_run() {
+        let ds = cora();
+        let (f, c) = (ds.features.cols(), ds.num_classes);
+        let mut maxk = ModelConfig::new(ConvKind::Gcn, f, 32, c, 3, 0.5);
+        maxk.activation = Activation::MaxK { k: 8 };
+        maxk.maxk_after_first = true;
+        for cfg in [ModelConfig::new(ConvKind::Gcn, f, 16, c, 2, 0.5), maxk] {
+            let train = TrainConfig {
+                epochs: 8,
+                eval_every: 2,
+                ..TrainConfig::default()
+            };
+            let dev = Device::Cpu;
+            let model = Gnn::new(cfg.clone(), &dev, 3).unwrap();
+            let graph = ModelGraph::new(&ds.graph, cfg.kind, &dev).unwrap();
+            let data = DeviceData::new(&ds, &dev, true).unwrap();
+            let want = train_single(&model, &graph, &data, &train);
+            let plan = DistPlan::new(&ds, cfg.kind, 3).unwrap();
+            let comms = LocalComm::group(3)
+                .into_iter()
+                .map(|c| Arc::new(c) as Arc<dyn Communicator>)
+                .collect();
+            let got = train_ranks(
+                &plan,
+                &ds,
+                recipe(&cfg, &train),
+                comms,
+                &[dev.clone(), dev.clone(), dev],
+                |_| {},
+            )
+            .unwrap();
+            for o in &got {
+                for (a, b) in o.report.history.iter().zip(&want.history) {
+                    assert!(
+                        ((a.loss - b.loss) / b.loss).abs() < 1e-4,
+                        "{:?} rank {} epoch {}: loss {} vs {}",
+                        cfg.activation,
+                        o.rank,
+                        a.epoch,
+                        a.loss,
+                        b.loss
+                    );
+                    if let (Some(x), Some(y)) = (a.acc, b.acc) {
+                        // Accuracies are counts over the same nodes: equal unless a logit
+                        // tie flips between the two summation orders.
+                        assert!((x.1 - y.1).abs() <= 2.0 / 500.0, "val {x:?} vs {y:?}");
+                    }
+                }
+                assert!(o.report.breakdown.comm_bytes > 0);
+            }
+        }
+    }
+
+    fn train_single(
+        model: &Gnn,
+        graph: &ModelGraph,
+        data: &DeviceData,
+        cfg: &TrainConfig,
+    ) -> TrainReport {
+        train(model, graph, data, cfg, |_| {}).unwrap()
+    }
+
+    #[test]
+    fn attention_and_checkpoints_are_refused() {
+        let ds = cora();
+        assert!(DistPlan::new(&ds, ConvKind::Gat, 2).is_err());
+        let plan = DistPlan::new(&ds, ConvKind::Gcn, 1).unwrap();
+        let cfg = ModelConfig::new(ConvKind::Gcn, ds.features.cols(), 8, ds.num_classes, 2, 0.5);
+        let train = TrainConfig {
+            checkpoint: Some("x".into()),
+            ..TrainConfig::default()
+        };
+        let comm: Arc<dyn Communicator> = Arc::new(LocalComm::group(1).pop().unwrap());
+        let e = Rank::new(&plan, &ds, recipe(&cfg, &train), comm, &Device::Cpu)
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("checkpoint"), "{e}");
+        let stats = plan.stats().unwrap();
+        assert_eq!(stats.halo, vec![0]);
+    }
+}
