@@ -62,11 +62,27 @@ install() {
         | sed -E 's/^\s+(pub )?fn (cu\w+)\(/\2/' | sort -u \
         | awk '{print "void "$1"(void){}"}' > "$DIR/libcuda_stub.c"
     gcc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$CU/lib/libcuda.so" "$DIR/libcuda_stub.c"
+    nccl_stub "$cudarc"
     touch "$DIR/.complete"
     log "ready in $DIR"
 }
 
+# Stub NCCL for the `nccl` feature's link step, the same way: one empty function per entry
+# point cudarc declares, soname libnccl.so.2, so the GPU machine's real library
+# (/usr/lib/x86_64-linux-gnu/libnccl.so.2) is the one loaded at run time.
+nccl_stub() {
+    grep -ohP 'pub unsafe fn (nccl\w+)\(' "$1/src/nccl/sys/"*.rs \
+        | sed -E 's/pub unsafe fn (nccl\w+)\(/\1/' | sort -u \
+        | awk '{print "void "$1"(void){}"}' > "$DIR/libnccl_stub.c"
+    gcc -shared -fPIC -Wl,-soname,libnccl.so.2 -o "$CU/lib/libnccl.so" "$DIR/libnccl_stub.c"
+}
+
 [ -f "$DIR/.complete" ] || install
+# Folders completed before the NCCL stub existed get it now.
+if [ ! -f "$CU/lib/libnccl.so" ]; then
+    cudarc=$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/cudarc-0.19.* 2>/dev/null | sort | tail -n 1 || true)
+    [ -n "$cudarc" ] && nccl_stub "$cudarc"
+fi
 
 cat <<ENV
 export PATH="$CU/bin:\$PATH"

@@ -145,31 +145,61 @@ pub struct RankOutcome {
     pub report: TrainReport,
 }
 
-/// Trains `model` on `ds` with one thread per communicator, rank `r` on `devices[r]`.
-/// `on_epoch` sees rank 0's epochs (every rank logs the same global loss and accuracies).
+/// Makes rank `r`'s communicator on its device, inside the rank's thread (NCCL's join is
+/// collective: every rank must be joining at the same time).
+pub type CommFactory<'a> =
+    dyn Fn(usize, &Device) -> gnn_kernels::Result<Arc<dyn Communicator>> + Sync + 'a;
+
+/// The in-process group as a [`CommFactory`]: rank `r` takes the group's `r`-th member.
+pub fn local_comms(
+    world: usize,
+) -> impl Fn(usize, &Device) -> gnn_kernels::Result<Arc<dyn Communicator>> + Sync {
+    let slots: std::sync::Mutex<Vec<Option<gnn_kernels::comm::LocalComm>>> = std::sync::Mutex::new(
+        gnn_kernels::comm::LocalComm::group(world)
+            .into_iter()
+            .map(Some)
+            .collect(),
+    );
+    move |rank, _| {
+        let c = slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(rank)
+            .and_then(Option::take)
+            .ok_or_else(|| {
+                gnn_kernels::Error::Comm(format!("rank {rank} taken twice or out of range"))
+            })?;
+        Ok(Arc::new(c) as Arc<dyn Communicator>)
+    }
+}
+
+/// Trains on `ds` with one thread per device, rank `r` on `devices[r]` with the communicator
+/// `make_comm(r, device)` makes. `on_epoch` sees rank 0's epochs (every rank logs the same
+/// global loss and accuracies). A rank that fails drops its communicator, which fails the
+/// others' next exchange (in-process); the first error is returned.
 pub fn train_ranks(
     plan: &DistPlan,
     ds: &Dataset,
     recipe: Recipe<'_>,
-    comms: Vec<Arc<dyn Communicator>>,
+    make_comm: &CommFactory<'_>,
     devices: &[Device],
     on_epoch: impl Fn(&EpochLog) + Sync,
 ) -> Result<Vec<RankOutcome>> {
-    if comms.len() != devices.len() {
+    if devices.len() != plan.partition.parts() {
         return Err(Error::Invalid(format!(
-            "{} communicators for {} devices",
-            comms.len(),
-            devices.len()
+            "{} devices for a partition into {}",
+            devices.len(),
+            plan.partition.parts()
         )));
     }
     std::thread::scope(|s| {
-        let handles: Vec<_> = comms
-            .into_iter()
-            .zip(devices)
-            .map(|(comm, device)| {
+        let handles: Vec<_> = devices
+            .iter()
+            .enumerate()
+            .map(|(rank, device)| {
                 let on_epoch = &on_epoch;
                 s.spawn(move || -> Result<RankOutcome> {
-                    let rank = comm.rank();
+                    let comm = make_comm(rank, device)?;
                     let r = Rank::new(plan, ds, recipe, comm, device)?;
                     let report = train(&r.model, &r.graph, &r.data, recipe.train, |log| {
                         if rank == 0 {
@@ -374,15 +404,12 @@ mod tests {
             let data = DeviceData::new(&ds, &dev, true).unwrap();
             let want = train_single(&model, &graph, &data, &train);
             let plan = DistPlan::new(&ds, cfg.kind, 3).unwrap();
-            let comms = LocalComm::group(3)
-                .into_iter()
-                .map(|c| Arc::new(c) as Arc<dyn Communicator>)
-                .collect();
+            let comms = local_comms(3);
             let got = train_ranks(
                 &plan,
                 &ds,
                 recipe(&cfg, &train),
-                comms,
+                &comms,
                 &[dev.clone(), dev.clone(), dev],
                 |_| {},
             )

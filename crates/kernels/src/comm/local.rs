@@ -9,7 +9,8 @@ use std::sync::Mutex;
 /// One rank of an in-process group made by [`LocalComm::group`]: ranks are threads of one
 /// process, messages are tensors moved through unbounded channels (one per ordered pair of
 /// ranks, so successive collectives match in order). Sums run in rank order, so every rank
-/// gets bit-identical results. For CPU tests and CPU runs; the tensors stay on their device.
+/// gets bit-identical results. For CPU tests and CPU runs, and for several ranks sharing one
+/// GPU (each on its own candle device) to check the partitioned GPU path.
 #[derive(Debug)]
 pub struct LocalComm {
     rank: usize,
@@ -59,7 +60,23 @@ impl LocalComm {
         self.sent.add(&t);
         self.to[p]
             .send(t)
-            .map_err(|_| Error::Harness(format!("comm: rank {p} has left the group")))
+            .map_err(|_| Error::Comm(format!("rank {p} has left the group")))
+    }
+
+    /// `t` on the device of `own`: ranks sharing one GPU each run on their own candle device
+    /// (own stream and cuBLAS handle, which must not be shared between threads), so a tensor
+    /// from another rank is copied over, through the host: the device-to-host copy runs on the
+    /// sender's stream (after the kernel that made `t`) and returns when done, so neither
+    /// stream can overwrite what the other still reads. (candle's direct device-to-device
+    /// copy runs on the receiver's stream without waiting for the sender's.) A test
+    /// configuration, not a fast one; a no-op on the CPU and between ranks on one device.
+    fn to_own(&self, t: Tensor, own: &Tensor) -> Result<Tensor> {
+        if t.device().same_device(own.device()) {
+            Ok(t)
+        } else {
+            Ok(t.to_device(&candle_core::Device::Cpu)?
+                .to_device(own.device())?)
+        }
     }
 
     fn recv(&self, p: usize) -> Result<Tensor> {
@@ -67,7 +84,7 @@ impl LocalComm {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .recv()
-            .map_err(|_| Error::Harness(format!("comm: rank {p} has left the group")))
+            .map_err(|_| Error::Comm(format!("rank {p} has left the group")))
     }
 }
 
@@ -112,7 +129,7 @@ impl LocalComm {
                 if p == self.rank {
                     return Ok(Tensor::zeros((0, d), own.dtype(), own.device())?);
                 }
-                let t = self.recv(p)?;
+                let t = self.to_own(self.recv(p)?, own)?;
                 if t.dims() != [recv_rows[p], d] || t.dtype() != own.dtype() {
                     return Err(Error::Shape {
                         op: OP,
@@ -143,7 +160,7 @@ impl LocalComm {
             let part = if p == self.rank {
                 t.clone()
             } else {
-                self.recv(p)?
+                self.to_own(self.recv(p)?, &t)?
             };
             if part.dims() != t.dims() || part.dtype() != t.dtype() {
                 return Err(Error::Shape {

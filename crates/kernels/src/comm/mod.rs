@@ -1,6 +1,6 @@
 //! Communication between the ranks of a multi-device run: the [`Communicator`] trait, an
 //! in-process implementation ([`LocalComm`]: threads and channels, for CPU tests and CPU runs),
-//! and the halo exchange a partitioned graph's
+//! NCCL under the `nccl` feature (`NcclComm`), and the halo exchange a partitioned graph's
 //! aggregation needs ([`HaloExchange`], differentiable).
 //!
 //! Every method is collective: all ranks call the same methods in the same order with
@@ -9,9 +9,13 @@
 
 mod halo;
 mod local;
+#[cfg(feature = "nccl")]
+mod nccl;
 
 pub use halo::HaloExchange;
 pub use local::LocalComm;
+#[cfg(feature = "nccl")]
+pub use nccl::{NcclComm, NcclId};
 
 use crate::error::Result;
 use candle_core::Tensor;

@@ -1,0 +1,294 @@
+//! NCCL communicator (feature `nccl`): the library PyTorch and DGL use, through cudarc's
+//! bindings, on candle's own stream (so collectives order with the kernels around them and
+//! nothing synchronises the host).
+
+use super::{check_exchange, Communicator, Counter};
+use crate::error::{Error, Result};
+use candle_core::cuda_backend::{CudaDType, CudaDevice, CudaStorage};
+use candle_core::op::BackpropOp;
+use candle_core::{DType, Device, Storage, Tensor};
+use cudarc::driver::{CudaSlice, DeviceRepr, ValidAsZeroBits};
+use cudarc::nccl::safe::{group_end, group_start, Comm, Id, ReduceOp};
+use std::path::Path;
+use std::sync::Mutex;
+
+fn nccl(what: &str, e: impl std::fmt::Debug) -> Error {
+    Error::Comm(format!("NCCL {what}: {e:?}"))
+}
+
+/// An NCCL unique id: made by rank 0, handed to every rank before [`NcclComm::new`] (in one
+/// process, by value; across processes or hosts, through a file every rank can read).
+#[derive(Debug, Clone, Copy)]
+pub struct NcclId(Id);
+
+impl NcclId {
+    /// A fresh id (rank 0).
+    pub fn new() -> Result<Self> {
+        Ok(Self(Id::new().map_err(|e| nccl("unique id", e))?))
+    }
+
+    /// Writes the id's 128 bytes to `path` (rank 0 of a multi-process run).
+    pub fn write(&self, path: &Path) -> Result<()> {
+        let bytes: Vec<u8> = self.0.internal().iter().map(|&c| c as u8).collect();
+        std::fs::write(path, bytes)
+            .map_err(|e| Error::Comm(format!("{}: cannot write the NCCL id: {e}", path.display())))
+    }
+
+    /// Reads an id [`Self::write`] wrote.
+    pub fn read(path: &Path) -> Result<Self> {
+        let bytes = std::fs::read(path).map_err(|e| {
+            Error::Comm(format!("{}: cannot read the NCCL id: {e}", path.display()))
+        })?;
+        let arr: [u8; 128] = bytes.as_slice().try_into().map_err(|_| {
+            Error::Comm(format!(
+                "{}: an NCCL id is 128 bytes, the file holds {}",
+                path.display(),
+                bytes.len()
+            ))
+        })?;
+        Ok(Self(Id::uninit(arr.map(|b| b as std::ffi::c_char))))
+    }
+}
+
+/// One rank of an NCCL communicator on one CUDA device.
+pub struct NcclComm {
+    /// The handle is used by one call at a time (the mutex), from the rank's own thread.
+    comm: Mutex<Comm>,
+    device: CudaDevice,
+    rank: usize,
+    world: usize,
+    counter: Counter,
+    /// Synchronise the stream around each call, so `time_spent` is the transfers' time (not
+    /// just their launch): for profiling runs.
+    timed: bool,
+}
+
+// SAFETY: `Comm` holds a raw `ncclComm_t`, which NCCL allows to be used from any thread as
+// long as calls on it do not overlap; every use goes through the mutex.
+unsafe impl Send for NcclComm {}
+unsafe impl Sync for NcclComm {}
+
+impl std::fmt::Debug for NcclComm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "NcclComm(rank {} of {})", self.rank, self.world)
+    }
+}
+
+/// Runs `$body` with `$T` bound to the element type of a candle CUDA dtype.
+macro_rules! with_cuda_type {
+    ($dt:expr, |$T:ident| $body:expr) => {
+        match $dt {
+            DType::U8 => {
+                type $T = u8;
+                $body
+            }
+            DType::I16 => {
+                type $T = i16;
+                $body
+            }
+            DType::U32 => {
+                type $T = u32;
+                $body
+            }
+            DType::BF16 => {
+                type $T = half::bf16;
+                $body
+            }
+            DType::F16 => {
+                type $T = half::f16;
+                $body
+            }
+            DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            DType::F64 => {
+                type $T = f64;
+                $body
+            }
+            other => Err(Error::Comm(format!("NCCL exchange of {other:?} tensors"))),
+        }
+    };
+}
+
+impl NcclComm {
+    /// Joins rank `rank` of `world` on `device` (a CUDA device) to the communicator of `id`.
+    /// Collective: blocks until every rank has joined. `timed`: synchronise the stream before
+    /// and after every call, so [`Communicator::time_spent`] measures the transfers (for
+    /// profiling; otherwise calls only enqueue work and return).
+    pub fn new(
+        id: &NcclId,
+        rank: usize,
+        world: usize,
+        device: &Device,
+        timed: bool,
+    ) -> Result<Self> {
+        let Device::Cuda(dev) = device else {
+            return Err(Error::Comm(format!(
+                "NCCL needs a CUDA device, rank {rank} got {:?}",
+                device.location()
+            )));
+        };
+        let comm =
+            Comm::from_rank(dev.cuda_stream(), rank, world, id.0).map_err(|e| nccl("init", e))?;
+        Ok(Self {
+            comm: Mutex::new(comm),
+            device: dev.clone(),
+            rank,
+            world,
+            counter: Counter::default(),
+            timed,
+        })
+    }
+
+    /// `f` under the timer, the stream synchronised around it when `timed`.
+    fn timed<R>(&self, f: impl FnOnce() -> Result<R>) -> Result<R> {
+        let sync = || -> Result<()> {
+            if self.timed {
+                self.device
+                    .cuda_stream()
+                    .synchronize()
+                    .map_err(|e| nccl("synchronize", e))?;
+            }
+            Ok(())
+        };
+        sync()?;
+        self.counter.timed(|| {
+            let r = f()?;
+            sync()?;
+            Ok(r)
+        })
+    }
+
+    fn exchange_typed<T>(
+        &self,
+        sends: &[Tensor],
+        recv_rows: &[usize],
+        d: usize,
+    ) -> Result<Vec<Tensor>>
+    where
+        T: CudaDType + DeviceRepr + ValidAsZeroBits,
+    {
+        let stream = self.device.cuda_stream();
+        let sends: Vec<Tensor> = sends
+            .iter()
+            .map(|t| t.contiguous())
+            .collect::<candle_core::Result<_>>()?;
+        let guards: Vec<_> = sends.iter().map(|t| t.storage_and_layout()).collect();
+        let mut recv: Vec<CudaSlice<T>> = recv_rows
+            .iter()
+            .map(|&r| stream.alloc_zeros::<T>(r * d))
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| nccl("receive buffer", e))?;
+        let comm = self.comm.lock().unwrap_or_else(|e| e.into_inner());
+        group_start().map_err(|e| nccl("group start", e))?;
+        for (p, (st, l)) in guards.iter().enumerate() {
+            let len = l.shape().elem_count();
+            if p == self.rank || len == 0 {
+                continue;
+            }
+            let Storage::Cuda(cs) = &**st else {
+                return Err(Error::Comm(format!("send to rank {p} is not on the GPU")));
+            };
+            let src = cs.as_cuda_slice::<T>()?;
+            let view = src.slice(l.start_offset()..l.start_offset() + len);
+            // As bytes: NCCL has no 16-bit integer type (the MaxK column index).
+            // SAFETY: the view holds `len` elements of `T`, i.e. `len * size_of::<T>()` bytes.
+            let bytes = unsafe { view.transmute::<u8>(len * std::mem::size_of::<T>()) }
+                .ok_or_else(|| Error::Comm("byte view of a send buffer".into()))?;
+            comm.send(&bytes, p as i32).map_err(|e| nccl("send", e))?;
+        }
+        for (p, buf) in recv.iter_mut().enumerate() {
+            let len = buf.len();
+            if p == self.rank || len == 0 {
+                continue;
+            }
+            // SAFETY: the buffer holds `len` elements of `T`.
+            let mut bytes = unsafe { buf.transmute_mut::<u8>(len * std::mem::size_of::<T>()) }
+                .ok_or_else(|| Error::Comm("byte view of a receive buffer".into()))?;
+            comm.recv(&mut bytes, p as i32)
+                .map_err(|e| nccl("recv", e))?;
+        }
+        group_end().map_err(|e| nccl("group end", e))?;
+        drop(comm);
+        drop(guards);
+        Ok(recv
+            .into_iter()
+            .zip(recv_rows)
+            .map(|(buf, &r)| {
+                let st = Storage::Cuda(CudaStorage::wrap_cuda_slice(buf, self.device.clone()));
+                Tensor::from_storage(st, (r, d), BackpropOp::none(), false)
+            })
+            .collect())
+    }
+
+    fn all_reduce_typed<T>(&self, t: &Tensor) -> Result<Tensor>
+    where
+        T: CudaDType + DeviceRepr + ValidAsZeroBits + cudarc::nccl::safe::NcclType,
+    {
+        let t = t.contiguous()?;
+        let n = t.elem_count();
+        let stream = self.device.cuda_stream();
+        let mut out = stream
+            .alloc_zeros::<T>(n)
+            .map_err(|e| nccl("reduce buffer", e))?;
+        {
+            let (st, l) = t.storage_and_layout();
+            let Storage::Cuda(cs) = &*st else {
+                return Err(Error::Comm("all-reduce of a tensor not on the GPU".into()));
+            };
+            let src = cs.as_cuda_slice::<T>()?;
+            let view = src.slice(l.start_offset()..l.start_offset() + n);
+            let comm = self.comm.lock().unwrap_or_else(|e| e.into_inner());
+            comm.all_reduce(&view, &mut out, &ReduceOp::Sum)
+                .map_err(|e| nccl("all-reduce", e))?;
+        }
+        let st = Storage::Cuda(CudaStorage::wrap_cuda_slice(out, self.device.clone()));
+        Ok(Tensor::from_storage(
+            st,
+            t.shape().clone(),
+            BackpropOp::none(),
+            false,
+        ))
+    }
+}
+
+impl Communicator for NcclComm {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn world(&self) -> usize {
+        self.world
+    }
+
+    fn exchange(&self, sends: &[Tensor], recv_rows: &[usize]) -> Result<Vec<Tensor>> {
+        let d = check_exchange("nccl exchange", self.rank, self.world, sends, recv_rows)?;
+        for (p, s) in sends.iter().enumerate() {
+            if p != self.rank {
+                self.counter.add(s);
+            }
+        }
+        let dt = sends[self.rank].dtype();
+        self.timed(|| with_cuda_type!(dt, |T| self.exchange_typed::<T>(sends, recv_rows, d)))
+    }
+
+    fn all_reduce_sum(&self, t: &Tensor) -> Result<Tensor> {
+        self.counter.add(t);
+        self.timed(|| match t.dtype() {
+            DType::F32 => self.all_reduce_typed::<f32>(t),
+            DType::F64 => self.all_reduce_typed::<f64>(t),
+            other => Err(Error::Comm(format!(
+                "NCCL all-reduce of {other:?} (f32 and f64 are supported)"
+            ))),
+        })
+    }
+
+    fn bytes_sent(&self) -> u64 {
+        self.counter.get()
+    }
+
+    fn time_spent(&self) -> std::time::Duration {
+        self.counter.time()
+    }
+}

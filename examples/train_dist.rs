@@ -1,0 +1,249 @@
+//! Multi-device full-batch training (`gnn::train::dist`): the graph's nodes split into
+//! `--ranks` contiguous ranges balanced by non-zeros, one rank per thread, halo rows exchanged
+//! before every aggregation, gradients all-reduced every step.
+//!
+//! With `--nccl` (a build with `--features nccl`) rank `r` runs on GPU `r` and talks through
+//! NCCL. Without it the ranks share one device (the first GPU, or the CPU with `--cpu`) and
+//! talk through in-process channels: the same partitioned computation, useful to check it and
+//! to read the communication volume, not to go faster.
+//!
+//! It prints the partition's halo sizes for 1..=ranks parts (rows each rank receives per
+//! exchange, the communication volume per layer), trains, and prints rank 0's per-phase
+//! breakdown with the communication phase, each rank's epoch time and peak memory; the JSON
+//! report holds all of it.
+//!
+//! ```text
+//! cargo run --release --example train_dist -- --cpu --ranks 3 --scale 0.05 --epochs 20
+//! cargo run --release --features nccl --example train_dist -- --nccl --ranks 2 --scale 1
+//! ```
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use gnn::models::ConvKind;
+use gnn::train::cli::{DataFlags, MaxkFlag, Recipe, TrainFlags};
+use gnn::train::device::gib;
+use gnn::train::dist::{local_comms, train_ranks, DistPlan, Recipe as RankRecipe};
+use serde_json::json;
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(Parser, Debug)]
+#[command(about = "Multi-device full-batch GNN training over a 1-D node partition")]
+struct Args {
+    #[command(flatten)]
+    data: DataFlags,
+    /// Model: gcn, sage, gin (GAT and the transformer do not partition yet).
+    #[arg(long, default_value = "gcn")]
+    model: ConvKind,
+    #[command(flatten)]
+    train: TrainFlags,
+    #[command(flatten)]
+    maxk: MaxkFlag,
+    /// Seed (graph generation, initialisation, dropout).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Number of ranks (partitions).
+    #[arg(long, default_value_t = 2)]
+    ranks: usize,
+    /// One GPU per rank (GPUs 0..ranks), NCCL between them (needs --features nccl).
+    #[arg(long)]
+    nccl: bool,
+    /// GPU: no float atomics in the sparse reductions (see gnn_kernels::set_deterministic).
+    #[arg(long)]
+    deterministic: bool,
+    /// Print the halo statistics and stop.
+    #[arg(long)]
+    stats_only: bool,
+    /// Where to write the JSON report.
+    #[arg(long, default_value = "runs/train_dist.json")]
+    json: PathBuf,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    if args.ranks == 0 {
+        bail!("--ranks must be >= 1");
+    }
+    let device = args.train.device.pick()?;
+    gnn::kernels::set_deterministic(args.deterministic);
+    let src = args.data.source("reddit", args.seed)?;
+    let mut loaded = gnn::train::run::load(&src, device.is_cpu())?;
+    // Contiguous ranges of a community order keep most edges inside a rank (smaller halos).
+    gnn::train::run::reorder(&mut loaded, args.data.reorder)?;
+    let ds = &loaded.dataset;
+    let mut spec = args.train.model(args.model, &Recipe::REDDIT);
+    spec.maxk = args.maxk.maxk;
+    spec.maxk_after_first = args.maxk.maxk_after_first;
+    let model = spec.config(ds);
+    let mut train = args.train.train(&Recipe::REDDIT);
+    train.seed = args.seed;
+    train.profile = true;
+
+    // Communication volume per partition count: rows received per exchange (one exchange
+    // per layer forward, one back), and its bytes at the hidden width in the run's precision.
+    let elem = train.precision.dtype().size_in_bytes() as u64;
+    println!(
+        "{:>5} {:>10} {:>14} {:>16}  halo rows per rank",
+        "parts", "nnz imbal.", "halo rows", "MB/exchange@hid"
+    );
+    let mut stats = Vec::new();
+    for p in 1..=args.ranks {
+        let s = DistPlan::new(ds, model.kind, p)?.stats()?;
+        let mb = (s.total_halo() as u64 * model.hidden as u64 * elem) as f64 / 1e6;
+        println!(
+            "{p:>5} {:>10.3} {:>14} {:>16.1}  {:?}",
+            s.nnz_imbalance(),
+            s.total_halo(),
+            mb,
+            s.halo
+        );
+        stats.push(json!({"parts": p, "stats": s, "mb_per_exchange_at_hidden": mb}));
+    }
+    if args.stats_only {
+        return Ok(());
+    }
+
+    let plan = DistPlan::new(ds, model.kind, args.ranks)?;
+    let recipe = RankRecipe {
+        model: &model,
+        train: &train,
+        seed: args.seed,
+        row_normalize: !loaded.raw_features,
+    };
+    let t = Instant::now();
+    let on_epoch = |log: &gnn::train::EpochLog| {
+        if let Some((tr, va, te)) = log.acc {
+            println!(
+                "  epoch {:>4}/{}  loss {:.4}  acc train {tr:.3} val {va:.3} test {te:.3}  {:.0} ms/epoch",
+                log.epoch, train.epochs, log.loss, log.epoch_ms
+            );
+        }
+    };
+    let outcomes = if args.nccl {
+        nccl_run(&plan, ds, recipe, args.ranks, &on_epoch)?
+    } else {
+        // Ranks sharing a GPU each get their own candle device (stream and cuBLAS handle: a
+        // cuBLAS handle must not be used by two threads at once).
+        let devices = match &device {
+            candle_core::Device::Cuda(_) => (0..args.ranks)
+                .map(|_| candle_core::Device::new_cuda_with_stream(0))
+                .collect::<candle_core::Result<Vec<_>>>()?,
+            d => vec![d.clone(); args.ranks],
+        };
+        println!(
+            "{} in-process ranks on {:?} (channels, not NCCL)",
+            args.ranks,
+            device.location()
+        );
+        train_ranks(
+            &plan,
+            ds,
+            recipe,
+            &local_comms(args.ranks),
+            &devices,
+            on_epoch,
+        )?
+    };
+    let wall = t.elapsed().as_secs_f64();
+
+    let r0 = &outcomes[0].report;
+    println!(
+        "{} {}x{} on {} ranks: test {:.2} % (val {:.2} % at epoch {}), {:.1} s in all",
+        model.kind,
+        model.layers,
+        model.hidden,
+        args.ranks,
+        100.0 * r0.test_acc,
+        100.0 * r0.best_val_acc,
+        r0.best_epoch,
+        wall
+    );
+    if let Some(tta) = &r0.time_to_accuracy {
+        println!("time to accuracy: {tta:?}");
+    }
+    println!("rank  rows        halo      ms/epoch  comm ms  comm MB/epoch  peak allocated");
+    for o in &outcomes {
+        let b = &o.report.breakdown;
+        let n = b.epochs.max(1) as f64;
+        println!(
+            "{:>4}  {:>10}  {:>8}  {:>8.2}  {:>7.2}  {:>13.1}  {}",
+            o.rank,
+            o.rows.len(),
+            o.halo,
+            o.report.epoch_ms_median,
+            b.communication.as_secs_f64() * 1e3 / n,
+            b.comm_bytes as f64 / n / 1e6,
+            o.report.peak_allocated_bytes.map_or("-".to_string(), gib)
+        );
+    }
+    println!("rank 0 breakdown:\n{}", r0.breakdown.table());
+
+    let ranks: Vec<_> = outcomes
+        .iter()
+        .map(|o| {
+            json!({
+                "rank": o.rank, "rows": [o.rows.start, o.rows.end], "halo": o.halo,
+                "epoch_ms_median": o.report.epoch_ms_median,
+                "breakdown": o.report.breakdown.rows(),
+                "comm_bytes_per_epoch": o.report.breakdown.comm_bytes as f64
+                    / o.report.breakdown.epochs.max(1) as f64,
+                "peak_allocated_bytes": o.report.peak_allocated_bytes,
+            })
+        })
+        .collect();
+    let report = json!({
+        "args": format!("{args:?}"),
+        "dataset": ds.summary(),
+        "source": loaded.provenance,
+        "model": model,
+        "train": train,
+        "comm": if args.nccl { "nccl" } else { "in-process" },
+        "halo_stats": stats,
+        "test_acc": r0.test_acc,
+        "best_val_acc": r0.best_val_acc,
+        "best_epoch": r0.best_epoch,
+        "time_to_accuracy": r0.time_to_accuracy,
+        "loss_curve": r0.history.iter().map(|h| h.loss).collect::<Vec<_>>(),
+        "ranks": ranks,
+        "wall_s": wall,
+    });
+    if let Some(dir) = args.json.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    std::fs::write(&args.json, serde_json::to_string_pretty(&report)?)
+        .with_context(|| format!("writing {}", args.json.display()))?;
+    println!("wrote {}", args.json.display());
+    Ok(())
+}
+
+#[cfg(feature = "nccl")]
+fn nccl_run(
+    plan: &DistPlan,
+    ds: &gnn::graph::Dataset,
+    recipe: RankRecipe<'_>,
+    ranks: usize,
+    on_epoch: &(dyn Fn(&gnn::train::EpochLog) + Sync),
+) -> Result<Vec<gnn::train::dist::RankOutcome>> {
+    use gnn::kernels::comm::{Communicator, NcclComm, NcclId};
+    use std::sync::Arc;
+    let devices = (0..ranks)
+        .map(|r| candle_core::Device::new_cuda(r).with_context(|| format!("opening GPU {r}")))
+        .collect::<Result<Vec<_>>>()?;
+    let id = NcclId::new()?;
+    println!("{ranks} ranks on GPUs 0..{ranks}, NCCL");
+    let make = |rank: usize, dev: &candle_core::Device| {
+        Ok(Arc::new(NcclComm::new(&id, rank, ranks, dev, true)?) as Arc<dyn Communicator>)
+    };
+    Ok(train_ranks(plan, ds, recipe, &make, &devices, on_epoch)?)
+}
+
+#[cfg(not(feature = "nccl"))]
+fn nccl_run(
+    _: &DistPlan,
+    _: &gnn::graph::Dataset,
+    _: RankRecipe<'_>,
+    _: usize,
+    _: &(dyn Fn(&gnn::train::EpochLog) + Sync),
+) -> Result<Vec<gnn::train::dist::RankOutcome>> {
+    bail!("--nccl needs a build with --features nccl")
+}
