@@ -3,6 +3,7 @@
 //! gradients to their owners, who add them to the rows they sent.
 
 use super::Communicator;
+use crate::device_graph::DeviceGraph;
 use crate::error::{Error, Result};
 use crate::ops::maxk::Cbsr;
 use candle_core::backend::BackendStorage;
@@ -21,8 +22,11 @@ struct Plan {
     n_local: usize,
     /// Local rows to send to each rank (`u32`, on the device); `None` where empty.
     send: Vec<Option<Tensor>>,
-    /// All send lists concatenated (the backward's `index_add` target rows).
-    send_all: Option<Tensor>,
+    /// The backward's scatter-add as a sparse matrix: row `r` (a local row) lists the
+    /// positions of `r` in the concatenated send lists, so `dx = S · back` sums the gradients
+    /// coming back for each sent row with the SpMM kernel (row-parallel, no atomics; candle's
+    /// CUDA `index_add` walks the indices serially). `None` when nothing is sent.
+    scatter: Option<DeviceGraph>,
     send_counts: Vec<usize>,
     recv_counts: Vec<usize>,
 }
@@ -53,10 +57,30 @@ impl HaloExchange {
             .map(|s| upload(s))
             .collect::<Result<Vec<_>>>()?;
         let all: Vec<u32> = local.send.iter().flatten().copied().collect();
+        let scatter = if all.is_empty() {
+            None
+        } else {
+            let n = local.n_local();
+            let mut indptr = vec![0u32; n + 1];
+            for &r in &all {
+                indptr[r as usize + 1] += 1;
+            }
+            for i in 0..n {
+                indptr[i + 1] += indptr[i];
+            }
+            let mut fill = indptr.clone();
+            let mut cols = vec![0u32; all.len()];
+            for (q, &r) in all.iter().enumerate() {
+                cols[fill[r as usize] as usize] = q as u32;
+                fill[r as usize] += 1;
+            }
+            let csr = gnn_graph::Csr::new_checked(n, all.len(), indptr, cols)?;
+            Some(DeviceGraph::upload(&csr, device)?)
+        };
         Ok(Self(Arc::new(Plan {
             comm,
             n_local: local.n_local(),
-            send_all: upload(&all)?,
+            scatter,
             send_counts: local.send.iter().map(Vec::len).collect(),
             recv_counts: local.recv_counts.clone(),
             send,
@@ -172,10 +196,10 @@ impl CustomOp2 for HaloGrad {
             })
             .collect::<candle_core::Result<Vec<_>>>()?;
         let back = p.comm.exchange(&sends, &p.send_counts)?;
-        let mut dx = Tensor::zeros((p.n_local, d), dy.dtype(), dy.device())?;
-        if let Some(rows) = &p.send_all {
-            dx = dx.index_add(rows, &Tensor::cat(&back, 0)?, 0)?;
-        }
+        let dx = match &p.scatter {
+            Some(s) => crate::spmm(s, &Tensor::cat(&back, 0)?, crate::Reduce::Sum)?,
+            None => Tensor::zeros((p.n_local, d), dy.dtype(), dy.device())?,
+        };
         Ok((x.track_op().then_some(dx), None))
     }
 }
