@@ -86,9 +86,10 @@ fn main() -> Result<()> {
         "{:>5} {:>10} {:>14} {:>16}  halo rows per rank",
         "parts", "nnz imbal.", "halo rows", "MB/exchange@hid"
     );
+    let plan = DistPlan::new(ds, model.kind, args.ranks)?;
     let mut stats = Vec::new();
     for p in 1..=args.ranks {
-        let s = DistPlan::new(ds, model.kind, p)?.stats()?;
+        let s = plan.halo_stats(p)?;
         let mb = (s.total_halo() as u64 * model.hidden as u64 * elem) as f64 / 1e6;
         println!(
             "{p:>5} {:>10.3} {:>14} {:>16.1}  {:?}",
@@ -103,7 +104,6 @@ fn main() -> Result<()> {
         return Ok(());
     }
 
-    let plan = DistPlan::new(ds, model.kind, args.ranks)?;
     let recipe = RankRecipe {
         model: &model,
         train: &train,

@@ -106,6 +106,44 @@ impl Features {
             }
         }
     }
+    /// Rows `rows` as a dense matrix, each divided by its sum first when `row_normalize` (the
+    /// values of [`Self::row_normalize`] then [`Self::to_dense`], sliced, without copying the
+    /// other rows): one rank's share of the features in a multi-device run, or all of them.
+    pub fn dense_rows(&self, rows: std::ops::Range<usize>, row_normalize: bool) -> DenseMatrix {
+        // The row's sum when it divides the row (as `row_normalize` does: zero sums stay).
+        let divisor = |vals: &[f32]| -> Option<f32> {
+            let s: f32 = vals.iter().sum();
+            (row_normalize && s != 0.0).then_some(s)
+        };
+        let cols = self.cols();
+        let mut data = vec![0f32; rows.len() * cols];
+        let start = rows.start;
+        data.par_chunks_mut(cols.max(1))
+            .enumerate()
+            .for_each(|(i, out)| match self {
+                Features::Dense(d) => {
+                    let row = d.row(start + i);
+                    let s = divisor(row);
+                    out.iter_mut()
+                        .zip(row)
+                        .for_each(|(o, &v)| *o = s.map_or(v, |s| v / s));
+                }
+                Features::Sparse(sp) => {
+                    let r = sp.pattern.row_range(start + i);
+                    let s = divisor(&sp.values[r.clone()]);
+                    for p in r {
+                        let v = sp.values[p];
+                        out[sp.pattern.indices()[p] as usize] += s.map_or(v, |s| v / s);
+                    }
+                }
+            });
+        DenseMatrix {
+            rows: rows.len(),
+            cols,
+            data,
+        }
+    }
+
     /// Divides each row by its sum (rows summing to zero stay zero): the preprocessing of
     /// Kipf & Welling's GCN and PyG's `NormalizeFeatures`.
     pub fn row_normalize(&mut self) {
@@ -383,6 +421,48 @@ impl Dataset {
             train: self.split.train.len(),
             val: self.split.val.len(),
             test: self.split.test.len(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The old path: normalise a copy of every row, densify all, slice.
+    fn reference(f: &Features, rows: std::ops::Range<usize>, normalize: bool) -> Vec<f32> {
+        let mut f = f.clone();
+        if normalize {
+            f.row_normalize();
+        }
+        let d = f.to_dense();
+        d.data[rows.start * d.cols..rows.end * d.cols].to_vec()
+    }
+
+    #[test]
+    fn dense_rows_equal_normalise_densify_slice() {
+        // Row 2 sums to zero (stays as is); the sparse pattern repeats a column in row 0.
+        let dense = Features::Dense(
+            DenseMatrix::new(
+                4,
+                3,
+                vec![1., 2., 3., 0.5, 0., 0.25, 1., -1., 0., 3., 3., 3.],
+            )
+            .unwrap(),
+        );
+        let pattern = Csr::new_checked(4, 3, vec![0, 3, 4, 6, 6], vec![2, 0, 2, 1, 0, 1]).unwrap();
+        let sparse = Features::Sparse(SparseRows {
+            pattern,
+            values: vec![0.3, 0.7, 0.1, 2.0, 1.5, -1.5],
+        });
+        for f in [&dense, &sparse] {
+            for normalize in [false, true] {
+                for rows in [0..4, 1..3, 2..2, 3..4] {
+                    let got = f.dense_rows(rows.clone(), normalize);
+                    assert_eq!((got.rows, got.cols), (rows.len(), 3));
+                    assert_eq!(got.data, reference(f, rows, normalize));
+                }
+            }
         }
     }
 }

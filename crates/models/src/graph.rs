@@ -5,8 +5,8 @@ use crate::error::{Error, Result};
 use candle_core::{Device, Tensor};
 use gnn_graph::{BuildOptions, Csr, LocalGraph, Normalization, SelfLoops};
 use gnn_kernels::{
-    comm::HaloExchange, spgemm, spgemm_bias, spmm, spmm_sampled, spmm_weighted, Cbsr, DeviceGraph,
-    Reduce, Sampling,
+    comm::HaloExchange, spgemm_bias, spmm, spmm_sampled, spmm_weighted, Cbsr, DeviceGraph, Reduce,
+    Sampling,
 };
 use serde::{Deserialize, Serialize};
 
@@ -217,15 +217,11 @@ impl ModelGraph {
     /// Aggregates `x` with the graph's values (if any) under `reduce`, with the kernel
     /// [`Self::aggregation`] names.
     pub fn aggregate(&self, x: &Tensor, reduce: Reduce) -> Result<Tensor> {
-        let full;
         let x = match &self.halo {
-            Some(h) => {
-                full = h.forward(x)?;
-                &full
-            }
-            None => x,
+            Some(h) => h.forward(x)?,
+            None => x.clone(),
         };
-        self.aggregate_exchanged(x, reduce)
+        self.aggregate_exchanged(&x, reduce)
     }
 
     /// [`Self::aggregate`] of rows that already hold the halo (on a partitioned graph).
@@ -248,42 +244,40 @@ impl ModelGraph {
     /// Aggregates MaxK features given in CBSR (the forward SpGEMM; its backward is the
     /// SSpMM). Under a sampled aggregation the features are densified first.
     pub fn aggregate_cbsr(&self, x: &Cbsr, reduce: Reduce) -> Result<Tensor> {
-        let full;
-        let x = match &self.halo {
-            Some(h) => {
-                full = h.forward_cbsr(x)?;
-                &full
-            }
-            None => x,
-        };
-        match self.aggregation {
-            Aggregation::Exact => Ok(spgemm(&self.graph, x, self.values.as_ref(), reduce)?),
-            Aggregation::Sampled(_) => self.aggregate_exchanged(&x.to_dense()?, reduce),
-        }
+        self.aggregate_cbsr_with(x, reduce, None)
     }
 
     /// [`Self::aggregate_cbsr`] plus `bias [D]` on every row, fused into the SpGEMM under
     /// exact aggregation (a broadcast add otherwise).
     pub fn aggregate_cbsr_bias(&self, x: &Cbsr, reduce: Reduce, bias: &Tensor) -> Result<Tensor> {
-        let full;
+        self.aggregate_cbsr_with(x, reduce, Some(bias))
+    }
+
+    fn aggregate_cbsr_with(
+        &self,
+        x: &Cbsr,
+        reduce: Reduce,
+        bias: Option<&Tensor>,
+    ) -> Result<Tensor> {
         let x = match &self.halo {
-            Some(h) => {
-                full = h.forward_cbsr(x)?;
-                &full
-            }
-            None => x,
+            Some(h) => h.forward_cbsr(x)?,
+            None => x.clone(),
         };
         match self.aggregation {
             Aggregation::Exact => Ok(spgemm_bias(
                 &self.graph,
-                x,
+                &x,
                 self.values.as_ref(),
                 reduce,
-                Some(bias),
+                bias,
             )?),
-            Aggregation::Sampled(_) => Ok(self
-                .aggregate_exchanged(&x.to_dense()?, reduce)?
-                .broadcast_add(bias)?),
+            Aggregation::Sampled(_) => {
+                let y = self.aggregate_exchanged(&x.to_dense()?, reduce)?;
+                Ok(match bias {
+                    Some(b) => y.broadcast_add(b)?,
+                    None => y,
+                })
+            }
         }
     }
 }

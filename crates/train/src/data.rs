@@ -34,15 +34,19 @@ impl DeviceData {
     pub fn new(ds: &Dataset, device: &Device, row_normalize: bool) -> Result<Self> {
         let n = ds.num_nodes() as u64;
         let bytes = 4 * n * (ds.features.cols() as u64 + 2);
-        crate::device::on_oom(Self::upload(ds, device, row_normalize), device, || {
-            (
-                format!(
-                    "uploading the features, labels and loss weights of {} nodes",
-                    ds.num_nodes()
-                ),
-                Some(bytes),
-            )
-        })
+        crate::device::on_oom(
+            Self::upload(ds, 0..ds.num_nodes(), device, row_normalize),
+            device,
+            || {
+                (
+                    format!(
+                        "uploading the features, labels and loss weights of {} nodes",
+                        ds.num_nodes()
+                    ),
+                    Some(bytes),
+                )
+            },
+        )
     }
 
     /// The same data with features stored as `precision` (bf16 / f16 on a CUDA device only;
@@ -63,6 +67,17 @@ impl DeviceData {
         device: &Device,
         row_normalize: bool,
     ) -> Result<Self> {
+        Self::upload(ds, rows, device, row_normalize)
+    }
+
+    /// The rows `rows` of `ds` (all of them for [`Self::new`]); split ids renumbered from
+    /// `rows.start`, loss weights over the whole train set.
+    fn upload(
+        ds: &Dataset,
+        rows: std::ops::Range<usize>,
+        device: &Device,
+        row_normalize: bool,
+    ) -> Result<Self> {
         ds.validate()?;
         if rows.end > ds.num_nodes() || rows.start > rows.end {
             return Err(Error::Invalid(format!(
@@ -78,13 +93,8 @@ impl DeviceData {
             )));
         }
         let n = rows.len();
-        let mut feats = ds.features.clone();
-        if row_normalize {
-            feats.row_normalize();
-        }
-        let d = feats.to_dense();
-        let x = d.data[rows.start * d.cols..rows.end * d.cols].to_vec();
-        let x = Tensor::from_vec(x, (n, d.cols), device)?;
+        let d = ds.features.dense_rows(rows.clone(), row_normalize);
+        let x = Tensor::from_vec(d.data, (n, d.cols), device)?;
         let labels: Vec<u32> = ds.labels[rows.clone()]
             .iter()
             .map(|&l| l.max(0) as u32)
@@ -95,7 +105,10 @@ impl DeviceData {
                 .map(|&i| i - rows.start as u32)
                 .collect()
         };
-        let ids = |v: Vec<u32>| Tensor::from_vec(v.clone(), v.len(), device);
+        let ids = |v: Vec<u32>| {
+            let len = v.len();
+            Tensor::from_vec(v, len, device)
+        };
         let train_local = local(&ds.split.train);
         let mut w = vec![0f32; n];
         let inv = 1.0 / ds.split.train.len() as f32;
@@ -112,43 +125,6 @@ impl DeviceData {
             train,
             val: ids(local(&ds.split.val))?,
             test: ids(local(&ds.split.test))?,
-            num_classes: ds.num_classes,
-        })
-    }
-
-    fn upload(ds: &Dataset, device: &Device, row_normalize: bool) -> Result<Self> {
-        ds.validate()?;
-        if ds.split.train.is_empty() {
-            return Err(Error::Invalid(format!(
-                "dataset `{}` has no training nodes",
-                ds.name
-            )));
-        }
-        let mut feats = ds.features.clone();
-        if row_normalize {
-            feats.row_normalize();
-        }
-        let d = feats.to_dense();
-        let x = Tensor::from_vec(d.data, (d.rows, d.cols), device)?;
-        let labels: Vec<u32> = ds.labels.iter().map(|&l| l.max(0) as u32).collect();
-        let labels = Tensor::from_vec(labels, ds.num_nodes(), device)?;
-        let ids = |v: &[u32]| Tensor::from_vec(v.to_vec(), v.len(), device);
-        let train = ids(&ds.split.train)?;
-        let train_labels = labels.index_select(&train, 0)?;
-        let mut w = vec![0f32; ds.num_nodes()];
-        let inv = 1.0 / ds.split.train.len() as f32;
-        for &i in &ds.split.train {
-            w[i as usize] = inv;
-        }
-        let train_weight = Tensor::from_vec(w, ds.num_nodes(), device)?;
-        Ok(Self {
-            x,
-            train_labels,
-            train_weight,
-            labels,
-            train,
-            val: ids(&ds.split.val)?,
-            test: ids(&ds.split.test)?,
             num_classes: ds.num_classes,
         })
     }

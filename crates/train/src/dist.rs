@@ -55,9 +55,17 @@ impl DistPlan {
 
     /// Rows, non-zeros and halo sizes of every rank (builds every local graph once).
     pub fn stats(&self) -> Result<HaloStats> {
-        let locals = (0..self.partition.parts())
-            .map(|r| self.local(r))
-            .collect::<Result<Vec<_>>>()?;
+        self.halo_stats(self.partition.parts())
+    }
+
+    /// The same statistics for a partition of these operands into `parts` ranges (other
+    /// partition counts without rebuilding the operands).
+    pub fn halo_stats(&self, parts: usize) -> Result<HaloStats> {
+        let csr = &self.operands.csr;
+        let part = RowPartition::balanced_by_nnz(csr, parts).map_err(gnn_kernels::Error::from)?;
+        let locals = (0..parts)
+            .map(|r| LocalGraph::build(csr, &part, r).map_err(gnn_kernels::Error::from))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
         Ok(HaloStats::of(&locals))
     }
 }

@@ -25,32 +25,25 @@ pub struct LocalComm {
 impl LocalComm {
     /// A group of `world` connected ranks; hand element `r` to the thread running rank `r`.
     pub fn group(world: usize) -> Vec<LocalComm> {
-        // chans[src][dst]
-        let mut senders: Vec<Vec<Option<Sender<Tensor>>>> = Vec::with_capacity(world);
-        let mut receivers: Vec<Vec<Option<Receiver<Tensor>>>> = (0..world)
-            .map(|_| (0..world).map(|_| None).collect())
-            .collect();
-        for (src, _) in (0..world).enumerate() {
-            let mut row = Vec::with_capacity(world);
-            for recv_row in receivers.iter_mut() {
+        // One channel per ordered pair: `to[src][dst]` and `from[dst][src]` are its two ends
+        // (the outer loop runs over `dst`, so each `to[src]` fills in `dst` order).
+        let mut to: Vec<Vec<Sender<Tensor>>> = (0..world).map(|_| Vec::new()).collect();
+        let mut from: Vec<Vec<Mutex<Receiver<Tensor>>>> = (0..world).map(|_| Vec::new()).collect();
+        for from_dst in from.iter_mut() {
+            for to_src in to.iter_mut() {
                 let (tx, rx) = channel();
-                row.push(Some(tx));
-                recv_row[src] = Some(rx);
+                to_src.push(tx);
+                from_dst.push(Mutex::new(rx));
             }
-            senders.push(row);
         }
-        senders
-            .into_iter()
-            .zip(receivers)
+        to.into_iter()
+            .zip(from)
             .enumerate()
             .map(|(rank, (to, from))| LocalComm {
                 rank,
                 world,
-                to: to.into_iter().map(|t| t.expect("built above")).collect(),
-                from: from
-                    .into_iter()
-                    .map(|r| Mutex::new(r.expect("built above")))
-                    .collect(),
+                to,
+                from,
                 sent: Counter::default(),
             })
             .collect()

@@ -7,7 +7,7 @@ use super::{
 use crate::error::Result;
 use crate::{
     dequantize, dropout, masked_cross_entropy, matmul_nt, maxk, sddmm, spgemm, spgemm_bias, spmm,
-    spmm_sampled, spmm_weighted, sspmm, DeviceGraph, QuantizedFeatures, Reduce, Sampling,
+    spmm_sampled, spmm_weighted, sspmm, Cbsr, DeviceGraph, QuantizedFeatures, Reduce, Sampling,
 };
 use candle_core::{DType, Device, Tensor, Var};
 use gnn_graph::{generate, Csr, Normalization, SyntheticSpec};
@@ -252,6 +252,33 @@ fn check_spmm(
     Ok(())
 }
 
+/// The GPU's MaxK selection `xg` against the CPU's `xc`: kept values and their columns, exact.
+fn check_selection(
+    c: &mut Checker,
+    name: &str,
+    tag: &str,
+    d: usize,
+    xg: &Cbsr,
+    xc: &Cbsr,
+) -> Result<()> {
+    c.check(
+        name,
+        format!("{tag} select"),
+        d,
+        &xg.to_dense()?,
+        &xc.to_dense()?,
+        0.0,
+    )?;
+    c.check(
+        name,
+        format!("{tag} index"),
+        d,
+        &xg.index().to_device(&Device::Cpu)?,
+        xc.index(),
+        0.0,
+    )
+}
+
 /// MaxK on GPU vs CPU (indices and values exact), SpGEMM / SSpMM (atomics: 1e-5) and the
 /// gradient of `sum(w * spgemm(maxk(h)))` with respect to `h`.
 fn check_maxk(
@@ -282,22 +309,7 @@ fn check_maxk(
     let xc = maxk(&h, k)?;
     let xg = maxk(&h.to_device(gpu)?, k)?;
     let tag = format!("maxk d={d} k={k}");
-    c.check(
-        name,
-        format!("{tag} select"),
-        d,
-        &xg.to_dense()?,
-        &xc.to_dense()?,
-        0.0,
-    )?;
-    c.check(
-        name,
-        format!("{tag} index"),
-        d,
-        &xg.index().to_device(&cpu)?,
-        xc.index(),
-        0.0,
-    )?;
+    check_selection(c, name, &tag, d, &xg, &xc)?;
     // Sums against an f64 CPU run, as in `check_spmm` (the selection above stays f32: its
     // values convert exactly, so f64 selects the same entries).
     let x64 = xc.with_data(xc.data().to_dtype(DType::F64)?)?;
@@ -380,7 +392,6 @@ fn check_maxk_half(
     (h, w, vals): (&Tensor, &Tensor, &Tensor),
     (gc, gg): (&DeviceGraph, &DeviceGraph),
 ) -> Result<()> {
-    let cpu = Device::Cpu;
     let (deg_rows, deg_cols) = max_degrees(csr);
     let bias = c.randn(d)?;
     for (dt, unit, floor) in [
@@ -398,22 +409,7 @@ fn check_maxk_half(
                 xg.data().dtype()
             )));
         }
-        c.check(
-            name,
-            format!("{tag} select"),
-            d,
-            &xg.to_dense()?,
-            &xc.to_dense()?,
-            0.0,
-        )?;
-        c.check(
-            name,
-            format!("{tag} index"),
-            d,
-            &xg.index().to_device(&cpu)?,
-            xc.index(),
-            0.0,
-        )?;
+        check_selection(c, name, &tag, d, &xg, &xc)?;
         let narrowing = |abs: &Tensor| -> Result<Tensor> { Ok(((abs * (2.0 * unit))? + floor)?) };
         let f64_of = |t: &Tensor| t.to_dtype(DType::F64);
         let v64 = f64_of(vals)?;
