@@ -12,13 +12,21 @@
 //! breakdown with the communication phase, each rank's epoch time and peak memory; the JSON
 //! report holds all of it.
 //!
+//! With `--nccl-id-file PATH` the process runs one rank (`RANK` of `WORLD_SIZE` on GPU
+//! `LOCAL_RANK`, from the environment as torchrun sets them; rank 0 writes the NCCL id to
+//! `PATH`, the others read it): one process per GPU, on one host or several.
+//!
 //! ```text
 //! cargo run --release --example train_dist -- --cpu --ranks 3 --scale 0.05 --epochs 20
 //! cargo run --release --features nccl --example train_dist -- --nccl --ranks 2 --scale 1
+//! # two processes (two hosts: the same, with a shared path and NCCL's network variables)
+//! RANK=0 WORLD_SIZE=2 train_dist --nccl-id-file /shared/id --scale 1 &
+//! RANK=1 WORLD_SIZE=2 train_dist --nccl-id-file /shared/id --scale 1
 //! ```
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
+use gnn::graph::Exchange;
 use gnn::models::ConvKind;
 use gnn::train::cli::{DataFlags, MaxkFlag, Recipe, TrainFlags};
 use gnn::train::device::gib;
@@ -54,6 +62,16 @@ struct Args {
     /// Print the halo statistics and stop.
     #[arg(long)]
     stats_only: bool,
+    /// How ranks exchange rows: auto (all-gather when the halos are at least 3/4 of its
+    /// volume, point-to-point otherwise), p2p, or allgather.
+    #[arg(long, default_value = "auto")]
+    exchange: String,
+    /// Multi-process NCCL: this process runs one rank, `RANK` of `WORLD_SIZE` (environment,
+    /// as torchrun sets them) on GPU `LOCAL_RANK` (default: RANK); rank 0 writes the NCCL id
+    /// to this file (on a file system every rank reads), the others wait for it. Start one
+    /// process per GPU, on one host or several.
+    #[arg(long)]
+    nccl_id_file: Option<PathBuf>,
     /// Where to write the JSON report.
     #[arg(long, default_value = "runs/train_dist.json")]
     json: PathBuf,
@@ -63,6 +81,9 @@ fn main() -> Result<()> {
     let args = Args::parse();
     if args.ranks == 0 {
         bail!("--ranks must be >= 1");
+    }
+    if (args.nccl || args.nccl_id_file.is_some()) && !cfg!(feature = "nccl") {
+        bail!("--nccl and --nccl-id-file need a build with --features nccl");
     }
     let device = args.train.device.pick()?;
     gnn::kernels::set_deterministic(args.deterministic);
@@ -82,24 +103,53 @@ fn main() -> Result<()> {
     // Communication volume per partition count: rows received per exchange (one exchange
     // per layer forward, one back), and its bytes at the hidden width in the run's precision.
     let elem = train.precision.dtype().size_in_bytes() as u64;
+    let exchange = match args.exchange.as_str() {
+        "auto" => None,
+        e => Some(e.parse::<Exchange>()?),
+    };
+    let procs = match &args.nccl_id_file {
+        Some(path) => Some(Process::from_env(path)?),
+        None => None,
+    };
+    let ranks = procs.as_ref().map_or(args.ranks, |p| p.world);
+    let plan = DistPlan::new(ds, model.kind, ranks, exchange)?;
+    // The point-to-point volume (halo rows, every rank's sum) against the all-gather's
+    // ((P - 1) x the longest range, per rank), and what auto picks.
     println!(
-        "{:>5} {:>10} {:>14} {:>16}  halo rows per rank",
-        "parts", "nnz imbal.", "halo rows", "MB/exchange@hid"
+        "{:>5} {:>10} {:>14} {:>16} {:>16} {:>15}  halo rows per rank",
+        "parts", "nnz imbal.", "halo rows", "all-gather rows", "MB/exchange@hid", "auto picks"
     );
-    let plan = DistPlan::new(ds, model.kind, args.ranks)?;
     let mut stats = Vec::new();
-    for p in 1..=args.ranks {
+    for p in 1..=ranks {
         let s = plan.halo_stats(p)?;
-        let mb = (s.total_halo() as u64 * model.hidden as u64 * elem) as f64 / 1e6;
+        let gather = s.all_gather_rows();
+        let pick = s.exchange();
+        let rows = match pick {
+            Exchange::PointToPoint => s.total_halo(),
+            Exchange::AllGather => gather,
+        };
+        let mb = (rows as u64 * model.hidden as u64 * elem) as f64 / 1e6;
         println!(
-            "{p:>5} {:>10.3} {:>14} {:>16.1}  {:?}",
+            "{p:>5} {:>10.3} {:>14} {:>16} {:>16.1} {:>15}  {:?}",
             s.nnz_imbalance(),
             s.total_halo(),
+            gather,
             mb,
+            pick.to_string(),
             s.halo
         );
-        stats.push(json!({"parts": p, "stats": s, "mb_per_exchange_at_hidden": mb}));
+        stats.push(json!({"parts": p, "stats": s, "all_gather_rows": gather,
+            "auto_exchange": pick, "mb_per_exchange_at_hidden": mb}));
     }
+    println!(
+        "exchange: {} ({})",
+        plan.exchange,
+        if exchange.is_some() {
+            "forced"
+        } else {
+            "by volume"
+        }
+    );
     if args.stats_only {
         return Ok(());
     }
@@ -119,7 +169,9 @@ fn main() -> Result<()> {
             );
         }
     };
-    let outcomes = if args.nccl {
+    let outcomes = if let Some(proc) = &procs {
+        vec![nccl_process(&plan, ds, recipe, proc, &on_epoch)?]
+    } else if args.nccl {
         nccl_run(&plan, ds, recipe, args.ranks, &on_epoch)?
     } else {
         // Ranks sharing a GPU each get their own candle device (stream and cuBLAS handle: a
@@ -148,11 +200,12 @@ fn main() -> Result<()> {
 
     let r0 = &outcomes[0].report;
     println!(
-        "{} {}x{} on {} ranks: test {:.2} % (val {:.2} % at epoch {}), {:.1} s in all",
+        "{} {}x{} on {} ranks ({} exchange): test {:.2} % (val {:.2} % at epoch {}), {:.1} s in all",
         model.kind,
         model.layers,
         model.hidden,
-        args.ranks,
+        ranks,
+        plan.exchange,
         100.0 * r0.test_acc,
         100.0 * r0.best_val_acc,
         r0.best_epoch,
@@ -197,7 +250,14 @@ fn main() -> Result<()> {
         "source": loaded.provenance,
         "model": model,
         "train": train,
-        "comm": if args.nccl { "nccl" } else { "in-process" },
+        "comm": if procs.is_some() {
+            "nccl, one process per rank"
+        } else if args.nccl {
+            "nccl"
+        } else {
+            "in-process"
+        },
+        "exchange": plan.exchange,
         "halo_stats": stats,
         "test_acc": r0.test_acc,
         "best_val_acc": r0.best_val_acc,
@@ -207,13 +267,129 @@ fn main() -> Result<()> {
         "ranks": ranks,
         "wall_s": wall,
     });
-    if let Some(dir) = args.json.parent() {
+    // One report per process in a multi-process run (each holds its own rank).
+    let path = match &procs {
+        Some(p) => args.json.with_extension(format!("rank{}.json", p.rank)),
+        None => args.json.clone(),
+    };
+    if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    std::fs::write(&args.json, serde_json::to_string_pretty(&report)?)
-        .with_context(|| format!("writing {}", args.json.display()))?;
-    println!("wrote {}", args.json.display());
+    std::fs::write(&path, serde_json::to_string_pretty(&report)?)
+        .with_context(|| format!("writing {}", path.display()))?;
+    println!("wrote {}", path.display());
     Ok(())
+}
+
+/// This process's place in a multi-process run (`--nccl-id-file`), from the environment
+/// variables torchrun sets.
+#[derive(Debug)]
+#[cfg_attr(not(feature = "nccl"), allow(dead_code))]
+struct Process {
+    rank: usize,
+    world: usize,
+    gpu: usize,
+    id_file: PathBuf,
+}
+
+impl Process {
+    fn from_env(id_file: &std::path::Path) -> Result<Self> {
+        let var = |name: &str| -> Result<Option<usize>> {
+            match std::env::var(name) {
+                Ok(v) => v.trim().parse().map(Some).with_context(|| {
+                    format!("environment variable {name}={v:?} is not a non-negative integer")
+                }),
+                Err(std::env::VarError::NotPresent) => Ok(None),
+                Err(e) => bail!("environment variable {name}: {e}"),
+            }
+        };
+        let need = |name: &str| -> Result<usize> {
+            var(name)?.with_context(|| {
+                format!(
+                    "--nccl-id-file runs one rank per process: set {name} (and RANK, WORLD_SIZE)"
+                )
+            })
+        };
+        let (rank, world) = (need("RANK")?, need("WORLD_SIZE")?);
+        if world == 0 || rank >= world {
+            bail!("RANK={rank} is not a rank of WORLD_SIZE={world}");
+        }
+        Ok(Self {
+            rank,
+            world,
+            gpu: var("LOCAL_RANK")?.unwrap_or(rank),
+            id_file: id_file.to_path_buf(),
+        })
+    }
+}
+
+#[cfg(feature = "nccl")]
+fn nccl_process(
+    plan: &DistPlan,
+    ds: &gnn::graph::Dataset,
+    recipe: RankRecipe<'_>,
+    proc: &Process,
+    on_epoch: &(dyn Fn(&gnn::train::EpochLog) + Sync),
+) -> Result<gnn::train::dist::RankOutcome> {
+    use gnn::kernels::comm::{Communicator, NcclComm, NcclId};
+    use std::sync::Arc;
+    let path = &proc.id_file;
+    let id = if proc.rank == 0 {
+        // A leftover id from an earlier run would send the other ranks to a communicator
+        // that never forms; refuse instead of overwriting under their feet.
+        if path.exists() {
+            bail!(
+                "{}: the NCCL id file exists already (an earlier run's?); remove it or use a \
+                 fresh path for each run",
+                path.display()
+            );
+        }
+        let id = NcclId::new()?;
+        let tmp = path.with_extension("partial");
+        id.write(&tmp)?;
+        std::fs::rename(&tmp, path)
+            .with_context(|| format!("moving the NCCL id into {}", path.display()))?;
+        id
+    } else {
+        let t = Instant::now();
+        loop {
+            if path.exists() {
+                break NcclId::read(path)?;
+            }
+            if t.elapsed().as_secs() > 600 {
+                bail!(
+                    "{}: no NCCL id after 600 s; is rank 0 running?",
+                    path.display()
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    let device = candle_core::Device::new_cuda(proc.gpu)
+        .with_context(|| format!("opening GPU {} (LOCAL_RANK)", proc.gpu))?;
+    println!(
+        "rank {} of {} on GPU {}, NCCL id from {}",
+        proc.rank,
+        proc.world,
+        proc.gpu,
+        path.display()
+    );
+    let comm = Arc::new(NcclComm::new(&id, proc.rank, proc.world, &device, true)?)
+        as Arc<dyn Communicator>;
+    Ok(gnn::train::dist::train_rank(
+        plan, ds, recipe, comm, &device, on_epoch,
+    )?)
+}
+
+#[cfg(not(feature = "nccl"))]
+fn nccl_process(
+    _: &DistPlan,
+    _: &gnn::graph::Dataset,
+    _: RankRecipe<'_>,
+    _: &Process,
+    _: &(dyn Fn(&gnn::train::EpochLog) + Sync),
+) -> Result<gnn::train::dist::RankOutcome> {
+    bail!("--nccl-id-file needs a build with --features nccl")
 }
 
 #[cfg(feature = "nccl")]

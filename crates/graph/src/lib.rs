@@ -41,5 +41,5 @@ pub use io::gnn_benchmark::load_gnn_benchmark;
 pub use io::ogb::load_ogb_node;
 pub use io::planetoid::load_planetoid;
 pub use norm::{gcn_norm, mean_norm, Normalization};
-pub use partition::{HaloStats, LocalGraph, RowPartition};
+pub use partition::{Exchange, HaloStats, LocalGraph, RowPartition};
 pub use reorder::Reorder;

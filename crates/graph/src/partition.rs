@@ -80,6 +80,109 @@ impl RowPartition {
     pub fn owner(&self, v: usize) -> usize {
         self.bounds.partition_point(|&b| b <= v) - 1
     }
+
+    /// The longest range: the block every rank contributes to an all-gather (NCCL's
+    /// all-gather moves the same count from every rank, so shorter ranges are padded).
+    pub fn max_len(&self) -> usize {
+        self.bounds
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Halo rows of every rank (distinct outside columns of its rows) in one pass over the
+    /// edges, without building the local graphs: the point-to-point volume that
+    /// [`Exchange::by_volume`] weighs.
+    pub fn halo_sizes(&self, csr: &Csr) -> Result<Vec<usize>> {
+        let n = csr.n_rows();
+        if csr.n_cols() != n || self.bounds.last() != Some(&n) {
+            return Err(Error::InvalidArgument(format!(
+                "partition of {} rows over a {n}x{} graph",
+                self.bounds.last().copied().unwrap_or(0),
+                csr.n_cols()
+            )));
+        }
+        let indptr = csr.indptr();
+        // `mark[v]`: the last rank (plus one) that counted v; ranks run in order.
+        let mut mark = vec![0u32; n];
+        Ok((0..self.parts())
+            .map(|p| {
+                let r = self.range(p);
+                let mut count = 0;
+                for &c in &csr.indices()[indptr[r.start] as usize..indptr[r.end] as usize] {
+                    let c = c as usize;
+                    if !r.contains(&c) && mark[c] != p as u32 + 1 {
+                        mark[c] = p as u32 + 1;
+                        count += 1;
+                    }
+                }
+                count
+            })
+            .collect())
+    }
+}
+
+/// Rows an all-gather over `parts` ranks of blocks of `max_len` rows delivers, all ranks.
+fn all_gather_rows(parts: usize, max_len: usize) -> usize {
+    parts * parts.saturating_sub(1) * max_len
+}
+
+/// How a partitioned aggregation brings in the rows it reads from other ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Exchange {
+    /// Each rank receives exactly its halo rows from their owners (grouped send/receive):
+    /// the least volume when halos are small (sparse graphs, community orders).
+    PointToPoint,
+    /// Every rank receives every other rank's rows (one all-gather of `P x max_len` rows),
+    /// and the backward sums the gradients with one reduce-scatter: no per-peer index
+    /// gather, no concatenation, NCCL's collective algorithms; the volume of
+    /// `(P - 1) x max_len` rows per rank whatever the halo.
+    AllGather,
+}
+
+impl Exchange {
+    /// The point-to-point exchange when it moves less than [`Self::ALL_GATHER_SHARE`] of the
+    /// all-gather's rows, the all-gather otherwise. `halo`: each rank's halo rows
+    /// ([`RowPartition::halo_sizes`]); `max_len`: the longest range
+    /// ([`RowPartition::max_len`]).
+    pub fn by_volume(halo: &[usize], max_len: usize) -> Self {
+        let p2p: usize = halo.iter().sum();
+        let gather = all_gather_rows(halo.len(), max_len);
+        if p2p as f64 >= Self::ALL_GATHER_SHARE * gather as f64 && gather > 0 {
+            Self::AllGather
+        } else {
+            Self::PointToPoint
+        }
+    }
+
+    /// The point-to-point volume, as a share of the all-gather's, from which the all-gather
+    /// is chosen: at 0.75 it moves at most a third more bytes, in exchange for the send-side
+    /// gather and receive-side copy the point-to-point path pays on every row it moves.
+    pub const ALL_GATHER_SHARE: f64 = 0.75;
+}
+
+impl std::fmt::Display for Exchange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::PointToPoint => "point-to-point",
+            Self::AllGather => "all-gather",
+        })
+    }
+}
+
+impl std::str::FromStr for Exchange {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "p2p" | "point-to-point" => Ok(Self::PointToPoint),
+            "allgather" | "all-gather" => Ok(Self::AllGather),
+            _ => Err(Error::InvalidArgument(format!(
+                "unknown exchange `{s}` (p2p or allgather)"
+            ))),
+        }
+    }
 }
 
 /// One rank's share of a graph: its rows with columns renumbered to local + halo, and the
@@ -213,6 +316,48 @@ impl LocalGraph {
     pub fn send_rows(&self) -> usize {
         self.send.iter().map(Vec::len).sum()
     }
+
+    /// The local rows with the columns an [`Exchange::AllGather`] delivers: global node `v`
+    /// of rank `q` is column `q * part.max_len() + (v - part.range(q).start)` of
+    /// `part.parts() * part.max_len()` (each rank's block padded to the longest range).
+    /// `part` must be the partition this graph was built under.
+    pub fn gathered_columns(&self, part: &RowPartition) -> Result<Csr> {
+        if part.range(self.rank) != self.rows || part.parts() != self.send.len() {
+            return Err(Error::InvalidArgument(format!(
+                "local graph of rank {} (rows {:?}) under a partition that gives it {:?}",
+                self.rank,
+                self.rows,
+                (self.rank < part.parts()).then(|| part.range(self.rank))
+            )));
+        }
+        let m = part.max_len();
+        let column = |v: usize| -> u32 {
+            let q = part.owner(v);
+            (q * m + v - part.range(q).start) as u32
+        };
+        let own = self.rank * m;
+        let halo: Vec<u32> = self.halo.iter().map(|&v| column(v as usize)).collect();
+        let n_local = self.n_local();
+        let indices = self
+            .csr
+            .indices()
+            .iter()
+            .map(|&c| {
+                let c = c as usize;
+                if c < n_local {
+                    (own + c) as u32
+                } else {
+                    halo[c - n_local]
+                }
+            })
+            .collect();
+        Csr::new_checked(
+            n_local,
+            part.parts() * m,
+            self.csr.indptr().to_vec(),
+            indices,
+        )
+    }
 }
 
 /// Communication volume of a partition: what every rank receives per halo exchange.
@@ -242,6 +387,17 @@ impl HaloStats {
     /// Rows moved per exchange over all ranks (each halo row once per receiving rank).
     pub fn total_halo(&self) -> usize {
         self.halo.iter().sum()
+    }
+
+    /// Rows an all-gather exchange moves over all ranks (`P (P - 1)` blocks of the longest
+    /// range).
+    pub fn all_gather_rows(&self) -> usize {
+        all_gather_rows(self.parts, self.rows.iter().copied().max().unwrap_or(0))
+    }
+
+    /// The exchange [`Exchange::by_volume`] picks for this partition.
+    pub fn exchange(&self) -> Exchange {
+        Exchange::by_volume(&self.halo, self.rows.iter().copied().max().unwrap_or(0))
     }
 
     /// Largest non-zero share over the mean (1.0 = perfect balance).
@@ -369,6 +525,62 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn gathered_columns_and_halo_sizes() {
+        let g = random(301, 2500, 9);
+        for parts in 1..=4 {
+            let p = RowPartition::balanced_by_nnz(&g, parts).unwrap();
+            let m = p.max_len();
+            let sizes = p.halo_sizes(&g).unwrap();
+            assert_eq!(sizes.len(), parts);
+            for (r, &size) in sizes.iter().enumerate() {
+                let l = LocalGraph::build(&g, &p, r).unwrap();
+                assert_eq!(size, l.halo.len());
+                let gc = l.gathered_columns(&p).unwrap();
+                assert_eq!(gc.n_cols(), parts * m);
+                // Column q * m + o is node start(q) + o, edge for edge.
+                let global = |c: u32| {
+                    let (q, o) = (c as usize / m, c as usize % m);
+                    assert!(o < p.range(q).len(), "a padding column is referenced");
+                    (p.range(q).start + o) as u32
+                };
+                for i in 0..l.n_local() {
+                    let mapped: Vec<u32> = gc.row(i).iter().map(|&c| global(c)).collect();
+                    assert_eq!(mapped, g.row(l.rows.start + i));
+                }
+            }
+            // All-gather only once the halos cover enough of the graph.
+            let ex = Exchange::by_volume(&sizes, m);
+            let share = sizes.iter().sum::<usize>() as f64 / (parts * (parts - 1) * m) as f64;
+            assert_eq!(
+                ex == Exchange::AllGather,
+                parts > 1 && share >= Exchange::ALL_GATHER_SHARE
+            );
+        }
+        // A path graph's halos are one row per neighbour: point-to-point.
+        let path: Vec<(u32, u32)> = (0..99).map(|i| (i, i + 1)).collect();
+        let g = graph(100, &path);
+        let p = RowPartition::balanced_by_nnz(&g, 4).unwrap();
+        assert_eq!(p.halo_sizes(&g).unwrap(), vec![1, 2, 2, 1]);
+        assert_eq!(
+            Exchange::by_volume(&p.halo_sizes(&g).unwrap(), p.max_len()),
+            Exchange::PointToPoint
+        );
+        // A dense graph's halos are everything else: all-gather.
+        let all: Vec<(u32, u32)> = (0..40).flat_map(|i| (0..40).map(move |j| (i, j))).collect();
+        let g = graph(40, &all);
+        let p = RowPartition::balanced_by_nnz(&g, 4).unwrap();
+        assert_eq!(
+            Exchange::by_volume(&p.halo_sizes(&g).unwrap(), p.max_len()),
+            Exchange::AllGather
+        );
+        let other = RowPartition::balanced_by_nnz(&random(50, 100, 1), 2).unwrap();
+        let l = LocalGraph::build(&g, &p, 1).unwrap();
+        assert!(l.gathered_columns(&other).is_err());
+        assert!("allgather".parse::<Exchange>().is_ok());
+        assert!("ring".parse::<Exchange>().is_err());
     }
 
     #[test]

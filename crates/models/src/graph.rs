@@ -140,16 +140,17 @@ impl ModelGraph {
     }
 
     /// One rank's share of `ops` in a multi-device run: its rows of the operands (`local`,
-    /// built from `ops.csr`), uploaded, with the exchange that brings in the halo rows before
-    /// every aggregation. Attention layers are refused on it (their head-expanded graphs
-    /// have no halo plan yet).
+    /// built from `ops.csr`), uploaded with the columns `halo` delivers, and the exchange
+    /// that brings in the other ranks' rows before every aggregation. Attention layers are
+    /// refused on it (their head-expanded graphs have no halo plan yet).
     pub fn partitioned(
         ops: &Operands,
         local: &LocalGraph,
         halo: HaloExchange,
         device: &Device,
     ) -> Result<Self> {
-        let mut g = Self::plain(DeviceGraph::upload(&local.csr, device)?);
+        let csr = halo.local_csr(local)?;
+        let mut g = Self::plain(DeviceGraph::upload(&csr, device)?);
         if let Some(v) = &ops.values {
             let v = v.get(local.edges.clone()).ok_or_else(|| {
                 Error::Config(format!(

@@ -14,7 +14,7 @@ use crate::data::DeviceData;
 use crate::error::{Error, Result};
 use crate::trainer::{train, EpochLog, TrainConfig, TrainReport};
 use candle_core::Device;
-use gnn_graph::{Dataset, HaloStats, LocalGraph, RowPartition};
+use gnn_graph::{Dataset, Exchange, HaloStats, LocalGraph, RowPartition};
 use gnn_kernels::comm::{Communicator, HaloExchange};
 use gnn_models::{ConvKind, Gnn, ModelConfig, ModelGraph, Operands};
 use std::ops::Range;
@@ -27,11 +27,21 @@ pub struct DistPlan {
     pub operands: Operands,
     /// The node ranges of the ranks.
     pub partition: RowPartition,
+    /// How the ranks exchange rows (chosen by volume unless forced).
+    pub exchange: Exchange,
+    /// Halo rows of every rank (the point-to-point volume the choice weighed).
+    pub halo_sizes: Vec<usize>,
 }
 
 impl DistPlan {
-    /// The operands of `kind` on `ds`'s graph, split into `parts` ranges balanced by non-zeros.
-    pub fn new(ds: &Dataset, kind: ConvKind, parts: usize) -> Result<Self> {
+    /// The operands of `kind` on `ds`'s graph, split into `parts` ranges balanced by non-zeros,
+    /// exchanging rows as `exchange` says, or as [`Exchange::by_volume`] chooses when `None`.
+    pub fn new(
+        ds: &Dataset,
+        kind: ConvKind,
+        parts: usize,
+        exchange: Option<Exchange>,
+    ) -> Result<Self> {
         if matches!(kind, ConvKind::Gat | ConvKind::Transformer) {
             return Err(Error::Invalid(format!(
                 "{kind} does not train on several devices yet (its head-expanded graphs have \
@@ -41,9 +51,16 @@ impl DistPlan {
         let operands = Operands::new(&ds.graph, kind)?;
         let partition = RowPartition::balanced_by_nnz(&operands.csr, parts)
             .map_err(gnn_kernels::Error::from)?;
+        let halo_sizes = partition
+            .halo_sizes(&operands.csr)
+            .map_err(gnn_kernels::Error::from)?;
+        let exchange =
+            exchange.unwrap_or_else(|| Exchange::by_volume(&halo_sizes, partition.max_len()));
         Ok(Self {
             operands,
             partition,
+            exchange,
+            halo_sizes,
         })
     }
 
@@ -123,7 +140,7 @@ impl Rank {
         }
         let local = plan.local(comm.rank())?;
         let rows = local.rows.clone();
-        let halo = HaloExchange::new(&local, comm, device)?;
+        let halo = HaloExchange::with(plan.exchange, &local, &plan.partition, comm, device)?;
         let n_halo = halo.halo_rows();
         let graph = ModelGraph::partitioned(&plan.operands, &local, halo, device)?;
         drop(local);
@@ -181,6 +198,28 @@ pub fn local_comms(
     }
 }
 
+/// Trains rank `comm.rank()` on `device`: the body of one rank's thread in [`train_ranks`],
+/// and the whole of a process that runs one rank of a multi-process run. `on_epoch` sees its
+/// epochs (the loss and accuracies are global, the same on every rank).
+pub fn train_rank(
+    plan: &DistPlan,
+    ds: &Dataset,
+    recipe: Recipe<'_>,
+    comm: Arc<dyn Communicator>,
+    device: &Device,
+    on_epoch: impl FnMut(&EpochLog),
+) -> Result<RankOutcome> {
+    let rank = comm.rank();
+    let r = Rank::new(plan, ds, recipe, comm, device)?;
+    let report = train(&r.model, &r.graph, &r.data, recipe.train, on_epoch)?;
+    Ok(RankOutcome {
+        rank,
+        rows: r.rows,
+        halo: r.halo,
+        report,
+    })
+}
+
 /// Trains on `ds` with one thread per device, rank `r` on `devices[r]` with the communicator
 /// `make_comm(r, device)` makes. `on_epoch` sees rank 0's epochs (every rank logs the same
 /// global loss and accuracies). A rank that fails drops its communicator, which fails the
@@ -208,17 +247,10 @@ pub fn train_ranks(
                 let on_epoch = &on_epoch;
                 s.spawn(move || -> Result<RankOutcome> {
                     let comm = make_comm(rank, device)?;
-                    let r = Rank::new(plan, ds, recipe, comm, device)?;
-                    let report = train(&r.model, &r.graph, &r.data, recipe.train, |log| {
+                    train_rank(plan, ds, recipe, comm, device, |log| {
                         if rank == 0 {
                             on_epoch(log)
                         }
-                    })?;
-                    Ok(RankOutcome {
-                        rank,
-                        rows: r.rows,
-                        halo: r.halo,
-                        report,
                     })
                 })
             })
@@ -331,8 +363,8 @@ mod tests {
         )
     }
 
-    fn ranks(ds: &Dataset, cfg: &ModelConfig, parts: usize) -> Vec<Grads> {
-        let plan = DistPlan::new(ds, cfg.kind, parts).unwrap();
+    fn ranks(ds: &Dataset, cfg: &ModelConfig, parts: usize, exchange: Exchange) -> Vec<Grads> {
+        let plan = DistPlan::new(ds, cfg.kind, parts, Some(exchange)).unwrap();
         let train = TrainConfig::default();
         std::thread::scope(|s| {
             let hs: Vec<_> = LocalComm::group(parts)
@@ -375,10 +407,12 @@ mod tests {
         let ds = cora();
         for (name, cfg) in configs(&ds) {
             let (loss, grads) = whole(&ds, &cfg);
-            for parts in 1..=4 {
-                let got = ranks(&ds, &cfg, parts);
+            for (parts, ex) in
+                (1..=4).flat_map(|p| [Exchange::PointToPoint, Exchange::AllGather].map(|e| (p, e)))
+            {
+                let got = ranks(&ds, &cfg, parts, ex);
                 for (r, (l, g)) in got.iter().enumerate() {
-                    let what = format!("{name} P={parts} rank {r}");
+                    let what = format!("{name} P={parts} {ex} rank {r}");
                     assert!(
                         ((l - loss) / loss).abs() < 1e-5,
                         "{what}: loss {l} vs {loss}"
@@ -400,7 +434,10 @@ mod tests {
         let mut maxk = ModelConfig::new(ConvKind::Gcn, f, 32, c, 3, 0.5);
         maxk.activation = Activation::MaxK { k: 8 };
         maxk.maxk_after_first = true;
-        for cfg in [ModelConfig::new(ConvKind::Gcn, f, 16, c, 2, 0.5), maxk] {
+        for (cfg, ex) in [
+            (ModelConfig::new(ConvKind::Gcn, f, 16, c, 2, 0.5), None),
+            (maxk, Some(Exchange::AllGather)),
+        ] {
             let train = TrainConfig {
                 epochs: 8,
                 eval_every: 2,
@@ -411,7 +448,9 @@ mod tests {
             let graph = ModelGraph::new(&ds.graph, cfg.kind, &dev).unwrap();
             let data = DeviceData::new(&ds, &dev, true).unwrap();
             let want = train_single(&model, &graph, &data, &train);
-            let plan = DistPlan::new(&ds, cfg.kind, 3).unwrap();
+            let plan = DistPlan::new(&ds, cfg.kind, 3, ex).unwrap();
+            // Cora's halos at 3 parts are a small share of the graph.
+            assert_eq!(ex.is_some(), plan.exchange == Exchange::AllGather);
             let comms = local_comms(3);
             let got = train_ranks(
                 &plan,
@@ -456,8 +495,8 @@ mod tests {
     #[test]
     fn attention_and_checkpoints_are_refused() {
         let ds = cora();
-        assert!(DistPlan::new(&ds, ConvKind::Gat, 2).is_err());
-        let plan = DistPlan::new(&ds, ConvKind::Gcn, 1).unwrap();
+        assert!(DistPlan::new(&ds, ConvKind::Gat, 2, None).is_err());
+        let plan = DistPlan::new(&ds, ConvKind::Gcn, 1, None).unwrap();
         let cfg = ModelConfig::new(ConvKind::Gcn, ds.features.cols(), 8, ds.num_classes, 2, 0.5);
         let train = TrainConfig {
             checkpoint: Some("x".into()),

@@ -8,7 +8,8 @@ use crate::error::{Error, Result};
 use crate::ops::maxk::Cbsr;
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp2, Device, Layout, Shape, Tensor};
-use gnn_graph::LocalGraph;
+use gnn_graph::{Csr, Exchange, LocalGraph, RowPartition};
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// One rank's exchange plan (from its [`LocalGraph`]) and communicator, with the send lists on
@@ -20,32 +21,34 @@ pub struct HaloExchange(Arc<Plan>);
 struct Plan {
     comm: Arc<dyn Communicator>,
     n_local: usize,
-    /// Local rows to send to each rank (`u32`, on the device); `None` where empty.
-    send: Vec<Option<Tensor>>,
-    /// The backward's scatter-add as a sparse matrix: row `r` (a local row) lists the
-    /// positions of `r` in the concatenated send lists, so `dx = S · back` sums the gradients
-    /// coming back for each sent row with the SpMM kernel (row-parallel, no atomics; candle's
-    /// CUDA `index_add` walks the indices serially). `None` when nothing is sent.
-    scatter: Option<DeviceGraph>,
-    send_counts: Vec<usize>,
-    recv_counts: Vec<usize>,
+    mode: Mode,
+}
+
+#[derive(Debug)]
+enum Mode {
+    PointToPoint {
+        /// Local rows to send to each rank (`u32`, on the device); `None` where empty.
+        send: Vec<Option<Tensor>>,
+        /// The backward's scatter-add as a sparse matrix: row `r` (a local row) lists the
+        /// positions of `r` in the concatenated send lists, so `dx = S · back` sums the
+        /// gradients coming back for each sent row with the SpMM kernel (row-parallel, no
+        /// atomics; candle's CUDA `index_add` walks the indices serially). `None` when
+        /// nothing is sent.
+        scatter: Option<DeviceGraph>,
+        send_counts: Vec<usize>,
+        recv_counts: Vec<usize>,
+    },
+    AllGather {
+        /// The partition: every rank's block is `part.max_len()` rows.
+        part: RowPartition,
+    },
 }
 
 impl HaloExchange {
-    /// The plan of `local` for the rank `comm` runs, its index lists uploaded to `device`.
+    /// The point-to-point plan of `local` for the rank `comm` runs, its index lists uploaded
+    /// to `device`.
     pub fn new(local: &LocalGraph, comm: Arc<dyn Communicator>, device: &Device) -> Result<Self> {
-        if comm.rank() != local.rank || comm.world() != local.send.len() {
-            return Err(Error::Shape {
-                op: "halo",
-                what: format!(
-                    "local graph of rank {} of {} used by rank {} of {}",
-                    local.rank,
-                    local.send.len(),
-                    comm.rank(),
-                    comm.world()
-                ),
-            });
-        }
+        check_rank(local, &comm)?;
         let upload = |v: &[u32]| -> Result<Option<Tensor>> {
             Ok((!v.is_empty())
                 .then(|| Tensor::from_slice(v, v.len(), device))
@@ -80,11 +83,71 @@ impl HaloExchange {
         Ok(Self(Arc::new(Plan {
             comm,
             n_local: local.n_local(),
-            scatter,
-            send_counts: local.send.iter().map(Vec::len).collect(),
-            recv_counts: local.recv_counts.clone(),
-            send,
+            mode: Mode::PointToPoint {
+                scatter,
+                send_counts: local.send.iter().map(Vec::len).collect(),
+                recv_counts: local.recv_counts.clone(),
+                send,
+            },
         })))
+    }
+
+    /// The all-gather plan of `local` (built under `part`): every exchange gathers all ranks'
+    /// rows, blocks padded to `part.max_len()`; the backward is one reduce-scatter. The local
+    /// graph's structure for it is [`Self::local_csr`].
+    pub fn all_gather(
+        local: &LocalGraph,
+        part: &RowPartition,
+        comm: Arc<dyn Communicator>,
+    ) -> Result<Self> {
+        check_rank(local, &comm)?;
+        if part.range(local.rank) != local.rows {
+            return Err(Error::Shape {
+                op: "halo",
+                what: format!(
+                    "rank {} owns {:?}, the partition says {:?}",
+                    local.rank,
+                    local.rows,
+                    part.range(local.rank)
+                ),
+            });
+        }
+        Ok(Self(Arc::new(Plan {
+            comm,
+            n_local: local.n_local(),
+            mode: Mode::AllGather { part: part.clone() },
+        })))
+    }
+
+    /// The plan `exchange` names ([`Self::new`] or [`Self::all_gather`]).
+    pub fn with(
+        exchange: Exchange,
+        local: &LocalGraph,
+        part: &RowPartition,
+        comm: Arc<dyn Communicator>,
+        device: &Device,
+    ) -> Result<Self> {
+        match exchange {
+            Exchange::PointToPoint => Self::new(local, comm, device),
+            Exchange::AllGather => Self::all_gather(local, part, comm),
+        }
+    }
+
+    /// Which exchange this is.
+    pub fn kind(&self) -> Exchange {
+        match self.0.mode {
+            Mode::PointToPoint { .. } => Exchange::PointToPoint,
+            Mode::AllGather { .. } => Exchange::AllGather,
+        }
+    }
+
+    /// `local`'s rows with the columns [`Self::forward`]'s output has: own + halo
+    /// (point-to-point), or every rank's padded block (all-gather).
+    pub fn local_csr<'a>(&self, local: &'a LocalGraph) -> Result<Cow<'a, Csr>> {
+        Ok(match &self.0.mode {
+            Mode::PointToPoint { .. } => Cow::Borrowed(&local.csr),
+            Mode::AllGather { part } => Cow::Owned(local.gathered_columns(part)?),
+        })
     }
 
     /// The communicator.
@@ -94,30 +157,66 @@ impl HaloExchange {
 
     /// Rows received per exchange.
     pub fn halo_rows(&self) -> usize {
-        self.0.recv_counts.iter().sum()
+        match &self.0.mode {
+            Mode::PointToPoint { recv_counts, .. } => recv_counts.iter().sum(),
+            Mode::AllGather { part } => (part.parts() - 1) * part.max_len(),
+        }
     }
 
-    /// `[n_local, d]` -> `[n_local + halo, d]`: this rank's rows, then the halo rows in the
-    /// local graph's column order. Differentiable in `x` (the backward is collective too).
+    /// `[n_local, d]` -> the rows the local graph's columns name: this rank's rows, then the
+    /// halo rows in the local graph's column order (point-to-point), or every rank's rows
+    /// in padded blocks (all-gather). Differentiable in `x` (the backward is collective too).
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let halo = self.0.gather_exchange(x)?;
-        // Attaches the backward (halo gradients home) when x carries one; a copy otherwise.
-        let halo = x.apply_op2(&halo, HaloGrad(self.0.clone()))?;
-        Ok(Tensor::cat(&[x, &halo], 0)?)
+        let p = &self.0;
+        match &p.mode {
+            Mode::PointToPoint { .. } => {
+                let halo = p.gather_exchange(x)?;
+                // Attaches the backward (halo gradients home) when x carries one; a copy
+                // otherwise.
+                let halo = x.apply_op2(&halo, ExchangeGrad(p.clone()))?;
+                Ok(Tensor::cat(&[x, &halo], 0)?)
+            }
+            Mode::AllGather { .. } => {
+                let all = p.comm.all_gather(&p.padded(&x.detach())?)?;
+                Ok(x.apply_op2(&all, ExchangeGrad(p.clone()))?)
+            }
+        }
     }
 
     /// [`Self::forward`] for MaxK features: the halo rows' kept values (differentiable) and
     /// their columns.
     pub fn forward_cbsr(&self, c: &Cbsr) -> Result<Cbsr> {
+        let p = &self.0;
         let data = self.forward(c.data())?;
-        let index = Tensor::cat(&[c.index(), &self.0.gather_exchange(c.index())?], 0)?;
+        let index = match &p.mode {
+            Mode::PointToPoint { .. } => {
+                Tensor::cat(&[c.index(), &p.gather_exchange(c.index())?], 0)?
+            }
+            // Padding rows hold column 0: valid, and never read (no edge names them).
+            Mode::AllGather { .. } => p.comm.all_gather(&p.padded(c.index())?)?,
+        };
         Ok(Cbsr::from_rows_unchecked(data, index, c.dim()))
     }
 }
 
+fn check_rank(local: &LocalGraph, comm: &Arc<dyn Communicator>) -> Result<()> {
+    if comm.rank() != local.rank || comm.world() != local.send.len() {
+        return Err(Error::Shape {
+            op: "halo",
+            what: format!(
+                "local graph of rank {} of {} used by rank {} of {}",
+                local.rank,
+                local.send.len(),
+                comm.rank(),
+                comm.world()
+            ),
+        });
+    }
+    Ok(())
+}
+
 impl Plan {
-    /// The halo rows `[halo, d]` received for `x`'s rows (no gradient).
-    fn gather_exchange(&self, x: &Tensor) -> Result<Tensor> {
+    fn check_rows(&self, x: &Tensor) -> Result<usize> {
         let (n, d) = x.dims2()?;
         if n != self.n_local {
             return Err(Error::Shape {
@@ -125,24 +224,52 @@ impl Plan {
                 what: format!("x has {n} rows, this rank owns {}", self.n_local),
             });
         }
+        Ok(d)
+    }
+
+    /// `x` (`[n_local, d]`) padded with zero rows to the all-gather's block.
+    fn padded(&self, x: &Tensor) -> Result<Tensor> {
+        let d = self.check_rows(x)?;
+        let Mode::AllGather { part } = &self.mode else {
+            unreachable!("padding is the all-gather's")
+        };
+        let m = part.max_len();
+        Ok(if m == self.n_local {
+            x.contiguous()?
+        } else {
+            let pad = Tensor::zeros((m - self.n_local, d), x.dtype(), x.device())?;
+            Tensor::cat(&[x, &pad], 0)?
+        })
+    }
+
+    /// The halo rows `[halo, d]` received for `x`'s rows (no gradient; point-to-point).
+    fn gather_exchange(&self, x: &Tensor) -> Result<Tensor> {
+        let d = self.check_rows(x)?;
+        let Mode::PointToPoint {
+            send, recv_counts, ..
+        } = &self.mode
+        else {
+            unreachable!("the send lists are the point-to-point exchange's")
+        };
         let x = x.detach().contiguous()?;
         let empty = Tensor::zeros((0, d), x.dtype(), x.device())?;
-        let sends = self
-            .send
+        let sends = send
             .iter()
             .map(|s| match s {
                 Some(idx) => Ok(x.index_select(idx, 0)?),
                 None => Ok(empty.clone()),
             })
             .collect::<Result<Vec<_>>>()?;
-        let got = self.comm.exchange(&sends, &self.recv_counts)?;
+        let got = self.comm.exchange(&sends, recv_counts)?;
         Ok(Tensor::cat(&got, 0)?)
     }
 }
 
-/// `(x, halo) -> halo` whose backward sends `d halo` to the owners and adds what comes back
-/// onto `x`'s sent rows.
-struct HaloGrad(Arc<Plan>);
+/// `(x, received) -> received` whose backward returns the received rows' gradients to their
+/// owners and adds what comes back onto `x`: the point-to-point path sends `d halo` home and
+/// scatter-adds it onto the sent rows; the all-gather path reduce-scatters the gradient of
+/// every block (this rank's own block included).
+struct ExchangeGrad(Arc<Plan>);
 
 fn copy<S: BackendStorage>(s: &S, l: &Layout) -> candle_core::Result<(S, Shape)> {
     if !l.is_contiguous() || l.start_offset() != 0 {
@@ -151,7 +278,7 @@ fn copy<S: BackendStorage>(s: &S, l: &Layout) -> candle_core::Result<(S, Shape)>
     Ok((s.try_clone(l)?, l.shape().clone()))
 }
 
-impl CustomOp2 for HaloGrad {
+impl CustomOp2 for ExchangeGrad {
     fn name(&self) -> &'static str {
         "halo_exchange"
     }
@@ -177,28 +304,41 @@ impl CustomOp2 for HaloGrad {
     fn bwd(
         &self,
         x: &Tensor,
-        _halo: &Tensor,
+        _received: &Tensor,
         _res: &Tensor,
         dy: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
         let p = &self.0;
         let d = dy.dim(1)?;
         let dy = dy.contiguous()?;
-        // Split d halo by owner (the halo groups are contiguous, in rank order).
-        let mut at = 0;
-        let sends = p
-            .recv_counts
-            .iter()
-            .map(|&c| {
-                let t = dy.narrow(0, at, c)?;
-                at += c;
-                Ok(t)
-            })
-            .collect::<candle_core::Result<Vec<_>>>()?;
-        let back = p.comm.exchange(&sends, &p.send_counts)?;
-        let dx = match &p.scatter {
-            Some(s) => crate::spmm(s, &Tensor::cat(&back, 0)?, crate::Reduce::Sum)?,
-            None => Tensor::zeros((p.n_local, d), dy.dtype(), dy.device())?,
+        let dx = match &p.mode {
+            Mode::PointToPoint {
+                scatter,
+                send_counts,
+                recv_counts,
+                ..
+            } => {
+                // Split d halo by owner (the halo groups are contiguous, in rank order).
+                let mut at = 0;
+                let sends = recv_counts
+                    .iter()
+                    .map(|&c| {
+                        let t = dy.narrow(0, at, c)?;
+                        at += c;
+                        Ok(t)
+                    })
+                    .collect::<candle_core::Result<Vec<_>>>()?;
+                let back = p.comm.exchange(&sends, send_counts)?;
+                match scatter {
+                    Some(s) => crate::spmm(s, &Tensor::cat(&back, 0)?, crate::Reduce::Sum)?,
+                    None => Tensor::zeros((p.n_local, d), dy.dtype(), dy.device())?,
+                }
+            }
+            Mode::AllGather { .. } => p
+                .comm
+                .reduce_scatter_sum(&dy)?
+                .narrow(0, 0, p.n_local)?
+                .contiguous()?,
         };
         Ok((x.track_op().then_some(dx), None))
     }
@@ -210,7 +350,7 @@ mod tests {
     use crate::comm::LocalComm;
     use crate::{spmm, spmm_weighted, DeviceGraph, Reduce};
     use candle_core::{DType, Var};
-    use gnn_graph::{BuildOptions, Coo, Csr, RowPartition, SelfLoops};
+    use gnn_graph::{BuildOptions, Coo, SelfLoops};
 
     fn graph(n: usize, m: usize, seed: u64) -> Csr {
         let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -241,11 +381,13 @@ mod tests {
             .unwrap()
     }
 
-    /// Runs `f(rank, local graph, exchange)` on `parts` threads and returns the results.
+    /// Runs `f(local graph, its structure under the exchange, exchange)` on `parts` threads
+    /// and returns the results.
     fn on_ranks<R: Send>(
         g: &Csr,
         parts: usize,
-        f: impl Fn(&LocalGraph, &HaloExchange) -> R + Sync,
+        exchange: Exchange,
+        f: impl Fn(&LocalGraph, &DeviceGraph, &HaloExchange) -> R + Sync,
     ) -> Vec<R> {
         let part = RowPartition::balanced_by_nnz(g, parts).unwrap();
         std::thread::scope(|s| {
@@ -256,8 +398,12 @@ mod tests {
                     s.spawn(move || {
                         let local = LocalGraph::build(g, part, c.rank()).unwrap();
                         let comm: Arc<dyn Communicator> = Arc::new(c);
-                        let h = HaloExchange::new(&local, comm, &Device::Cpu).unwrap();
-                        f(&local, &h)
+                        let h =
+                            HaloExchange::with(exchange, &local, part, comm, &Device::Cpu).unwrap();
+                        assert_eq!(h.kind(), exchange);
+                        let lg = h.local_csr(&local).unwrap();
+                        let lg = DeviceGraph::upload(&lg, &Device::Cpu).unwrap();
+                        f(&local, &lg, &h)
                     })
                 })
                 .collect();
@@ -294,19 +440,20 @@ mod tests {
                 };
                 let dx = (&y * &w).unwrap().sum_all().unwrap().backward().unwrap();
                 let dx = dx.get(&xv).unwrap().clone();
-                for parts in 1..=4 {
-                    let got = on_ranks(&g, parts, |local, h| {
+                for (parts, exchange) in (1..=4)
+                    .flat_map(|p| [Exchange::PointToPoint, Exchange::AllGather].map(|e| (p, e)))
+                {
+                    let got = on_ranks(&g, parts, exchange, |local, lg, h| {
                         let r = local.rows.clone();
                         let xl = Var::from_tensor(&x.narrow(0, r.start, r.len()).unwrap()).unwrap();
-                        let lg = DeviceGraph::upload(&local.csr, &dev).unwrap();
                         let full = h.forward(&xl).unwrap();
                         let y = if weighted {
                             let v = vals
                                 .narrow(0, local.edges.start, local.edges.len())
                                 .unwrap();
-                            spmm_weighted(&lg, &full, &v, reduce).unwrap()
+                            spmm_weighted(lg, &full, &v, reduce).unwrap()
                         } else {
-                            spmm(&lg, &full, reduce).unwrap()
+                            spmm(lg, &full, reduce).unwrap()
                         };
                         let wl = w.narrow(0, r.start, r.len()).unwrap();
                         let grads = (&y * &wl).unwrap().sum_all().unwrap().backward().unwrap();
@@ -314,7 +461,9 @@ mod tests {
                         (r, y, dx)
                     });
                     for (r, y_l, dx_l) in got {
-                        let what = format!("{reduce:?} weighted={weighted} P={parts} rows {r:?}");
+                        let what = format!(
+                            "{reduce:?} weighted={weighted} P={parts} {exchange} rows {r:?}"
+                        );
                         let flat = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
                         close(
                             &flat(&y_l),
@@ -343,17 +492,21 @@ mod tests {
         let y = crate::spgemm(&whole, &crate::maxk(&xv, k).unwrap(), None, Reduce::Sum).unwrap();
         let dx = y.sqr().unwrap().sum_all().unwrap().backward().unwrap();
         let dx = dx.get(&xv).unwrap().clone();
-        let got = on_ranks(&g, 3, |local, h| {
-            let r = local.rows.clone();
-            let xl = Var::from_tensor(&x.narrow(0, r.start, r.len()).unwrap()).unwrap();
-            let lg = DeviceGraph::upload(&local.csr, &dev).unwrap();
-            let c = h.forward_cbsr(&crate::maxk(&xl, k).unwrap()).unwrap();
-            assert_eq!(c.rows(), local.csr.n_cols());
-            assert_eq!(c.index().dtype(), DType::U8);
-            let y = crate::spgemm(&lg, &c, None, Reduce::Sum).unwrap();
-            let grads = y.sqr().unwrap().sum_all().unwrap().backward().unwrap();
-            (r, y, grads.get(&xl).unwrap().clone())
-        });
+        let got: Vec<_> = [Exchange::PointToPoint, Exchange::AllGather]
+            .into_iter()
+            .flat_map(|ex| {
+                on_ranks(&g, 3, ex, |local, lg, h| {
+                    let r = local.rows.clone();
+                    let xl = Var::from_tensor(&x.narrow(0, r.start, r.len()).unwrap()).unwrap();
+                    let c = h.forward_cbsr(&crate::maxk(&xl, k).unwrap()).unwrap();
+                    assert_eq!(c.rows(), lg.csr().n_cols());
+                    assert_eq!(c.index().dtype(), DType::U8);
+                    let y = crate::spgemm(lg, &c, None, Reduce::Sum).unwrap();
+                    let grads = y.sqr().unwrap().sum_all().unwrap().backward().unwrap();
+                    (r, y, grads.get(&xl).unwrap().clone())
+                })
+            })
+            .collect();
         for (r, y_l, dx_l) in got {
             let flat = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
             close(

@@ -224,6 +224,43 @@ mod tests {
     }
 
     #[test]
+    fn all_gather_and_reduce_scatter_across_threads() {
+        let world = 3;
+        let out: Vec<_> = std::thread::scope(|s| {
+            let hs: Vec<_> = LocalComm::group(world)
+                .into_iter()
+                .map(|c| {
+                    s.spawn(move || -> Result<(Vec<f32>, Vec<f32>)> {
+                        let r = c.rank() as f32;
+                        let dev = Device::Cpu;
+                        // Rank r contributes [[r, r+0.5], [10r, 10r+0.5]].
+                        let x = Tensor::new(&[[r, r + 0.5], [10. * r, 10. * r + 0.5]], &dev)?;
+                        let all = c.all_gather(&x)?.flatten_all()?.to_vec1::<f32>()?;
+                        // Rank r's block b of the reduce-scatter input is b + 100 r.
+                        let t = Tensor::arange(0f32, world as f32, &dev)?
+                            .reshape((world, 1))?
+                            .broadcast_add(&Tensor::new(&[100. * r], &dev)?)?;
+                        let mine = c.reduce_scatter_sum(&t)?.flatten_all()?.to_vec1::<f32>()?;
+                        Ok((all, mine))
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap().unwrap()).collect()
+        });
+        let want: Vec<f32> = (0..world)
+            .flat_map(|p| {
+                let p = p as f32;
+                [p, p + 0.5, 10. * p, 10. * p + 0.5]
+            })
+            .collect();
+        for (r, (all, mine)) in out.iter().enumerate() {
+            assert_eq!(all, &want);
+            // Sum over ranks q of (r + 100 q) = 3 r + 300.
+            assert_eq!(mine, &[3.0 * r as f32 + 300.0]);
+        }
+    }
+
+    #[test]
     fn wrong_shapes_are_errors() {
         let mut g = LocalComm::group(2);
         let c1 = g.pop().unwrap();

@@ -38,6 +38,54 @@ pub trait Communicator: Send + Sync + std::fmt::Debug {
     /// The element-wise sum of `t` over all ranks, the same on every rank (bit for bit).
     fn all_reduce_sum(&self, t: &Tensor) -> Result<Tensor>;
 
+    /// Every rank's `x` (`[m, d]`, the same shape and dtype on every rank) stacked in rank
+    /// order: `[world() * m, d]`. The default runs through [`Self::exchange`].
+    fn all_gather(&self, x: &Tensor) -> Result<Tensor> {
+        let (m, d) = x.dims2()?;
+        let (rank, world) = (self.rank(), self.world());
+        let x = x.contiguous()?;
+        let empty = Tensor::zeros((0, d), x.dtype(), x.device())?;
+        let sends: Vec<Tensor> = (0..world)
+            .map(|p| if p == rank { empty.clone() } else { x.clone() })
+            .collect();
+        let rows: Vec<usize> = (0..world).map(|p| if p == rank { 0 } else { m }).collect();
+        let mut got = self.exchange(&sends, &rows)?;
+        got[rank] = x;
+        Ok(Tensor::cat(&got, 0)?)
+    }
+
+    /// Block `rank()` (`[m, d]`) of the element-wise sum over ranks of `t` (`[world() * m,
+    /// d]`). The default runs through [`Self::exchange`] and sums in rank order.
+    fn reduce_scatter_sum(&self, t: &Tensor) -> Result<Tensor> {
+        let (rows, d) = t.dims2()?;
+        let (rank, world) = (self.rank(), self.world());
+        if rows % world != 0 {
+            return Err(crate::Error::Shape {
+                op: "comm reduce_scatter",
+                what: format!("{rows} rows do not split into {world} equal blocks"),
+            });
+        }
+        let m = rows / world;
+        let t = t.contiguous()?;
+        let sends = (0..world)
+            .map(|p| {
+                if p == rank {
+                    Ok(Tensor::zeros((0, d), t.dtype(), t.device())?)
+                } else {
+                    Ok(t.narrow(0, p * m, m)?)
+                }
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let counts: Vec<usize> = (0..world).map(|p| if p == rank { 0 } else { m }).collect();
+        let mut got = self.exchange(&sends, &counts)?;
+        got[rank] = t.narrow(0, rank * m, m)?;
+        let mut sum = got[0].clone();
+        for g in &got[1..] {
+            sum = (sum + g)?;
+        }
+        Ok(sum)
+    }
+
     /// Bytes this rank has sent so far (exchanges and all-reduces).
     fn bytes_sent(&self) -> u64;
 
@@ -105,6 +153,10 @@ impl Counter {
             (t.elem_count() * t.dtype().size_in_bytes()) as u64,
             Ordering::Relaxed,
         );
+    }
+    #[cfg_attr(not(feature = "nccl"), allow(dead_code))]
+    pub(crate) fn add_bytes(&self, bytes: u64) {
+        self.0.fetch_add(bytes, Ordering::Relaxed);
     }
     pub(crate) fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)

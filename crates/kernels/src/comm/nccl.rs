@@ -253,6 +253,81 @@ impl NcclComm {
     }
 }
 
+impl NcclComm {
+    /// A tensor over a fresh device buffer of `T`.
+    fn wrap<T: CudaDType + DeviceRepr>(&self, buf: CudaSlice<T>, shape: (usize, usize)) -> Tensor {
+        let st = Storage::Cuda(CudaStorage::wrap_cuda_slice(buf, self.device.clone()));
+        Tensor::from_storage(st, shape, BackpropOp::none(), false)
+    }
+
+    fn all_gather_typed<T>(&self, x: &Tensor) -> Result<Tensor>
+    where
+        T: CudaDType + DeviceRepr + ValidAsZeroBits,
+    {
+        let (m, d) = x.dims2()?;
+        let x = x.contiguous()?;
+        let n = m * d;
+        let mut out = self
+            .device
+            .cuda_stream()
+            .alloc_zeros::<T>(self.world * n)
+            .map_err(|e| nccl("all-gather buffer", e))?;
+        if n > 0 {
+            let (st, l) = x.storage_and_layout();
+            let Storage::Cuda(cs) = &*st else {
+                return Err(Error::Comm("all-gather of a tensor not on the GPU".into()));
+            };
+            let src = cs.as_cuda_slice::<T>()?;
+            let view = src.slice(l.start_offset()..l.start_offset() + n);
+            let bytes = n * std::mem::size_of::<T>();
+            // As bytes (any dtype; an all-gather only moves them).
+            // SAFETY: both views hold exactly the elements of `T` they claim, as bytes.
+            let send = unsafe { view.transmute::<u8>(bytes) }
+                .ok_or_else(|| Error::Comm("byte view of an all-gather input".into()))?;
+            let mut recv = unsafe { out.transmute_mut::<u8>(self.world * bytes) }
+                .ok_or_else(|| Error::Comm("byte view of an all-gather output".into()))?;
+            let comm = self.comm.lock().unwrap_or_else(|e| e.into_inner());
+            comm.all_gather(&send, &mut recv)
+                .map_err(|e| nccl("all-gather", e))?;
+        }
+        Ok(self.wrap(out, (self.world * m, d)))
+    }
+
+    fn reduce_scatter_typed<T>(&self, t: &Tensor) -> Result<Tensor>
+    where
+        T: CudaDType + DeviceRepr + ValidAsZeroBits + cudarc::nccl::safe::NcclType,
+    {
+        let (rows, d) = t.dims2()?;
+        if rows % self.world != 0 {
+            return Err(Error::Shape {
+                op: "nccl reduce_scatter",
+                what: format!("{rows} rows do not split into {} equal blocks", self.world),
+            });
+        }
+        let m = rows / self.world;
+        let t = t.contiguous()?;
+        let mut out = self
+            .device
+            .cuda_stream()
+            .alloc_zeros::<T>(m * d)
+            .map_err(|e| nccl("reduce-scatter buffer", e))?;
+        if m * d > 0 {
+            let (st, l) = t.storage_and_layout();
+            let Storage::Cuda(cs) = &*st else {
+                return Err(Error::Comm(
+                    "reduce-scatter of a tensor not on the GPU".into(),
+                ));
+            };
+            let src = cs.as_cuda_slice::<T>()?;
+            let view = src.slice(l.start_offset()..l.start_offset() + rows * d);
+            let comm = self.comm.lock().unwrap_or_else(|e| e.into_inner());
+            comm.reduce_scatter(&view, &mut out, &ReduceOp::Sum)
+                .map_err(|e| nccl("reduce-scatter", e))?;
+        }
+        Ok(self.wrap(out, (m, d)))
+    }
+}
+
 impl Communicator for NcclComm {
     fn rank(&self) -> usize {
         self.rank
@@ -280,6 +355,31 @@ impl Communicator for NcclComm {
             DType::F64 => self.all_reduce_typed::<f64>(t),
             other => Err(Error::Comm(format!(
                 "NCCL all-reduce of {other:?} (f32 and f64 are supported)"
+            ))),
+        })
+    }
+
+    fn all_gather(&self, x: &Tensor) -> Result<Tensor> {
+        // What this rank sends: its block, to each of the other ranks (as the point-to-point
+        // count would be; a ring forwards other blocks too, which is NCCL's business).
+        for _ in 1..self.world {
+            self.counter.add(x);
+        }
+        let dt = x.dtype();
+        self.timed(|| with_cuda_type!(dt, |T| self.all_gather_typed::<T>(x)))
+    }
+
+    fn reduce_scatter_sum(&self, t: &Tensor) -> Result<Tensor> {
+        // Every block but this rank's goes to its owner.
+        let share = t.elem_count() * t.dtype().size_in_bytes() / self.world;
+        self.counter.add_bytes((share * (self.world - 1)) as u64);
+        self.timed(|| match t.dtype() {
+            DType::F32 => self.reduce_scatter_typed::<f32>(t),
+            DType::BF16 => self.reduce_scatter_typed::<half::bf16>(t),
+            DType::F16 => self.reduce_scatter_typed::<half::f16>(t),
+            DType::F64 => self.reduce_scatter_typed::<f64>(t),
+            other => Err(Error::Comm(format!(
+                "NCCL reduce-scatter of {other:?} (f32, bf16, f16 and f64 are supported)"
             ))),
         })
     }
