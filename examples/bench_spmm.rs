@@ -6,6 +6,10 @@
 //! ```text
 //! cargo run --release --features cuda --example bench_spmm -- --json runs/bench_spmm.json
 //! ```
+//!
+//! `--kernels` adds a table of our kernels each forced (GE-SpMM's row kernel, its narrow-row
+//! kernel, HP-SpMM) and the dispatcher's pick, in f32 and bf16 storage, with each forced
+//! kernel's largest difference from the row kernel's result.
 
 use anyhow::{Context, Result};
 use candle_core::{Device, Tensor};
@@ -29,6 +33,9 @@ struct Args {
     /// Also time every compiled tile shape and block order of our kernel (tuning data).
     #[arg(long)]
     sweep: bool,
+    /// Also time each of our kernels forced, f32 and bf16 (dispatcher data).
+    #[arg(long)]
+    kernels: bool,
     /// JSON output.
     #[arg(long, default_value = "runs/bench_spmm.json")]
     json: PathBuf,
@@ -173,12 +180,87 @@ fn main() -> Result<()> {
             "sweep": sweep,
         }));
     }
+    let kernels = if args.kernels {
+        compare_kernels(&g, &vals, &args.k, args.reps, &stream, &device)?
+    } else {
+        Vec::new()
+    };
     let doc = serde_json::json!({
         "graph": {"name": ds.name, "nodes": a.n_rows(), "nnz": nnz, "max_row": a.degree_stats().max},
         "reps": args.reps, "timing": "CUDA events on candle's stream, median after 3 warm-ups",
-        "rows": rows,
+        "rows": rows, "kernels": kernels,
     });
     gnn::train::report::write_json(&args.json, &doc)?;
     println!("wrote {}", args.json.display());
     Ok(())
+}
+
+/// Each kernel forced (and the dispatcher's pick) at every width, f32 and bf16 storage: the
+/// weighted sum of the GCN operand, medians; the forced kernels' largest relative difference
+/// from the row kernel's output (same storage type).
+fn compare_kernels(
+    g: &gnn::kernels::DeviceGraph,
+    vals: &Tensor,
+    ks: &[usize],
+    reps: usize,
+    stream: &std::sync::Arc<candle_core::cuda_backend::cudarc::driver::CudaStream>,
+    device: &Device,
+) -> Result<Vec<serde_json::Value>> {
+    use candle_core::DType;
+    use gnn::kernels::ops::spmm::tuning::{set_kernel_override, SpmmKernel};
+    let kernels = [
+        ("ge", SpmmKernel::Ge),
+        ("narrow", SpmmKernel::Narrow),
+        ("hp", SpmmKernel::Hp(0)),
+        ("auto", SpmmKernel::Auto),
+    ];
+    println!(
+        "{:>5} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10}",
+        "K", "dtype", "ge ms", "narrow", "hp", "auto", "ge/narr", "narrow err", "hp err"
+    );
+    let mut rows = Vec::new();
+    for &k in ks {
+        for dt in [DType::F32, DType::BF16] {
+            let x = Tensor::randn(0f32, 1.0, (g.n_cols(), k), device)?.to_dtype(dt)?;
+            let mut ms = Vec::new();
+            let mut outs = Vec::new();
+            for (_, kernel) in kernels {
+                set_kernel_override(kernel);
+                let run = || -> Result<(f64, Tensor)> {
+                    let t = time_ms(stream, reps, || {
+                        spmm_weighted(g, &x, vals, Reduce::Sum)?;
+                        Ok(())
+                    })?;
+                    Ok((
+                        t,
+                        spmm_weighted(g, &x, vals, Reduce::Sum)?.to_dtype(DType::F32)?,
+                    ))
+                };
+                let r = run();
+                set_kernel_override(SpmmKernel::Auto);
+                let (t, out) = r?;
+                ms.push(t);
+                outs.push(out);
+            }
+            let (e_narrow, e_hp) = (rel_diff(&outs[1], &outs[0])?, rel_diff(&outs[2], &outs[0])?);
+            let name = format!("{dt:?}").to_lowercase();
+            println!(
+                "{:>5} {:>5} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>8.2}x {:>10.1e} {:>10.1e}",
+                k,
+                name,
+                ms[0],
+                ms[1],
+                ms[2],
+                ms[3],
+                ms[0] / ms[1],
+                e_narrow,
+                e_hp
+            );
+            rows.push(serde_json::json!({
+                "k": k, "dtype": name, "ge_ms": ms[0], "narrow_ms": ms[1], "hp_ms": ms[2],
+                "auto_ms": ms[3], "narrow_rel_diff": e_narrow, "hp_rel_diff": e_hp,
+            }));
+        }
+    }
+    Ok(rows)
 }

@@ -107,3 +107,40 @@ RELU_DROPOUT(float, f32, float, relu_dropout_impl)
 RELU_DROPOUT(double, f64, double, relu_dropout_impl)
 RELU_DROPOUT(__nv_bfloat16, bf16, float, relu_dropout_half)
 RELU_DROPOUT(__half, f16, float, relu_dropout_half)
+
+// Bias + ReLU + dropout in one pass (a hidden layer's epilogue): y = keep(i) && v > 0 ? v * scale
+// : 0 with v = x[i] + b[i % d] (the bias row broadcast over [n / d, d]), the mask of `dropout`.
+// Half storage adds and scales in fp32 and rounds once. The backward is relu_dropout_bwd's
+// (y > 0 exactly when the element was kept and v > 0); the bias gradient is a column sum.
+template <typename T>
+__device__ void bias_relu_dropout_impl(const T* x, const T* b, T* out, uint64_t n, uint32_t d, uint64_t seed,
+                                       uint64_t threshold, T scale) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        const uint64_t u = mix64(seed + i * 0x9E3779B97F4A7C15ULL) >> 40;
+        const T v = x[i] + b[i % d];
+        out[i] = (u >= threshold && v > T(0)) ? v * scale : T(0);
+    }
+}
+
+template <typename H>
+__device__ void bias_relu_dropout_half(const H* x, const H* b, H* out, uint64_t n, uint32_t d, uint64_t seed,
+                                       uint64_t threshold, float scale) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        const uint64_t u = mix64(seed + i * 0x9E3779B97F4A7C15ULL) >> 40;
+        const float v = widen(x[i]) + widen(b[i % d]);
+        narrow((u >= threshold && v > 0.f) ? v * scale : 0.f, out + i);
+    }
+}
+
+#define BIAS_RELU_DROPOUT(TY, NAME, ST, IMPL)                                                               \
+    extern "C" __global__ void bias_relu_dropout_##NAME(const TY* x, const TY* b, TY* out, uint64_t n,        \
+                                                        uint32_t d, uint64_t seed, uint64_t threshold,        \
+                                                        ST scale) {                                           \
+        IMPL(x, b, out, n, d, seed, threshold, scale);                                                         \
+    }
+BIAS_RELU_DROPOUT(float, f32, float, bias_relu_dropout_impl)
+BIAS_RELU_DROPOUT(double, f64, double, bias_relu_dropout_impl)
+BIAS_RELU_DROPOUT(__nv_bfloat16, bf16, float, bias_relu_dropout_half)
+BIAS_RELU_DROPOUT(__half, f16, float, bias_relu_dropout_half)

@@ -228,7 +228,7 @@ __device__ __forceinline__ void spgemm_impl(const uint32_t* __restrict__ indptr,
         if (item.split) {
             atomicAdd(o + c, acc * scale); // onto the pre-filled output (zeros or the bias)
         } else {
-            o[c] = bias ? acc * scale + __ldg(bias + c) : acc * scale;
+            o[c] = bias ? acc * scale + o[c] : acc * scale; // onto the pre-filled bias (+ residual)
         }
     }
 }
@@ -326,12 +326,28 @@ __device__ __forceinline__ void sspmm_impl(const uint32_t* __restrict__ indptr, 
     }
 
 // out[r, c] = bias[c]: the SpGEMM output's initial value when a bias is fused (rows without
-// edges keep it, split rows add onto it).
+// edges keep it, split rows add onto it atomically, unsplit rows add onto it at the write-back).
 extern "C" __global__ void bias_fill(const float* __restrict__ bias, float* __restrict__ out, uint64_t total, int d) {
     for (uint64_t e = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; e < total; e += (uint64_t)gridDim.x * blockDim.x) {
         out[e] = __ldg(bias + e % d);
     }
 }
+
+// out[r, c] = bias[c] + res[r, c]: the initial value when a residual (the layer's input, added to
+// its output) is fused as well, so the separate add and its gradient accumulation go.
+template <typename T>
+__device__ __forceinline__ void bias_residual_fill_impl(const float* __restrict__ bias, const T* __restrict__ res,
+                                                        float* __restrict__ out, uint64_t total, int d) {
+    for (uint64_t e = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; e < total; e += (uint64_t)gridDim.x * blockDim.x) {
+        out[e] = __ldg(bias + e % d) + to_f32(res[e]);
+    }
+}
+#define BIAS_RESIDUAL_FILL(T, NAME)                                                                             \
+    extern "C" __global__ void bias_residual_fill_##NAME(const float* __restrict__ bias, const T* __restrict__ res, \
+                                                         float* __restrict__ out, uint64_t total, int d) {           \
+        bias_residual_fill_impl<T>(bias, res, out, total, d);                                                      \
+    }
+BIAS_RESIDUAL_FILL(float, f32) BIAS_RESIDUAL_FILL(__nv_bfloat16, bf16) BIAS_RESIDUAL_FILL(__half, f16)
 
 #define MAXK_KERNELS(T, PRE, IDX, SUF)                                                                              \
     SELECT(T, PRE, IDX, SUF, 1) SELECT(T, PRE, IDX, SUF, 2) SELECT(T, PRE, IDX, SUF, 4)                           \

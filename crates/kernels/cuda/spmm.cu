@@ -190,6 +190,131 @@ SPMM_HALF(__nv_bfloat16, bf16, 1) SPMM_HALF(__nv_bfloat16, bf16, 2) SPMM_HALF(__
 SPMM_HALF(__nv_bfloat16, bf16, 8)
 SPMM_HALF(__half, f16, 1) SPMM_HALF(__half, f16, 2) SPMM_HALF(__half, f16, 4) SPMM_HALF(__half, f16, 8)
 
+// Narrow rows (sum/mean): one warp per work item as above, but x is read through a padded
+// row stride `kp` (a multiple of VEC, VEC * sizeof(T) = 16 bytes per lane per load), so a row
+// needs only G = kp / VEC lanes. The warp splits into E = 32 / G lane groups that gather E
+// edges per load step (U steps in flight per lane), where the row kernel above gathers one edge
+// per step and, for k not a multiple of its chunk, spends a second warp on the leftover columns
+// (K = 41: two warps per row, 23 lanes idle on the second). The groups' partial sums meet
+// through a shuffle tree at the end; lanes of group 0 write columns < k of `out` (row stride k;
+// the pad columns of x are read but never written out). G <= 16 (E >= 2) by the host's rule.
+template <typename T, int VEC, int U>
+__device__ __forceinline__ void spmm_narrow_impl(
+    const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
+    const float* __restrict__ vals, const T* __restrict__ x, float* __restrict__ out,
+    int n_rows, int k, int kp, int weighted, int mean, const uint2* __restrict__ items, int n_items,
+    int chunk)
+{
+    const int lane = threadIdx.x & 31;
+    const int w = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    const int n_work = items ? n_items : n_rows;
+    if (w >= n_work) return;
+    uint32_t row, start, end, len;
+    bool split = false;
+    if (items) {
+        const Item it = item_of(indptr, items, w, chunk);
+        row = it.row; start = it.start; end = it.end; len = it.deg; split = it.split;
+    } else {
+        row = w; start = indptr[row]; end = indptr[row + 1]; len = end - start;
+    }
+    const int G = kp / VEC;
+    const int E = 32 / G;
+    const int g = lane / G;
+    const int col = (lane - g * G) * VEC;
+    const bool active = g < E;
+    float acc[VEC];
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) acc[j] = 0.f;
+
+    for (uint32_t base = start; base < end; base += 32) {
+        const uint32_t p = base + lane;
+        uint32_t my_c = 0;
+        float my_v = 1.f;
+        if (p < end) {
+            my_c = __ldg(indices + p);
+            if (weighted) my_v = __ldg(vals + p);
+        }
+        const int n = min(32u, end - base);
+        for (int e = 0; e < n; e += E * U) {
+            uint32_t c[U];
+            float v[U];
+            bool ok[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const int i = e + u * E + g;
+                c[u] = __shfl_sync(FULL, my_c, i & 31);
+                v[u] = __shfl_sync(FULL, my_v, i & 31);
+                ok[u] = active && i < n;
+                if (!ok[u]) v[u] = 0.f;
+            }
+            float xv[U][VEC];
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                if (ok[u]) {
+                    load_vec<VEC>(x + (size_t)c[u] * kp + col, xv[u]);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < VEC; ++j) xv[u][j] = 0.f;
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+#pragma unroll
+                for (int j = 0; j < VEC; ++j) acc[j] = fmaf(v[u], xv[u][j], acc[j]);
+        }
+    }
+    // Group g ends with the sum over groups [g, E): group 0 holds the row's (item's) total.
+    for (int off = 1; off < E; off <<= 1) {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+            const float o = __shfl_down_sync(FULL, acc[j], off * G);
+            if (g + off < E) acc[j] += o;
+        }
+    }
+    if (g != 0) return;
+    const float scale = (mean && len > 0) ? 1.f / (float)len : 1.f;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+        const int t = col + j;
+        if (t < k) {
+            if (split) atomicAdd(out + (size_t)row * k + t, acc[j] * scale);
+            else out[(size_t)row * k + t] = acc[j] * scale;
+        }
+    }
+}
+
+#define SPMM_NARROW(TY, NAME, VEC)                                                                 \
+    extern "C" __global__ void spmm_narrow_##NAME(                                                 \
+        const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,                 \
+        const float* __restrict__ vals, const TY* __restrict__ x, float* __restrict__ out,         \
+        int n_rows, int k, int kp, int weighted, int mean, const uint2* __restrict__ items,        \
+        int n_items, int chunk) {                                                                  \
+        spmm_narrow_impl<TY, VEC, 4>(indptr, indices, vals, x, out, n_rows, k, kp, weighted, mean, \
+                                     items, n_items, chunk);                                       \
+    }
+SPMM_NARROW(float, f32, 4) SPMM_NARROW(__nv_bfloat16, bf16, 8) SPMM_NARROW(__half, f16, 8)
+
+// dst[r, t] = src[r, t] for t < k, 0 for k <= t < kp: rows of 2- or 4-byte elements copied to
+// a 16-byte-aligned row stride for the narrow kernel's vector loads.
+template <typename B>
+__device__ __forceinline__ void pad_rows_impl(const B* __restrict__ src, B* __restrict__ dst, int n, int k,
+                                              int kp) {
+    const size_t total = (size_t)n * kp;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t r = i / kp;
+        const int t = (int)(i - r * kp);
+        dst[i] = t < k ? src[r * k + t] : (B)0;
+    }
+}
+extern "C" __global__ void pad_rows_b16(const uint16_t* __restrict__ src, uint16_t* __restrict__ dst, int n,
+                                        int k, int kp) {
+    pad_rows_impl(src, dst, n, k, kp);
+}
+extern "C" __global__ void pad_rows_b32(const uint32_t* __restrict__ src, uint32_t* __restrict__ dst, int n,
+                                        int k, int kp) {
+    pad_rows_impl(src, dst, n, k, kp);
+}
+
 // out[i, t] = a_p x[col_p, t] at p = arg[i, t] (0 where no edge): the max/min output rebuilt
 // from its argmax, which carries the backward.
 extern "C" __global__ void gather_arg(const uint32_t* __restrict__ arg, const uint32_t* __restrict__ indices,

@@ -54,11 +54,11 @@ pub fn deterministic() -> bool {
 }
 pub use error::{Error, Result};
 pub use ops::adam::{adam_step, AdamStep};
-pub use ops::dropout::{dropout, relu_dropout};
+pub use ops::dropout::{bias_relu_dropout, dropout, relu_dropout};
 pub use ops::edge_softmax::edge_softmax;
 pub use ops::gat_attention::gat_attention;
 pub use ops::matmul::matmul_nt;
-pub use ops::maxk::{maxk, spgemm, spgemm_bias, sspmm, Cbsr};
+pub use ops::maxk::{maxk, spgemm, spgemm_bias, spgemm_bias_residual, sspmm, Cbsr};
 pub use ops::quant::{dequantize, QuantizedFeatures};
 pub use ops::sampled::{spmm_sampled, Sampling};
 pub use ops::sddmm::{sddmm, sddmm_scaled};

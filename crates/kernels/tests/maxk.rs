@@ -2,7 +2,10 @@
 
 use candle_core::{DType, Device, Tensor, Var};
 use gnn_graph::Csr;
-use gnn_kernels::{maxk, spgemm, spgemm_bias, spmm, spmm_weighted, sspmm, DeviceGraph, Reduce};
+use gnn_kernels::{
+    maxk, spgemm, spgemm_bias, spgemm_bias_residual, spmm, spmm_weighted, sspmm, DeviceGraph,
+    Reduce,
+};
 use rand::{Rng, SeedableRng};
 
 fn rng(seed: u64) -> rand_xoshiro::Xoshiro256PlusPlus {
@@ -306,6 +309,65 @@ fn spgemm_bias_adds_the_bias_and_differentiates_it() {
             &format!("{tag} empty row"),
         );
     }
+}
+
+#[test]
+fn spgemm_bias_residual_equals_the_separate_add_both_ways() {
+    let dev = Device::Cpu;
+    let csr = graph(8); // empty rows keep bias + residual alone
+    let g = DeviceGraph::upload(&csr, &dev).unwrap();
+    let vals = Tensor::randn(0f64, 1.0, csr.nnz(), &dev).unwrap();
+    for (d, k, reduce) in [
+        (16, 4, Reduce::Sum),
+        (40, 7, Reduce::Mean),
+        (300, 33, Reduce::Sum),
+    ] {
+        let h0 = Tensor::randn(0f64, 1.0, (70, d), &dev).unwrap();
+        let b0 = Tensor::randn(0f64, 1.0, d, &dev).unwrap();
+        let r0 = Tensor::randn(0f64, 1.0, (50, d), &dev).unwrap();
+        let w = Tensor::randn(0f64, 1.0, (50, d), &dev).unwrap();
+        let run = |fused: bool| {
+            let h = Var::from_tensor(&h0).unwrap();
+            let b = Var::from_tensor(&b0).unwrap();
+            let r = Var::from_tensor(&r0).unwrap();
+            let x = maxk(h.as_tensor(), k).unwrap();
+            let y = if fused {
+                spgemm_bias_residual(&g, &x, Some(&vals), reduce, b.as_tensor(), r.as_tensor())
+                    .unwrap()
+            } else {
+                (spgemm_bias(&g, &x, Some(&vals), reduce, Some(b.as_tensor())).unwrap()
+                    + r.as_tensor())
+                .unwrap()
+            };
+            let grads = (&y * &w).unwrap().sum_all().unwrap().backward().unwrap();
+            let get = |t: &Tensor| grads.get(t).unwrap().clone();
+            let db = get(b.as_tensor()).unsqueeze(0).unwrap();
+            (y, get(h.as_tensor()), db, get(r.as_tensor()))
+        };
+        let (yf, dhf, dbf, drf) = run(true);
+        let (yu, dhu, dbu, dru) = run(false);
+        let tag = format!("{d}/{k} {reduce:?}");
+        close(&rows(&yf), &rows(&yu), 1e-12, &format!("{tag} out"));
+        close(&rows(&dhf), &rows(&dhu), 1e-12, &format!("{tag} dh"));
+        close(&rows(&dbf), &rows(&dbu), 1e-12, &format!("{tag} db"));
+        close(&rows(&drf), &rows(&dru), 0.0, &format!("{tag} dresidual"));
+        close(&rows(&drf), &rows(&w), 0.0, &format!("{tag} dresidual = w"));
+        let empty = csr.row_degrees().iter().position(|&n| n == 0).unwrap();
+        let want = (b0.unsqueeze(0).unwrap() + r0.narrow(0, empty, 1).unwrap()).unwrap();
+        close(
+            &rows(&yf.narrow(0, empty, 1).unwrap()),
+            &rows(&want),
+            0.0,
+            &format!("{tag} empty row"),
+        );
+    }
+    // Shape and dtype are checked.
+    let x = maxk(&Tensor::randn(0f64, 1.0, (70, 16), &dev).unwrap(), 4).unwrap();
+    let b = Tensor::zeros(16, DType::F64, &dev).unwrap();
+    let bad = Tensor::zeros((49, 16), DType::F64, &dev).unwrap();
+    assert!(spgemm_bias_residual(&g, &x, None, Reduce::Sum, &b, &bad).is_err());
+    let bad = Tensor::zeros((50, 16), DType::F32, &dev).unwrap();
+    assert!(spgemm_bias_residual(&g, &x, None, Reduce::Sum, &b, &bad).is_err());
 }
 
 #[test]

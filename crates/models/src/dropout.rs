@@ -72,6 +72,14 @@ impl DropoutRng {
         Ok(gnn_kernels::relu_dropout(x, p, seed)?)
     }
 
+    /// `dropout(relu(x + b), p)` fused into one pass each way
+    /// ([`gnn_kernels::bias_relu_dropout`], `b` broadcast over the rows), drawing the mask seed
+    /// [`Self::relu_dropout`] would.
+    pub fn bias_relu_dropout(&mut self, x: &Tensor, b: &Tensor, p: f32) -> Result<Tensor> {
+        let seed = if p <= 0.0 { 0 } else { self.next_seed_for(x) };
+        Ok(gnn_kernels::bias_relu_dropout(x, b, p.max(0.0), seed)?)
+    }
+
     /// Inverted dropout: zeroes each entry with probability `p`, scales the rest by `1/(1-p)`.
     pub fn dropout(&mut self, x: &Tensor, p: f32) -> Result<Tensor> {
         if p <= 0.0 {

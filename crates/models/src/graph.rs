@@ -254,6 +254,35 @@ impl ModelGraph {
         self.aggregate_cbsr_with(x, reduce, Some(bias))
     }
 
+    /// [`Self::aggregate_cbsr_bias`] plus `residual` (this graph's output rows, the layer's
+    /// input of a residual network), fused into the SpGEMM under exact aggregation.
+    pub fn aggregate_cbsr_bias_residual(
+        &self,
+        x: &Cbsr,
+        reduce: Reduce,
+        bias: &Tensor,
+        residual: &Tensor,
+    ) -> Result<Tensor> {
+        let x = match &self.halo {
+            Some(h) => h.forward_cbsr(x)?,
+            None => x.clone(),
+        };
+        match self.aggregation {
+            Aggregation::Exact => Ok(gnn_kernels::spgemm_bias_residual(
+                &self.graph,
+                &x,
+                self.values.as_ref(),
+                reduce,
+                bias,
+                residual,
+            )?),
+            Aggregation::Sampled(_) => {
+                let y = self.aggregate_exchanged(&x.to_dense()?, reduce)?;
+                Ok((y.broadcast_add(bias)? + residual)?)
+            }
+        }
+    }
+
     fn aggregate_cbsr_with(
         &self,
         x: &Cbsr,

@@ -284,8 +284,9 @@ impl Gnn {
             // to its output (after activation and dropout), as PyG's DeepGCNLayer "res".
             let skip = (self.cfg.residual && l > 0 && l < last).then(|| h.clone());
             let agg = if l == 0 { ctx.input_aggregate } else { None };
-            h = self.layer(l, g, h, agg, ctx)?;
-            if let Some(s) = skip.filter(|s| s.dims() == h.dims()) {
+            let (out, fused) = self.layer(l, g, h, agg, skip.as_ref(), ctx)?;
+            h = out;
+            if let Some(s) = skip.filter(|s| !fused && s.dims() == h.dims()) {
                 h = t.time(Phase::Elementwise, || Ok((h + s)?))?;
             }
         }
@@ -293,13 +294,42 @@ impl Gnn {
     }
 
     /// Layer `l` with its norm, activation and dropout (the output layer has none); `agg`: the
-    /// layer's aggregation of `h`, precomputed (first layer only).
+    /// layer's aggregation of `h`, precomputed (first layer only); `skip`: the residual to add
+    /// to the output. Returns the output and whether `skip` is already in it (fused into a
+    /// GCN MaxK layer's SpGEMM; the caller adds it otherwise).
     fn layer(
+        &self,
+        l: usize,
+        g: &ModelGraph,
+        h: Tensor,
+        agg: Option<&Tensor>,
+        skip: Option<&Tensor>,
+        ctx: &mut Forward<'_>,
+    ) -> Result<(Tensor, bool)> {
+        let last = l + 1 == self.convs.len();
+        let maxk_layer = matches!(self.cfg.activation, Activation::MaxK { .. })
+            && !last
+            && !(l == 0 && self.cfg.maxk_after_first);
+        // A GCN MaxK layer without LayerNorm takes the residual into its SpGEMM when the
+        // widths match (SpGEMM output rows = this graph's rows, width = the layer's out).
+        let fuse_skip = match (&self.convs[l], skip) {
+            (Conv::Gcn(c), Some(s)) if maxk_layer && self.norms.get(l).is_none() => {
+                s.dims() == [g.graph.n_rows(), c.out_dim()]
+            }
+            _ => false,
+        };
+        let out = self.layer_inner(l, g, h, agg, skip.filter(|_| fuse_skip), ctx)?;
+        Ok((out, fuse_skip))
+    }
+
+    /// [`Self::layer`]'s work; `residual`: the skip to fuse (GCN MaxK layers only).
+    fn layer_inner(
         &self,
         l: usize,
         g: &ModelGraph,
         mut h: Tensor,
         agg: Option<&Tensor>,
+        residual: Option<&Tensor>,
         ctx: &mut Forward<'_>,
     ) -> Result<Tensor> {
         let t = ctx.timer;
@@ -315,7 +345,7 @@ impl Gnn {
             // but the optional LayerNorm.
             let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
             h = match conv {
-                Conv::Gcn(c) => c.forward_maxk(g, &h, k, drop, t)?,
+                Conv::Gcn(c) => c.forward_maxk(g, &h, k, drop, residual, t)?,
                 Conv::Sage(c) => c.forward_maxk(g, &h, k, drop, t)?,
                 Conv::Gin(c) => c.forward_maxk(g, &h, k, drop, t)?,
                 Conv::Lin(_) | Conv::Gat(_) | Conv::Transformer(_) => {
@@ -326,6 +356,21 @@ impl Gnn {
                 h = t.time(Phase::Elementwise, || norm.forward(&h))?;
             }
             return Ok(h);
+        }
+        // GCN and GraphSAGE hand back their bias, to ride in the activation's pass when ReLU
+        // follows directly (no LayerNorm in between).
+        let fuse = !last && self.norms.get(l).is_none() && activation == Activation::Relu;
+        let unbiased = match conv {
+            Conv::Gcn(c) if fuse => Some(c.forward_unbiased(g, &h, agg, t)?),
+            Conv::Sage(c) if fuse => Some(c.forward_unbiased(g, &h, agg, t)?),
+            _ => None,
+        };
+        if let Some((y, b)) = unbiased {
+            let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
+            return t.time(Phase::Elementwise, || match drop {
+                Some((rng, p)) => rng.bias_relu_dropout(&y, &b, p),
+                None => Ok(gnn_kernels::bias_relu_dropout(&y, &b, 0.0, 0)?),
+            });
         }
         h = match conv {
             Conv::Gcn(c) => c.forward(g, &h, agg, t)?,

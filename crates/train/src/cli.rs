@@ -128,6 +128,7 @@ pub struct DeviceFlag {
     #[arg(long)]
     pub cpu: bool,
     /// GPU kernel of the sum/mean SpMMs: auto (the measured dispatcher), ge (GE-SpMM's row
+    /// kernel), narrow (GE-SpMM's narrow-row kernel where the width allows, else the row
     /// kernel), hp (HP-SpMM, DTP's edges per group) or hp:N (N in 8, 32, 64, 128, 256, 512).
     #[arg(long, default_value = "auto")]
     pub spmm_kernel: String,
@@ -144,16 +145,24 @@ impl DeviceFlag {
     /// Sets the process-wide SpMM kernel `--spmm-kernel` names; anything but `auto` needs a
     /// CUDA build and a GPU run (the CPU has one kernel).
     pub fn apply_kernel(&self) -> Result<()> {
+        /// The kernel `--spmm-kernel` names (a CUDA build's `SpmmKernel`, spelled without it).
+        #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+        enum Pick {
+            Ge,
+            Narrow,
+            Hp(u32),
+        }
         let want = self.spmm_kernel.trim().to_ascii_lowercase();
-        let npw = match want.as_str() {
+        let pick = match want.as_str() {
             "auto" => return Ok(()),
-            "ge" => None,
-            "hp" => Some(0),
+            "ge" => Pick::Ge,
+            "narrow" => Pick::Narrow,
+            "hp" => Pick::Hp(0),
             s => match s.strip_prefix("hp:").map(str::parse::<u32>) {
-                Some(Ok(n)) if gnn_kernels::partition::NPW_CANDIDATES.contains(&n) => Some(n),
+                Some(Ok(n)) if gnn_kernels::partition::NPW_CANDIDATES.contains(&n) => Pick::Hp(n),
                 _ => {
                     return Err(crate::Error::Invalid(format!(
-                        "--spmm-kernel `{}`: expected auto, ge, hp or hp:N with N in {:?}",
+                        "--spmm-kernel `{}`: expected auto, ge, narrow, hp or hp:N with N in {:?}",
                         self.spmm_kernel,
                         gnn_kernels::partition::NPW_CANDIDATES
                     )))
@@ -174,9 +183,14 @@ impl DeviceFlag {
         #[cfg(feature = "cuda")]
         {
             use gnn_kernels::ops::spmm::tuning::{set_kernel_override, SpmmKernel};
-            set_kernel_override(npw.map_or(SpmmKernel::Ge, SpmmKernel::Hp));
+            set_kernel_override(match pick {
+                Pick::Ge => SpmmKernel::Ge,
+                Pick::Narrow => SpmmKernel::Narrow,
+                Pick::Hp(n) => SpmmKernel::Hp(n),
+            });
         }
-        let _ = npw;
+        #[cfg(not(feature = "cuda"))]
+        let _ = pick;
         Ok(())
     }
 }

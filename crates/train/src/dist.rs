@@ -299,6 +299,10 @@ mod tests {
         deep.layer_norm = true;
         let mut after_first = maxk(ConvKind::Gcn);
         after_first.maxk_after_first = true;
+        // MaxK-32's recipe shape: ReLU first, MaxK after, skips fused into the SpGEMM.
+        let mut maxk_residual = after_first.clone();
+        maxk_residual.layers = 4;
+        maxk_residual.residual = true;
         vec![
             ("gcn", base(ConvKind::Gcn, 2)),
             ("sage", base(ConvKind::SageMean, 2)),
@@ -306,6 +310,7 @@ mod tests {
             ("gcn-4-residual-norm", deep),
             ("gcn-maxk", maxk(ConvKind::Gcn)),
             ("gcn-maxk-after-first", after_first),
+            ("gcn-maxk-residual", maxk_residual),
             ("sage-maxk", maxk(ConvKind::SageMean)),
             ("gin-maxk", maxk(ConvKind::Gin)),
         ]

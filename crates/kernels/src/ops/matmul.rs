@@ -63,7 +63,15 @@ impl CustomOp2 for AttachWeightGrad {
         _res: &Tensor,
         dy: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
-        // A contiguous dyᵀ keeps candle's CPU GEMM on its fast path (a strided lhs is ~5x slower).
-        Ok((None, Some(dy.t()?.contiguous()?.matmul(&self.x)?)))
+        // On the CPU a contiguous dyᵀ keeps candle's GEMM on its fast path (a strided lhs is
+        // ~5x slower); cuBLAS takes the transposed operand as it is, where the copy cost an
+        // extra pass over dy (0.68 ms of a 40 ms epoch at N = 233 K, 256 wide, bf16).
+        let dyt = dy.t()?;
+        let dyt = if dy.device().is_cpu() {
+            dyt.contiguous()?
+        } else {
+            dyt
+        };
+        Ok((None, Some(dyt.matmul(&self.x)?)))
     }
 }

@@ -61,33 +61,59 @@ fn check_spmm_half(
                     DType::F64,
                     true,
                 )?;
-                let xg = Var::from_tensor(&x.to_dtype(dt)?.to_device(gpu)?)?;
-                let vg = v.to_device(gpu)?;
-                let og = if weighted {
-                    spmm_weighted(gg, xg.as_tensor(), &vg, reduce)?
-                } else {
-                    spmm(gg, xg.as_tensor(), reduce)?
-                };
-                if og.dtype() != dt {
-                    return Err(missing(&format!("{tag}: output is {:?}", og.dtype())));
-                }
-                let grads = (&og * w.to_dtype(dt)?.to_device(gpu)?)?
-                    .sum_all()?
-                    .backward()?;
-                let dxg = grads
-                    .get(xg.as_tensor())
-                    .ok_or_else(|| missing("no half dx"))?
-                    .clone();
                 let bound = |abs: &Tensor, depth: f64| -> Result<Tensor> {
                     let narrowing = ((abs.to_dtype(DType::F64)? * (2.0 * unit))? + floor)?;
                     Ok((sum_bound(abs, depth)? + narrowing)?)
                 };
-                let lim = bound(&abs_out, sum_depth(deg_rows, true))?;
-                c.check_within(name, format!("{tag} fwd"), k, &og, &oc, &lim)?;
                 let (dxc, _) = gcpu.ok_or_else(|| missing("cpu half grads"))?;
                 let (abs_dx, _) = abs_g.ok_or_else(|| missing("abs half grads"))?;
-                let lim = bound(&abs_dx, sum_depth(deg_cols, true))?;
-                c.check_within(name, format!("{tag} bwd dx"), k, &dxg, &dxc, &lim)?;
+                let lim_out = bound(&abs_out, sum_depth(deg_rows, true))?;
+                let lim_dx = bound(&abs_dx, sum_depth(deg_cols, true))?;
+                // The dispatcher's pick, and GE-SpMM's row and narrow-row kernels forced.
+                #[cfg(feature = "cuda")]
+                let kernels = {
+                    use crate::ops::spmm::tuning::SpmmKernel;
+                    [SpmmKernel::Auto, SpmmKernel::Ge, SpmmKernel::Narrow]
+                };
+                #[cfg(not(feature = "cuda"))]
+                let kernels = [()];
+                for (ki, kernel) in kernels.into_iter().enumerate() {
+                    #[cfg(feature = "cuda")]
+                    crate::ops::spmm::tuning::set_kernel_override(kernel);
+                    let run = || -> Result<(Tensor, Tensor)> {
+                        let xg = Var::from_tensor(&x.to_dtype(dt)?.to_device(gpu)?)?;
+                        let vg = v.to_device(gpu)?;
+                        let og = if weighted {
+                            spmm_weighted(gg, xg.as_tensor(), &vg, reduce)?
+                        } else {
+                            spmm(gg, xg.as_tensor(), reduce)?
+                        };
+                        let grads = (&og * w.to_dtype(dt)?.to_device(gpu)?)?
+                            .sum_all()?
+                            .backward()?;
+                        let dxg = grads
+                            .get(xg.as_tensor())
+                            .ok_or_else(|| missing("no half dx"))?
+                            .clone();
+                        Ok((og, dxg))
+                    };
+                    let got = run();
+                    #[cfg(feature = "cuda")]
+                    crate::ops::spmm::tuning::set_kernel_override(
+                        crate::ops::spmm::tuning::SpmmKernel::Auto,
+                    );
+                    let (og, dxg) = got?;
+                    if og.dtype() != dt {
+                        return Err(missing(&format!("{tag}: output is {:?}", og.dtype())));
+                    }
+                    let tag = if ki == 0 {
+                        tag.clone()
+                    } else {
+                        format!("{tag} {kernel:?}").to_lowercase()
+                    };
+                    c.check_within(name, format!("{tag} fwd"), k, &og, &oc, &lim_out)?;
+                    c.check_within(name, format!("{tag} bwd dx"), k, &dxg, &dxc, &lim_dx)?;
+                }
             }
         }
     }
@@ -369,6 +395,44 @@ fn check_maxk(
         &dbc,
         1e-5,
     )?;
+    // The fused residual (a residual MaxK layer): output and all three gradients.
+    let resid = c.randn((csr.n_rows(), d))?;
+    let with_residual = |dev: &Device, g: &DeviceGraph| -> Result<[Tensor; 4]> {
+        let hv = Var::from_tensor(&put(&h, dev, DType::F64)?)?;
+        let bv = Var::from_tensor(&put(&bias, dev, DType::F64)?)?;
+        let rv = Var::from_tensor(&put(&resid, dev, DType::F64)?)?;
+        let v = put(&vals, dev, DType::F64)?;
+        let y = crate::spgemm_bias_residual(
+            g,
+            &maxk(hv.as_tensor(), k)?,
+            Some(&v),
+            Reduce::Sum,
+            bv.as_tensor(),
+            rv.as_tensor(),
+        )?;
+        let gr = (&y * put(&w, dev, DType::F64)?)?.sum_all()?.backward()?;
+        let get = |t: &Tensor, what: &str| -> Result<Tensor> {
+            Ok(gr.get(t).ok_or_else(|| missing(what))?.clone())
+        };
+        let db = get(bv.as_tensor(), "dbias")?.unsqueeze(0)?;
+        Ok([
+            y,
+            get(hv.as_tensor(), "dh")?,
+            db,
+            get(rv.as_tensor(), "dresidual")?,
+        ])
+    };
+    let (rc, rg) = (with_residual(&cpu, &gc)?, with_residual(gpu, &gg)?);
+    for (i, what) in ["", " dh", " dbias", " dresidual"].into_iter().enumerate() {
+        c.check(
+            name,
+            format!("{tag} spgemm+bias+residual{what}"),
+            d,
+            &rg[i],
+            &rc[i],
+            1e-5,
+        )?;
+    }
     if gpu.is_cuda() {
         check_maxk_half(c, name, csr, d, k, gpu, (&h, &w, &vals), (&gc, &gg))?;
     }
@@ -615,6 +679,62 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
             )?;
         }
     }
+    // Fused bias + ReLU + dropout: forward and dx identical to the CPU (the sum, the scale and
+    // one narrowing, half types against the f32 CPU run on the rounded inputs); db, a column
+    // sum through a GEMM row, within its summation and narrowing error.
+    let mut dts = vec![DType::F32];
+    if gpu.is_cuda() {
+        dts.extend([DType::BF16, DType::F16]);
+    }
+    for dt in dts {
+        for (rows, cols, p) in [(1usize, 1usize, 0.5f32), (1000, 128, 0.5), (333, 41, 0.0)] {
+            let x = c.randn((rows, cols))?.to_dtype(dt)?;
+            let b = c.randn(cols)?.to_dtype(dt)?;
+            let dy = c.randn((rows, cols))?.to_dtype(dt)?;
+            let run = |dev: &Device, x: &Tensor, b: &Tensor, dy: &Tensor| {
+                let xv = Var::from_tensor(&x.to_device(dev)?)?;
+                let bv = Var::from_tensor(&b.to_device(dev)?)?;
+                let y = crate::bias_relu_dropout(xv.as_tensor(), bv.as_tensor(), p, 29)?;
+                let g = (&y * dy.to_device(dev)?)?.sum_all()?.backward()?;
+                let dx = g.get(xv.as_tensor()).ok_or_else(|| missing("no dx"))?;
+                let db = g.get(bv.as_tensor()).ok_or_else(|| missing("no db"))?;
+                Ok::<_, crate::Error>((y, dx.clone(), db.clone()))
+            };
+            let f32_of = |t: &Tensor| t.to_dtype(DType::F32);
+            let (yc, dxc, dbc) = run(&Device::Cpu, &f32_of(&x)?, &f32_of(&b)?, &f32_of(&dy)?)?;
+            let (yg, dxg, dbg) = run(gpu, &x, &b, &dy)?;
+            let tag = format!("bias_relu_dropout {dt:?} {rows}x{cols} p={p}");
+            c.check(
+                "dense",
+                format!("{tag} fwd"),
+                cols,
+                &yg,
+                &yc.to_dtype(dt)?,
+                0.0,
+            )?;
+            c.check(
+                "dense",
+                format!("{tag} dx"),
+                cols,
+                &dxg,
+                &dxc.to_dtype(dt)?,
+                0.0,
+            )?;
+            let tol = match dt {
+                DType::BF16 => 1e-2,
+                DType::F16 => 2e-3,
+                _ => 1e-5,
+            };
+            c.check(
+                "dense",
+                format!("{tag} db"),
+                cols,
+                &dbg,
+                &dbc.to_dtype(dt)?,
+                tol,
+            )?;
+        }
+    }
     // Fused masked cross-entropy: loss and logits gradient against an f64 CPU run (on the
     // rounded logits for bf16 / f16). C = 1, 7, 41, 100; every fifth row out of the split.
     for (n, classes) in [(1usize, 1usize), (333, 7), (4096, 41), (1000, 100)] {
@@ -775,7 +895,7 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
     // HP-SpMM and GE-SpMM, each forced, against the CPU: sum and mean, edge values or not,
     // forward and dx (the transposed SpMM runs the same kernel), aligned and misaligned x.
     let g3 = random_graph(c, 2000, 2000, 2, 0, 3)?;
-    for (i, k) in [1usize, 4, 7, 16, 32, 33, 64, 100, 128, 256, 602]
+    for (i, k) in [1usize, 4, 7, 16, 32, 33, 41, 64, 100, 128, 256, 602]
         .into_iter()
         .enumerate()
     {
@@ -824,6 +944,7 @@ fn check_hp_spmm(
             SpmmKernel::Hp(512),
             SpmmKernel::Hp(0),
             SpmmKernel::Ge,
+            SpmmKernel::Narrow,
             SpmmKernel::Auto,
         ]
     };

@@ -34,6 +34,11 @@ impl GcnConv {
         })
     }
 
+    /// Output width.
+    pub fn out_dim(&self) -> usize {
+        self.bias.dims().first().copied().unwrap_or(0)
+    }
+
     /// Applies the layer; `agg`: its aggregation of `x`, precomputed ([`crate::Gnn::input_aggregate`]).
     pub fn forward(
         &self,
@@ -42,6 +47,19 @@ impl GcnConv {
         agg: Option<&Tensor>,
         t: &Timer,
     ) -> Result<Tensor> {
+        let (y, b) = self.forward_unbiased(g, x, agg, t)?;
+        t.time(Phase::Elementwise, || Ok(y.broadcast_add(&b)?))
+    }
+
+    /// The layer without its bias, and the bias in the output's dtype: the caller adds it
+    /// (fused with the activation: [`gnn_kernels::bias_relu_dropout`]).
+    pub fn forward_unbiased(
+        &self,
+        g: &ModelGraph,
+        x: &Tensor,
+        agg: Option<&Tensor>,
+        t: &Timer,
+    ) -> Result<(Tensor, Tensor)> {
         let (out_dim, in_dim) = self.lin.weight.dims2()?;
         let y = if let Some(a) = agg {
             self.lin.forward_no_bias(a, t)?
@@ -52,26 +70,30 @@ impl GcnConv {
             let h = t.time(Phase::Aggregation, || g.aggregate(x, Reduce::Sum))?;
             self.lin.forward_no_bias(&h, t)?
         };
-        t.time(Phase::Elementwise, || {
-            Ok(y.broadcast_add(&like(&self.bias, &y)?)?)
-        })
+        let b = like(&self.bias, &y)?;
+        Ok((y, b))
     }
 
     /// MaxK-GNN order: `A · dropout(MaxK(x W^T)) + b`, the aggregation over CBSR (SpGEMM, with
-    /// the bias fused).
+    /// the bias fused); with `residual`, `+ residual` fused as well (a residual hidden layer).
     pub fn forward_maxk(
         &self,
         g: &ModelGraph,
         x: &Tensor,
         k: usize,
         drop: Option<(&mut DropoutRng, f32)>,
+        residual: Option<&Tensor>,
         t: &Timer,
     ) -> Result<Tensor> {
         let h = self.lin.forward_no_bias(x, t)?;
         let c = maxk_dropout(&h, k, drop, t)?;
-        // The bias rides in the SpGEMM's write-back (no separate broadcast add).
+        // The bias (and residual) ride in the SpGEMM's output (no separate adds).
         t.time(Phase::Aggregation, || {
-            g.aggregate_cbsr_bias(&c, Reduce::Sum, &like(&self.bias, &h)?)
+            let b = like(&self.bias, &h)?;
+            match residual {
+                Some(r) => g.aggregate_cbsr_bias_residual(&c, Reduce::Sum, &b, r),
+                None => g.aggregate_cbsr_bias(&c, Reduce::Sum, &b),
+            }
         })
     }
 }

@@ -57,22 +57,35 @@ impl SageConv {
         agg: Option<&Tensor>,
         t: &Timer,
     ) -> Result<Tensor> {
+        let (y, b) = self.forward_unbiased(g, x, agg, t)?;
+        t.time(Phase::Elementwise, || Ok(y.broadcast_add(&b)?))
+    }
+
+    /// The layer without `lin_l`'s bias, and the bias in the output's dtype: the caller adds
+    /// it (fused with the activation: [`gnn_kernels::bias_relu_dropout`]).
+    pub fn forward_unbiased(
+        &self,
+        g: &ModelGraph,
+        x: &Tensor,
+        agg: Option<&Tensor>,
+        t: &Timer,
+    ) -> Result<(Tensor, Tensor)> {
         let (out_dim, in_dim) = self.lin_l.weight.dims2()?;
-        let bias = self.lin_l.bias.as_ref().expect("lin_l has a bias");
+        let bias = like(self.lin_l.bias.as_ref().expect("lin_l has a bias"), x)?;
         if let (Some(a), None) = (agg, &self.pool) {
-            let l = self.lin_l.forward(a, t)?;
+            let l = self.lin_l.forward_no_bias(a, t)?;
             let r = self.lin_r.forward_no_bias(x, t)?;
-            return t.time(Phase::Elementwise, || Ok((l + r)?));
+            return Ok((t.time(Phase::Elementwise, || Ok((l + r)?))?, bias));
         }
         if let Some(pool) = &self.pool {
             let p = pool.forward(x, t)?;
             let p = t.time(Phase::Elementwise, || Ok(p.relu()?))?;
             let agg = t.time(Phase::Aggregation, || g.aggregate(&p, Reduce::Max))?;
-            let l = self.lin_l.forward(&agg, t)?;
+            let l = self.lin_l.forward_no_bias(&agg, t)?;
             let r = self.lin_r.forward_no_bias(x, t)?;
-            return t.time(Phase::Elementwise, || Ok((l + r)?));
+            return Ok((t.time(Phase::Elementwise, || Ok((l + r)?))?, bias));
         }
-        if out_dim < in_dim {
+        let y = if out_dim < in_dim {
             let w = like(
                 &Tensor::cat(&[&self.lin_l.weight, &self.lin_r.weight], 0)?,
                 x,
@@ -82,15 +95,14 @@ impl SageConv {
             })?;
             let (hl, hr) = (h.narrow(1, 0, out_dim)?, h.narrow(1, out_dim, out_dim)?);
             let agg = t.time(Phase::Aggregation, || g.aggregate(&hl, Reduce::Mean))?;
-            t.time(Phase::Elementwise, || {
-                Ok((agg + hr)?.broadcast_add(&like(bias, x)?)?)
-            })
+            t.time(Phase::Elementwise, || Ok((agg + hr)?))?
         } else {
             let agg = t.time(Phase::Aggregation, || g.aggregate(x, Reduce::Mean))?;
-            let l = self.lin_l.forward(&agg, t)?;
+            let l = self.lin_l.forward_no_bias(&agg, t)?;
             let r = self.lin_r.forward_no_bias(x, t)?;
-            t.time(Phase::Elementwise, || Ok((l + r)?))
-        }
+            t.time(Phase::Elementwise, || Ok((l + r)?))?
+        };
+        Ok((y, bias))
     }
 
     /// MaxK-GNN order (mean aggregator): `mean_j dropout(MaxK(x W_l^T))_j + x_i W_r^T + b`,

@@ -24,6 +24,29 @@ pub(crate) fn relu_dropout<T: WithDType>(x: &[T], p: f32, seed: u64) -> Vec<T> {
     masked(x, p, seed, |v| v > T::zero())
 }
 
+/// `keep(i) && v > 0 ? v / (1 - p) : 0` with `v = x[i] + b[i % d]` (`b` one row of `d`).
+pub(crate) fn bias_relu_dropout<T: WithDType>(x: &[T], b: &[T], p: f32, seed: u64) -> Vec<T> {
+    let t = super::threshold(p);
+    let scale = T::from_f64(1.0 / (1.0 - p as f64));
+    let d = b.len().max(1);
+    let mut out = vec![T::zero(); x.len()];
+    // Whole rows per chunk, so the bias index restarts at every chunk.
+    let chunk = d * (1usize << 14).div_ceil(d);
+    out.par_chunks_mut(chunk)
+        .zip(x.par_chunks(chunk))
+        .enumerate()
+        .for_each(|(c, (o, x))| {
+            let base = (c * chunk) as u64;
+            for (k, (o, &v)) in o.iter_mut().zip(x).enumerate() {
+                let v = v + b[k % d];
+                if v > T::zero() && keep(seed, base + k as u64, t) {
+                    *o = v * scale;
+                }
+            }
+        });
+    out
+}
+
 /// `x_i / (1 - p)` where element `i` is kept and `pass(x_i)`, else 0.
 fn masked<T: WithDType>(x: &[T], p: f32, seed: u64, pass: impl Fn(T) -> bool + Sync) -> Vec<T> {
     let t = super::threshold(p);

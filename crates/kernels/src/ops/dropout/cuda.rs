@@ -71,6 +71,64 @@ fn masked(
     Ok((out, l.shape().clone()))
 }
 
+/// Bias + ReLU + dropout forward (`bias_relu_dropout_*`): `x [N, D]` and `b [D]` contiguous.
+pub(crate) fn bias_relu_dropout(
+    x: &CudaStorage,
+    xl: &Layout,
+    b: &CudaStorage,
+    bl: &Layout,
+    p: f32,
+    seed: u64,
+) -> Result<(CudaStorage, Shape)> {
+    if !xl.is_contiguous() || !bl.is_contiguous() {
+        candle_core::bail!("bias_relu_dropout: operands must be contiguous");
+    }
+    let (_, d) = xl.shape().dims2()?;
+    if bl.shape().elem_count() != d {
+        candle_core::bail!("bias_relu_dropout: bias {:?} for rows of {d}", bl.shape());
+    }
+    let d_u = u32::try_from(d.max(1))
+        .map_err(|_| candle_core::Error::Msg(format!("bias_relu_dropout: {d} columns")))?;
+    let dev = x.device().clone();
+    let n = xl.shape().elem_count();
+    let (t, n_u) = (super::threshold(p), n as u64);
+    let scale = 1.0 / (1.0 - p as f64);
+    macro_rules! run {
+        ($T:ty, $S:ty, $suffix:expr) => {{
+            let xv = x.as_cuda_slice::<$T>()?.slice(xl.start_offset()..);
+            let bv = b.as_cuda_slice::<$T>()?.slice(bl.start_offset()..);
+            // SAFETY: `alloc` leaves the buffer uninitialised; the kernel writes all `n`.
+            let out = unsafe { dev.alloc::<$T>(n.max(1))? };
+            if n > 0 {
+                let name = format!("bias_relu_dropout_{}", $suffix);
+                let func = dev.get_or_load_custom_func(&name, "gnn_dropout", DROPOUT_PTX)?;
+                let sc = scale as $S;
+                let mut bld = func.builder();
+                bld.arg(&xv)
+                    .arg(&bv)
+                    .arg(&out)
+                    .arg(&n_u)
+                    .arg(&d_u)
+                    .arg(&seed)
+                    .arg(&t)
+                    .arg(&sc);
+                // SAFETY: `x` and `out` hold `n` elements, `b` holds `d` and is read at
+                // `i % d`; indices below `n` only.
+                launched(unsafe { bld.launch(elementwise_cfg(n)) }.map(|_| ()))?;
+            }
+            CudaStorage::wrap_cuda_slice(out, dev)
+        }};
+    }
+    let out = match x.dtype() {
+        DType::F32 => run!(f32, f32, "f32"),
+        DType::F64 => run!(f64, f64, "f64"),
+        DType::BF16 => run!(half::bf16, f32, "bf16"),
+        DType::F16 => run!(half::f16, f32, "f16"),
+        o => candle_core::bail!("bias_relu_dropout: unsupported dtype {o:?}"),
+    };
+    Ok((out, xl.shape().clone()))
+}
+
 /// Its backward: `dx = y > 0 ? dy * scale : 0`.
 pub(crate) fn relu_dropout_bwd(
     y: &CudaStorage,

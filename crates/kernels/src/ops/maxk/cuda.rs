@@ -33,6 +33,15 @@ macro_rules! with_value_type {
     };
 }
 
+/// Kernel-name suffix of a value dtype: "f32", "bf16" or "f16".
+fn kernel_dtype(dt: DType) -> &'static str {
+    match dt {
+        DType::BF16 => "bf16",
+        DType::F16 => "f16",
+        _ => "f32",
+    }
+}
+
 /// Kernel-name prefix of a value dtype: "" for f32, "bf16_" / "f16_" for half precision.
 fn prefix(dt: DType) -> &'static str {
     match dt {
@@ -313,6 +322,7 @@ pub(crate) fn row_kernel(
     il: &Layout,
     vals: Option<(&CudaStorage, &Layout)>,
     bias: Option<(&CudaStorage, &Layout)>,
+    residual: Option<(&CudaStorage, &Layout)>,
     k: usize,
     d: usize,
     mean: bool,
@@ -321,6 +331,9 @@ pub(crate) fn row_kernel(
     let dev = s.device().clone();
     let dt = s.dtype();
     let op = if backward { "sspmm" } else { "spgemm" };
+    if residual.is_some() && (backward || bias.is_none()) {
+        candle_core::bail!("{op}: a fused residual needs the SpGEMM with a fused bias");
+    }
     let vv = f32_view_opt(op, vals)?;
     let wide_bias = match bias {
         Some((b, bl)) if b.dtype() != DType::F32 => {
@@ -349,7 +362,22 @@ pub(crate) fn row_kernel(
             mean,
             backward,
         };
-        row_kernel_into(g, &dev, dt, &x, is, il, vv.as_ref(), bv.as_ref(), shapes)?
+        let rv = match residual {
+            Some((r, rl)) => Some(value_view::<T>(op, r, rl)?),
+            None => None,
+        };
+        row_kernel_into(
+            g,
+            &dev,
+            dt,
+            &x,
+            is,
+            il,
+            vv.as_ref(),
+            bv.as_ref(),
+            rv.as_ref(),
+            shapes,
+        )?
     });
     let out = CudaStorage::wrap_cuda_slice(out, dev);
     if dt == DType::F32 {
@@ -379,6 +407,7 @@ fn row_kernel_into<T: DeviceRepr>(
     il: &Layout,
     vv: Option<&CudaView<'_, f32>>,
     bv: Option<&CudaView<'_, f32>>,
+    rv: Option<&CudaView<'_, T>>,
     RowShapes {
         k,
         d,
@@ -391,17 +420,31 @@ fn row_kernel_into<T: DeviceRepr>(
     let n = g.n_rows();
     let len = if backward { g.n_cols() * k } else { n * d };
     // Pre-filled: empty rows get no work item, and split rows add their groups atomically.
-    // Zeros, or the bias in every row when it is fused (SpGEMM only).
+    // Zeros, or the bias in every row when it is fused (SpGEMM only; with a fused residual,
+    // bias + residual). Unsplit rows add onto the pre-filled value at the write-back.
     let out = match bv {
         Some(b) if !backward && len > 0 => {
-            // SAFETY: every element is written by bias_fill below before any other use.
+            // SAFETY: every element is written by the fill below before any other use.
             let out = unsafe { dev.alloc::<f32>(len)? };
-            let func = dev.get_or_load_custom_func("bias_fill", "gnn_maxk", MAXK_PTX)?;
             let (t, d_i) = (len as u64, d as i32);
-            let mut lb = func.builder();
-            lb.arg(b).arg(&out).arg(&t).arg(&d_i);
-            // SAFETY: bias holds d floats (checked by the caller), out len = n * d.
-            launched(unsafe { lb.launch(elementwise_cfg(len)) }.map(|_| ()))?;
+            match rv {
+                Some(r) => {
+                    let name = format!("bias_residual_fill_{}", kernel_dtype(dt));
+                    let func = dev.get_or_load_custom_func(&name, "gnn_maxk", MAXK_PTX)?;
+                    let mut lb = func.builder();
+                    lb.arg(b).arg(r).arg(&out).arg(&t).arg(&d_i);
+                    // SAFETY: bias holds d floats, the residual n * d values (checked by the
+                    // caller), out len = n * d.
+                    launched(unsafe { lb.launch(elementwise_cfg(len)) }.map(|_| ()))?;
+                }
+                None => {
+                    let func = dev.get_or_load_custom_func("bias_fill", "gnn_maxk", MAXK_PTX)?;
+                    let mut lb = func.builder();
+                    lb.arg(b).arg(&out).arg(&t).arg(&d_i);
+                    // SAFETY: bias holds d floats (checked by the caller), out len = n * d.
+                    launched(unsafe { lb.launch(elementwise_cfg(len)) }.map(|_| ()))?;
+                }
+            }
             out
         }
         _ => zeros::<f32>(dev, len)?,

@@ -179,6 +179,58 @@ pub fn spgemm_bias(
     reduce: Reduce,
     bias: Option<&Tensor>,
 ) -> Result<Tensor> {
+    let op = spgemm_op(g, x, values, reduce, bias)?;
+    let data = x.data.contiguous()?;
+    let index = x.index.contiguous()?;
+    Ok(match bias {
+        Some(b) => data.apply_op3(&index, &b.contiguous()?, op)?,
+        None => data.apply_op2(&index, op)?,
+    })
+}
+
+/// [`spgemm_bias`] plus `residual` (`[n_rows, D]`, the layer's input in a residual network):
+/// `A · x + bias + residual` in one pass. The residual is the output's initial value, so the
+/// separate add and its gradient accumulation leave the epoch; its gradient is `dOut`.
+pub fn spgemm_bias_residual(
+    g: &DeviceGraph,
+    x: &Cbsr,
+    values: Option<&Tensor>,
+    reduce: Reduce,
+    bias: &Tensor,
+    residual: &Tensor,
+) -> Result<Tensor> {
+    const OP: &str = "spgemm";
+    check_device(OP, g, residual)?;
+    if residual.dims() != [g.n_rows(), x.dim] || residual.dtype() != x.data.dtype() {
+        return Err(Error::Shape {
+            op: OP,
+            what: format!(
+                "residual {:?} {:?} must be [{}, {}] {:?}",
+                residual.dims(),
+                residual.dtype(),
+                g.n_rows(),
+                x.dim,
+                x.data.dtype()
+            ),
+        });
+    }
+    let op = spgemm_op(g, x, values, reduce, Some(bias))?;
+    let data = x.data.contiguous()?;
+    let op = ops::SpgemmResidualOp {
+        op,
+        index: x.index.contiguous()?,
+    };
+    Ok(data.apply_op3(&bias.contiguous()?, &residual.contiguous()?, op)?)
+}
+
+/// The checked SpGEMM op of [`spgemm_bias`] and [`spgemm_bias_residual`].
+fn spgemm_op(
+    g: &DeviceGraph,
+    x: &Cbsr,
+    values: Option<&Tensor>,
+    reduce: Reduce,
+    bias: Option<&Tensor>,
+) -> Result<CbsrRowOp> {
     const OP: &str = "spgemm";
     let mean = mean_of(OP, reduce)?;
     check_device(OP, g, &x.data)?;
@@ -200,19 +252,13 @@ pub fn spgemm_bias(
             });
         }
     }
-    let op = CbsrRowOp {
+    Ok(CbsrRowOp {
         g: g.clone(),
         k: x.k(),
         d: x.dim,
         mean,
         backward: false,
         values: values.map(Tensor::contiguous).transpose()?,
-    };
-    let data = x.data.contiguous()?;
-    let index = x.index.contiguous()?;
-    Ok(match bias {
-        Some(b) => data.apply_op3(&index, &b.contiguous()?, op)?,
-        None => data.apply_op2(&index, op)?,
     })
 }
 

@@ -195,6 +195,7 @@ impl CbsrRowOp {
         is: &CpuStorage,
         il: &Layout,
         bias: Option<(&CpuStorage, &Layout)>,
+        residual: Option<(&CpuStorage, &Layout)>,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
         let op = self.label();
         let (k, d, mean) = (self.k, self.d, self.mean);
@@ -224,6 +225,9 @@ impl CbsrRowOp {
                     for row in out.chunks_exact_mut(d.max(1)) {
                         row.iter_mut().zip(b).for_each(|(o, &b)| *o += b);
                     }
+                }
+                if let Some(r) = cpu_slice_opt::<T>(op, residual)? {
+                    out.iter_mut().zip(r).for_each(|(o, &r)| *o += r);
                 }
                 T::to_cpu_storage_owned(out)
             });
@@ -263,6 +267,7 @@ impl CbsrRowOp {
         is: &CudaStorage,
         il: &Layout,
         bias: Option<(&CudaStorage, &Layout)>,
+        residual: Option<(&CudaStorage, &Layout)>,
     ) -> candle_core::Result<(CudaStorage, Shape)> {
         let guard = self.values.as_ref().map(|v| v.storage_and_layout());
         let v = match &guard {
@@ -280,6 +285,7 @@ impl CbsrRowOp {
             il,
             v,
             bias,
+            residual,
             self.k,
             self.d,
             self.mean,
@@ -316,7 +322,7 @@ impl CustomOp2 for CbsrRowOp {
         is: &CpuStorage,
         il: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        self.cpu(s, l, is, il, None)
+        self.cpu(s, l, is, il, None, None)
     }
     #[cfg(feature = "cuda")]
     fn cuda_fwd(
@@ -326,7 +332,7 @@ impl CustomOp2 for CbsrRowOp {
         is: &CudaStorage,
         il: &Layout,
     ) -> candle_core::Result<(CudaStorage, Shape)> {
-        self.cuda(s, l, is, il, None)
+        self.cuda(s, l, is, il, None, None)
     }
     fn bwd(
         &self,
@@ -353,7 +359,7 @@ impl CustomOp3 for CbsrRowOp {
         bs: &CpuStorage,
         bl: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        self.cpu(s, l, is, il, Some((bs, bl)))
+        self.cpu(s, l, is, il, Some((bs, bl)), None)
     }
     #[cfg(feature = "cuda")]
     fn cuda_fwd(
@@ -365,7 +371,7 @@ impl CustomOp3 for CbsrRowOp {
         bs: &CudaStorage,
         bl: &Layout,
     ) -> candle_core::Result<(CudaStorage, Shape)> {
-        self.cuda(s, l, is, il, Some((bs, bl)))
+        self.cuda(s, l, is, il, Some((bs, bl)), None)
     }
     fn bwd(
         &self,
@@ -376,7 +382,7 @@ impl CustomOp3 for CbsrRowOp {
         grad: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
         let dbias = if bias.track_op() {
-            Some(column_sum(grad)?)
+            Some(crate::ops::column_sum(grad)?)
         } else {
             None
         };
@@ -384,11 +390,64 @@ impl CustomOp3 for CbsrRowOp {
     }
 }
 
-/// `x.sum(0)` of a `[N, D]` tensor as one GEMM row (`ones [1, N] · x`): cuBLAS streams `x`
-/// once, where candle's dim-0 reduction runs one block per column.
-pub(super) fn column_sum(x: &Tensor) -> candle_core::Result<Tensor> {
-    let (n, d) = x.dims2()?;
-    Tensor::ones((1, n), x.dtype(), x.device())?
-        .matmul(&x.contiguous()?)?
-        .reshape(d)
+/// SpGEMM with a fused bias and residual: `(data, bias, residual)` -> `A · data + bias +
+/// residual`, the CBSR index riding in the op. A residual hidden layer's output in one pass:
+/// the separate add, and the zero-filled gradient accumulation of its second operand, go.
+/// Backward: the SSpMM for `data`, the column sum for `bias`, `dOut` itself for `residual`.
+pub(super) struct SpgemmResidualOp {
+    pub(super) op: CbsrRowOp,
+    pub(super) index: Tensor,
+}
+
+impl CustomOp3 for SpgemmResidualOp {
+    fn name(&self) -> &'static str {
+        "spgemm_bias_residual"
+    }
+    fn cpu_fwd(
+        &self,
+        s: &CpuStorage,
+        l: &Layout,
+        bs: &CpuStorage,
+        bl: &Layout,
+        rs: &CpuStorage,
+        rl: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (is, il) = self.index.storage_and_layout();
+        let candle_core::Storage::Cpu(is) = &*is else {
+            candle_core::bail!("spgemm: the CBSR index is not on the CPU");
+        };
+        self.op.cpu(s, l, is, il, Some((bs, bl)), Some((rs, rl)))
+    }
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s: &CudaStorage,
+        l: &Layout,
+        bs: &CudaStorage,
+        bl: &Layout,
+        rs: &CudaStorage,
+        rl: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        let (is, il) = self.index.storage_and_layout();
+        let candle_core::Storage::Cuda(is) = &*is else {
+            candle_core::bail!("spgemm: the CBSR index is not on the GPU");
+        };
+        self.op.cuda(s, l, is, il, Some((bs, bl)), Some((rs, rl)))
+    }
+    fn bwd(
+        &self,
+        _data: &Tensor,
+        bias: &Tensor,
+        residual: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let dbias = if bias.track_op() {
+            Some(crate::ops::column_sum(grad)?)
+        } else {
+            None
+        };
+        let dres = residual.track_op().then(|| grad.clone());
+        Ok((Some(self.op.grad(&self.index, grad)?), dbias, dres))
+    }
 }

@@ -56,6 +56,9 @@ pub enum SpmmKernel {
     /// HP-SpMM with this many edges per lane group (one of
     /// [`crate::partition::NPW_CANDIDATES`]; anything else: DTP's choice).
     Hp(u32),
+    /// GE-SpMM's narrow-row kernel (lane groups of 16-byte loads, several edges per step)
+    /// where the width allows it ([`narrow_shape`]); GE-SpMM's row kernel otherwise.
+    Narrow,
 }
 
 static KERNEL: std::sync::Mutex<SpmmKernel> = std::sync::Mutex::new(SpmmKernel::Auto);
@@ -228,12 +231,140 @@ fn hp_choice(g: &DeviceGraph, k: usize, forced_tiling: bool) -> Option<Option<u3
     match *KERNEL.lock().unwrap_or_else(|e| e.into_inner()) {
         _ if crate::deterministic() => None,
         SpmmKernel::Hp(npw) => Some(Some(npw)),
-        SpmmKernel::Ge => None,
+        SpmmKernel::Ge | SpmmKernel::Narrow => None,
         SpmmKernel::Auto if forced_tiling => None,
         SpmmKernel::Auto => {
             super::dispatch::prefer_hp(g.degree_stats(), g.nnz(), k).then_some(None)
         }
     }
+}
+
+/// Widest row, in 16-byte lane loads, that the dispatcher gives the narrow kernel. From
+/// `bench_spmm --kernels` on the Reddit-shaped graph (H100, `docs/perf/h100-2026-11-25-narrow`):
+/// against the row kernel it wins 1.6-1.8x at 1-2 lanes (K = 8, 16), 1.47x at bf16 K = 32 (4
+/// lanes), 1.84x at bf16 K = 41 (6 lanes), 1.36x at bf16 K = 64 (8), 1.20x at f32 K = 41 (11);
+/// it ties at 8 lanes in f32 (K = 32: 1.02x) and at 16 (f32 K = 64: 1.03x) and loses at 16
+/// lanes in bf16 (K = 128: 0.93x), where two edges per step no longer pay for the final
+/// shuffle tree and the wider row kernel's fewer lanes per edge. Forced
+/// ([`SpmmKernel::Narrow`]) it runs up to 16 lanes.
+pub const NARROW_MAX_LANES: usize = 12;
+
+/// Widest row of a forced narrow kernel (two edges per step).
+const NARROW_FORCED_MAX_LANES: usize = 16;
+
+/// The narrow kernel's shape for `k` columns of `elem_bytes`-byte elements under the
+/// dispatcher: `(kp, lanes)`, the row stride padded to whole 16-byte loads and the lanes one
+/// row needs; `None` when a row needs more than [`NARROW_MAX_LANES`].
+pub fn narrow_shape(k: usize, elem_bytes: usize) -> Option<(usize, usize)> {
+    narrow_shape_upto(k, elem_bytes, NARROW_MAX_LANES)
+}
+
+fn narrow_shape_upto(k: usize, elem_bytes: usize, max_lanes: usize) -> Option<(usize, usize)> {
+    let vec = 16 / elem_bytes;
+    let kp = k.div_ceil(vec) * vec;
+    let lanes = kp / vec;
+    (k > 0 && lanes <= max_lanes).then_some((kp, lanes))
+}
+
+/// Whether a GE-SpMM sum/mean of width `k` runs the narrow kernel, and its shape: under the
+/// dispatcher where [`narrow_shape`] fits, forced ([`SpmmKernel::Narrow`]) up to 16 lanes;
+/// never when a tiling or GE's row kernel is forced.
+fn narrow_choice(k: usize, elem_bytes: usize, forced_tiling: bool) -> Option<(usize, usize)> {
+    match *KERNEL.lock().unwrap_or_else(|e| e.into_inner()) {
+        SpmmKernel::Narrow if !forced_tiling => {
+            narrow_shape_upto(k, elem_bytes, NARROW_FORCED_MAX_LANES)
+        }
+        SpmmKernel::Auto if !forced_tiling => narrow_shape(k, elem_bytes),
+        _ => None,
+    }
+}
+
+/// Runs the narrow kernel (`name` "f32" / "bf16" / "f16") into `out` (`n_rows * k` fp32,
+/// zeroed: split rows of the schedule add into it). `x` (`n_cols` rows of `k` from `offset`
+/// elements into its buffer) is first copied to rows of `kp` (zero-padded, 16-byte aligned)
+/// unless it already has that layout.
+#[allow(clippy::too_many_arguments)]
+fn spmm_narrow_into<T: DeviceRepr + candle_core::cuda_backend::cudarc::driver::ValidAsZeroBits>(
+    g: &DeviceGraph,
+    dev: &CudaDevice,
+    name: &str,
+    xv: &CudaView<'_, T>,
+    offset: usize,
+    (k, kp): (usize, usize),
+    vv: Option<&CudaView<'_, f32>>,
+    mean: bool,
+    out: &CudaSlice<f32>,
+) -> Result<()> {
+    let n = g.n_rows();
+    let elem = std::mem::size_of::<T>();
+    let vec = 16 / elem;
+    let padded = if kp != k || !offset.is_multiple_of(vec) {
+        let m = g.n_cols();
+        let buf = zeros::<T>(dev, m * kp)?;
+        if m > 0 {
+            let pad = dev.get_or_load_custom_func(
+                if elem == 2 {
+                    "pad_rows_b16"
+                } else {
+                    "pad_rows_b32"
+                },
+                MODULE,
+                SPMM_PTX,
+            )?;
+            let (m_i, k_i, kp_i) = (
+                i32_arg("rows", m)?,
+                i32_arg("k", k)?,
+                i32_arg("padded k", kp)?,
+            );
+            let mut b = pad.builder();
+            b.arg(xv).arg(&buf).arg(&m_i).arg(&k_i).arg(&kp_i);
+            // SAFETY: x holds m * k elements of `elem` bytes (checked by the public functions),
+            // buf m * kp of the same size; the kernel copies raw 2- or 4-byte words.
+            launched(unsafe { b.launch(elementwise_cfg(m * kp)) }.map(|_| ()))?;
+        }
+        Some(buf)
+    } else {
+        None
+    };
+    let csr = g.cuda_csr()?;
+    let (buf, items, chunk) = g.cuda_schedule()?;
+    let func = dev.get_or_load_custom_func(&format!("spmm_narrow_{name}"), MODULE, SPMM_PTX)?;
+    let cfg = row_kernel_cfg(items, 1)?;
+    let (n_i, k_i, kp_i) = (
+        i32_arg("rows", n)?,
+        i32_arg("k", k)?,
+        i32_arg("padded k", kp)?,
+    );
+    let (weighted, mean_i) = (vv.is_some() as i32, mean as i32);
+    let (items_i, chunk_i) = (
+        i32_arg("work items", items)?,
+        i32_arg("edge-group length", chunk)?,
+    );
+    let mut b = func.builder();
+    b.arg(&csr.indptr).arg(&csr.indices);
+    match vv {
+        Some(v) => b.arg(v),
+        None => b.arg(&csr.indptr), // never read when `weighted` is 0
+    };
+    match &padded {
+        Some(p) => b.arg(p),
+        None => b.arg(xv),
+    };
+    b.arg(out)
+        .arg(&n_i)
+        .arg(&k_i)
+        .arg(&kp_i)
+        .arg(&weighted)
+        .arg(&mean_i)
+        .arg(buf)
+        .arg(&items_i)
+        .arg(&chunk_i);
+    // SAFETY: x (or its padded copy) has n_cols rows of kp elements, 16-byte aligned (kp and
+    // the offset are multiples of 16 / elem bytes, or the copy is fresh), and the kernel reads
+    // 16 bytes per lane at row * kp + lane-group column < kp; out has n * k fp32 (zeroed) and
+    // only columns < k are written; the schedule covers this CSR's rows.
+    launched(unsafe { b.launch(cfg) }.map(|_| ()))?;
+    Ok(())
 }
 
 /// Forward SpMM; with `want_arg` (max/min only) also the argmax positions.
@@ -274,6 +405,11 @@ pub(crate) fn spmm_fwd(
     } else {
         hp_choice(g, k, forced_tiling.is_some())
     };
+    let narrow = if extreme || hp_npw.is_some() {
+        None
+    } else {
+        narrow_choice(k, 4, forced_tiling.is_some())
+    };
     if let (Some(npw), true) = (hp_npw, n > 0 && k > 0) {
         hp_spmm(
             g,
@@ -285,6 +421,18 @@ pub(crate) fn spmm_fwd(
             vv.as_ref(),
             reduce == Reduce::Mean,
             npw,
+            &out,
+        )?;
+    } else if let (Some((kp, _)), true) = (narrow, n > 0) {
+        spmm_narrow_into(
+            g,
+            &dev,
+            "f32",
+            &xv,
+            xl.start_offset(),
+            (k, kp),
+            vv.as_ref(),
+            reduce == Reduce::Mean,
             &out,
         )?;
     } else if n > 0 && k > 0 {
@@ -423,7 +571,7 @@ pub(crate) fn half_tile_shape(k: usize, offset: usize, n_cols: usize) -> (usize,
 
 /// Runs the half-precision sum/mean kernel (`name` "bf16" / "f16") into a new fp32 buffer.
 #[allow(clippy::too_many_arguments)]
-fn spmm_half_into<T: DeviceRepr>(
+fn spmm_half_into<T: DeviceRepr + candle_core::cuda_backend::cudarc::driver::ValidAsZeroBits>(
     g: &DeviceGraph,
     dev: &CudaDevice,
     name: &str,
@@ -453,6 +601,10 @@ fn spmm_half_into<T: DeviceRepr>(
             npw,
             &out,
         )?;
+        return Ok(out);
+    }
+    if let Some((kp, _)) = narrow_choice(k, 2, forced_tiling.is_some()) {
+        spmm_narrow_into(g, dev, name, xv, offset, (k, kp), vv, mean, &out)?;
         return Ok(out);
     }
     let (vec, n_tiles, tile_major) = match forced_tiling {
