@@ -15,9 +15,10 @@
 //! | [`gat_attention`] | GAT's `softmax(LeakyReLU(s_dst[i] + s_src[j]))` per row, fused |
 //! | [`spmm_sampled`] | edge-sampled `spmm` estimate for inference (ES-SpMM / AES-SpMM) |
 //! | [`maxk`] | top-k of each row as CBSR (MaxK-GNN), gradient to the kept entries |
-//! | [`spgemm`] | `A · dense(x)` for CBSR `x` (backward: [`sspmm`], the sampled `Aᵀ · dOut`); [`spgemm_bias`] fuses a bias |
+//! | [`spgemm`] | `A · dense(x)` for CBSR `x` (backward: [`sspmm`], the sampled `Aᵀ · dOut`); [`spgemm_bias`] fuses a bias, [`spgemm_bias_residual`] a bias and a residual |
 //! | [`dequantize`] | f32 features from INT8 codes with per-feature scales |
 //! | [`dropout`] | inverted dropout with a stateless, device-independent mask |
+//! | [`relu_dropout`], [`bias_relu_dropout`] | `dropout(relu(x [+ b]))` in one pass each way (a hidden layer's epilogue) |
 //!
 //! The `cuda` feature enables candle's CUDA backend; GPU kernels plug into the same ops.
 #![deny(missing_docs)]
