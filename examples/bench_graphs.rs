@@ -3,9 +3,9 @@
 //! heavily skewed degree distributions, sparse arxiv/products-like graphs, and the full
 //! Reddit-shaped graph in random, degree, RCM, Louvain and generator-community order), each at
 //! several widths K, ours against cuSPARSE in the same process on the same operands:
-//! - SpMM: the GCN operand (A + I, symmetric normalisation), weighted sum; GE-SpMM (row
-//!   schedule), HP-SpMM (DTP), which of the two the dispatcher picks, cuSPARSE CSR SpMM (the
-//!   faster of its default and CSR_ALG2);
+//! - SpMM: the GCN operand (A + I, symmetric normalisation), weighted sum; GE-SpMM's row
+//!   kernel (row schedule) and narrow-row kernel, HP-SpMM (DTP), the dispatcher's pick (timed
+//!   as it runs), cuSPARSE CSR SpMM (the faster of its default and CSR_ALG2);
 //! - SDDMM on the same pattern: HP-SDDMM (DTP) vs cuSPARSE SDDMM.
 //!
 //! CUDA events on candle's stream, medians after warm-up. Prints a table, writes JSON, a
@@ -19,7 +19,7 @@ use anyhow::{Context, Result};
 use candle_core::{DType, Device, Tensor};
 use clap::Parser;
 use gnn::graph::{generate, Csr, Reorder, SyntheticSpec};
-use gnn::kernels::ops::spmm::dispatch::prefer_hp;
+use gnn::kernels::ops::spmm::dispatch::{pick, Pick};
 use gnn::kernels::ops::spmm::tuning::{set_kernel_override, SpmmKernel};
 use gnn::kernels::partition::NPW_CANDIDATES;
 use gnn::kernels::peer::{gcn_operand, rel_diff, time_ms, Cusparse, CusparseSddmm};
@@ -152,6 +152,7 @@ fn main() -> Result<()> {
         .right("K", 4);
     for h in [
         "GE ms",
+        "narrow ms",
         "HP ms",
         "cuSP ms",
         "pick",
@@ -203,7 +204,9 @@ fn main() -> Result<()> {
                 Ok(ms?)
             };
             let ge = time_spmm(SpmmKernel::Ge)?;
+            let narrow = time_spmm(SpmmKernel::Narrow)?;
             let hp = time_spmm(SpmmKernel::Hp(0))?;
+            let auto = time_spmm(SpmmKernel::Auto)?;
             let npw_sweep: Vec<(u32, f64)> = if args.npw_sweep {
                 NPW_CANDIDATES
                     .into_iter()
@@ -217,14 +220,20 @@ fn main() -> Result<()> {
             let cusp_best = cusp[0].min(cusp[1]);
             // Both kernels against cuSPARSE's product (time_both leaves CSR_ALG2's in c).
             let mut errs = Vec::new();
-            for kernel in [SpmmKernel::Ge, SpmmKernel::Hp(0)] {
+            for kernel in [SpmmKernel::Ge, SpmmKernel::Hp(0), SpmmKernel::Narrow] {
                 set_kernel_override(kernel);
                 let out = spmm_weighted(&g, &x, &vals, Reduce::Sum);
                 set_kernel_override(SpmmKernel::Auto);
                 errs.push(rel_diff(&out?, &c)?);
             }
-            let pick_hp = prefer_hp(&st, nnz, k);
-            let pick = if pick_hp { hp } else { ge };
+            // The dispatcher's choice (HP-SpMM by its rule, else GE-SpMM's narrow-row kernel
+            // where a row fits, else its row kernel), timed as it runs.
+            let pick_name = match pick(&st, nnz, k, 4) {
+                Pick::Hp => "HP",
+                Pick::Narrow => "narrow",
+                Pick::Row => "GE",
+            };
+            let chosen = auto;
             // SDDMM on the same pattern (a = rows' features, b = x).
             let y = Tensor::randn(0f32, 1.0, (a.n_rows(), k), &device)?;
             let sd = time_ms(&stream, args.reps, || {
@@ -241,10 +250,11 @@ fn main() -> Result<()> {
                 nnz.to_string(),
                 k.to_string(),
                 format!("{ge:.3}"),
+                format!("{narrow:.3}"),
                 format!("{hp:.3}"),
                 format!("{cusp_best:.3}"),
-                (if pick_hp { "HP" } else { "GE" }).into(),
-                format!("{:.2}x", cusp_best / pick),
+                pick_name.into(),
+                format!("{:.2}x", cusp_best / chosen),
                 format!("{:.2}x", ge / hp),
                 format!("{sd:.3}"),
                 format!("{sd_cusp:.3}"),
@@ -254,11 +264,13 @@ fn main() -> Result<()> {
             rows.push(serde_json::json!({
                 "graph": name, "nodes": a.n_rows(), "nnz": nnz, "mean_row": st.mean,
                 "max_row": st.max, "reorder_s": reorder_s, "k": k,
-                "ge_ms": ge, "hp_ms": hp, "cusparse_default_ms": cusp[0],
-                "cusparse_csr_alg2_ms": cusp[1], "dispatch": if pick_hp { "hp" } else { "ge" },
-                "dispatch_vs_cusparse": cusp_best / pick, "best_vs_cusparse": cusp_best / ge.min(hp),
+                "ge_ms": ge, "narrow_ms": narrow, "hp_ms": hp, "auto_ms": auto,
+                "cusparse_default_ms": cusp[0],
+                "cusparse_csr_alg2_ms": cusp[1], "dispatch": pick_name.to_lowercase(),
+                "dispatch_vs_cusparse": cusp_best / chosen,
+                "best_vs_cusparse": cusp_best / ge.min(hp).min(narrow),
                 "hp_vs_ge": ge / hp,
-                "rel_err_ge": errs[0], "rel_err_hp": errs[1],
+                "rel_err_ge": errs[0], "rel_err_hp": errs[1], "rel_err_narrow": errs[2],
                 "hp_npw_sweep": npw_sweep.iter().map(|(n, ms)| serde_json::json!({"npw": n, "ms": ms})).collect::<Vec<_>>(),
                 "sddmm_hp_ms": sd, "sddmm_cusparse_ms": sd_cusp, "sddmm_vs_cusparse": sd_cusp / sd,
                 "sddmm_rel_err": sd_err,

@@ -2,6 +2,7 @@
 //! row-scheduled kernel or HP-SpMM's nnz-balanced one) and its shape from `k`, checks shapes,
 //! launches, and wraps the results as candle storages.
 
+use super::dispatch::{self, narrow_shape, narrow_shape_upto};
 use super::Reduce;
 use crate::cuda::{elementwise_cfg, f32_view, f32_view_opt, launched, u32_view, zeros, SPMM_PTX};
 use crate::device_graph::DeviceGraph;
@@ -57,7 +58,7 @@ pub enum SpmmKernel {
     /// [`crate::partition::NPW_CANDIDATES`]; anything else: DTP's choice).
     Hp(u32),
     /// GE-SpMM's narrow-row kernel (lane groups of 16-byte loads, several edges per step)
-    /// where the width allows it ([`narrow_shape`]); GE-SpMM's row kernel otherwise.
+    /// where a row fits 16 lanes; GE-SpMM's row kernel otherwise.
     Narrow,
 }
 
@@ -227,54 +228,44 @@ fn i32_arg(what: &str, v: usize) -> Result<i32> {
 /// Whether a sum/mean SpMM of width `k` runs HP-SpMM: `Some(npw)` (a forced edges-per-group,
 /// or `None` for DTP's), or `None` for GE-SpMM. The `--spmm-kernel` override decides, else
 /// the dispatcher; deterministic mode and a forced GE tiling always take GE-SpMM.
-fn hp_choice(g: &DeviceGraph, k: usize, forced_tiling: bool) -> Option<Option<u32>> {
+fn hp_choice(
+    g: &DeviceGraph,
+    k: usize,
+    elem_bytes: usize,
+    forced_tiling: bool,
+) -> Option<Option<u32>> {
     match *KERNEL.lock().unwrap_or_else(|e| e.into_inner()) {
         _ if crate::deterministic() => None,
         SpmmKernel::Hp(npw) => Some(Some(npw)),
         SpmmKernel::Ge | SpmmKernel::Narrow => None,
         SpmmKernel::Auto if forced_tiling => None,
-        SpmmKernel::Auto => {
-            super::dispatch::prefer_hp(g.degree_stats(), g.nnz(), k).then_some(None)
-        }
+        SpmmKernel::Auto => (dispatch::pick(g.degree_stats(), g.nnz(), k, elem_bytes)
+            == dispatch::Pick::Hp)
+            .then_some(None),
     }
 }
-
-/// Widest row, in 16-byte lane loads, that the dispatcher gives the narrow kernel. From
-/// `bench_spmm --kernels` on the Reddit-shaped graph (H100, `docs/perf/h100-2026-11-25-narrow`):
-/// against the row kernel it wins 1.6-1.8x at 1-2 lanes (K = 8, 16), 1.47x at bf16 K = 32 (4
-/// lanes), 1.84x at bf16 K = 41 (6 lanes), 1.36x at bf16 K = 64 (8), 1.20x at f32 K = 41 (11);
-/// it ties at 8 lanes in f32 (K = 32: 1.02x) and at 16 (f32 K = 64: 1.03x) and loses at 16
-/// lanes in bf16 (K = 128: 0.93x), where two edges per step no longer pay for the final
-/// shuffle tree and the wider row kernel's fewer lanes per edge. Forced
-/// ([`SpmmKernel::Narrow`]) it runs up to 16 lanes.
-pub const NARROW_MAX_LANES: usize = 12;
 
 /// Widest row of a forced narrow kernel (two edges per step).
 const NARROW_FORCED_MAX_LANES: usize = 16;
 
-/// The narrow kernel's shape for `k` columns of `elem_bytes`-byte elements under the
-/// dispatcher: `(kp, lanes)`, the row stride padded to whole 16-byte loads and the lanes one
-/// row needs; `None` when a row needs more than [`NARROW_MAX_LANES`].
-pub fn narrow_shape(k: usize, elem_bytes: usize) -> Option<(usize, usize)> {
-    narrow_shape_upto(k, elem_bytes, NARROW_MAX_LANES)
-}
-
-fn narrow_shape_upto(k: usize, elem_bytes: usize, max_lanes: usize) -> Option<(usize, usize)> {
-    let vec = 16 / elem_bytes;
-    let kp = k.div_ceil(vec) * vec;
-    let lanes = kp / vec;
-    (k > 0 && lanes <= max_lanes).then_some((kp, lanes))
-}
-
-/// Whether a GE-SpMM sum/mean of width `k` runs the narrow kernel, and its shape: under the
-/// dispatcher where [`narrow_shape`] fits, forced ([`SpmmKernel::Narrow`]) up to 16 lanes;
-/// never when a tiling or GE's row kernel is forced.
-fn narrow_choice(k: usize, elem_bytes: usize, forced_tiling: bool) -> Option<(usize, usize)> {
+/// Whether a GE-SpMM sum/mean of width `k` runs the narrow kernel, and its shape: when the
+/// dispatcher picks it ([`dispatch::pick`]), or forced ([`SpmmKernel::Narrow`]) up to 16
+/// lanes; never when a tiling or GE's row kernel is forced.
+fn narrow_choice(
+    g: &DeviceGraph,
+    k: usize,
+    elem_bytes: usize,
+    forced_tiling: bool,
+) -> Option<(usize, usize)> {
     match *KERNEL.lock().unwrap_or_else(|e| e.into_inner()) {
         SpmmKernel::Narrow if !forced_tiling => {
             narrow_shape_upto(k, elem_bytes, NARROW_FORCED_MAX_LANES)
         }
-        SpmmKernel::Auto if !forced_tiling => narrow_shape(k, elem_bytes),
+        SpmmKernel::Auto if !forced_tiling => {
+            (dispatch::pick(g.degree_stats(), g.nnz(), k, elem_bytes) == dispatch::Pick::Narrow)
+                .then(|| narrow_shape(k, elem_bytes))
+                .flatten()
+        }
         _ => None,
     }
 }
@@ -403,12 +394,12 @@ pub(crate) fn spmm_fwd(
     let hp_npw = if extreme {
         None
     } else {
-        hp_choice(g, k, forced_tiling.is_some())
+        hp_choice(g, k, 4, forced_tiling.is_some())
     };
     let narrow = if extreme || hp_npw.is_some() {
         None
     } else {
-        narrow_choice(k, 4, forced_tiling.is_some())
+        narrow_choice(g, k, 4, forced_tiling.is_some())
     };
     if let (Some(npw), true) = (hp_npw, n > 0 && k > 0) {
         hp_spmm(
@@ -587,7 +578,7 @@ fn spmm_half_into<T: DeviceRepr + candle_core::cuda_backend::cudarc::driver::Val
         return Ok(out);
     }
     let forced_tiling = *OVERRIDE.lock().unwrap_or_else(|e| e.into_inner());
-    let hp_npw = hp_choice(g, k, forced_tiling.is_some());
+    let hp_npw = hp_choice(g, k, 2, forced_tiling.is_some());
     if let Some(npw) = hp_npw {
         hp_spmm(
             g,
@@ -603,7 +594,7 @@ fn spmm_half_into<T: DeviceRepr + candle_core::cuda_backend::cudarc::driver::Val
         )?;
         return Ok(out);
     }
-    if let Some((kp, _)) = narrow_choice(k, 2, forced_tiling.is_some()) {
+    if let Some((kp, _)) = narrow_choice(g, k, 2, forced_tiling.is_some()) {
         spmm_narrow_into(g, dev, name, xv, offset, (k, kp), vv, mean, &out)?;
         return Ok(out);
     }

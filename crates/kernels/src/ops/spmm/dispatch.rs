@@ -1,5 +1,6 @@
-//! The sum/mean SpMM dispatcher on CUDA: GE-SpMM's row-scheduled kernel or HP-SpMM's
-//! nnz-balanced one, per (graph, K), by a rule read off the measured graph sweep
+//! The sum/mean SpMM dispatcher on CUDA: GE-SpMM's row-scheduled kernel, its narrow-row
+//! kernel or HP-SpMM's nnz-balanced one, per (graph, K, element size), by a rule read off the
+//! measured graph sweeps
 //! (`docs/perf/`, `bench_graphs`). Plain arithmetic over the graph's degree statistics
 //! ([`gnn_graph::csr::DegreeStats`], cached per [`crate::DeviceGraph`]), tested without a GPU.
 
@@ -18,35 +19,84 @@ pub const HP_SMALL_NNZ: usize = 400_000;
 /// Widest K of the small-graph rule.
 pub const HP_SMALL_MAX_K: usize = 128;
 
-/// Whether HP-SpMM should run a sum/mean SpMM of width `k` over a graph of `nnz` stored
-/// edges whose row degrees are summarised by `stats`.
+/// Widest row, in 16-byte lane loads, that the dispatcher gives GE-SpMM's narrow-row kernel.
+/// From `bench_spmm --kernels` on the Reddit-shaped graph (H100,
+/// `docs/perf/h100-2026-11-25-narrow`): against the row kernel it wins 1.6-1.8x at 1-2 lanes
+/// (K = 8, 16), 1.47x at bf16 K = 32 (4 lanes), 1.84x at bf16 K = 41 (6 lanes), 1.36x at bf16
+/// K = 64 (8), 1.20x at f32 K = 41 (11); it ties at 8 lanes in f32 (K = 32) and at 16 (f32
+/// K = 64) and loses at 16 lanes in bf16 (K = 128: 0.93x).
+pub const NARROW_MAX_LANES: usize = 12;
+
+/// Non-zeros from which the narrow kernel also takes widths it must pad (a copy of `x` into
+/// 16-byte rows first): on the graph sweep (`docs/perf/h100-2026-11-25-narrow-graphs`) the
+/// padded widths (K = 1, f32 K = 41) lose to HP-SpMM / the row kernel on 1.3 M non-zeros
+/// (0.56-0.61x) and win from 10.2 M (1.1-1.3x); the boundary sits between the two.
+pub const NARROW_PAD_MIN_NNZ: usize = 4_000_000;
+
+/// The narrow kernel's shape for `k` columns of `elem_bytes`-byte elements under the
+/// dispatcher: `(kp, lanes)`, the row stride padded to whole 16-byte loads and the lanes one
+/// row needs; `None` when a row needs more than [`NARROW_MAX_LANES`].
+pub fn narrow_shape(k: usize, elem_bytes: usize) -> Option<(usize, usize)> {
+    narrow_shape_upto(k, elem_bytes, NARROW_MAX_LANES)
+}
+
+/// [`narrow_shape`] up to `max_lanes` lanes.
+pub(crate) fn narrow_shape_upto(
+    k: usize,
+    elem_bytes: usize,
+    max_lanes: usize,
+) -> Option<(usize, usize)> {
+    let vec = 16 / elem_bytes.clamp(1, 16);
+    let kp = k.div_ceil(vec) * vec;
+    let lanes = kp / vec;
+    (k > 0 && lanes <= max_lanes).then_some((kp, lanes))
+}
+
+/// The kernel the dispatcher runs a sum/mean SpMM on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pick {
+    /// HP-SpMM (nnz-balanced lane groups).
+    Hp,
+    /// GE-SpMM's narrow-row kernel (several edges per warp step).
+    Narrow,
+    /// GE-SpMM's row kernel (one edge per warp step, column tiles).
+    Row,
+}
+
+/// The kernel for a sum/mean SpMM of width `k` over `elem_bytes`-byte features (4: f32, 2:
+/// bf16 / f16) on a graph of `nnz` stored edges whose row degrees `stats` summarises.
 ///
-/// The rule read off the H100 graph sweeps (`docs/perf/h100-2026-11-24-hp-spmm`: 21 graphs x
-/// K = 16..256, and K = 1..32 on plain and 8-head-expanded graphs, both kernels timed on every
-/// pair):
-/// - K = 16: HP-SpMM wins almost everywhere (1.1-1.8x; its lane groups keep every lane busy
-///   on narrow rows).
-/// - K = 1..8: HP-SpMM wins on graphs up to 10.2 M non-zeros (1.1-1.9x) but loses on the
-///   large dense ones (81.8 M and 114.5 M non-zeros, mean row 220-490: 0.3x at K = 1, 0.6x at
-///   K = 4, 0.9x at K = 8), so it runs only up to [`HP_NARROW_NNZ`], a boundary between those
-///   measured sizes. (The first rule, HP for every K <= 16, slowed GAT training on a 23 M-edge
-///   graph from 65 to 79 ms per epoch through its K = 1 and K = 8 aggregations on the
-///   188 M-edge head-expanded graph.)
-/// - Sparse graphs (mean row <= 32): HP wins at every K (1.0-3.5x).
-/// - Small graphs (<= 400 K non-zeros, K <= 128): HP wins 1.2-1.6x, the tail effect of one
-///   warp per row.
-/// - Otherwise GE-SpMM's row schedule wins on large dense graphs from K = 32 up (HP 0.56-0.97x
-///   at K >= 64 on the Reddit-shaped graph, where its atomic flushes of partial rows and
-///   re-read rows cost more than the balance buys).
-///
-/// Over the K = 16..256 sweep this rule is 2.0 % slower than always picking the faster
-/// kernel; GE-SpMM alone is 13.9 %.
-pub fn prefer_hp(stats: &DegreeStats, nnz: usize, k: usize) -> bool {
+/// Read off the H100 graph sweeps (`docs/perf/h100-2026-11-24-hp-spmm`: 21 graphs x K =
+/// 16..256 and K = 1..32; `docs/perf/h100-2026-11-25-narrow-graphs`: 12 graphs x K = 1..64
+/// with the narrow kernel):
+/// - Sparse graphs (mean row <= 32): HP-SpMM at every K (1.0-3.5x over the row kernel; the
+///   narrow kernel does not beat it there).
+/// - Small graphs (<= 400 K non-zeros, K <= 128): HP-SpMM (1.2-1.6x, the tail of one warp per
+///   row).
+/// - Otherwise the narrow kernel wherever a row fits [`NARROW_MAX_LANES`] lanes, unless the
+///   width must be padded on a graph under [`NARROW_PAD_MIN_NNZ`]: at K = 4-16 it beats
+///   HP-SpMM, the previous choice there, on every dense graph of the sweep from 1.3 M
+///   non-zeros up (e.g. 0.111 against 0.155 ms at K = 16 on 10.2 M, 0.367 against 0.904 at
+///   K = 4 on 40 M), and the row kernel from K = 32 to 48 (f32) / 96 (half).
+/// - Then, as before the narrow kernel: HP-SpMM at K = 16 and at K < 16 up to
+///   [`HP_NARROW_NNZ`] (the padded narrow widths on mid-sized graphs), the row kernel
+///   otherwise (wide rows on large dense graphs, where HP's atomic flushes cost more than its
+///   balance buys).
+pub fn pick(stats: &DegreeStats, nnz: usize, k: usize, elem_bytes: usize) -> Pick {
     let sparse = stats.count > 0 && stats.mean <= HP_SPARSE_MEAN_DEGREE;
-    sparse
-        || (k < HP_ALWAYS_K && nnz <= HP_NARROW_NNZ)
-        || k == HP_ALWAYS_K
-        || (nnz <= HP_SMALL_NNZ && k <= HP_SMALL_MAX_K)
+    if sparse || (nnz <= HP_SMALL_NNZ && k <= HP_SMALL_MAX_K) {
+        return Pick::Hp;
+    }
+    if let Some((kp, _)) = narrow_shape(k, elem_bytes) {
+        if kp == k || nnz >= NARROW_PAD_MIN_NNZ {
+            return Pick::Narrow;
+        }
+    }
+    if (k < HP_ALWAYS_K && nnz <= HP_NARROW_NNZ) || k == HP_ALWAYS_K {
+        Pick::Hp
+    } else {
+        Pick::Row
+    }
 }
 
 #[cfg(test)]
@@ -64,27 +114,45 @@ mod tests {
             assert_eq!(deg.iter().map(|&d| d as usize).sum::<usize>(), nnz);
             (DegreeStats::from_degrees(&deg), nnz)
         };
-        let hp = |(s, nnz): &(DegreeStats, usize), k| prefer_hp(s, *nnz, k);
-        // Reddit-shaped (114.5 M non-zeros, mean row 492): HP only at K = 16.
+        let at = |(s, nnz): &(DegreeStats, usize), k, b| pick(s, *nnz, k, b);
+        use Pick::{Hp, Narrow, Row};
+        // Reddit-shaped (114.5 M non-zeros, mean row 492): the narrow kernel to 12 lanes.
         let reddit = g(232_965, 114_543_559);
-        assert!(hp(&reddit, 16));
-        assert!([1, 4, 8, 32, 64, 128, 256].iter().all(|&k| !hp(&reddit, k)));
-        // Reddit-shaped at 20 % (10.2 M non-zeros, mean row 220): HP up to K = 16.
+        for k in [1, 4, 8, 16, 32, 41, 48] {
+            assert_eq!(at(&reddit, k, 4), Narrow, "f32 K = {k}");
+        }
+        assert_eq!(at(&reddit, 64, 4), Row);
+        assert_eq!(at(&reddit, 96, 2), Narrow);
+        assert!([128, 256, 602].iter().all(|&k| at(&reddit, k, 2) == Row));
+        // Reddit-shaped at 20 % (10.2 M non-zeros): padded widths too.
         let fifth = g(46_593, 10_226_785);
-        assert!([1, 4, 8, 16].iter().all(|&k| hp(&fifth, k)));
-        assert!([32, 64].iter().all(|&k| !hp(&fifth, k)));
-        // Its 8-head expansion (81.8 M non-zeros): the narrow widths go to GE.
-        let heads = g(372_744, 81_814_280);
-        assert!(hp(&heads, 16) && !hp(&heads, 8) && !hp(&heads, 1));
+        assert!([1, 4, 16, 32, 41]
+            .iter()
+            .all(|&k| at(&fifth, k, 4) == Narrow));
+        assert_eq!(at(&fifth, 64, 4), Row);
+        // 1.3 M non-zeros, dense: unpadded widths narrow, padded ones as before.
+        let mid = g(11_646, 1_280_344);
+        assert!([4, 8, 16, 32].iter().all(|&k| at(&mid, k, 4) == Narrow));
+        assert_eq!(at(&mid, 1, 4), Hp);
+        assert_eq!(at(&mid, 41, 4), Row);
+        assert_eq!(at(&mid, 41, 2), Row);
+        assert_eq!(at(&mid, 6, 2), Hp);
         // Sparse (mean row 12): HP at every K.
         let sparse = g(1_000_000, 11_993_340);
-        assert!([16, 64, 256, 602].iter().all(|&k| hp(&sparse, k)));
+        assert!([1, 16, 64, 256, 602]
+            .iter()
+            .all(|&k| at(&sparse, k, 4) == Hp));
         // Small and dense (Reddit-shaped at 1 %: 114 K non-zeros, mean row 49): HP to K = 128.
         let small = g(2_329, 114_376);
-        assert!(hp(&small, 128) && !hp(&small, 256));
+        assert!(at(&small, 128, 4) == Hp && at(&small, 256, 4) == Row);
         // An empty graph is not "sparse" by its mean of 0 rows.
         let empty = (DegreeStats::from_degrees(&[]), 0);
-        assert!(!hp(&empty, 256));
-        assert!(hp(&empty, 128));
+        assert_eq!(at(&empty, 256, 4), Row);
+        assert_eq!(at(&empty, 128, 4), Hp);
+        // Shapes: 16-byte rows.
+        assert_eq!(narrow_shape(41, 2), Some((48, 6)));
+        assert_eq!(narrow_shape(41, 4), Some((44, 11)));
+        assert_eq!(narrow_shape(49, 4), None);
+        assert_eq!(narrow_shape(0, 4), None);
     }
 }

@@ -19,10 +19,8 @@ pub(crate) mod cuda;
 /// built-in choice, so no setting can make a kernel read out of bounds.
 #[cfg(feature = "cuda")]
 pub mod tuning {
-    pub use super::cuda::{
-        narrow_shape, set_kernel_override, set_tiling_override, SpmmKernel, SpmmTiling, CFS,
-        NARROW_MAX_LANES,
-    };
+    pub use super::cuda::{set_kernel_override, set_tiling_override, SpmmKernel, SpmmTiling, CFS};
+    pub use super::dispatch::{narrow_shape, NARROW_MAX_LANES};
 }
 pub mod dispatch;
 pub mod reference;
