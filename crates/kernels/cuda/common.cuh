@@ -115,3 +115,17 @@ __device__ __forceinline__ Item item_of(const uint32_t* __restrict__ indptr, con
     r.split = r.deg > (uint32_t)chunk;
     return r;
 }
+
+// Work unit `w` of a row kernel: item `w` of the row schedule when `items` is given, else the
+// whole of row `w` (never split).
+__device__ __forceinline__ Item work_of(const uint32_t* __restrict__ indptr, const uint2* __restrict__ items, int w,
+                                        int chunk) {
+    if (items) return item_of(indptr, items, w, chunk);
+    Item r;
+    r.row = w;
+    r.start = indptr[w];
+    r.end = indptr[w + 1];
+    r.deg = r.end - r.start;
+    r.split = false;
+    return r;
+}

@@ -26,6 +26,18 @@
 
 #define NO_EDGE 0xffffffffu
 
+// Coalesced Row Caching: lane `lane` of a warp loads edge `p` of the 32 at `base` (column and
+// value; 0 and 1 past the row's end or unweighted), for the warp to broadcast.
+__device__ __forceinline__ void lane_edge(const uint32_t* __restrict__ indices, const float* __restrict__ vals,
+                                          int weighted, uint32_t p, uint32_t end, uint32_t& c, float& v) {
+    c = 0;
+    v = 1.f;
+    if (p < end) {
+        c = __ldg(indices + p);
+        if (weighted) v = __ldg(vals + p);
+    }
+}
+
 // One edge's contribution to one accumulator. MODE 0: sum; 1/2: max of sign * a * x (min via
 // sign = -1), keeping the first strictly better edge (position recorded in MODE 2).
 template <int MODE>
@@ -62,14 +74,9 @@ __device__ __forceinline__ void spmm_impl(
     const int tile = tile_major ? blockIdx.x / row_blocks : blockIdx.x % n_tiles;
     const int w = (tile_major ? blockIdx.x % row_blocks : blockIdx.x / n_tiles) * warps + (threadIdx.x >> 5);
     if (w >= n_work) return;
-    uint32_t row, start, end, len;
-    bool split = false;
-    if (items) {
-        const Item it = item_of(indptr, items, w, chunk);
-        row = it.row; start = it.start; end = it.end; len = it.deg; split = it.split;
-    } else {
-        row = w; start = indptr[row]; end = indptr[row + 1]; len = end - start;
-    }
+    const Item it = work_of(indptr, items, w, chunk);
+    const uint32_t row = it.row, start = it.start, end = it.end, len = it.deg;
+    const bool split = it.split;
     const int col0 = tile * (32 * VEC * CF) + lane * VEC;
     float acc[CF][VEC];
     uint32_t am[CF][VEC];
@@ -79,13 +86,9 @@ __device__ __forceinline__ void spmm_impl(
         for (int j = 0; j < VEC; ++j) { acc[c][j] = MODE == 0 ? 0.f : -CUDART_INF_F; am[c][j] = NO_EDGE; }
 
     for (uint32_t base = start; base < end; base += 32) {
-        const uint32_t p = base + lane;
-        uint32_t my_c = 0;
-        float my_v = 1.f;
-        if (p < end) {
-            my_c = __ldg(indices + p);
-            if (weighted) my_v = __ldg(vals + p);
-        }
+        uint32_t my_c;
+        float my_v;
+        lane_edge(indices, vals, weighted, base + lane, end, my_c, my_v);
         const int n = min(32u, end - base);
         int e = 0;
         // UNROLL edges at a time: all their loads are issued before the arithmetic, so each
@@ -209,14 +212,9 @@ __device__ __forceinline__ void spmm_narrow_impl(
     const int w = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     const int n_work = items ? n_items : n_rows;
     if (w >= n_work) return;
-    uint32_t row, start, end, len;
-    bool split = false;
-    if (items) {
-        const Item it = item_of(indptr, items, w, chunk);
-        row = it.row; start = it.start; end = it.end; len = it.deg; split = it.split;
-    } else {
-        row = w; start = indptr[row]; end = indptr[row + 1]; len = end - start;
-    }
+    const Item it = work_of(indptr, items, w, chunk);
+    const uint32_t row = it.row, start = it.start, end = it.end, len = it.deg;
+    const bool split = it.split;
     const int G = kp / VEC;
     const int E = 32 / G;
     const int g = lane / G;
@@ -227,13 +225,9 @@ __device__ __forceinline__ void spmm_narrow_impl(
     for (int j = 0; j < VEC; ++j) acc[j] = 0.f;
 
     for (uint32_t base = start; base < end; base += 32) {
-        const uint32_t p = base + lane;
-        uint32_t my_c = 0;
-        float my_v = 1.f;
-        if (p < end) {
-            my_c = __ldg(indices + p);
-            if (weighted) my_v = __ldg(vals + p);
-        }
+        uint32_t my_c;
+        float my_v;
+        lane_edge(indices, vals, weighted, base + lane, end, my_c, my_v);
         const int n = min(32u, end - base);
         for (int e = 0; e < n; e += E * U) {
             uint32_t c[U];

@@ -282,11 +282,10 @@ impl Gnn {
         for l in 0..=last {
             // Residual: a hidden layer whose input and output widths match adds its input
             // to its output (after activation and dropout), as PyG's DeepGCNLayer "res".
-            let skip = (self.cfg.residual && l > 0 && l < last).then(|| h.clone());
+            let mut skip = (self.cfg.residual && l > 0 && l < last).then(|| h.clone());
             let agg = if l == 0 { ctx.input_aggregate } else { None };
-            let (out, fused) = self.layer(l, g, h, agg, skip.as_ref(), ctx)?;
-            h = out;
-            if let Some(s) = skip.filter(|s| !fused && s.dims() == h.dims()) {
+            h = self.layer(l, g, h, agg, &mut skip, ctx)?;
+            if let Some(s) = skip.filter(|s| s.dims() == h.dims()) {
                 h = t.time(Phase::Elementwise, || Ok((h + s)?))?;
             }
         }
@@ -295,41 +294,15 @@ impl Gnn {
 
     /// Layer `l` with its norm, activation and dropout (the output layer has none); `agg`: the
     /// layer's aggregation of `h`, precomputed (first layer only); `skip`: the residual to add
-    /// to the output. Returns the output and whether `skip` is already in it (fused into a
-    /// GCN MaxK layer's SpGEMM; the caller adds it otherwise).
+    /// to the output, which a GCN MaxK layer takes into its SpGEMM (leaving `None`); the
+    /// caller adds what is left.
     fn layer(
-        &self,
-        l: usize,
-        g: &ModelGraph,
-        h: Tensor,
-        agg: Option<&Tensor>,
-        skip: Option<&Tensor>,
-        ctx: &mut Forward<'_>,
-    ) -> Result<(Tensor, bool)> {
-        let last = l + 1 == self.convs.len();
-        let maxk_layer = matches!(self.cfg.activation, Activation::MaxK { .. })
-            && !last
-            && !(l == 0 && self.cfg.maxk_after_first);
-        // A GCN MaxK layer without LayerNorm takes the residual into its SpGEMM when the
-        // widths match (SpGEMM output rows = this graph's rows, width = the layer's out).
-        let fuse_skip = match (&self.convs[l], skip) {
-            (Conv::Gcn(c), Some(s)) if maxk_layer && self.norms.get(l).is_none() => {
-                s.dims() == [g.graph.n_rows(), c.out_dim()]
-            }
-            _ => false,
-        };
-        let out = self.layer_inner(l, g, h, agg, skip.filter(|_| fuse_skip), ctx)?;
-        Ok((out, fuse_skip))
-    }
-
-    /// [`Self::layer`]'s work; `residual`: the skip to fuse (GCN MaxK layers only).
-    fn layer_inner(
         &self,
         l: usize,
         g: &ModelGraph,
         mut h: Tensor,
         agg: Option<&Tensor>,
-        residual: Option<&Tensor>,
+        skip: &mut Option<Tensor>,
         ctx: &mut Forward<'_>,
     ) -> Result<Tensor> {
         let t = ctx.timer;
@@ -344,8 +317,17 @@ impl Gnn {
             // linear -> MaxK -> dropout -> aggregation inside the layer; nothing after it
             // but the optional LayerNorm.
             let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
+            // Without LayerNorm a GCN layer takes the residual into its SpGEMM when the widths
+            // match (output rows = this graph's rows, width = the layer's out).
+            let fits = match (conv, skip.as_ref()) {
+                (Conv::Gcn(c), Some(s)) => {
+                    self.norms.get(l).is_none() && s.dims() == [g.graph.n_rows(), c.out_dim()]
+                }
+                _ => false,
+            };
+            let residual = if fits { skip.take() } else { None };
             h = match conv {
-                Conv::Gcn(c) => c.forward_maxk(g, &h, k, drop, residual, t)?,
+                Conv::Gcn(c) => c.forward_maxk(g, &h, k, drop, residual.as_ref(), t)?,
                 Conv::Sage(c) => c.forward_maxk(g, &h, k, drop, t)?,
                 Conv::Gin(c) => c.forward_maxk(g, &h, k, drop, t)?,
                 Conv::Lin(_) | Conv::Gat(_) | Conv::Transformer(_) => {

@@ -638,50 +638,10 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
             )?;
         }
     }
-    // Fused ReLU + dropout: forward and backward identical to the CPU (same mask, one product
-    // each way; half types against the f32 CPU run on the rounded inputs, narrowed).
-    let mut dts = vec![DType::F32];
-    if gpu.is_cuda() {
-        dts.extend([DType::BF16, DType::F16]);
-    }
-    for dt in dts {
-        for (rows, cols, p) in [(1usize, 1usize, 0.5f32), (1000, 128, 0.5), (333, 41, 0.0)] {
-            let x = c.randn((rows, cols))?.to_dtype(dt)?;
-            let dy = c.randn((rows, cols))?.to_dtype(dt)?;
-            let run = |dev: &Device, x: &Tensor, dy: &Tensor| -> Result<(Tensor, Tensor)> {
-                let xv = Var::from_tensor(&x.to_device(dev)?)?;
-                let y = crate::relu_dropout(xv.as_tensor(), p, 23)?;
-                let g = (&y * dy.to_device(dev)?)?.sum_all()?.backward()?;
-                let dx = g
-                    .get(xv.as_tensor())
-                    .ok_or_else(|| missing("no relu_dropout dx"))?;
-                Ok((y, dx.clone()))
-            };
-            let f32_of = |t: &Tensor| t.to_dtype(DType::F32);
-            let (yc, dxc) = run(&Device::Cpu, &f32_of(&x)?, &f32_of(&dy)?)?;
-            let (yg, dxg) = run(gpu, &x, &dy)?;
-            let tag = format!("relu_dropout {dt:?} {rows}x{cols} p={p}");
-            c.check(
-                "dense",
-                format!("{tag} fwd"),
-                cols,
-                &yg,
-                &yc.to_dtype(dt)?,
-                0.0,
-            )?;
-            c.check(
-                "dense",
-                format!("{tag} bwd"),
-                cols,
-                &dxg,
-                &dxc.to_dtype(dt)?,
-                0.0,
-            )?;
-        }
-    }
-    // Fused bias + ReLU + dropout: forward and dx identical to the CPU (the sum, the scale and
-    // one narrowing, half types against the f32 CPU run on the rounded inputs); db, a column
-    // sum through a GEMM row, within its summation and narrowing error.
+    // Fused ReLU + dropout, and with a bias: forward and dx identical to the CPU (same mask,
+    // the sum, one product and one narrowing each way; half types against the f32 CPU run on
+    // the rounded inputs, narrowed); db, a column sum through a GEMM row, within its
+    // summation and narrowing error.
     let mut dts = vec![DType::F32];
     if gpu.is_cuda() {
         dts.extend([DType::BF16, DType::F16]);
@@ -691,48 +651,72 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
             let x = c.randn((rows, cols))?.to_dtype(dt)?;
             let b = c.randn(cols)?.to_dtype(dt)?;
             let dy = c.randn((rows, cols))?.to_dtype(dt)?;
-            let run = |dev: &Device, x: &Tensor, b: &Tensor, dy: &Tensor| {
+            // (y, dx, db) on `dev`; with `b`, the bias op (mask seed 29), else plain (23).
+            let run = |dev: &Device, x: &Tensor, b: Option<&Tensor>, dy: &Tensor| {
                 let xv = Var::from_tensor(&x.to_device(dev)?)?;
-                let bv = Var::from_tensor(&b.to_device(dev)?)?;
-                let y = crate::bias_relu_dropout(xv.as_tensor(), bv.as_tensor(), p, 29)?;
+                let bv = b
+                    .map(|b| Var::from_tensor(&b.to_device(dev)?))
+                    .transpose()?;
+                let y = match &bv {
+                    Some(bv) => crate::bias_relu_dropout(xv.as_tensor(), bv.as_tensor(), p, 29)?,
+                    None => crate::relu_dropout(xv.as_tensor(), p, 23)?,
+                };
                 let g = (&y * dy.to_device(dev)?)?.sum_all()?.backward()?;
-                let dx = g.get(xv.as_tensor()).ok_or_else(|| missing("no dx"))?;
-                let db = g.get(bv.as_tensor()).ok_or_else(|| missing("no db"))?;
-                Ok::<_, crate::Error>((y, dx.clone(), db.clone()))
+                let dx = g
+                    .get(xv.as_tensor())
+                    .ok_or_else(|| missing("no dx"))?
+                    .clone();
+                let db = match &bv {
+                    Some(bv) => Some(
+                        g.get(bv.as_tensor())
+                            .ok_or_else(|| missing("no db"))?
+                            .clone(),
+                    ),
+                    None => None,
+                };
+                Ok::<_, crate::Error>((y, dx, db))
             };
             let f32_of = |t: &Tensor| t.to_dtype(DType::F32);
-            let (yc, dxc, dbc) = run(&Device::Cpu, &f32_of(&x)?, &f32_of(&b)?, &f32_of(&dy)?)?;
-            let (yg, dxg, dbg) = run(gpu, &x, &b, &dy)?;
-            let tag = format!("bias_relu_dropout {dt:?} {rows}x{cols} p={p}");
-            c.check(
-                "dense",
-                format!("{tag} fwd"),
-                cols,
-                &yg,
-                &yc.to_dtype(dt)?,
-                0.0,
-            )?;
-            c.check(
-                "dense",
-                format!("{tag} dx"),
-                cols,
-                &dxg,
-                &dxc.to_dtype(dt)?,
-                0.0,
-            )?;
-            let tol = match dt {
-                DType::BF16 => 1e-2,
-                DType::F16 => 2e-3,
-                _ => 1e-5,
-            };
-            c.check(
-                "dense",
-                format!("{tag} db"),
-                cols,
-                &dbg,
-                &dbc.to_dtype(dt)?,
-                tol,
-            )?;
+            let (xc, bc, dyc) = (f32_of(&x)?, f32_of(&b)?, f32_of(&dy)?);
+            for (op, dx_tag, with_bias) in [
+                ("relu_dropout", "bwd", false),
+                ("bias_relu_dropout", "dx", true),
+            ] {
+                let (yc, dxc, dbc) = run(&Device::Cpu, &xc, with_bias.then_some(&bc), &dyc)?;
+                let (yg, dxg, dbg) = run(gpu, &x, with_bias.then_some(&b), &dy)?;
+                let tag = format!("{op} {dt:?} {rows}x{cols} p={p}");
+                c.check(
+                    "dense",
+                    format!("{tag} fwd"),
+                    cols,
+                    &yg,
+                    &yc.to_dtype(dt)?,
+                    0.0,
+                )?;
+                c.check(
+                    "dense",
+                    format!("{tag} {dx_tag}"),
+                    cols,
+                    &dxg,
+                    &dxc.to_dtype(dt)?,
+                    0.0,
+                )?;
+                if let (Some(dbg), Some(dbc)) = (dbg, dbc) {
+                    let tol = match dt {
+                        DType::BF16 => 1e-2,
+                        DType::F16 => 2e-3,
+                        _ => 1e-5,
+                    };
+                    c.check(
+                        "dense",
+                        format!("{tag} db"),
+                        cols,
+                        &dbg,
+                        &dbc.to_dtype(dt)?,
+                        tol,
+                    )?;
+                }
+            }
         }
     }
     // Fused masked cross-entropy: loss and logits gradient against an f64 CPU run (on the

@@ -16,39 +16,30 @@ pub(crate) fn keep(seed: u64, i: u64, t: u64) -> bool {
 
 /// `x` with dropped elements zeroed and kept ones scaled by `1 / (1 - p)`.
 pub(crate) fn dropout<T: WithDType>(x: &[T], p: f32, seed: u64) -> Vec<T> {
-    masked(x, p, seed, |_| true)
+    masked(x, p, seed, |_, v| Some(v))
 }
 
 /// `keep(i) && x > 0 ? x / (1 - p) : 0` (the mask of [`dropout`]; `p = 0`: ReLU).
 pub(crate) fn relu_dropout<T: WithDType>(x: &[T], p: f32, seed: u64) -> Vec<T> {
-    masked(x, p, seed, |v| v > T::zero())
+    masked(x, p, seed, |_, v| (v > T::zero()).then_some(v))
 }
 
 /// `keep(i) && v > 0 ? v / (1 - p) : 0` with `v = x[i] + b[i % d]` (`b` one row of `d`).
 pub(crate) fn bias_relu_dropout<T: WithDType>(x: &[T], b: &[T], p: f32, seed: u64) -> Vec<T> {
-    let t = super::threshold(p);
-    let scale = T::from_f64(1.0 / (1.0 - p as f64));
     let d = b.len().max(1);
-    let mut out = vec![T::zero(); x.len()];
-    // Whole rows per chunk, so the bias index restarts at every chunk.
-    let chunk = d * (1usize << 14).div_ceil(d);
-    out.par_chunks_mut(chunk)
-        .zip(x.par_chunks(chunk))
-        .enumerate()
-        .for_each(|(c, (o, x))| {
-            let base = (c * chunk) as u64;
-            for (k, (o, &v)) in o.iter_mut().zip(x).enumerate() {
-                let v = v + b[k % d];
-                if v > T::zero() && keep(seed, base + k as u64, t) {
-                    *o = v * scale;
-                }
-            }
-        });
-    out
+    masked(x, p, seed, |i, v| {
+        let v = v + b[i % d];
+        (v > T::zero()).then_some(v)
+    })
 }
 
-/// `x_i / (1 - p)` where element `i` is kept and `pass(x_i)`, else 0.
-fn masked<T: WithDType>(x: &[T], p: f32, seed: u64, pass: impl Fn(T) -> bool + Sync) -> Vec<T> {
+/// `v / (1 - p)` where element `i` is kept and `value(i, x_i)` gives `Some(v)`, else 0.
+fn masked<T: WithDType>(
+    x: &[T],
+    p: f32,
+    seed: u64,
+    value: impl Fn(usize, T) -> Option<T> + Sync,
+) -> Vec<T> {
     let t = super::threshold(p);
     let scale = T::from_f64(1.0 / (1.0 - p as f64));
     const CHUNK: usize = 1 << 14;
@@ -57,10 +48,12 @@ fn masked<T: WithDType>(x: &[T], p: f32, seed: u64, pass: impl Fn(T) -> bool + S
         .zip(x.par_chunks(CHUNK))
         .enumerate()
         .for_each(|(c, (o, x))| {
-            let base = (c * CHUNK) as u64;
+            let base = c * CHUNK;
             for (k, (o, &v)) in o.iter_mut().zip(x).enumerate() {
-                if pass(v) && keep(seed, base + k as u64, t) {
-                    *o = v * scale;
+                if let Some(v) = value(base + k, v) {
+                    if keep(seed, (base + k) as u64, t) {
+                        *o = v * scale;
+                    }
                 }
             }
         });

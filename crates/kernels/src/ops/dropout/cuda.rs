@@ -12,7 +12,7 @@ pub(crate) fn dropout(
     p: f32,
     seed: u64,
 ) -> Result<(CudaStorage, Shape)> {
-    masked(s, l, p, seed, "dropout")
+    masked(s, l, None, p, seed, "dropout")
 }
 
 /// Fused ReLU + dropout forward (`relu_dropout_*`), same mask as [`dropout`]; `p = 0` is ReLU.
@@ -22,21 +22,46 @@ pub(crate) fn relu_dropout(
     p: f32,
     seed: u64,
 ) -> Result<(CudaStorage, Shape)> {
-    masked(s, l, p, seed, "relu_dropout")
+    masked(s, l, None, p, seed, "relu_dropout")
 }
 
-/// Launches `<family>_<dtype>`, a kernel of the signature `(x, out, n, seed, threshold,
-/// scale)` that writes every element of `out` (dropout and ReLU + dropout).
+/// Bias + ReLU + dropout forward (`bias_relu_dropout_*`): `x [N, D]` and `b [D]` contiguous.
+pub(crate) fn bias_relu_dropout(
+    x: &CudaStorage,
+    xl: &Layout,
+    b: &CudaStorage,
+    bl: &Layout,
+    p: f32,
+    seed: u64,
+) -> Result<(CudaStorage, Shape)> {
+    masked(x, xl, Some((b, bl)), p, seed, "bias_relu_dropout")
+}
+
+/// Launches `<family>_<dtype>`, a kernel that writes every element of `out`, of the signature
+/// `(x, out, n, seed, threshold, scale)`, or with a bias row `(x, b, out, n, d, seed,
+/// threshold, scale)` (`x [N, d]`, `b [d]`).
 fn masked(
     s: &CudaStorage,
     l: &Layout,
+    bias: Option<(&CudaStorage, &Layout)>,
     p: f32,
     seed: u64,
     family: &str,
 ) -> Result<(CudaStorage, Shape)> {
-    if !l.is_contiguous() {
-        candle_core::bail!("{family}: input must be contiguous");
+    if !l.is_contiguous() || bias.is_some_and(|(_, bl)| !bl.is_contiguous()) {
+        candle_core::bail!("{family}: operands must be contiguous");
     }
+    let d = match bias {
+        Some((_, bl)) => {
+            let (_, d) = l.shape().dims2()?;
+            if bl.shape().elem_count() != d {
+                candle_core::bail!("{family}: bias {:?} for rows of {d}", bl.shape());
+            }
+            u32::try_from(d.max(1))
+                .map_err(|_| candle_core::Error::Msg(format!("{family}: {d} columns")))?
+        }
+        None => 0,
+    };
     let dev = s.device().clone();
     let n = l.shape().elem_count();
     let (t, n_u) = (super::threshold(p), n as u64);
@@ -44,6 +69,10 @@ fn masked(
     macro_rules! run {
         ($T:ty, $S:ty, $suffix:expr) => {{
             let x = s.as_cuda_slice::<$T>()?.slice(l.start_offset()..);
+            let bv = match bias {
+                Some((b, bl)) => Some(b.as_cuda_slice::<$T>()?.slice(bl.start_offset()..)),
+                None => None,
+            };
             // SAFETY: `alloc` leaves the buffer uninitialised, and the kernel writes all `n`
             // elements (every index below `n` is visited by the grid-stride loop).
             let out = unsafe { dev.alloc::<$T>(n.max(1))? };
@@ -52,9 +81,15 @@ fn masked(
                 let func = dev.get_or_load_custom_func(&name, "gnn_dropout", DROPOUT_PTX)?;
                 let sc = scale as $S;
                 let mut b = func.builder();
-                b.arg(&x).arg(&out).arg(&n_u).arg(&seed).arg(&t).arg(&sc);
-                // SAFETY: `x` (contiguous from its offset) and `out` hold `n` elements; the
-                // kernel reads and writes indices below `n` only.
+                b.arg(&x);
+                match &bv {
+                    Some(bv) => b.arg(bv).arg(&out).arg(&n_u).arg(&d),
+                    None => b.arg(&out).arg(&n_u),
+                };
+                b.arg(&seed).arg(&t).arg(&sc);
+                // SAFETY: `x` (contiguous from its offset) and `out` hold `n` elements, the
+                // bias `d` (read at `i % d`); the kernel reads and writes indices below `n`
+                // only.
                 launched(unsafe { b.launch(elementwise_cfg(n)) }.map(|_| ()))?;
             }
             CudaStorage::wrap_cuda_slice(out, dev)
@@ -69,64 +104,6 @@ fn masked(
         o => candle_core::bail!("{family}: unsupported dtype {o:?}"),
     };
     Ok((out, l.shape().clone()))
-}
-
-/// Bias + ReLU + dropout forward (`bias_relu_dropout_*`): `x [N, D]` and `b [D]` contiguous.
-pub(crate) fn bias_relu_dropout(
-    x: &CudaStorage,
-    xl: &Layout,
-    b: &CudaStorage,
-    bl: &Layout,
-    p: f32,
-    seed: u64,
-) -> Result<(CudaStorage, Shape)> {
-    if !xl.is_contiguous() || !bl.is_contiguous() {
-        candle_core::bail!("bias_relu_dropout: operands must be contiguous");
-    }
-    let (_, d) = xl.shape().dims2()?;
-    if bl.shape().elem_count() != d {
-        candle_core::bail!("bias_relu_dropout: bias {:?} for rows of {d}", bl.shape());
-    }
-    let d_u = u32::try_from(d.max(1))
-        .map_err(|_| candle_core::Error::Msg(format!("bias_relu_dropout: {d} columns")))?;
-    let dev = x.device().clone();
-    let n = xl.shape().elem_count();
-    let (t, n_u) = (super::threshold(p), n as u64);
-    let scale = 1.0 / (1.0 - p as f64);
-    macro_rules! run {
-        ($T:ty, $S:ty, $suffix:expr) => {{
-            let xv = x.as_cuda_slice::<$T>()?.slice(xl.start_offset()..);
-            let bv = b.as_cuda_slice::<$T>()?.slice(bl.start_offset()..);
-            // SAFETY: `alloc` leaves the buffer uninitialised; the kernel writes all `n`.
-            let out = unsafe { dev.alloc::<$T>(n.max(1))? };
-            if n > 0 {
-                let name = format!("bias_relu_dropout_{}", $suffix);
-                let func = dev.get_or_load_custom_func(&name, "gnn_dropout", DROPOUT_PTX)?;
-                let sc = scale as $S;
-                let mut bld = func.builder();
-                bld.arg(&xv)
-                    .arg(&bv)
-                    .arg(&out)
-                    .arg(&n_u)
-                    .arg(&d_u)
-                    .arg(&seed)
-                    .arg(&t)
-                    .arg(&sc);
-                // SAFETY: `x` and `out` hold `n` elements, `b` holds `d` and is read at
-                // `i % d`; indices below `n` only.
-                launched(unsafe { bld.launch(elementwise_cfg(n)) }.map(|_| ()))?;
-            }
-            CudaStorage::wrap_cuda_slice(out, dev)
-        }};
-    }
-    let out = match x.dtype() {
-        DType::F32 => run!(f32, f32, "f32"),
-        DType::F64 => run!(f64, f64, "f64"),
-        DType::BF16 => run!(half::bf16, f32, "bf16"),
-        DType::F16 => run!(half::f16, f32, "f16"),
-        o => candle_core::bail!("bias_relu_dropout: unsupported dtype {o:?}"),
-    };
-    Ok((out, xl.shape().clone()))
 }
 
 /// Its backward: `dx = y > 0 ? dy * scale : 0`.

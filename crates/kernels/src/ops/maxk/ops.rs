@@ -381,11 +381,7 @@ impl CustomOp3 for CbsrRowOp {
         _res: &Tensor,
         grad: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let dbias = if bias.track_op() {
-            Some(crate::ops::column_sum(grad)?)
-        } else {
-            None
-        };
+        let dbias = bias_grad(bias, grad)?;
         Ok((Some(self.grad(index, grad)?), None, dbias))
     }
 }
@@ -442,12 +438,15 @@ impl CustomOp3 for SpgemmResidualOp {
         _res: &Tensor,
         grad: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let dbias = if bias.track_op() {
-            Some(crate::ops::column_sum(grad)?)
-        } else {
-            None
-        };
+        let dbias = bias_grad(bias, grad)?;
         let dres = residual.track_op().then(|| grad.clone());
         Ok((Some(self.op.grad(&self.index, grad)?), dbias, dres))
     }
+}
+
+/// The fused bias's gradient, the column sum of `dOut`, when the bias tracks one.
+fn bias_grad(bias: &Tensor, grad: &Tensor) -> candle_core::Result<Option<Tensor>> {
+    bias.track_op()
+        .then(|| crate::ops::column_sum(grad))
+        .transpose()
 }

@@ -225,48 +225,40 @@ fn i32_arg(what: &str, v: usize) -> Result<i32> {
     })
 }
 
-/// Whether a sum/mean SpMM of width `k` runs HP-SpMM: `Some(npw)` (a forced edges-per-group,
-/// or `None` for DTP's), or `None` for GE-SpMM. The `--spmm-kernel` override decides, else
-/// the dispatcher; deterministic mode and a forced GE tiling always take GE-SpMM.
-fn hp_choice(
-    g: &DeviceGraph,
-    k: usize,
-    elem_bytes: usize,
-    forced_tiling: bool,
-) -> Option<Option<u32>> {
-    match *KERNEL.lock().unwrap_or_else(|e| e.into_inner()) {
-        _ if crate::deterministic() => None,
-        SpmmKernel::Hp(npw) => Some(Some(npw)),
-        SpmmKernel::Ge | SpmmKernel::Narrow => None,
-        SpmmKernel::Auto if forced_tiling => None,
-        SpmmKernel::Auto => (dispatch::pick(g.degree_stats(), g.nnz(), k, elem_bytes)
-            == dispatch::Pick::Hp)
-            .then_some(None),
-    }
-}
-
 /// Widest row of a forced narrow kernel (two edges per step).
 const NARROW_FORCED_MAX_LANES: usize = 16;
 
-/// Whether a GE-SpMM sum/mean of width `k` runs the narrow kernel, and its shape: when the
-/// dispatcher picks it ([`dispatch::pick`]), or forced ([`SpmmKernel::Narrow`]) up to 16
-/// lanes; never when a tiling or GE's row kernel is forced.
-fn narrow_choice(
-    g: &DeviceGraph,
-    k: usize,
-    elem_bytes: usize,
-    forced_tiling: bool,
-) -> Option<(usize, usize)> {
+/// The kernel of one sum/mean SpMM.
+#[derive(Clone, Copy)]
+enum Choice {
+    /// HP-SpMM with a forced edges-per-group, or `None` for DTP's.
+    Hp(Option<u32>),
+    /// GE-SpMM's narrow-row kernel over rows padded to this stride.
+    Narrow(usize),
+    /// GE-SpMM's row kernel (the built-in or a forced tiling).
+    Row,
+}
+
+/// The kernel a sum/mean SpMM of width `k` over `elem_bytes`-byte features runs: the
+/// `--spmm-kernel` override, else the dispatcher ([`dispatch::pick`]). Deterministic mode
+/// never takes HP-SpMM (its shared rows meet through atomics); a forced GE tiling takes the
+/// row kernel; a forced narrow kernel runs up to 16 lanes, the row kernel beyond.
+fn choice(g: &DeviceGraph, k: usize, elem_bytes: usize, forced_tiling: bool) -> Choice {
+    let narrow =
+        |shape: Option<(usize, usize)>| shape.map_or(Choice::Row, |(kp, _)| Choice::Narrow(kp));
     match *KERNEL.lock().unwrap_or_else(|e| e.into_inner()) {
+        SpmmKernel::Hp(npw) if !crate::deterministic() => Choice::Hp(Some(npw)),
         SpmmKernel::Narrow if !forced_tiling => {
-            narrow_shape_upto(k, elem_bytes, NARROW_FORCED_MAX_LANES)
+            narrow(narrow_shape_upto(k, elem_bytes, NARROW_FORCED_MAX_LANES))
         }
         SpmmKernel::Auto if !forced_tiling => {
-            (dispatch::pick(g.degree_stats(), g.nnz(), k, elem_bytes) == dispatch::Pick::Narrow)
-                .then(|| narrow_shape(k, elem_bytes))
-                .flatten()
+            match dispatch::pick(g.degree_stats(), g.nnz(), k, elem_bytes) {
+                dispatch::Pick::Hp if !crate::deterministic() => Choice::Hp(None),
+                dispatch::Pick::Narrow => narrow(narrow_shape(k, elem_bytes)),
+                _ => Choice::Row,
+            }
         }
-        _ => None,
+        _ => Choice::Row,
     }
 }
 
@@ -275,7 +267,7 @@ fn narrow_choice(
 /// elements into its buffer) is first copied to rows of `kp` (zero-padded, 16-byte aligned)
 /// unless it already has that layout.
 #[allow(clippy::too_many_arguments)]
-fn spmm_narrow_into<T: DeviceRepr + candle_core::cuda_backend::cudarc::driver::ValidAsZeroBits>(
+fn spmm_narrow_into<T: DeviceRepr>(
     g: &DeviceGraph,
     dev: &CudaDevice,
     name: &str,
@@ -291,7 +283,9 @@ fn spmm_narrow_into<T: DeviceRepr + candle_core::cuda_backend::cudarc::driver::V
     let vec = 16 / elem;
     let padded = if kp != k || !offset.is_multiple_of(vec) {
         let m = g.n_cols();
-        let buf = zeros::<T>(dev, m * kp)?;
+        // SAFETY: left uninitialised; pad_rows writes all m * kp elements below (nothing is
+        // read when m = 0: no column names a row).
+        let buf = unsafe { dev.alloc::<T>((m * kp).max(1))? };
         if m > 0 {
             let pad = dev.get_or_load_custom_func(
                 if elem == 2 {
@@ -391,17 +385,12 @@ pub(crate) fn spmm_fwd(
         None
     };
     let forced_tiling = *OVERRIDE.lock().unwrap_or_else(|e| e.into_inner());
-    let hp_npw = if extreme {
-        None
+    let choice = if extreme {
+        Choice::Row
     } else {
-        hp_choice(g, k, 4, forced_tiling.is_some())
+        choice(g, k, 4, forced_tiling.is_some())
     };
-    let narrow = if extreme || hp_npw.is_some() {
-        None
-    } else {
-        narrow_choice(g, k, 4, forced_tiling.is_some())
-    };
-    if let (Some(npw), true) = (hp_npw, n > 0 && k > 0) {
+    if let (Choice::Hp(npw), true) = (choice, n > 0 && k > 0) {
         hp_spmm(
             g,
             &dev,
@@ -414,7 +403,7 @@ pub(crate) fn spmm_fwd(
             npw,
             &out,
         )?;
-    } else if let (Some((kp, _)), true) = (narrow, n > 0) {
+    } else if let (Choice::Narrow(kp), true) = (choice, n > 0) {
         spmm_narrow_into(
             g,
             &dev,
@@ -562,7 +551,7 @@ pub(crate) fn half_tile_shape(k: usize, offset: usize, n_cols: usize) -> (usize,
 
 /// Runs the half-precision sum/mean kernel (`name` "bf16" / "f16") into a new fp32 buffer.
 #[allow(clippy::too_many_arguments)]
-fn spmm_half_into<T: DeviceRepr + candle_core::cuda_backend::cudarc::driver::ValidAsZeroBits>(
+fn spmm_half_into<T: DeviceRepr>(
     g: &DeviceGraph,
     dev: &CudaDevice,
     name: &str,
@@ -578,25 +567,17 @@ fn spmm_half_into<T: DeviceRepr + candle_core::cuda_backend::cudarc::driver::Val
         return Ok(out);
     }
     let forced_tiling = *OVERRIDE.lock().unwrap_or_else(|e| e.into_inner());
-    let hp_npw = hp_choice(g, k, 2, forced_tiling.is_some());
-    if let Some(npw) = hp_npw {
-        hp_spmm(
-            g,
-            dev,
-            &format!("{name}_"),
-            xv,
-            offset,
-            k,
-            vv,
-            mean,
-            npw,
-            &out,
-        )?;
-        return Ok(out);
-    }
-    if let Some((kp, _)) = narrow_choice(g, k, 2, forced_tiling.is_some()) {
-        spmm_narrow_into(g, dev, name, xv, offset, (k, kp), vv, mean, &out)?;
-        return Ok(out);
+    match choice(g, k, 2, forced_tiling.is_some()) {
+        Choice::Hp(npw) => {
+            let prefix = format!("{name}_");
+            hp_spmm(g, dev, &prefix, xv, offset, k, vv, mean, npw, &out)?;
+            return Ok(out);
+        }
+        Choice::Narrow(kp) => {
+            spmm_narrow_into(g, dev, name, xv, offset, (k, kp), vv, mean, &out)?;
+            return Ok(out);
+        }
+        Choice::Row => {}
     }
     let (vec, n_tiles, tile_major) = match forced_tiling {
         Some(t)
