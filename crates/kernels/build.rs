@@ -26,6 +26,7 @@ fn main() {
         "gat_attention",
         "xent",
         "adam",
+        "graph",
     ] {
         let src = PathBuf::from("cuda").join(format!("{name}.cu"));
         let ptx = out.join(format!("{name}.ptx"));

@@ -1,7 +1,7 @@
 //! CUDA plumbing shared by the ops: the embedded PTX, the device-resident CSR, launch helpers.
 
 use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, LaunchConfig};
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
 use candle_core::cuda_backend::{CudaDevice, WrapErr};
 use candle_core::{CudaStorage, Layout, Result};
 use gnn_graph::Csr;
@@ -24,6 +24,8 @@ pub const GAT_ATTENTION_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/gat_
 pub const ADAM_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/adam.ptx"));
 /// PTX of `cuda/xent.cu`.
 pub const XENT_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/xent.ptx"));
+/// PTX of `cuda/graph.cu`.
+pub const GRAPH_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/graph.ptx"));
 /// PTX of `cuda/sampled.cu`.
 pub const SAMPLED_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/sampled.ptx"));
 
@@ -45,6 +47,51 @@ impl CudaCsr {
             dev.clone_htod(csr.indices())?
         };
         Ok(Self { indptr, indices })
+    }
+}
+
+impl CudaCsr {
+    /// For a square graph with strictly increasing rows and a symmetric pattern: the edge
+    /// permutation of its transpose (which is the graph itself; see `cuda/graph.cu`) as a
+    /// `u32` tensor of length `nnz`, computed on the device. `None` when the graph is not
+    /// square, a row is not strictly increasing, or the pattern is not symmetric.
+    pub fn symmetric_perm(
+        &self,
+        csr: &Csr,
+        dev: &CudaDevice,
+    ) -> Result<Option<candle_core::Tensor>> {
+        let (n, nnz) = (csr.n_rows(), csr.nnz());
+        if n != csr.n_cols() || n > u32::MAX as usize {
+            return Ok(None);
+        }
+        // SAFETY: the kernel writes every one of the nnz entries when it reports no failure,
+        // and the buffer is dropped unread when it does.
+        let perm = unsafe { dev.alloc::<u32>(nnz.max(1))? };
+        let bad = dev.alloc_zeros::<u32>(1)?;
+        if nnz > 0 {
+            let func = dev.get_or_load_custom_func("symmetric_perm", "gnn_graph", GRAPH_PTX)?;
+            let n32 = n as u32;
+            let mut b = func.builder();
+            b.arg(&self.indptr)
+                .arg(&self.indices)
+                .arg(&n32)
+                .arg(&perm)
+                .arg(&bad);
+            // SAFETY: indptr has n + 1 entries and indices nnz, all < n (checked at load);
+            // perm has nnz slots; one warp per row.
+            launched(unsafe { b.launch(warp_per_row_cfg(n)) }.map(|_| ()))?;
+        }
+        if dev.clone_dtoh(&bad)?[0] != 0 {
+            return Ok(None);
+        }
+        let storage = candle_core::Storage::Cuda(CudaStorage::wrap_cuda_slice(perm, dev.clone()));
+        let t = candle_core::Tensor::from_storage(
+            storage,
+            nnz.max(1),
+            candle_core::op::BackpropOp::none(),
+            false,
+        );
+        Ok(Some(if nnz == 0 { t.narrow(0, 0, 0)? } else { t }))
     }
 }
 

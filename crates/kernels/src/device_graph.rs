@@ -13,6 +13,25 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+/// Host wall time spent building graphs' cached derived views (transposes and their edge
+/// permutations, row schedules, degree tables, permuted edge values), process-wide, ns.
+static SETUP_NS: AtomicU64 = AtomicU64::new(0);
+
+/// Host wall time spent so far, in this process, building the derived views every
+/// [`DeviceGraph`] caches on first use (the transpose, row schedules, degree tables): one-off
+/// work that lands in the first epoch that needs it. Compare readings before and after.
+pub fn setup_time() -> Duration {
+    Duration::from_nanos(SETUP_NS.load(Ordering::Relaxed))
+}
+
+/// Runs `f`, adding its wall time to [`setup_time`].
+fn timed_setup<T>(f: impl FnOnce() -> T) -> T {
+    let t = Instant::now();
+    let out = f();
+    SETUP_NS.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    out
+}
+
 /// A CSR graph resident on a candle device (row = target, column = source).
 #[derive(Clone)]
 pub struct DeviceGraph(Arc<Inner>);
@@ -135,23 +154,38 @@ impl DeviceGraph {
     /// returned and no second copy of the structure is uploaded.
     pub fn transpose(&self) -> Result<(&DeviceGraph, &Tensor)> {
         if self.0.transpose.get().is_none() {
-            let (t, perm) = self.0.csr.transpose();
-            let perm = Tensor::from_vec(perm, self.nnz(), &self.0.device)?;
-            let csr = &self.0.csr;
-            let symmetric = t.n_rows() == csr.n_rows()
-                && t.indptr() == csr.indptr()
-                && t.indices() == csr.indices();
-            let tr = if symmetric {
-                Transposed::Symmetric(perm)
-            } else {
-                Transposed::Other(DeviceGraph::from_arc(Arc::new(t), &self.0.device)?, perm)
-            };
-            let _ = self.0.transpose.set(tr);
+            timed_setup(|| self.build_transpose())?;
         }
         Ok(match self.0.transpose.get().expect("set above") {
             Transposed::Other(g, p) => (g, p),
             Transposed::Symmetric(p) => (self, p),
         })
+    }
+
+    /// Builds the cached transpose (host counting sort, permutation upload).
+    fn build_transpose(&self) -> Result<()> {
+        // On a GPU, a symmetric structure (undirected graphs, GCN's A + I) gets its
+        // permutation from one device-side search instead of the host counting sort.
+        #[cfg(feature = "cuda")]
+        if let (Some(c), Device::Cuda(dev)) = (&self.0.cuda, &self.0.device) {
+            if let Some(perm) = c.symmetric_perm(&self.0.csr, dev)? {
+                let _ = self.0.transpose.set(Transposed::Symmetric(perm));
+                return Ok(());
+            }
+        }
+        let (t, perm) = self.0.csr.transpose();
+        let perm = Tensor::from_vec(perm, self.nnz(), &self.0.device)?;
+        let csr = &self.0.csr;
+        let symmetric = t.n_rows() == csr.n_rows()
+            && t.indptr() == csr.indptr()
+            && t.indices() == csr.indices();
+        let tr = if symmetric {
+            Transposed::Symmetric(perm)
+        } else {
+            Transposed::Other(DeviceGraph::from_arc(Arc::new(t), &self.0.device)?, perm)
+        };
+        let _ = self.0.transpose.set(tr);
+        Ok(())
     }
 
     /// True when the graph is structurally symmetric (its transpose is itself); builds the
@@ -182,12 +216,14 @@ impl DeviceGraph {
                 return Ok(vt.clone());
             }
         }
-        let vt = v.index_select(perm, 0)?;
-        // Symmetric values on a symmetric structure (GCN's D^-1/2 (A + I) D^-1/2): keep `v`
-        // itself, so the backward does not hold a second `[nnz]` copy.
-        // One `[nnz]` u8 mask for the comparison (not f32 temporaries), once per value tensor.
-        let same = self.is_symmetric()? && vt.ne(v)?.max_all()?.to_scalar::<u8>()? == 0;
-        let vt = if same { v.clone() } else { vt };
+        let vt = timed_setup(|| -> Result<Tensor> {
+            let vt = v.index_select(perm, 0)?;
+            // Symmetric values on a symmetric structure (GCN's D^-1/2 (A + I) D^-1/2): keep
+            // `v` itself, so the backward does not hold a second `[nnz]` copy. One `[nnz]` u8
+            // mask for the comparison (not f32 temporaries), once per value tensor.
+            let same = self.is_symmetric()? && vt.ne(v)?.max_all()?.to_scalar::<u8>()? == 0;
+            Ok(if same { v.clone() } else { vt })
+        })?;
         *cache = Some((v.id(), vt.clone()));
         Ok(vt)
     }
@@ -197,12 +233,14 @@ impl DeviceGraph {
     /// kernel instead of narrowing `dy / deg` (which underflows f16 for rows of ~16 K+ edges).
     pub fn inv_degree_edge_values(&self) -> Result<Tensor> {
         if self.0.inv_deg_edges.get().is_none() {
-            let csr = &self.0.csr;
-            let mut v = Vec::with_capacity(csr.nnz());
-            for &d in csr.row_degrees().iter() {
-                v.extend(std::iter::repeat_n(1.0 / d.max(1) as f32, d as usize));
-            }
-            let t = Tensor::from_vec(v, csr.nnz(), &self.0.device)?;
+            let t = timed_setup(|| {
+                let csr = &self.0.csr;
+                let mut v = Vec::with_capacity(csr.nnz());
+                for &d in csr.row_degrees().iter() {
+                    v.extend(std::iter::repeat_n(1.0 / d.max(1) as f32, d as usize));
+                }
+                Tensor::from_vec(v, csr.nnz(), &self.0.device)
+            })?;
             let _ = self.0.inv_deg_edges.set(t);
         }
         Ok(self.0.inv_deg_edges.get().expect("set above").clone())
@@ -272,13 +310,16 @@ impl DeviceGraph {
             } else {
                 crate::schedule::CHUNK
             };
-            let s = RowSchedule::build(self.0.csr.indptr(), chunk);
-            let buf = if s.is_empty() {
-                dev.alloc_zeros::<u32>(2)?
-            } else {
-                dev.clone_htod(&s.items)?
-            };
-            let _ = slot.set((buf, s.len(), chunk));
+            let (buf, len) = timed_setup(|| -> candle_core::Result<_> {
+                let s = RowSchedule::build(self.0.csr.indptr(), chunk);
+                let buf = if s.is_empty() {
+                    dev.alloc_zeros::<u32>(2)?
+                } else {
+                    dev.clone_htod(&s.items)?
+                };
+                Ok((buf, s.len()))
+            })?;
+            let _ = slot.set((buf, len, chunk));
         }
         let (b, n, c) = slot.get().expect("set above");
         Ok((b, *n, *c))

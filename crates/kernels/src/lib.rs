@@ -35,7 +35,7 @@ pub mod peer;
 pub mod schedule;
 pub mod verify;
 
-pub use device_graph::DeviceGraph;
+pub use device_graph::{setup_time, DeviceGraph};
 
 static DETERMINISTIC: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 

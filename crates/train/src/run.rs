@@ -530,6 +530,14 @@ pub fn train_seeds(
                 rep.breakdown.epochs,
                 rep.breakdown.table()
             );
+            if let Some(f) = &rep.first_epoch {
+                println!(
+                    "first epoch ({kind}, its one-off set-up included; of it {:.0} ms on the \
+                     host building the graph's transpose, schedules and degree tables):\n{}",
+                    rep.first_epoch_graph_setup_ms.unwrap_or(0.0),
+                    f.table()
+                );
+            }
         }
         if let (true, Some(p)) = (tc.checkpoint_every > 0, &tc.checkpoint) {
             println!("{kind}: checkpoints in {}", p.display());

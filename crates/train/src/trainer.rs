@@ -146,6 +146,14 @@ pub struct TrainReport {
     pub peak_allocated_bytes: Option<u64>,
     /// Phase breakdown (measured when `profile`, else only totals).
     pub breakdown: PhaseSums,
+    /// The first epoch's phases alone: where its one-off set-up (the transpose built on the
+    /// first backward, module loads, the allocator's growth, the cached input aggregation)
+    /// lands. Measured like [`Self::breakdown`].
+    pub first_epoch: Option<PhaseSums>,
+    /// Of the first epoch, the host milliseconds spent building the graph's cached views
+    /// ([`gnn_kernels::setup_time`]: the transpose and its edge permutation, row schedules,
+    /// degree tables); they land in its aggregation phase.
+    pub first_epoch_graph_setup_ms: Option<f64>,
     /// When the run first came within [`TTA_TOLERANCE`] of its best validation accuracy
     /// ([`time_to_accuracy`]).
     pub time_to_accuracy: Option<TimeToAccuracy>,
@@ -329,6 +337,7 @@ fn train_inner(
 
     let mut history = Vec::with_capacity(cfg.epochs);
     let mut sums = PhaseSums::default();
+    let (mut first_epoch, mut first_epoch_graph_setup_ms) = (None, None);
     let (mut epoch_ms, mut infer_ms) = (Vec::new(), Vec::new());
     let mut best = BestSoFar::default();
     let mut best_weights: Option<Vec<Tensor>> = None;
@@ -393,6 +402,7 @@ fn train_inner(
         let rng_before = rng;
         sync(&device)?;
         let (c0, b0) = (comm_time(), comm_bytes());
+        let setup0 = gnn_kernels::setup_time();
         let t0 = Instant::now();
         *phase = format!("running training epoch {epoch} (forward{need})");
         if cfg.cache_input_aggregate && epoch == start + 1 {
@@ -519,6 +529,11 @@ fn train_inner(
             total,
             epochs: 1,
         };
+        if epoch == 1 {
+            first_epoch = Some(epoch_sums);
+            first_epoch_graph_setup_ms =
+                Some((gnn_kernels::setup_time().saturating_sub(setup0)).as_secs_f64() * 1e3);
+        }
         if epoch > cfg.warmup || cfg.epochs <= cfg.warmup {
             sums.add(&epoch_sums);
             epoch_ms.push(total.as_secs_f64() * 1e3);
@@ -614,6 +629,8 @@ fn train_inner(
             crate::device::allocated_peak_bytes(&device)
         },
         breakdown: sums,
+        first_epoch,
+        first_epoch_graph_setup_ms,
         time_to_accuracy: time_to_accuracy(&history, TTA_TOLERANCE),
         loss_scale: scaler,
         history,

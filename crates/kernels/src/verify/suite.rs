@@ -827,6 +827,7 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
             &Device::Cpu,
         )?;
         let (norm64, normg) = (norm.to_dtype(DType::F64)?, norm.to_device(gpu)?);
+        check_transpose(c, &name, &a, gpu)?;
         let (gc, gg) = upload_both(&a, gpu)?;
         let (deg_rows, _) = max_degrees(&a);
         for k in [41usize, 128] {
@@ -887,6 +888,38 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
         check_hp_spmm(c, "random-rect", &g2, k, gpu, i % 2 == 0)?;
         check_hp_spmm(c, "sparse-empty-rows", &g3, k, gpu, i % 3 == 0)?;
     }
+    // The transpose's edge permutation (the device search for symmetric structures, else the
+    // host counting sort): symmetric graphs with self loops, empty rows and a hub row, and
+    // the unsorted / rectangular / directed ones that must take the host path.
+    let sym = |csr: &Csr| {
+        csr.rebuild(gnn_graph::BuildOptions {
+            symmetrize: true,
+            self_loops: gnn_graph::SelfLoops::Add,
+            ..Default::default()
+        })
+    };
+    let g4 = random_graph(c, 3000, 3000, 8, 50_000, 4)?;
+    let directed = g3.rebuild(gnn_graph::BuildOptions::default())?;
+    // Edges among the first 1,000 of 2,000 nodes: rows 1,000.. are empty.
+    let mut r = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x7a);
+    let (src, dst): (Vec<u32>, Vec<u32>) = (0..6_000)
+        .map(|_| (r.random_range(0..1000u32), r.random_range(0..1000u32)))
+        .unzip();
+    let half_isolated =
+        gnn_graph::Coo::new(2000, src, dst)?.to_csr(gnn_graph::BuildOptions::undirected())?;
+    for (gname, csr) in [
+        ("sym-hub-row", sym(&g4)?),
+        ("sym-half-isolated", half_isolated),
+        (
+            "sym-no-loops",
+            g3.rebuild(gnn_graph::BuildOptions::undirected())?,
+        ),
+        ("unsorted-dup", g3.clone()),
+        ("directed-sorted", directed),
+        ("random-rect", g2.clone()),
+    ] {
+        check_transpose(c, gname, &csr, gpu)?;
+    }
     // HP-SDDMM against the CPU at every partition, and the row kernel; K up to 1024, a start
     // one element into its buffer (no vector loads), the 50 K-edge row.
     for (i, k) in [1usize, 7, 16, 32, 33, 128, 602, 1023, 1024]
@@ -896,6 +929,28 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
         check_sddmm(c, "random+50K-row", &g1, k, gpu, i % 3 == 1)?;
         check_sddmm(c, "random-rect", &g2, k, gpu, i % 3 == 2)?;
     }
+    Ok(())
+}
+
+/// [`DeviceGraph::transpose`]'s edge permutation on the device graph against the host
+/// counting sort's (exact), and its symmetry verdict against the host's.
+fn check_transpose(c: &mut Checker, gname: &str, csr: &Csr, gpu: &Device) -> Result<()> {
+    let (_, want) = csr.transpose();
+    let want = Tensor::from_vec(want, csr.nnz(), &Device::Cpu)?;
+    let g = DeviceGraph::upload(csr, gpu)?;
+    let (_, perm) = g.transpose()?;
+    c.check(gname, "transpose permutation".into(), 0, perm, &want, 0.0)?;
+    let (dev, host) = (g.is_symmetric()?, csr.is_symmetric());
+    let op = format!("transpose is itself: {dev} (host {host})");
+    c.record(
+        gname,
+        op,
+        0,
+        (dev != host) as u8 as f64,
+        0.0,
+        dev == host,
+        "",
+    );
     Ok(())
 }
 

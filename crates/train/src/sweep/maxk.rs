@@ -73,6 +73,11 @@ pub struct Row {
     /// Per seed: training seconds up to that epoch (time to accuracy).
     #[serde(default)]
     pub tta_s_seeds: Vec<f64>,
+    /// Per seed, every evaluated epoch as `(epoch, training seconds up to it, validation
+    /// accuracy %)`: time to any common accuracy target can be read off afterwards (the
+    /// `tta_*` fields use each seed's own best).
+    #[serde(default)]
+    pub val_curve_seeds: Vec<Vec<(usize, f64, f64)>>,
     /// Median epoch of seed 0, ms.
     pub epoch_ms: f64,
     /// Our ReLU model's epoch time over this one's.
@@ -210,6 +215,7 @@ impl MaxkSweep {
         let cfg = spec.config(ds);
         let (mut accs, mut best_epochs, mut converged) = (Vec::new(), Vec::new(), Vec::new());
         let (mut tta_epochs, mut tta_s) = (Vec::new(), Vec::new());
+        let mut curves = Vec::new();
         let mut epoch_ms = 0.0;
         for seed in 0..self.seeds {
             let model = Gnn::new(cfg.clone(), device, seed)?;
@@ -230,6 +236,16 @@ impl MaxkSweep {
                 tta_epochs.push(t.epoch);
                 tta_s.push(t.train_s);
             }
+            let mut train_s = 0.0;
+            curves.push(
+                rep.history
+                    .iter()
+                    .filter_map(|l| {
+                        train_s += l.epoch_ms / 1e3;
+                        l.acc.map(|(_, va, _)| (l.epoch, train_s, 100.0 * va))
+                    })
+                    .collect(),
+            );
             if seed == 0 {
                 epoch_ms = rep.epoch_ms_median;
             }
@@ -261,6 +277,7 @@ impl MaxkSweep {
             converged_epoch_seeds: converged,
             tta_epoch_seeds: tta_epochs,
             tta_s_seeds: tta_s,
+            val_curve_seeds: curves,
             epoch_ms,
             speedup_vs_relu: if spec.maxk.is_none() {
                 Some(1.0)
