@@ -80,6 +80,9 @@ pub struct TrainFlags {
     /// Optimizer: adam (L2 decay) or adamw (decoupled).
     #[arg(long, default_value = "adam")]
     pub optimizer: OptimizerKind,
+    /// Learning-rate schedule: constant, or cosine (annealed to 0 over --epochs, per epoch).
+    #[arg(long, default_value = "constant")]
+    pub lr_schedule: crate::LrSchedule,
     /// LayerNorm between layers.
     #[arg(long)]
     pub layer_norm: bool,
@@ -228,6 +231,7 @@ impl TrainFlags {
             lr: self.lr,
             weight_decay: self.weight_decay.unwrap_or(r.weight_decay),
             optimizer: self.optimizer,
+            lr_schedule: self.lr_schedule,
             eval_every: self.eval_every.unwrap_or(r.eval_every),
             precision: self.precision,
             tf32: self.tf32,

@@ -35,7 +35,7 @@ pub use device::{
 pub use error::{Error, Result};
 pub use features::{HostFeatures, LoadTimes};
 pub use infer::{Engine, Inference};
-pub use optim::{Adam, OptimizerKind};
+pub use optim::{Adam, LrSchedule, OptimizerKind};
 pub use precision::{LossScale, Precision};
 pub use report::PhaseSums;
 pub use trainer::{

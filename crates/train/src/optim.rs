@@ -32,6 +32,46 @@ impl std::str::FromStr for OptimizerKind {
     }
 }
 
+/// How the learning rate moves over a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LrSchedule {
+    /// The same rate every epoch.
+    #[default]
+    Constant,
+    /// Cosine annealing from the rate to 0 over the run's epochs (torch's
+    /// `CosineAnnealingLR` with `T_max = epochs`, stepped per epoch): epoch `e` (1-based)
+    /// uses `lr * (1 + cos(pi * (e - 1) / epochs)) / 2`. A resumed run that raises `--epochs`
+    /// follows the new run's curve from the epoch it resumes at.
+    Cosine,
+}
+
+impl LrSchedule {
+    /// The rate of epoch `epoch` (1-based) of `epochs` under base rate `lr`.
+    pub fn rate(self, lr: f64, epoch: usize, epochs: usize) -> f64 {
+        match self {
+            Self::Constant => lr,
+            Self::Cosine => {
+                let t = (epoch.saturating_sub(1)) as f64 / epochs.max(1) as f64;
+                lr * 0.5 * (1.0 + (std::f64::consts::PI * t).cos())
+            }
+        }
+    }
+}
+
+impl std::str::FromStr for LrSchedule {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "constant" => Ok(Self::Constant),
+            "cosine" => Ok(Self::Cosine),
+            o => Err(crate::Error::Invalid(format!(
+                "unknown learning-rate schedule `{o}` (constant, cosine)"
+            ))),
+        }
+    }
+}
+
 struct Slot {
     var: Var,
     /// First and second moments, `[2, numel]` (m, then v): the fused step's layout.
@@ -77,6 +117,11 @@ impl Adam {
             weight_decay,
             step: 0,
         })
+    }
+
+    /// Sets the learning rate of the following steps (a schedule's per-epoch rate).
+    pub fn set_lr(&mut self, lr: f64) {
+        self.lr = lr;
     }
 
     /// Steps taken so far (the bias-correction counter).
@@ -160,6 +205,19 @@ impl Adam {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn cosine_schedule_anneals_from_the_rate_to_zero() {
+        let r = |e| LrSchedule::Cosine.rate(0.01, e, 40);
+        assert_eq!(r(1), 0.01);
+        assert!((r(21) - 0.005).abs() < 1e-12, "{}", r(21));
+        assert!(r(40) > 0.0 && r(40) < 0.01 * 0.01);
+        assert!((1..40).all(|e| r(e + 1) < r(e)));
+        assert_eq!(LrSchedule::Constant.rate(0.01, 39, 40), 0.01);
+        assert_eq!("Cosine".parse::<LrSchedule>().unwrap(), LrSchedule::Cosine);
+        let e = "step".parse::<LrSchedule>().unwrap_err().to_string();
+        assert!(e.contains("`step`") && e.contains("cosine"), "{e}");
+    }
+
     use super::*;
     use candle_core::{DType, Device};
 

@@ -26,6 +26,9 @@ pub struct TrainConfig {
     pub weight_decay: f64,
     /// Update rule.
     pub optimizer: OptimizerKind,
+    /// How the learning rate moves over the epochs.
+    #[serde(default)]
+    pub lr_schedule: crate::LrSchedule,
     /// Stop after this many evaluations without a better validation accuracy.
     pub patience: Option<usize>,
     /// Evaluate every this many epochs (and at the last one).
@@ -88,6 +91,7 @@ impl Default for TrainConfig {
             lr: 0.01,
             weight_decay: 5e-4,
             optimizer: OptimizerKind::Adam,
+            lr_schedule: crate::LrSchedule::Constant,
             patience: None,
             eval_every: 1,
             seed: 0,
@@ -502,6 +506,7 @@ fn train_inner(
         let t3 = Instant::now();
         *phase = format!("running training epoch {epoch} (optimiser step)");
         if !skip {
+            opt.set_lr(cfg.lr_schedule.rate(cfg.lr, epoch, cfg.epochs));
             opt.step(&grads)?;
         }
         drop(grads);

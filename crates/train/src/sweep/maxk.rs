@@ -133,11 +133,12 @@ impl MaxkSweep {
     pub fn setup(&self) -> String {
         let (m, t) = (&self.model, &self.train);
         format!(
-            "{}x{} layers, lr {}, weight decay {}, dropout {} (input {}), layer norm {}, \
+            "{}x{} layers, lr {} ({:?}), weight decay {}, dropout {} (input {}), layer norm {}, \
              residual {}, MaxK after the first layer {}, {} epochs, {} seed(s)",
             m.layers,
             m.hidden,
             t.lr,
+            t.lr_schedule,
             t.weight_decay,
             m.dropout,
             m.input_dropout,
