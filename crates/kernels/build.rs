@@ -1,5 +1,6 @@
-//! With the `cuda` feature, compiles `cuda/*.cu` to PTX for `CUDA_COMPUTE_CAP` (default 90,
-//! H100/H200) into `OUT_DIR`; the ops embed the PTX and load it through candle's `CudaDevice`.
+//! With the `cuda` feature, compiles `cuda/*.cu` into `OUT_DIR` as fatbins holding SASS for
+//! `CUDA_COMPUTE_CAP` (default 90, H100/H200) and PTX for newer GPUs; the ops embed them and
+//! load them through `crate::cuda::kernel` (machine code: no driver JIT on a first run).
 //! Without the feature nothing runs, so a CPU build never needs nvcc.
 
 use std::path::PathBuf;
@@ -29,16 +30,16 @@ fn main() {
         "graph",
     ] {
         let src = PathBuf::from("cuda").join(format!("{name}.cu"));
-        let ptx = out.join(format!("{name}.ptx"));
+        let fatbin = out.join(format!("{name}.fatbin"));
         let status = Command::new(&nvcc)
             .args([
-                "--ptx",
+                "--fatbin",
                 "-O3",
                 "-std=c++17",
-                &format!("-arch=sm_{cap}"),
+                &format!("-gencode=arch=compute_{cap},code=[sm_{cap},compute_{cap}]"),
                 "-o",
             ])
-            .arg(&ptx)
+            .arg(&fatbin)
             .arg(&src)
             .status()
             .unwrap_or_else(|e| {

@@ -1,33 +1,128 @@
-//! CUDA plumbing shared by the ops: the embedded PTX, the device-resident CSR, launch helpers.
+//! CUDA plumbing shared by the ops: the embedded kernel modules and their loader, the
+//! device-resident CSR, launch helpers.
 
 use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::cudarc::driver::{
+    CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, LaunchArgs, LaunchConfig,
+    PushKernelArg,
+};
+use candle_core::cuda_backend::cudarc::nvrtc::Ptx;
+use candle_core::cuda_backend::DeviceId;
 use candle_core::cuda_backend::{CudaDevice, WrapErr};
 use candle_core::{CudaStorage, Layout, Result};
 use gnn_graph::Csr;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
-/// PTX of `cuda/spmm.cu`.
-pub const SPMM_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/spmm.ptx"));
-/// PTX of `cuda/sddmm.cu`.
-pub const SDDMM_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/sddmm.ptx"));
-/// PTX of `cuda/maxk.cu`.
-pub const MAXK_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/maxk.ptx"));
-/// PTX of `cuda/quant.cu`.
-pub const QUANT_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/quant.ptx"));
-/// PTX of `cuda/dropout.cu`.
-pub const DROPOUT_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/dropout.ptx"));
-/// PTX of `cuda/edge_softmax.cu`.
-pub const EDGE_SOFTMAX_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/edge_softmax.ptx"));
-/// PTX of `cuda/gat_attention.cu`.
-pub const GAT_ATTENTION_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/gat_attention.ptx"));
-/// PTX of `cuda/adam.cu`.
-pub const ADAM_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/adam.ptx"));
-/// PTX of `cuda/xent.cu`.
-pub const XENT_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/xent.ptx"));
-/// PTX of `cuda/graph.cu`.
-pub const GRAPH_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/graph.ptx"));
-/// PTX of `cuda/sampled.cu`.
-pub const SAMPLED_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/sampled.ptx"));
+/// A kernel module: `cuda/<name>.cu` compiled by `build.rs` to a fatbin holding SASS for the
+/// build's `CUDA_COMPUTE_CAP` and PTX for newer GPUs, so the driver loads machine code instead
+/// of compiling PTX on a machine's first run (~12 s for these modules before).
+pub struct Module {
+    name: &'static str,
+    image: &'static [u8],
+}
+
+/// `cuda/spmm.cu`.
+pub const SPMM: Module = Module {
+    name: "gnn_spmm",
+    image: include_bytes!(concat!(env!("OUT_DIR"), "/spmm.fatbin")),
+};
+/// `cuda/sddmm.cu`.
+pub const SDDMM: Module = Module {
+    name: "gnn_sddmm",
+    image: include_bytes!(concat!(env!("OUT_DIR"), "/sddmm.fatbin")),
+};
+/// `cuda/maxk.cu`.
+pub const MAXK: Module = Module {
+    name: "gnn_maxk",
+    image: include_bytes!(concat!(env!("OUT_DIR"), "/maxk.fatbin")),
+};
+/// `cuda/quant.cu`.
+pub const QUANT: Module = Module {
+    name: "gnn_quant",
+    image: include_bytes!(concat!(env!("OUT_DIR"), "/quant.fatbin")),
+};
+/// `cuda/dropout.cu`.
+pub const DROPOUT: Module = Module {
+    name: "gnn_dropout",
+    image: include_bytes!(concat!(env!("OUT_DIR"), "/dropout.fatbin")),
+};
+/// `cuda/edge_softmax.cu`.
+pub const EDGE_SOFTMAX: Module = Module {
+    name: "gnn_edge_softmax",
+    image: include_bytes!(concat!(env!("OUT_DIR"), "/edge_softmax.fatbin")),
+};
+/// `cuda/gat_attention.cu`.
+pub const GAT_ATTENTION: Module = Module {
+    name: "gnn_gat_attention",
+    image: include_bytes!(concat!(env!("OUT_DIR"), "/gat_attention.fatbin")),
+};
+/// `cuda/adam.cu`.
+pub const ADAM: Module = Module {
+    name: "gnn_adam",
+    image: include_bytes!(concat!(env!("OUT_DIR"), "/adam.fatbin")),
+};
+/// `cuda/xent.cu`.
+pub const XENT: Module = Module {
+    name: "gnn_xent",
+    image: include_bytes!(concat!(env!("OUT_DIR"), "/xent.fatbin")),
+};
+/// `cuda/sampled.cu`.
+pub const SAMPLED: Module = Module {
+    name: "gnn_sampled",
+    image: include_bytes!(concat!(env!("OUT_DIR"), "/sampled.fatbin")),
+};
+/// `cuda/graph.cu`.
+pub const GRAPH: Module = Module {
+    name: "gnn_graph",
+    image: include_bytes!(concat!(env!("OUT_DIR"), "/graph.fatbin")),
+};
+
+/// The modules loaded so far, per device (candle's own cache takes PTX text only).
+type Loaded = HashMap<(DeviceId, &'static str), Arc<CudaModule>>;
+static LOADED: Mutex<Option<Loaded>> = Mutex::new(None);
+
+/// A kernel of a [`Module`] bound to the device's stream.
+pub struct Kernel {
+    func: CudaFunction,
+    stream: Arc<CudaStream>,
+}
+
+impl Kernel {
+    /// A launch of this kernel on the device's stream.
+    pub fn builder(&self) -> LaunchArgs<'_> {
+        self.stream.launch_builder(&self.func)
+    }
+
+    /// The driver function, for callers that launch it on a stream of their own choosing.
+    pub fn into_cuda_function(self) -> CudaFunction {
+        self.func
+    }
+}
+
+/// Kernel `name` of module `m` on `dev`, loading the module on first use.
+pub fn kernel(dev: &CudaDevice, name: &str, m: &Module) -> Result<Kernel> {
+    let module = {
+        let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+        let map = loaded.get_or_insert_with(HashMap::new);
+        match map.get(&(dev.id(), m.name)) {
+            Some(md) => md.clone(),
+            None => {
+                let md = dev
+                    .cuda_stream()
+                    .context()
+                    .load_module(Ptx::from_binary(m.image.to_vec()))
+                    .w()?;
+                map.insert((dev.id(), m.name), md.clone());
+                md
+            }
+        }
+    };
+    Ok(Kernel {
+        func: module.load_function(name).w()?,
+        stream: dev.cuda_stream(),
+    })
+}
 
 /// A CSR structure in device memory (uploaded once per [`crate::DeviceGraph`]).
 pub struct CudaCsr {
@@ -69,7 +164,7 @@ impl CudaCsr {
         let perm = unsafe { dev.alloc::<u32>(nnz.max(1))? };
         let bad = dev.alloc_zeros::<u32>(1)?;
         if nnz > 0 {
-            let func = dev.get_or_load_custom_func("symmetric_perm", "gnn_graph", GRAPH_PTX)?;
+            let func = crate::cuda::kernel(dev, "symmetric_perm", &crate::cuda::GRAPH)?;
             let n32 = n as u32;
             let mut b = func.builder();
             b.arg(&self.indptr)

@@ -1,7 +1,7 @@
 //! Host side of the fused Adam step (`cuda/adam.cu`).
 
 use super::AdamStep;
-use crate::cuda::{elementwise_cfg, launched, ADAM_PTX};
+use crate::cuda::{elementwise_cfg, launched};
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
 use candle_core::{CudaStorage, DType, Layout, Result};
@@ -34,7 +34,7 @@ pub(crate) fn moments(
             let tv = th.as_cuda_slice::<$T>()?.slice(tl.start_offset()..);
             let off = ml.start_offset();
             let mut mvv = mv.as_cuda_slice_mut::<$T>()?.slice_mut(off..off + 2 * n);
-            let func = dev.get_or_load_custom_func($name, "gnn_adam", ADAM_PTX)?;
+            let func = crate::cuda::kernel(&dev, $name, &crate::cuda::ADAM)?;
             let (n_u, b1, b2, l2) = (n as u64, s.beta1 as $T, s.beta2 as $T, s.l2 as $T);
             let mut b = func.builder();
             b.arg(&mut mvv)
@@ -76,7 +76,7 @@ pub(crate) fn apply(
             let mvv = mv.as_cuda_slice::<$T>()?.slice(ml.start_offset()..);
             let off = tl.start_offset();
             let mut tv = th.as_cuda_slice_mut::<$T>()?.slice_mut(off..off + n);
-            let func = dev.get_or_load_custom_func($name, "gnn_adam", ADAM_PTX)?;
+            let func = crate::cuda::kernel(&dev, $name, &crate::cuda::ADAM)?;
             let n_u = n as u64;
             let (lr, bc1, bc2, eps, keep) = (
                 s.lr as $T,

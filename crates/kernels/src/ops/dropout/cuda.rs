@@ -1,6 +1,6 @@
 //! Host side of the CUDA dropout (`cuda/dropout.cu`).
 
-use crate::cuda::{elementwise_cfg, launched, DROPOUT_PTX};
+use crate::cuda::{elementwise_cfg, launched};
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
 use candle_core::{CudaStorage, DType, Layout, Result, Shape};
@@ -78,7 +78,7 @@ fn masked(
             let out = unsafe { dev.alloc::<$T>(n.max(1))? };
             if n > 0 {
                 let name = format!("{family}_{}", $suffix);
-                let func = dev.get_or_load_custom_func(&name, "gnn_dropout", DROPOUT_PTX)?;
+                let func = crate::cuda::kernel(&dev, &name, &crate::cuda::DROPOUT)?;
                 let sc = scale as $S;
                 let mut b = func.builder();
                 b.arg(&x);
@@ -128,7 +128,7 @@ pub(crate) fn relu_dropout_bwd(
             // SAFETY: the kernel writes all `n` elements.
             let out = unsafe { dev.alloc::<$T>(n.max(1))? };
             if n > 0 {
-                let func = dev.get_or_load_custom_func($name, "gnn_dropout", DROPOUT_PTX)?;
+                let func = crate::cuda::kernel(&dev, $name, &crate::cuda::DROPOUT)?;
                 let sc = scale as $S;
                 let mut b = func.builder();
                 b.arg(&yv).arg(&dv).arg(&out).arg(&n_u).arg(&sc);

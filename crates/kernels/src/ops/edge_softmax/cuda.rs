@@ -1,6 +1,6 @@
 //! Host side of the CUDA edge softmax (`cuda/edge_softmax.cu`).
 
-use crate::cuda::{f32_view, launched, warp_per_row_cfg, zeros, EDGE_SOFTMAX_PTX};
+use crate::cuda::{f32_view, launched, warp_per_row_cfg, zeros};
 use crate::device_graph::DeviceGraph;
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
@@ -18,8 +18,7 @@ pub(crate) fn forward(
     let out = zeros::<f32>(&dev, g.nnz())?;
     let n = g.n_rows();
     if n > 0 && g.nnz() > 0 {
-        let func =
-            dev.get_or_load_custom_func("edge_softmax_fwd", "gnn_edge_softmax", EDGE_SOFTMAX_PTX)?;
+        let func = crate::cuda::kernel(&dev, "edge_softmax_fwd", &crate::cuda::EDGE_SOFTMAX)?;
         let n_i = n as i32;
         let mut b = func.builder();
         b.arg(&csr.indptr).arg(&sv).arg(&out).arg(&n_i);
@@ -42,8 +41,7 @@ pub(crate) fn backward(
     let out = zeros::<f32>(&dev, g.nnz())?;
     let n = g.n_rows();
     if n > 0 && g.nnz() > 0 {
-        let func =
-            dev.get_or_load_custom_func("edge_softmax_bwd", "gnn_edge_softmax", EDGE_SOFTMAX_PTX)?;
+        let func = crate::cuda::kernel(&dev, "edge_softmax_bwd", &crate::cuda::EDGE_SOFTMAX)?;
         let n_i = n as i32;
         let mut b = func.builder();
         b.arg(&csr.indptr).arg(&av).arg(&dv).arg(&out).arg(&n_i);

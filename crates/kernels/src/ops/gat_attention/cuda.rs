@@ -1,12 +1,10 @@
 //! Host side of the CUDA GAT attention (`cuda/gat_attention.cu`).
 
-use crate::cuda::{f32_view, launched, warp_per_row_cfg, zeros, GAT_ATTENTION_PTX};
+use crate::cuda::{f32_view, launched, warp_per_row_cfg, zeros};
 use crate::device_graph::DeviceGraph;
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
 use candle_core::{CudaStorage, Layout, Result, Shape};
-
-const MODULE: &str = "gnn_gat_attention";
 
 /// `alpha` from the two score vectors.
 pub(crate) fn forward(
@@ -22,7 +20,7 @@ pub(crate) fn forward(
     let out = zeros::<f32>(&dev, g.nnz())?;
     let n = g.n_rows();
     if n > 0 && g.nnz() > 0 {
-        let func = dev.get_or_load_custom_func("gat_attention_fwd", MODULE, GAT_ATTENTION_PTX)?;
+        let func = crate::cuda::kernel(&dev, "gat_attention_fwd", &crate::cuda::GAT_ATTENTION)?;
         let (n_i, slope) = (n as i32, slope as f32);
         let mut b = func.builder();
         b.arg(&csr.indptr)
@@ -56,7 +54,7 @@ pub(crate) fn backward(
     let dv = f32_view(OP, d, dl)?;
     let mut out = zeros::<f32>(&dev, n + nnz)?;
     if n > 0 && nnz > 0 {
-        let func = dev.get_or_load_custom_func("gat_attention_bwd", MODULE, GAT_ATTENTION_PTX)?;
+        let func = crate::cuda::kernel(&dev, "gat_attention_bwd", &crate::cuda::GAT_ATTENTION)?;
         let (n_i, slope) = (n as i32, slope as f32);
         let (s_dst, s_src) = sv.split_at(n);
         let (mut ds_dst, mut dz) = out.split_at_mut(n);

@@ -4,7 +4,7 @@
 //! read in f32, and the SpGEMM / SSpMM accumulate in f32 and narrow their output to the
 //! values' type once.
 
-use crate::cuda::{elementwise_cfg, f32_view, f32_view_opt, launched, zeros, MAXK_PTX};
+use crate::cuda::{elementwise_cfg, f32_view, f32_view_opt, launched, zeros};
 use crate::device_graph::DeviceGraph;
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{
@@ -230,7 +230,7 @@ fn launch_select<T: DeviceRepr>(
         IdxOut::I16(_) => "i16",
     };
     let name = format!("maxk_select_{}{ix}_v{v}", prefix(dt));
-    let func = dev.get_or_load_custom_func(&name, "gnn_maxk", MAXK_PTX)?;
+    let func = crate::cuda::kernel(dev, &name, &crate::cuda::MAXK)?;
     let (n_i, d_i, k_i) = (i32_of("rows", n)?, d as i32, k as i32);
     let mut b = func.builder();
     b.arg(h);
@@ -295,7 +295,7 @@ fn move_into<T: DeviceRepr>(
             prefix(dt),
             iv.suffix()
         );
-        let func = dev.get_or_load_custom_func(&name, "gnn_maxk", MAXK_PTX)?;
+        let func = crate::cuda::kernel(dev, &name, &crate::cuda::MAXK)?;
         let (t, k_i, d_i) = (total as u64, k as i32, d as i32);
         let mut b = func.builder();
         b.arg(src);
@@ -430,7 +430,7 @@ fn row_kernel_into<T: DeviceRepr>(
             match rv {
                 Some(r) => {
                     let name = format!("bias_residual_fill_{}", kernel_dtype(dt));
-                    let func = dev.get_or_load_custom_func(&name, "gnn_maxk", MAXK_PTX)?;
+                    let func = crate::cuda::kernel(dev, &name, &crate::cuda::MAXK)?;
                     let mut lb = func.builder();
                     lb.arg(b).arg(r).arg(&out).arg(&t).arg(&d_i);
                     // SAFETY: bias holds d floats, the residual n * d values (checked by the
@@ -438,7 +438,7 @@ fn row_kernel_into<T: DeviceRepr>(
                     launched(unsafe { lb.launch(elementwise_cfg(len)) }.map(|_| ()))?;
                 }
                 None => {
-                    let func = dev.get_or_load_custom_func("bias_fill", "gnn_maxk", MAXK_PTX)?;
+                    let func = crate::cuda::kernel(dev, "bias_fill", &crate::cuda::MAXK)?;
                     let mut lb = func.builder();
                     lb.arg(b).arg(&out).arg(&t).arg(&d_i);
                     // SAFETY: bias holds d floats (checked by the caller), out len = n * d.
@@ -458,7 +458,7 @@ fn row_kernel_into<T: DeviceRepr>(
         } else {
             format!("spgemm_{}{}_v{vec}", prefix(dt), iv.suffix())
         };
-        let func = dev.get_or_load_custom_func(&name, "gnn_maxk", MAXK_PTX)?;
+        let func = crate::cuda::kernel(dev, &name, &crate::cuda::MAXK)?;
         let (items_i, chunk_i) = (
             i32_of("work items", n_items)?,
             i32_of("edge-group length", chunk)?,

@@ -1,6 +1,6 @@
 //! Host side of the CUDA dequantisation (`cuda/quant.cu`).
 
-use crate::cuda::{elementwise_cfg, f32_view, launched, zeros, QUANT_PTX};
+use crate::cuda::{elementwise_cfg, f32_view, launched, zeros};
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
 use candle_core::{CudaStorage, Layout, Result};
@@ -34,7 +34,7 @@ pub(crate) fn dequantize(
         } else {
             ("dequant_u8", total)
         };
-        let func = dev.get_or_load_custom_func(name, "gnn_quant", QUANT_PTX)?;
+        let func = crate::cuda::kernel(&dev, name, &crate::cuda::QUANT)?;
         let (units_u, f_i) = (units as u64, f as i32);
         let mut b = func.builder();
         b.arg(&codes)

@@ -1,7 +1,7 @@
 //! Host side of the CUDA sampled SpMM (`cuda/sampled.cu`).
 
 use super::Sampling;
-use crate::cuda::{f32_view, f32_view_opt, launched, zeros, SAMPLED_PTX};
+use crate::cuda::{f32_view, f32_view_opt, launched, zeros};
 use crate::device_graph::DeviceGraph;
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
@@ -49,7 +49,7 @@ pub(crate) fn spmm_sampled(
         let vec = vector_width(k, xl.start_offset());
         let n_tiles = k.div_ceil(32 * vec);
         let name = format!("spmm_sampled_v{vec}");
-        let func = dev.get_or_load_custom_func(&name, "gnn_sampled", SAMPLED_PTX)?;
+        let func = crate::cuda::kernel(&dev, &name, &crate::cuda::SAMPLED)?;
         let blocks = n.div_ceil(WARPS) * n_tiles;
         let blocks = u32::try_from(blocks).map_err(|_| {
             candle_core::Error::Msg(format!("spmm_sampled: {blocks} blocks exceed the grid"))

@@ -4,7 +4,7 @@
 //! Hierarchical Vectorized Memory Access (HVMA: index tiles and feature rows read 2 or 4 wide
 //! where the partition and the layouts guarantee the alignment).
 
-use crate::cuda::{f32_view, f32_view_opt, launched, warp_per_row_cfg, zeros, SDDMM_PTX};
+use crate::cuda::{f32_view, f32_view_opt, launched, warp_per_row_cfg, zeros};
 use crate::device_graph::DeviceGraph;
 use crate::partition::{
     dynamic_task_partition, index_vector_width, HpShape, HP_WARPS, NPW_CANDIDATES,
@@ -64,9 +64,7 @@ fn hp_func(
     shape: HpShape,
 ) -> Result<candle_core::cuda_backend::cudarc::driver::CudaFunction> {
     let name = format!("hp_sddmm_v{}_c{}_u{}", shape.v, shape.ch, shape.unroll());
-    Ok(dev
-        .get_or_load_custom_func(&name, "gnn_sddmm", SDDMM_PTX)?
-        .into_cuda_function())
+    Ok(crate::cuda::kernel(dev, &name, &crate::cuda::SDDMM)?.into_cuda_function())
 }
 
 /// The edges per warp an automatic HP-SDDMM launch uses for `nnz` edges at width `k` (aligned
@@ -141,7 +139,7 @@ pub(crate) fn sddmm(
             launched(unsafe { bld.launch(cfg) }.map(|_| ()))?;
         }
         None => {
-            let func = dev.get_or_load_custom_func("sddmm_rows", "gnn_sddmm", SDDMM_PTX)?;
+            let func = crate::cuda::kernel(&dev, "sddmm_rows", &crate::cuda::SDDMM)?;
             let cfg = warp_per_row_cfg(n);
             let mut bld = func.builder();
             bld.arg(&csr.indptr).arg(&csr.indices).arg(&av).arg(&bv);

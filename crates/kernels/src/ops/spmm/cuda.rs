@@ -4,7 +4,7 @@
 
 use super::dispatch::{self, narrow_shape, narrow_shape_upto};
 use super::Reduce;
-use crate::cuda::{elementwise_cfg, f32_view, f32_view_opt, launched, u32_view, zeros, SPMM_PTX};
+use crate::cuda::{elementwise_cfg, f32_view, f32_view_opt, launched, u32_view, zeros};
 use crate::device_graph::DeviceGraph;
 use crate::ops::sddmm::cuda::sm_count;
 use crate::partition::{dtp_workers, HpSpmmShape, HP_WARPS, NPW_CANDIDATES};
@@ -14,8 +14,6 @@ use candle_core::cuda_backend::cudarc::driver::{
 };
 use candle_core::cuda_backend::CudaDevice;
 use candle_core::{CudaStorage, DType, Layout, Result, Shape};
-
-const MODULE: &str = "gnn_spmm";
 
 /// A kernel shape: floats per lane per load, column chunks per warp, block order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,9 +72,7 @@ pub fn set_kernel_override(k: SpmmKernel) {
 /// `prefix`: "" for f32 storage, "bf16_" / "f16_" for half-precision storage.
 fn hp_func(dev: &CudaDevice, shape: HpSpmmShape, prefix: &str) -> Result<CudaFunction> {
     let name = format!("hp_spmm_{prefix}v{}_c{}_u4", shape.v, shape.ch);
-    Ok(dev
-        .get_or_load_custom_func(&name, MODULE, SPMM_PTX)?
-        .into_cuda_function())
+    Ok(crate::cuda::kernel(dev, &name, &crate::cuda::SPMM)?.into_cuda_function())
 }
 
 /// DTP for an HP-SpMM launch of `shape` over `nnz` edges on `dev`.
@@ -287,14 +283,14 @@ fn spmm_narrow_into<T: DeviceRepr>(
         // read when m = 0: no column names a row).
         let buf = unsafe { dev.alloc::<T>((m * kp).max(1))? };
         if m > 0 {
-            let pad = dev.get_or_load_custom_func(
+            let pad = crate::cuda::kernel(
+                dev,
                 if elem == 2 {
                     "pad_rows_b16"
                 } else {
                     "pad_rows_b32"
                 },
-                MODULE,
-                SPMM_PTX,
+                &crate::cuda::SPMM,
             )?;
             let (m_i, k_i, kp_i) = (
                 i32_arg("rows", m)?,
@@ -313,7 +309,7 @@ fn spmm_narrow_into<T: DeviceRepr>(
     };
     let csr = g.cuda_csr()?;
     let (buf, items, chunk) = g.cuda_schedule()?;
-    let func = dev.get_or_load_custom_func(&format!("spmm_narrow_{name}"), MODULE, SPMM_PTX)?;
+    let func = crate::cuda::kernel(dev, &format!("spmm_narrow_{name}"), &crate::cuda::SPMM)?;
     let cfg = row_kernel_cfg(items, 1)?;
     let (n_i, k_i, kp_i) = (
         i32_arg("rows", n)?,
@@ -443,7 +439,7 @@ pub(crate) fn spmm_fwd(
         };
         let suffix = if unroll == 8 { "_u8" } else { "" };
         let name = format!("spmm_v{vec}_c{cf}_m{mode}{suffix}");
-        let func = dev.get_or_load_custom_func(&name, MODULE, SPMM_PTX)?;
+        let func = crate::cuda::kernel(&dev, &name, &crate::cuda::SPMM)?;
         let cfg = row_kernel_cfg(sched.map_or(n, |(_, items, _)| items), n_tiles)?;
         let (n_i, k_i, t_i) = (
             i32_arg("rows", n)?,
@@ -591,7 +587,7 @@ fn spmm_half_into<T: DeviceRepr>(
     };
     let csr = g.cuda_csr()?;
     let (buf, items, chunk) = g.cuda_schedule()?;
-    let func = dev.get_or_load_custom_func(&format!("spmm_{name}_v{vec}_m0"), MODULE, SPMM_PTX)?;
+    let func = crate::cuda::kernel(dev, &format!("spmm_{name}_v{vec}_m0"), &crate::cuda::SPMM)?;
     let cfg = row_kernel_cfg(items, n_tiles)?;
     let (n_i, k_i, t_i) = (
         i32_arg("rows", n)?,
@@ -647,7 +643,7 @@ pub(crate) fn gather_arg(
     let out = zeros::<f32>(&dev, n * k)?;
     let total = n * k;
     if total > 0 {
-        let func = dev.get_or_load_custom_func("gather_arg", MODULE, SPMM_PTX)?;
+        let func = crate::cuda::kernel(&dev, "gather_arg", &crate::cuda::SPMM)?;
         let (k_i, w) = (i32_arg("k", k)?, vv.is_some() as i32);
         let mut b = func.builder();
         b.arg(&av).arg(&csr.indices);
@@ -680,7 +676,7 @@ pub(crate) fn scatter_arg(
     let dx = zeros::<f32>(&dev, g.n_cols() * k)?;
     let total = g.n_rows() * k;
     if total > 0 {
-        let func = dev.get_or_load_custom_func("scatter_arg", MODULE, SPMM_PTX)?;
+        let func = crate::cuda::kernel(&dev, "scatter_arg", &crate::cuda::SPMM)?;
         let (k_i, w) = (i32_arg("k", k)?, vv.is_some() as i32);
         let mut b = func.builder();
         b.arg(&av).arg(&csr.indices);
@@ -717,7 +713,7 @@ pub(crate) fn edge_grad_arg(
     let dv = zeros::<f32>(&dev, g.nnz())?;
     let total = g.n_rows() * k;
     if total > 0 {
-        let func = dev.get_or_load_custom_func("edge_grad_arg", MODULE, SPMM_PTX)?;
+        let func = crate::cuda::kernel(&dev, "edge_grad_arg", &crate::cuda::SPMM)?;
         let k_i = i32_arg("k", k)?;
         let mut b = func.builder();
         b.arg(&av)

@@ -1,6 +1,6 @@
 //! Host side of the fused masked cross-entropy (`cuda/xent.cu`): one warp per row.
 
-use crate::cuda::{f32_view, launched, u32_view, zeros, XENT_PTX};
+use crate::cuda::{f32_view, launched, u32_view, zeros};
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
 use candle_core::{CudaStorage, DType, Layout, Result, Shape};
@@ -55,7 +55,7 @@ pub(crate) fn forward(
     let wv = f32_view("masked_cross_entropy", w, wl)?;
     let out = zeros::<f32>(&dev, n)?;
     let name = format!("xent_fwd_{}", suffix(x.dtype())?);
-    let func = dev.get_or_load_custom_func(&name, "gnn_xent", XENT_PTX)?;
+    let func = crate::cuda::kernel(&dev, &name, &crate::cuda::XENT)?;
     macro_rules! go {
         ($T:ty) => {{
             let xv = x.as_cuda_slice::<$T>()?.slice(xl.start_offset()..);
@@ -91,7 +91,7 @@ pub(crate) fn backward(
     let yv = u32_view("masked_cross_entropy", y, yl)?;
     let wv = f32_view("masked_cross_entropy", w, wl)?;
     let name = format!("xent_bwd_{}", suffix(x.dtype())?);
-    let func = dev.get_or_load_custom_func(&name, "gnn_xent", XENT_PTX)?;
+    let func = crate::cuda::kernel(&dev, &name, &crate::cuda::XENT)?;
     macro_rules! go {
         ($T:ty) => {{
             let xv = x.as_cuda_slice::<$T>()?.slice(xl.start_offset()..);
