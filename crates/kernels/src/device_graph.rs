@@ -62,7 +62,8 @@ struct Inner {
 /// edge permutation.
 enum Transposed {
     Other(DeviceGraph, Tensor),
-    Symmetric(Tensor),
+    /// The permutation, `None` once released (see [`DeviceGraph::transposed_values`]).
+    Symmetric(std::sync::Mutex<Option<Tensor>>),
 }
 
 #[cfg(feature = "cuda")]
@@ -151,15 +152,55 @@ impl DeviceGraph {
     /// The transpose (CSC of this graph as a CSR of `A^T`) and, as a `u32` tensor of length
     /// `nnz`, the edge permutation: entry `p` of the transpose is entry `perm[p]` here.
     /// Built on first use. A structurally symmetric graph is its own transpose: `self` is
-    /// returned and no second copy of the structure is uploaded.
-    pub fn transpose(&self) -> Result<(&DeviceGraph, &Tensor)> {
+    /// returned and no second copy of the structure is uploaded. (Handles are cheap clones.)
+    pub fn transpose(&self) -> Result<(DeviceGraph, Tensor)> {
+        let t = self.transposed()?;
+        Ok(match t {
+            Transposed::Other(g, p) => (g.clone(), p.clone()),
+            Transposed::Symmetric(slot) => {
+                let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+                let perm = match slot.as_ref() {
+                    Some(p) => p.clone(),
+                    None => {
+                        // Released by `transposed_values` (symmetric values need no
+                        // permutation); rebuilt for the caller that asks again.
+                        let p = timed_setup(|| self.symmetric_perm())?;
+                        *slot = Some(p.clone());
+                        p
+                    }
+                };
+                (self.clone(), perm)
+            }
+        })
+    }
+
+    /// The transposed structure alone ([`Self::transpose`] without the permutation): what an
+    /// SpMM backward without edge values, or with values already permuted, runs on.
+    pub fn transpose_graph(&self) -> Result<DeviceGraph> {
+        Ok(match self.transposed()? {
+            Transposed::Other(g, _) => g.clone(),
+            Transposed::Symmetric(_) => self.clone(),
+        })
+    }
+
+    fn transposed(&self) -> Result<&Transposed> {
         if self.0.transpose.get().is_none() {
             timed_setup(|| self.build_transpose())?;
         }
-        Ok(match self.0.transpose.get().expect("set above") {
-            Transposed::Other(g, p) => (g, p),
-            Transposed::Symmetric(p) => (self, p),
-        })
+        Ok(self.0.transpose.get().expect("set above"))
+    }
+
+    /// The edge permutation of a symmetric structure's transpose: on a GPU one device-side
+    /// search (`cuda/graph.cu`), else the host counting sort.
+    fn symmetric_perm(&self) -> Result<Tensor> {
+        #[cfg(feature = "cuda")]
+        if let (Some(c), Device::Cuda(dev)) = (&self.0.cuda, &self.0.device) {
+            if let Some(perm) = c.symmetric_perm(&self.0.csr, dev)? {
+                return Ok(perm);
+            }
+        }
+        let (_, perm) = self.0.csr.transpose();
+        Ok(Tensor::from_vec(perm, self.nnz(), &self.0.device)?)
     }
 
     /// Builds the cached transpose (host counting sort, permutation upload).
@@ -169,7 +210,8 @@ impl DeviceGraph {
         #[cfg(feature = "cuda")]
         if let (Some(c), Device::Cuda(dev)) = (&self.0.cuda, &self.0.device) {
             if let Some(perm) = c.symmetric_perm(&self.0.csr, dev)? {
-                let _ = self.0.transpose.set(Transposed::Symmetric(perm));
+                let tr = Transposed::Symmetric(std::sync::Mutex::new(Some(perm)));
+                let _ = self.0.transpose.set(tr);
                 return Ok(());
             }
         }
@@ -180,7 +222,7 @@ impl DeviceGraph {
             && t.indptr() == csr.indptr()
             && t.indices() == csr.indices();
         let tr = if symmetric {
-            Transposed::Symmetric(perm)
+            Transposed::Symmetric(std::sync::Mutex::new(Some(perm)))
         } else {
             Transposed::Other(DeviceGraph::from_arc(Arc::new(t), &self.0.device)?, perm)
         };
@@ -191,20 +233,19 @@ impl DeviceGraph {
     /// True when the graph is structurally symmetric (its transpose is itself); builds the
     /// transpose if needed.
     pub fn is_symmetric(&self) -> Result<bool> {
-        self.transpose()?;
-        Ok(matches!(
-            self.0.transpose.get(),
-            Some(Transposed::Symmetric(_))
-        ))
+        Ok(matches!(self.transposed()?, Transposed::Symmetric(_)))
     }
 
     /// Edge values `v` (`[nnz]`) in the order of the [`Self::transpose`]: `v[perm]`. A constant
     /// `v` (no gradient) is permuted once and cached by its tensor id, so that a training loop
     /// over fixed normalisation values (GCN) does not re-gather `nnz` floats every backward.
+    /// When those values turn out symmetric on a symmetric structure (GCN's normalisation),
+    /// `v` itself is returned and the `[nnz]` permutation is released from the device (rebuilt
+    /// if [`Self::transpose`] is asked for it again).
     pub fn transposed_values(&self, v: &Tensor) -> Result<Tensor> {
-        let (_, perm) = self.transpose()?;
         if v.track_op() {
-            return Ok(v.index_select(perm, 0)?);
+            let (_, perm) = self.transpose()?;
+            return Ok(v.index_select(&perm, 0)?);
         }
         let mut cache = self
             .0
@@ -217,15 +258,33 @@ impl DeviceGraph {
             }
         }
         let vt = timed_setup(|| -> Result<Tensor> {
-            let vt = v.index_select(perm, 0)?;
+            let (_, perm) = self.transpose()?;
+            let vt = v.index_select(&perm, 0)?;
+            drop(perm);
             // Symmetric values on a symmetric structure (GCN's D^-1/2 (A + I) D^-1/2): keep
             // `v` itself, so the backward does not hold a second `[nnz]` copy. One `[nnz]` u8
             // mask for the comparison (not f32 temporaries), once per value tensor.
             let same = self.is_symmetric()? && vt.ne(v)?.max_all()?.to_scalar::<u8>()? == 0;
+            if same {
+                if let Transposed::Symmetric(slot) = self.transposed()? {
+                    *slot.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                }
+            }
             Ok(if same { v.clone() } else { vt })
         })?;
         *cache = Some((v.id(), vt.clone()));
         Ok(vt)
+    }
+
+    /// True while a symmetric graph's transpose permutation is held on the device (tests).
+    pub fn holds_transpose_perm(&self) -> bool {
+        match self.0.transpose.get() {
+            Some(Transposed::Symmetric(slot)) => {
+                slot.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+            }
+            Some(Transposed::Other(..)) => true,
+            None => false,
+        }
     }
 
     /// `1 / deg(i)` for every edge `p` of row `i`, f32 `[nnz]` in CSR order (cached): the mean's
@@ -453,7 +512,7 @@ mod tests {
     fn a_symmetric_graph_is_its_own_transpose() {
         let g = DeviceGraph::upload(&graph(true), &Device::Cpu).unwrap();
         let (t, perm) = g.transpose().unwrap();
-        assert!(std::ptr::eq(t, &g) && g.is_symmetric().unwrap());
+        assert!(t.same(&g) && g.is_symmetric().unwrap());
         // Symmetric values are kept as they are (no second copy) ...
         let perm: Vec<u32> = perm.to_vec1().unwrap();
         let (csr, nnz) = (g.csr(), g.nnz());
@@ -467,7 +526,17 @@ mod tests {
             })
             .collect();
         let v = Tensor::from_vec(sym, nnz, &Device::Cpu).unwrap();
+        assert!(g.holds_transpose_perm());
         assert_eq!(g.transposed_values(&v).unwrap().id(), v.id());
+        // ... the permutation is released, the structure still serves as the transpose, and
+        // the permutation comes back, the same, for whoever asks for it ...
+        assert!(!g.holds_transpose_perm());
+        assert!(g.transpose_graph().unwrap().same(&g) && g.is_symmetric().unwrap());
+        assert!(!g.holds_transpose_perm());
+        assert_eq!(g.transposed_values(&v).unwrap().id(), v.id(), "cached");
+        let again: Vec<u32> = g.transpose().unwrap().1.to_vec1().unwrap();
+        assert_eq!(again, perm);
+        assert!(g.holds_transpose_perm());
         // ... and asymmetric ones are permuted.
         let asym: Vec<f32> = (0..nnz).map(|p| p as f32).collect();
         let w = Tensor::from_vec(asym.clone(), nnz, &Device::Cpu).unwrap();
@@ -481,7 +550,7 @@ mod tests {
     fn a_directed_graph_gets_its_own_transpose() {
         let g = DeviceGraph::upload(&graph(false), &Device::Cpu).unwrap();
         let (t, _) = g.transpose().unwrap();
-        assert!(!std::ptr::eq(t, &g) && !g.is_symmetric().unwrap());
+        assert!(!t.same(&g) && !g.is_symmetric().unwrap());
         assert_ne!(t.csr().indices(), g.csr().indices());
     }
 }

@@ -380,7 +380,7 @@ fn transposed_values_are_permuted_and_cached_by_tensor() {
     let csr = graph(30, 20, 4, 0, 8);
     let g = DeviceGraph::upload(&csr, &dev).unwrap();
     let (_, perm) = g.transpose().unwrap();
-    let want = |v: &Tensor| to_f64(&v.index_select(perm, 0).unwrap());
+    let want = |v: &Tensor| to_f64(&v.index_select(&perm, 0).unwrap());
     let v1 = Tensor::new(rand_vec(csr.nnz(), 1), &dev).unwrap();
     let v2 = Tensor::new(rand_vec(csr.nnz(), 2), &dev).unwrap();
     for v in [&v1, &v1, &v2, &v1] {

@@ -134,7 +134,13 @@ impl ModelGraph {
         let ops = Operands::new(csr, kind)?;
         let mut g = Self::plain(DeviceGraph::upload(&ops.csr, device)?);
         if let Some(v) = ops.values {
-            g.values = Some(Tensor::from_vec(v, ops.csr.nnz(), device)?);
+            let v = Tensor::from_vec(v, ops.csr.nnz(), device)?;
+            // The values in the transpose's order, as every backward needs them, settled here
+            // with the graph: GCN's are symmetric, so this keeps `v` and releases the
+            // transpose's [nnz] permutation, whose build and check would otherwise peak
+            // inside the first training epoch.
+            g.graph.transposed_values(&v)?;
+            g.values = Some(v);
         }
         Ok(g)
     }

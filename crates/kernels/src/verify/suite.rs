@@ -939,7 +939,7 @@ fn check_transpose(c: &mut Checker, gname: &str, csr: &Csr, gpu: &Device) -> Res
     let want = Tensor::from_vec(want, csr.nnz(), &Device::Cpu)?;
     let g = DeviceGraph::upload(csr, gpu)?;
     let (_, perm) = g.transpose()?;
-    c.check(gname, "transpose permutation".into(), 0, perm, &want, 0.0)?;
+    c.check(gname, "transpose permutation".into(), 0, &perm, &want, 0.0)?;
     let (dev, host) = (g.is_symmetric()?, csr.is_symmetric());
     let op = format!("transpose is itself: {dev} (host {host})");
     c.record(

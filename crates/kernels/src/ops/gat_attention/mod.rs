@@ -127,9 +127,9 @@ impl CustomOp2 for GatAttentionOp {
             let (gt, perm) = self.g.transpose()?;
             let ones = Tensor::ones((n, 1), dz.dtype(), dz.device())?;
             let col_sums = crate::ops::spmm::spmm_weighted(
-                gt,
+                &gt,
                 &ones,
-                &dz.index_select(perm, 0)?,
+                &dz.index_select(&perm, 0)?,
                 crate::Reduce::Sum,
             )?;
             Some(col_sums.reshape(self.g.n_cols())?)

@@ -169,9 +169,9 @@ fn input_grads(
     };
     let db = if b.track_op() {
         let (gt, perm) = g.transpose()?;
-        let det = de.index_select(perm, 0)?;
+        let det = de.index_select(&perm, 0)?;
         Some(crate::ops::spmm::spmm_weighted(
-            gt,
+            &gt,
             &a.detach(),
             &det,
             crate::Reduce::Sum,

@@ -165,9 +165,9 @@ pub(crate) fn transpose_product(
         let vt = g
             .transposed_values(&w)
             .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
-        let (gt, _) = g.transpose()?;
+        let gt = g.transpose_graph()?;
         let sum = SpmmOp {
-            g: gt.clone(),
+            g: gt,
             reduce: Reduce::Sum,
         };
         return dy.contiguous()?.apply_op2_no_bwd(&vt, &sum);
@@ -178,9 +178,9 @@ pub(crate) fn transpose_product(
         reduce,
     };
     let dy = op.scaled_grad(&dy.contiguous()?)?;
-    let (gt, _) = g.transpose()?;
+    let gt = g.transpose_graph()?;
     let sum = SpmmOp {
-        g: gt.clone(),
+        g: gt,
         reduce: Reduce::Sum,
     };
     match values {
