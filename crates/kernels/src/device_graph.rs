@@ -9,6 +9,7 @@ use crate::error::Result;
 use crate::schedule::RowSchedule;
 use candle_core::{DType, Device, Tensor};
 use gnn_graph::Csr;
+use rayon::prelude::*;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -43,6 +44,8 @@ struct Inner {
     inv_deg: OnceLock<Tensor>,
     /// `1 / deg(row)` per edge (f32, `[nnz]`, CSR order), for half-precision mean backward.
     inv_deg_edges: OnceLock<Tensor>,
+    /// [`DeviceGraph::transposed_inv_degree_edge_values`].
+    inv_deg_edges_t: OnceLock<Tensor>,
     stats: OnceLock<gnn_graph::csr::DegreeStats>,
     /// The last constant edge-value tensor permuted to the transpose: `(its id, values)`.
     transposed_values: std::sync::Mutex<Option<(candle_core::TensorId, Tensor)>>,
@@ -109,6 +112,7 @@ impl DeviceGraph {
             transpose: OnceLock::new(),
             inv_deg: OnceLock::new(),
             inv_deg_edges: OnceLock::new(),
+            inv_deg_edges_t: OnceLock::new(),
             stats: OnceLock::new(),
             transposed_values: std::sync::Mutex::new(None),
             timing: AtomicBool::new(false),
@@ -266,14 +270,21 @@ impl DeviceGraph {
             // mask for the comparison (not f32 temporaries), once per value tensor.
             let same = self.is_symmetric()? && vt.ne(v)?.max_all()?.to_scalar::<u8>()? == 0;
             if same {
-                if let Transposed::Symmetric(slot) = self.transposed()? {
-                    *slot.lock().unwrap_or_else(|e| e.into_inner()) = None;
-                }
+                self.release_transpose_perm()?;
             }
             Ok(if same { v.clone() } else { vt })
         })?;
         *cache = Some((v.id(), vt.clone()));
         Ok(vt)
+    }
+
+    /// Drops a symmetric graph's transpose permutation from the device (rebuilt by
+    /// [`Self::transpose`] on request).
+    fn release_transpose_perm(&self) -> Result<()> {
+        if let Transposed::Symmetric(slot) = self.transposed()? {
+            *slot.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        }
+        Ok(())
     }
 
     /// True while a symmetric graph's transpose permutation is held on the device (tests).
@@ -303,6 +314,34 @@ impl DeviceGraph {
             let _ = self.0.inv_deg_edges.set(t);
         }
         Ok(self.0.inv_deg_edges.get().expect("set above").clone())
+    }
+
+    /// [`Self::inv_degree_edge_values`] in the order of the transpose (`1 / deg(source row)`
+    /// per transposed entry), f32 `[nnz]`, cached: the half-precision mean backward's values.
+    /// A symmetric structure's transposed entry `q` in row `c` with column `r` is edge `(r, c)`,
+    /// so its value is `1 / deg(indices[q])`, computed directly: neither the forward-order
+    /// values nor the transpose's permutation (released; rebuilt on request) are kept on the
+    /// device (2 x `nnz` x 4 bytes).
+    pub fn transposed_inv_degree_edge_values(&self) -> Result<Tensor> {
+        if self.0.inv_deg_edges_t.get().is_none() {
+            let t = if self.is_symmetric()? {
+                timed_setup(|| {
+                    let csr = &self.0.csr;
+                    let inv: Vec<f32> = csr
+                        .row_degrees()
+                        .iter()
+                        .map(|&d| 1.0 / d.max(1) as f32)
+                        .collect();
+                    let v: Vec<f32> = csr.indices().par_iter().map(|&r| inv[r as usize]).collect();
+                    self.release_transpose_perm()?;
+                    Tensor::from_vec(v, csr.nnz(), &self.0.device)
+                })?
+            } else {
+                self.transposed_values(&self.inv_degree_edge_values()?)?
+            };
+            let _ = self.0.inv_deg_edges_t.set(t);
+        }
+        Ok(self.0.inv_deg_edges_t.get().expect("set above").clone())
     }
 
     /// `1 / row_len` as an `[n_rows, 1]` tensor of `dtype` (0 for empty rows). Cached in f32.
@@ -544,6 +583,26 @@ mod tests {
         let want: Vec<f32> = perm.iter().map(|&p| asym[p as usize]).collect();
         assert_eq!(wt, want);
         assert_ne!(wt, asym);
+    }
+
+    #[test]
+    fn transposed_inverse_degrees_equal_the_permuted_ones() {
+        for undirected in [true, false] {
+            let g = DeviceGraph::upload(&graph(undirected), &Device::Cpu).unwrap();
+            let got: Vec<f32> = g
+                .transposed_inv_degree_edge_values()
+                .unwrap()
+                .to_vec1()
+                .unwrap();
+            let fresh = DeviceGraph::upload(&graph(undirected), &Device::Cpu).unwrap();
+            let inv = fresh.inv_degree_edge_values().unwrap();
+            let want: Vec<f32> = fresh.transposed_values(&inv).unwrap().to_vec1().unwrap();
+            assert_eq!(got, want, "undirected {undirected}");
+            // The symmetric path builds neither the forward-order values nor keeps a
+            // permutation.
+            assert_eq!(g.0.inv_deg_edges.get().is_some(), !undirected);
+            assert_eq!(g.holds_transpose_perm(), !undirected);
+        }
     }
 
     #[test]

@@ -155,16 +155,15 @@ pub(crate) fn transpose_product(
         // Half precision: the mean's 1/deg rides in fp32 edge values (times any constant edge
         // values), applied inside the kernel's fp32 accumulation; narrowing dy / deg to f16
         // would underflow for long rows.
-        let inv = g
-            .inv_degree_edge_values()
-            .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
-        let w = match values {
-            Some(v) => (v.to_dtype(DType::F32)? * inv)?,
-            None => inv,
+        let err = |e: Error| candle_core::Error::Msg(e.to_string());
+        let vt = match values {
+            Some(v) => {
+                let inv = g.inv_degree_edge_values().map_err(err)?;
+                g.transposed_values(&(v.to_dtype(DType::F32)? * inv)?)
+                    .map_err(err)?
+            }
+            None => g.transposed_inv_degree_edge_values().map_err(err)?,
         };
-        let vt = g
-            .transposed_values(&w)
-            .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
         let gt = g.transpose_graph()?;
         let sum = SpmmOp {
             g: gt,
