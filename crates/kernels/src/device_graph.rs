@@ -194,30 +194,34 @@ impl DeviceGraph {
         Ok(self.0.transpose.get().expect("set above"))
     }
 
-    /// The edge permutation of a symmetric structure's transpose: on a GPU one device-side
-    /// search (`cuda/graph.cu`), else the host counting sort.
-    fn symmetric_perm(&self) -> Result<Tensor> {
+    /// On a GPU, a symmetric structure's transpose permutation from one device-side search
+    /// (`cuda/graph.cu`); `None` on the CPU or when the structure is not symmetric with
+    /// strictly increasing rows.
+    fn device_symmetric_perm(&self) -> Result<Option<Tensor>> {
         #[cfg(feature = "cuda")]
         if let (Some(c), Device::Cuda(dev)) = (&self.0.cuda, &self.0.device) {
-            if let Some(perm) = c.symmetric_perm(&self.0.csr, dev)? {
-                return Ok(perm);
-            }
+            return Ok(c.symmetric_perm(&self.0.csr, dev)?);
+        }
+        Ok(None)
+    }
+
+    /// The edge permutation of a symmetric structure's transpose: the device search on a
+    /// GPU, else the host counting sort.
+    fn symmetric_perm(&self) -> Result<Tensor> {
+        if let Some(perm) = self.device_symmetric_perm()? {
+            return Ok(perm);
         }
         let (_, perm) = self.0.csr.transpose();
         Ok(Tensor::from_vec(perm, self.nnz(), &self.0.device)?)
     }
 
-    /// Builds the cached transpose (host counting sort, permutation upload).
+    /// Builds the cached transpose: for a symmetric structure (undirected graphs, GCN's
+    /// A + I) on a GPU the device search, else the host counting sort and an upload.
     fn build_transpose(&self) -> Result<()> {
-        // On a GPU, a symmetric structure (undirected graphs, GCN's A + I) gets its
-        // permutation from one device-side search instead of the host counting sort.
-        #[cfg(feature = "cuda")]
-        if let (Some(c), Device::Cuda(dev)) = (&self.0.cuda, &self.0.device) {
-            if let Some(perm) = c.symmetric_perm(&self.0.csr, dev)? {
-                let tr = Transposed::Symmetric(std::sync::Mutex::new(Some(perm)));
-                let _ = self.0.transpose.set(tr);
-                return Ok(());
-            }
+        if let Some(perm) = self.device_symmetric_perm()? {
+            let tr = Transposed::Symmetric(std::sync::Mutex::new(Some(perm)));
+            let _ = self.0.transpose.set(tr);
+            return Ok(());
         }
         let (t, perm) = self.0.csr.transpose();
         let perm = Tensor::from_vec(perm, self.nnz(), &self.0.device)?;
