@@ -12,12 +12,16 @@ __device__ __forceinline__ uint64_t mix64(uint64_t z) {
     return z ^ (z >> 31);
 }
 
+// Whether element i of the call with `seed` is kept at keep threshold `threshold` (cpu.rs: keep).
+__device__ __forceinline__ bool keep(uint64_t seed, uint64_t i, uint64_t threshold) {
+    return (mix64(seed + i * 0x9E3779B97F4A7C15ULL) >> 40) >= threshold;
+}
+
 template <typename T>
 __device__ void dropout_impl(const T* x, T* out, uint64_t n, uint64_t seed, uint64_t threshold, T scale) {
     for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
          i += (uint64_t)gridDim.x * blockDim.x) {
-        uint64_t u = mix64(seed + i * 0x9E3779B97F4A7C15ULL) >> 40;
-        out[i] = u >= threshold ? x[i] * scale : T(0);
+        out[i] = keep(seed, i, threshold) ? x[i] * scale : T(0);
     }
 }
 
@@ -39,8 +43,7 @@ template <typename H>
 __device__ void dropout_half(const H* x, H* out, uint64_t n, uint64_t seed, uint64_t threshold, float scale) {
     for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
          i += (uint64_t)gridDim.x * blockDim.x) {
-        uint64_t u = mix64(seed + i * 0x9E3779B97F4A7C15ULL) >> 40;
-        narrow(u >= threshold ? widen(x[i]) * scale : 0.f, out + i);
+        narrow(keep(seed, i, threshold) ? widen(x[i]) * scale : 0.f, out + i);
     }
 }
 
@@ -61,9 +64,8 @@ template <typename T>
 __device__ void relu_dropout_impl(const T* x, T* out, uint64_t n, uint64_t seed, uint64_t threshold, T scale) {
     for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
          i += (uint64_t)gridDim.x * blockDim.x) {
-        const uint64_t u = mix64(seed + i * 0x9E3779B97F4A7C15ULL) >> 40;
         const T v = x[i];
-        out[i] = (u >= threshold && v > T(0)) ? v * scale : T(0);
+        out[i] = (keep(seed, i, threshold) && v > T(0)) ? v * scale : T(0);
     }
 }
 
@@ -79,9 +81,8 @@ template <typename H>
 __device__ void relu_dropout_half(const H* x, H* out, uint64_t n, uint64_t seed, uint64_t threshold, float scale) {
     for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
          i += (uint64_t)gridDim.x * blockDim.x) {
-        const uint64_t u = mix64(seed + i * 0x9E3779B97F4A7C15ULL) >> 40;
         const float v = widen(x[i]);
-        narrow((u >= threshold && v > 0.f) ? v * scale : 0.f, out + i);
+        narrow((keep(seed, i, threshold) && v > 0.f) ? v * scale : 0.f, out + i);
     }
 }
 
@@ -117,9 +118,8 @@ __device__ void bias_relu_dropout_impl(const T* x, const T* b, T* out, uint64_t 
                                        uint64_t threshold, T scale) {
     for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
          i += (uint64_t)gridDim.x * blockDim.x) {
-        const uint64_t u = mix64(seed + i * 0x9E3779B97F4A7C15ULL) >> 40;
         const T v = x[i] + b[i % d];
-        out[i] = (u >= threshold && v > T(0)) ? v * scale : T(0);
+        out[i] = (keep(seed, i, threshold) && v > T(0)) ? v * scale : T(0);
     }
 }
 
@@ -128,9 +128,8 @@ __device__ void bias_relu_dropout_half(const H* x, const H* b, H* out, uint64_t 
                                        uint64_t threshold, float scale) {
     for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
          i += (uint64_t)gridDim.x * blockDim.x) {
-        const uint64_t u = mix64(seed + i * 0x9E3779B97F4A7C15ULL) >> 40;
         const float v = widen(x[i]) + widen(b[i % d]);
-        narrow((u >= threshold && v > 0.f) ? v * scale : 0.f, out + i);
+        narrow((keep(seed, i, threshold) && v > 0.f) ? v * scale : 0.f, out + i);
     }
 }
 
