@@ -25,11 +25,21 @@ pub fn setup_time() -> Duration {
     Duration::from_nanos(SETUP_NS.load(Ordering::Relaxed))
 }
 
-/// Runs `f`, adding its wall time to [`setup_time`].
+thread_local! {
+    /// How many [`timed_setup`] calls are running on this thread.
+    static SETUP_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Runs `f`, adding its wall time to [`setup_time`]. Nested calls (a build that needs another
+/// view built first) count once, in the outermost.
 fn timed_setup<T>(f: impl FnOnce() -> T) -> T {
+    let depth = SETUP_DEPTH.with(|d| d.replace(d.get() + 1));
     let t = Instant::now();
     let out = f();
-    SETUP_NS.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    SETUP_DEPTH.with(|d| d.set(depth));
+    if depth == 0 {
+        SETUP_NS.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
     out
 }
 
@@ -291,8 +301,9 @@ impl DeviceGraph {
         Ok(())
     }
 
-    /// True while a symmetric graph's transpose permutation is held on the device (tests).
-    pub fn holds_transpose_perm(&self) -> bool {
+    /// True while a symmetric graph's transpose permutation is held on the device.
+    #[cfg(test)]
+    fn holds_transpose_perm(&self) -> bool {
         match self.0.transpose.get() {
             Some(Transposed::Symmetric(slot)) => {
                 slot.lock().unwrap_or_else(|e| e.into_inner()).is_some()
@@ -607,6 +618,20 @@ mod tests {
             assert_eq!(g.0.inv_deg_edges.get().is_some(), !undirected);
             assert_eq!(g.holds_transpose_perm(), !undirected);
         }
+    }
+
+    #[test]
+    fn nested_setup_counts_once() {
+        let before = setup_time();
+        timed_setup(|| {
+            timed_setup(|| std::thread::sleep(Duration::from_millis(50)));
+        });
+        let spent = setup_time().saturating_sub(before);
+        // Other tests may add their own (sub-millisecond) set-up concurrently; counting the
+        // nested call twice would add at least 100 ms.
+        assert!(spent >= Duration::from_millis(50), "{spent:?}");
+        assert!(spent < Duration::from_millis(100), "{spent:?}");
+        assert_eq!(SETUP_DEPTH.with(|d| d.get()), 0);
     }
 
     #[test]
