@@ -518,6 +518,14 @@ pub fn train_seeds(
                 b as f64 / (1u64 << 30) as f64
             );
         }
+        if let Some(p) = rep.peak_allocated_by_phase {
+            let parts: Vec<String> = p
+                .phases()
+                .iter()
+                .map(|(name, b)| format!("{name} {:.2}", *b as f64 / (1u64 << 30) as f64))
+                .collect();
+            println!("  highest in each phase (GiB): {}", parts.join(", "));
+        }
         if let Some(b) = rep.peak_device_bytes {
             println!(
                 "peak device memory in use (sampled, driver view): {:.2} GiB",

@@ -148,6 +148,11 @@ pub struct TrainReport {
     /// `None` on the CPU.
     #[serde(default)]
     pub peak_allocated_bytes: Option<u64>,
+    /// [`Self::peak_allocated_bytes`] split by where in the epoch it was reached: the
+    /// allocator's high-water mark of each phase, the highest over all epochs. Says which
+    /// phase sets the peak (and so what to cut). `None` on the CPU.
+    #[serde(default)]
+    pub peak_allocated_by_phase: Option<PeakByPhase>,
     /// Phase breakdown (measured when `profile`, else only totals).
     pub breakdown: PhaseSums,
     /// The first epoch's phases alone: where its one-off set-up (the transpose built on the
@@ -166,6 +171,57 @@ pub struct TrainReport {
     pub loss_scale: Option<crate::LossScale>,
     /// Per-epoch log.
     pub history: Vec<EpochLog>,
+}
+
+/// The allocator's high-water mark (bytes) of each phase of a training epoch, the highest
+/// over the run's epochs; [`TrainReport::peak_allocated_bytes`] is their maximum.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeakByPhase {
+    /// The training forward (with the first epoch's cached input aggregation).
+    pub forward: u64,
+    /// The loss.
+    pub loss: u64,
+    /// The backward, with gradient unscaling, the all-reduce and the finiteness check.
+    pub backward: u64,
+    /// The optimiser step.
+    pub step: u64,
+    /// Evaluation forwards and the model selection after them.
+    pub eval: u64,
+}
+
+impl PeakByPhase {
+    /// The highest of the phases.
+    pub fn max(&self) -> u64 {
+        [self.forward, self.loss, self.backward, self.step, self.eval]
+            .into_iter()
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Phase names and bytes, in epoch order.
+    pub fn phases(&self) -> [(&'static str, u64); 5] {
+        [
+            ("forward", self.forward),
+            ("loss", self.loss),
+            ("backward", self.backward),
+            ("step", self.step),
+            ("eval", self.eval),
+        ]
+    }
+}
+
+/// Reads the allocator's high-water mark since the last call into `slot` (keeping the
+/// highest) and starts a new window; a no-op on the CPU. The device is synchronised first, so
+/// the mark covers the phase's kernels.
+fn mark_peak(device: &candle_core::Device, slot: &mut Option<u64>) -> Result<()> {
+    if device.is_cuda() {
+        device.synchronize()?;
+        if let Some(b) = crate::device::allocated_peak_bytes(device) {
+            *slot = Some(slot.map_or(b, |p| p.max(b)));
+        }
+        crate::device::reset_allocated_peak(device);
+    }
+    Ok(())
 }
 
 /// How close to the run's best validation accuracy counts as reached: 0.5 points.
@@ -388,6 +444,8 @@ fn train_inner(
     sync(&device)?;
     crate::device::reset_allocated_peak(&device);
     let mut peak: Option<u64> = None;
+    // Allocator high-water marks: forward, loss, backward, step, eval (see `PeakByPhase`).
+    let mut peaks: [Option<u64>; 5] = [None; 5];
     let sample = |peak: &mut Option<u64>| {
         if let Some(b) = crate::device::device_memory_in_use(&device) {
             *peak = Some(peak.map_or(b, |p| p.max(b)));
@@ -423,10 +481,12 @@ fn train_inner(
         let t_fwd = t0.elapsed();
         let c_fwd = comm_time();
         sample(&mut peak);
+        mark_peak(&device, &mut peaks[0])?;
         let t1 = Instant::now();
         let loss = masked_cross_entropy(&logits, &data.labels, &data.train_weight)?;
         sync(&device)?;
         let t_loss = t1.elapsed();
+        mark_peak(&device, &mut peaks[1])?;
         let t2 = Instant::now();
         *phase = format!("running training epoch {epoch} (backward{need})");
         let mut grads = match &scaler {
@@ -503,6 +563,7 @@ fn train_inner(
                 checkpoint: saved.map(|p| p.display().to_string()),
             });
         }
+        mark_peak(&device, &mut peaks[2])?;
         let t3 = Instant::now();
         *phase = format!("running training epoch {epoch} (optimiser step)");
         if !skip {
@@ -513,6 +574,7 @@ fn train_inner(
         final_loss = loss_value;
         sync(&device)?;
         let t_opt = t3.elapsed();
+        mark_peak(&device, &mut peaks[3])?;
         let total = t0.elapsed();
 
         let phases = timer.take()?;
@@ -601,6 +663,7 @@ fn train_inner(
                 .save(path)?;
             }
         }
+        mark_peak(&device, &mut peaks[4])?;
         if cfg.patience.is_some_and(|p| best.since >= p) {
             break;
         }
@@ -630,8 +693,22 @@ fn train_inner(
         inference_ms_median: median(&mut infer_ms),
         peak_device_bytes: peak,
         peak_allocated_bytes: {
-            sync(&device)?;
-            crate::device::allocated_peak_bytes(&device)
+            // What the loop's windows did not see: restoring the best weights.
+            let mut rest = None;
+            mark_peak(&device, &mut rest)?;
+            rest.into_iter().chain(peaks.into_iter().flatten()).max()
+        },
+        peak_allocated_by_phase: match peaks {
+            [Some(forward), Some(loss), Some(backward), Some(step), Some(eval)] => {
+                Some(PeakByPhase {
+                    forward,
+                    loss,
+                    backward,
+                    step,
+                    eval,
+                })
+            }
+            _ => None,
         },
         breakdown: sums,
         first_epoch,
@@ -788,5 +865,24 @@ mod tests {
         assert_eq!(time_to_accuracy(&h, 0.001).unwrap().epoch, 8);
         // Nothing evaluated: no figure.
         assert!(time_to_accuracy(&h[..1], TTA_TOLERANCE).is_none());
+    }
+
+    #[test]
+    fn peak_by_phase_names_the_highest_phase() {
+        let p = PeakByPhase {
+            forward: 3,
+            loss: 1,
+            backward: 5,
+            step: 2,
+            eval: 4,
+        };
+        assert_eq!(p.max(), 5);
+        let names: Vec<&str> = p.phases().iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, ["forward", "loss", "backward", "step", "eval"]);
+        assert_eq!(p.phases()[4].1, 4);
+        // The CPU has no allocator accounting: no figure rather than zeros.
+        let mut slot = None;
+        mark_peak(&candle_core::Device::Cpu, &mut slot).unwrap();
+        assert_eq!(slot, None);
     }
 }
