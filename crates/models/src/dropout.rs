@@ -4,6 +4,7 @@
 
 use crate::error::Result;
 use candle_core::Tensor;
+use gnn_kernels::LinearProduct;
 use serde::{Deserialize, Serialize};
 
 /// A reproducible source of dropout masks.
@@ -40,7 +41,12 @@ impl DropoutRng {
     /// a mask is `keep(seed + i * G)` over the element index `i`, so starting at element `o`
     /// is starting at index 0 with seed `seed + o * G`.
     fn next_seed_for(&mut self, x: &Tensor) -> u64 {
-        let cols = x.dims().last().copied().unwrap_or(1) as u64;
+        self.next_seed_for_cols(x.dims().last().copied().unwrap_or(1))
+    }
+
+    /// [`Self::next_seed_for`] a tensor of `cols` columns.
+    fn next_seed_for_cols(&mut self, cols: usize) -> u64 {
+        let cols = cols as u64;
         self.next_seed().wrapping_add(
             self.row_offset
                 .wrapping_mul(cols)
@@ -78,6 +84,23 @@ impl DropoutRng {
     pub fn bias_relu_dropout(&mut self, x: &Tensor, b: &Tensor, p: f32) -> Result<Tensor> {
         let seed = if p <= 0.0 { 0 } else { self.next_seed_for(x) };
         Ok(gnn_kernels::bias_relu_dropout(x, b, p.max(0.0), seed)?)
+    }
+
+    /// `dropout(relu(x wᵀ + b), p)` of a product not yet in the autograd graph
+    /// ([`gnn_kernels::LinearProduct::bias_relu_dropout`]: the product is not kept for the
+    /// backward), drawing the mask seed [`Self::bias_relu_dropout`] would on the product.
+    pub fn linear_bias_relu_dropout(
+        &mut self,
+        z: LinearProduct,
+        b: &Tensor,
+        p: f32,
+    ) -> Result<Tensor> {
+        let seed = if p <= 0.0 {
+            0
+        } else {
+            self.next_seed_for_cols(z.out_dim())
+        };
+        Ok(z.bias_relu_dropout(b, p.max(0.0), seed)?)
     }
 
     /// Inverted dropout: zeroes each entry with probability `p`, scales the rest by `1/(1-p)`.

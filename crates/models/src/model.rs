@@ -31,7 +31,8 @@ enum Conv {
 
 /// How a forward pass runs: training (dropout on) or evaluation, and where time goes.
 pub struct Forward<'a> {
-    /// Training mode: dropout active.
+    /// Training mode: dropout active, the result differentiable; otherwise evaluation
+    /// ([`Forward::eval`]).
     pub train: bool,
     /// Dropout masks (required when `train` and dropout > 0).
     pub rng: Option<&'a mut DropoutRng>,
@@ -44,7 +45,9 @@ pub struct Forward<'a> {
 }
 
 impl<'a> Forward<'a> {
-    /// Evaluation mode.
+    /// Evaluation mode: no dropout, and a result outside the autograd graph (each layer's
+    /// output is detached, so the pass holds one layer's intermediates at a time). For
+    /// gradients without dropout, train with dropout 0.
     pub fn eval(timer: &'a Timer) -> Self {
         Self {
             train: false,
@@ -288,6 +291,12 @@ impl Gnn {
             if let Some(s) = skip.filter(|s| s.dims() == h.dims()) {
                 h = t.time(Phase::Elementwise, || Ok((h + s)?))?;
             }
+            if !ctx.train {
+                // Nothing differentiates an evaluation: cut the graph so that this layer's
+                // intermediates are freed now, not when the caller drops the logits (the
+                // whole pass's activations were otherwise alive at once).
+                h = h.detach();
+            }
         }
         Ok(h)
     }
@@ -342,8 +351,11 @@ impl Gnn {
         // GCN and GraphSAGE hand back their bias, to ride in the activation's pass when ReLU
         // follows directly (no LayerNorm in between).
         let fuse = !last && self.norms.get(l).is_none() && activation == Activation::Relu;
+        if let (Conv::Gcn(c), true) = (conv, fuse) {
+            let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
+            return c.forward_relu_dropout(g, &h, agg, drop, t);
+        }
         let unbiased = match conv {
-            Conv::Gcn(c) if fuse => Some(c.forward_unbiased(g, &h, agg, t)?),
             Conv::Sage(c) if fuse => Some(c.forward_unbiased(g, &h, agg, t)?),
             _ => None,
         };

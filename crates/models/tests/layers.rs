@@ -881,3 +881,76 @@ fn maxk_after_first_runs_the_first_layer_as_relu() {
         assert!(e.contains("--maxk"), "{e}");
     }
 }
+
+/// GCN's hidden layers fold bias, ReLU and dropout into the product when it comes last
+/// (`LinearProduct`), and into the aggregation's output otherwise: a 3-layer training pass
+/// (widths 12 -> 5 -> 5 -> 3: the product first, last, first) equals the same model composed
+/// from the public ops with the same dropout stream, values and every gradient.
+#[test]
+fn gcn_hidden_layers_equal_the_composed_ops() {
+    use gnn_kernels::{matmul_nt, Reduce};
+    let dev = Device::Cpu;
+    let csr = small_graph();
+    let mut cfg = ModelConfig::new(ConvKind::Gcn, 12, 5, 3, 3, 0.5);
+    cfg.input_dropout = 0.0;
+    let model = Gnn::new(cfg, &dev, 4).unwrap();
+    // Non-zero biases (GCN's start at zero), so that their adds are seen.
+    for (name, v) in model.named_vars() {
+        if name.ends_with("bias") {
+            v.set(&Tensor::randn(0f32, 1.0, v.dims(), &dev).unwrap())
+                .unwrap();
+        }
+    }
+    let g = ModelGraph::new(&csr, ConvKind::Gcn, &dev).unwrap();
+    let x = seeded_x(12, 8);
+    let (y, grads) = train_pass(&model, &g, &x, None, 21);
+    // Composed: the same parameters and masks (the stream draws one seed per hidden layer).
+    let mut rng = DropoutRng::new(21);
+    let mut h = x.clone();
+    for l in 0..3 {
+        let w = param(&model, &format!("convs.{l}.lin.weight"));
+        let b = param(&model, &format!("convs.{l}.bias"));
+        let (o, i) = w.dims2().unwrap();
+        let z = if o >= i {
+            matmul_nt(&g.aggregate(&h, Reduce::Sum).unwrap(), &w).unwrap()
+        } else {
+            g.aggregate(&matmul_nt(&h, &w).unwrap(), Reduce::Sum)
+                .unwrap()
+        };
+        h = if l < 2 {
+            rng.bias_relu_dropout(&z, &b, 0.5).unwrap()
+        } else {
+            z.broadcast_add(&b).unwrap()
+        };
+    }
+    assert_eq!(mat(&y), mat(&h), "values");
+    let want = h.sqr().unwrap().sum_all().unwrap().backward().unwrap();
+    for (name, gr) in &grads {
+        let a: Vec<f32> = gr
+            .as_ref()
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        let b: Vec<f32> = want
+            .get(&param(&model, name))
+            .unwrap_or_else(|| panic!("composed: no grad for {name}"))
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        assert!(a.iter().any(|&u| u != 0.0), "{name}: all zero");
+        for (u, v) in a.iter().zip(&b) {
+            assert!(
+                (u - v).abs() <= 1e-5 * (1.0 + v.abs()),
+                "{name}: {u} vs {v}"
+            );
+        }
+    }
+    // An evaluation's logits are outside the graph (each layer is detached as it finishes).
+    let timer = Timer::disabled();
+    let e = model.forward(&g, &x, &mut Forward::eval(&timer)).unwrap();
+    assert!(!e.track_op(), "evaluation logits keep no graph");
+    assert!(y.track_op());
+}

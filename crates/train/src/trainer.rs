@@ -513,6 +513,9 @@ fn train_inner(
             }
             None => loss_value,
         };
+        // The forward's activations live as long as the loss's graph: free them before the
+        // step and the evaluation, which would otherwise allocate on top of them.
+        drop((loss, logits));
         // The non-finite check also drives f16 loss scaling: an overflow of the scaled
         // gradients (finite loss) skips the step and halves the scale, unless the scale has
         // nowhere left to go.

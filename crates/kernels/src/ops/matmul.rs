@@ -14,13 +14,7 @@ use candle_core::{CpuStorage, CudaStorage, CustomOp2, Layout, Shape, Tensor};
 
 /// `x [N, in] · w [out, in]ᵀ -> [N, out]`, differentiable in `w` (and in `x` when it tracks).
 pub fn matmul_nt(x: &Tensor, w: &Tensor) -> Result<Tensor> {
-    let (xd, wd) = (x.dims(), w.dims());
-    if xd.len() != 2 || wd.len() != 2 || xd[1] != wd[1] {
-        return Err(Error::Shape {
-            op: "matmul_nt",
-            what: format!("x {xd:?} and w {wd:?} must be [N, in] and [out, in]"),
-        });
-    }
+    check_nt("matmul_nt", x, w)?;
     if x.track_op() || !w.track_op() {
         return Ok(x.matmul(&w.t()?)?);
     }
@@ -63,15 +57,75 @@ impl CustomOp2 for AttachWeightGrad {
         _res: &Tensor,
         dy: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
-        // On the CPU a contiguous dyᵀ keeps candle's GEMM on its fast path (a strided lhs is
-        // ~5x slower); cuBLAS takes the transposed operand as it is, where the copy cost an
-        // extra pass over dy (0.68 ms of a 40 ms epoch at N = 233 K, 256 wide, bf16).
-        let dyt = dy.t()?;
-        let dyt = if dy.device().is_cpu() {
-            dyt.contiguous()?
-        } else {
-            dyt
-        };
-        Ok((None, Some(dyt.matmul(&self.x)?)))
+        Ok((None, Some(weight_grad(dy, &self.x)?)))
     }
+}
+
+/// `dyᵀ x`, a linear layer's weight gradient (`dy [N, out]`, `x [N, in]`).
+pub(crate) fn weight_grad(dy: &Tensor, x: &Tensor) -> candle_core::Result<Tensor> {
+    // On the CPU a contiguous dyᵀ keeps candle's GEMM on its fast path (a strided lhs is
+    // ~5x slower); cuBLAS takes the transposed operand as it is, where the copy cost an
+    // extra pass over dy (0.68 ms of a 40 ms epoch at N = 233 K, 256 wide, bf16).
+    let dyt = dy.t()?;
+    let dyt = if dy.device().is_cpu() {
+        dyt.contiguous()?
+    } else {
+        dyt
+    };
+    dyt.matmul(x)
+}
+
+/// `x · wᵀ` computed outside the autograd graph, for an op that consumes it and attaches the
+/// gradients itself ([`LinearProduct::bias_relu_dropout`]): the product is then a temporary,
+/// not a tensor the graph holds until the backward.
+pub struct LinearProduct {
+    x: Tensor,
+    w: Tensor,
+    z: Tensor,
+}
+
+impl LinearProduct {
+    /// `x [N, in] · w [out, in]ᵀ`, the GEMM run now (untracked).
+    pub fn new(x: &Tensor, w: &Tensor) -> Result<Self> {
+        check_nt("linear", x, w)?;
+        let z = x.detach().matmul(&w.detach().t()?)?;
+        Ok(Self {
+            x: x.clone(),
+            w: w.clone(),
+            z,
+        })
+    }
+
+    /// `out`, the product's width.
+    pub fn out_dim(&self) -> usize {
+        self.z.dims().get(1).copied().unwrap_or(0)
+    }
+
+    /// The product's dtype (that of `x` and `w`).
+    pub fn dtype(&self) -> candle_core::DType {
+        self.z.dtype()
+    }
+
+    /// `(x, w, x · wᵀ)`, for the consuming op.
+    pub(crate) fn into_parts(self) -> (Tensor, Tensor, Tensor) {
+        (self.x, self.w, self.z)
+    }
+}
+
+/// `x` and `w` must be `[N, in]` and `[out, in]`.
+fn check_nt(op: &'static str, x: &Tensor, w: &Tensor) -> Result<()> {
+    let (xd, wd) = (x.dims(), w.dims());
+    if xd.len() != 2 || wd.len() != 2 || xd[1] != wd[1] {
+        return Err(Error::Shape {
+            op,
+            what: format!("x {xd:?} and w {wd:?} must be [N, in] and [out, in]"),
+        });
+    }
+    if x.dtype() != w.dtype() {
+        return Err(Error::Shape {
+            op,
+            what: format!("x is {:?}, w {:?}", x.dtype(), w.dtype()),
+        });
+    }
+    Ok(())
 }

@@ -719,6 +719,7 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
             }
         }
     }
+    check_linear_bias_relu_dropout(c, gpu)?;
     // Fused masked cross-entropy: loss and logits gradient against an f64 CPU run (on the
     // rounded logits for bf16 / f16). C = 1, 7, 41, 100; every fifth row out of the split.
     for (n, classes) in [(1usize, 1usize), (333, 7), (4096, 41), (1000, 100)] {
@@ -934,6 +935,95 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
 
 /// [`DeviceGraph::transpose`]'s edge permutation on the device graph against the host
 /// counting sort's (exact), and its symmetry verdict against the host's.
+/// A hidden layer whose product comes last ([`crate::LinearProduct::bias_relu_dropout`]),
+/// input tracked or not: against the composed `bias_relu_dropout(matmul_nt(x, w), b)` on the
+/// GPU (the same cuBLAS product and epilogue kernel: `y` and `dx` identical; `dw`, `db` summed
+/// in another order, within the dtype's GEMM bound), and in f32 against the CPU (the GEMMs'
+/// rounding alone, 1e-5).
+fn check_linear_bias_relu_dropout(c: &mut Checker, gpu: &Device) -> Result<()> {
+    let mut dts = vec![(DType::F32, 1e-5)];
+    if gpu.is_cuda() {
+        dts.extend([(DType::BF16, 1e-2), (DType::F16, 2e-3)]);
+    }
+    for (dt, bound) in dts {
+        for (n, i, o, p) in [
+            (1000usize, 602usize, 64usize, 0.5f32),
+            (333, 41, 33, 0.0),
+            (1, 128, 256, 0.5),
+        ] {
+            let x = c.randn((n, i))?.to_dtype(dt)?;
+            let w = (c.randn((o, i))? * 0.1)?.to_dtype(dt)?;
+            let b = c.randn(o)?.to_dtype(dt)?;
+            let dy = c.randn((n, o))?.to_dtype(dt)?;
+            for x_tracks in [true, false] {
+                // (y, dx, dw, db), fused or composed, on `dev`.
+                let run = |dev: &Device, fused: bool| -> Result<[Option<Tensor>; 4]> {
+                    let xv = Var::from_tensor(&x.to_device(dev)?)?;
+                    let wv = Var::from_tensor(&w.to_device(dev)?)?;
+                    let bv = Var::from_tensor(&b.to_device(dev)?)?;
+                    let xt = if x_tracks {
+                        xv.as_tensor().clone()
+                    } else {
+                        xv.as_tensor().detach()
+                    };
+                    let y = if fused {
+                        crate::LinearProduct::new(&xt, wv.as_tensor())?.bias_relu_dropout(
+                            bv.as_tensor(),
+                            p,
+                            31,
+                        )?
+                    } else {
+                        crate::bias_relu_dropout(
+                            &matmul_nt(&xt, wv.as_tensor())?,
+                            bv.as_tensor(),
+                            p,
+                            31,
+                        )?
+                    };
+                    let g = (&y * dy.to_device(dev)?)?.sum_all()?.backward()?;
+                    let grad = |v: &Var| g.get(v.as_tensor()).cloned();
+                    Ok([Some(y.clone()), grad(&xv), grad(&wv), grad(&bv)])
+                };
+                let fused = run(gpu, true)?;
+                let composed = run(gpu, false)?;
+                let tag = format!("linear_bias_relu_dropout {dt:?} {n}x{i}->{o} p={p}");
+                let tag = if x_tracks {
+                    tag
+                } else {
+                    format!("{tag} x fixed")
+                };
+                for (k, (name, exact)) in
+                    [("fwd", true), ("dx", true), ("dw", false), ("db", false)]
+                        .into_iter()
+                        .enumerate()
+                {
+                    match (&fused[k], &composed[k]) {
+                        (Some(f), Some(m)) => c.check(
+                            "dense",
+                            format!("{tag} {name} vs composed"),
+                            o,
+                            f,
+                            m,
+                            if exact { 0.0 } else { bound },
+                        )?,
+                        (None, None) => {}
+                        _ => return Err(missing(&format!("{tag} {name}: one side has none"))),
+                    }
+                }
+                if dt == DType::F32 {
+                    let cpu = run(&Device::Cpu, true)?;
+                    for (k, name) in ["fwd", "dx", "dw", "db"].into_iter().enumerate() {
+                        if let (Some(f), Some(r)) = (&fused[k], &cpu[k]) {
+                            c.check("dense", format!("{tag} {name}"), o, f, r, 1e-5)?;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 fn check_transpose(c: &mut Checker, gname: &str, csr: &Csr, gpu: &Device) -> Result<()> {
     let (_, want) = csr.transpose();
     let want = Tensor::from_vec(want, csr.nnz(), &Device::Cpu)?;

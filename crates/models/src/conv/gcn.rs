@@ -17,7 +17,7 @@ use crate::graph::ModelGraph;
 use crate::params::{Init, ParamStore};
 use crate::timer::{Phase, Timer};
 use candle_core::Tensor;
-use gnn_kernels::Reduce;
+use gnn_kernels::{LinearProduct, Reduce};
 
 /// GCN convolution.
 pub struct GcnConv {
@@ -72,6 +72,43 @@ impl GcnConv {
         };
         let b = like(&self.bias, &y)?;
         Ok((y, b))
+    }
+
+    /// A hidden layer, `dropout(relu(layer(x)), p)` (`drop`: the rate and mask stream when
+    /// training). Where the product comes last (`agg` given, or `out >= in`) the bias, ReLU
+    /// and dropout ride on it ([`gnn_kernels::LinearProduct::bias_relu_dropout`]), so the
+    /// autograd graph keeps no pre-activation `[N, out]` tensor for the backward; otherwise
+    /// on the aggregation's output ([`gnn_kernels::bias_relu_dropout`]).
+    pub fn forward_relu_dropout(
+        &self,
+        g: &ModelGraph,
+        x: &Tensor,
+        agg: Option<&Tensor>,
+        drop: Option<(&mut DropoutRng, f32)>,
+        t: &Timer,
+    ) -> Result<Tensor> {
+        let (out_dim, in_dim) = self.lin.weight.dims2()?;
+        let a = match agg {
+            Some(a) => Some(a.clone()),
+            None if out_dim >= in_dim => {
+                Some(t.time(Phase::Aggregation, || g.aggregate(x, Reduce::Sum))?)
+            }
+            None => None,
+        };
+        let Some(a) = a else {
+            let (y, b) = self.forward_unbiased(g, x, None, t)?;
+            return t.time(Phase::Elementwise, || match drop {
+                Some((rng, p)) => rng.bias_relu_dropout(&y, &b, p),
+                None => Ok(gnn_kernels::bias_relu_dropout(&y, &b, 0.0, 0)?),
+            });
+        };
+        let w = like(&self.lin.weight, &a)?;
+        let z = t.time(Phase::Gemm, || Ok(LinearProduct::new(&a, &w)?))?;
+        let b = like(&self.bias, &a)?;
+        t.time(Phase::Elementwise, || match drop {
+            Some((rng, p)) => rng.linear_bias_relu_dropout(z, &b, p),
+            None => Ok(z.bias_relu_dropout(&b, 0.0, 0)?),
+        })
     }
 
     /// MaxK-GNN order: `A · dropout(MaxK(x W^T)) + b`, the aggregation over CBSR (SpGEMM, with
