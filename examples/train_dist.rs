@@ -367,6 +367,7 @@ fn nccl_process(
     };
     let device = candle_core::Device::new_cuda(proc.gpu)
         .with_context(|| format!("opening GPU {} (LOCAL_RANK)", proc.gpu))?;
+    gnn::train::keep_freed_memory(&device)?;
     println!(
         "rank {} of {} on GPU {}, NCCL id from {}",
         proc.rank,
@@ -403,7 +404,11 @@ fn nccl_run(
     use gnn::kernels::comm::{Communicator, NcclComm, NcclId};
     use std::sync::Arc;
     let devices = (0..ranks)
-        .map(|r| candle_core::Device::new_cuda(r).with_context(|| format!("opening GPU {r}")))
+        .map(|r| {
+            let d = candle_core::Device::new_cuda(r).with_context(|| format!("opening GPU {r}"))?;
+            gnn::train::keep_freed_memory(&d)?;
+            Ok(d)
+        })
         .collect::<Result<Vec<_>>>()?;
     let id = NcclId::new()?;
     println!("{ranks} ranks on GPUs 0..{ranks}, NCCL");

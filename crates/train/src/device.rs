@@ -9,7 +9,45 @@ pub fn pick_device(force_cpu: bool) -> Result<Device> {
     if force_cpu {
         return Ok(Device::Cpu);
     }
-    Ok(Device::cuda_if_available(0)?)
+    let device = Device::cuda_if_available(0)?;
+    keep_freed_memory(&device)?;
+    Ok(device)
+}
+
+/// The environment variable that sets the allocator pool's release threshold in bytes
+/// ([`keep_freed_memory`]); `0` is the driver's default.
+pub const POOL_RELEASE_THRESHOLD_ENV: &str = "GNN_CUDA_POOL_RELEASE_THRESHOLD";
+
+/// Lets the stream-ordered allocator's pool keep the memory tensors free, instead of handing
+/// it back to the driver at every synchronisation (the driver's default, a release threshold
+/// of 0). A training epoch frees and re-allocates its activations every epoch, and
+/// synchronises between phases: returning those pages and mapping them again cost
+/// milliseconds per epoch. PyTorch's caching allocator keeps its memory the same way until
+/// `empty_cache`. The pool never holds more than the run's peak; set
+/// [`POOL_RELEASE_THRESHOLD_ENV`] (bytes; `0` for the driver's behaviour) when other processes
+/// need the memory back. Nothing on the CPU or without memory pools.
+pub fn keep_freed_memory(device: &Device) -> Result<()> {
+    let threshold = release_threshold(std::env::var(POOL_RELEASE_THRESHOLD_ENV).ok().as_deref())?;
+    #[cfg(feature = "cuda")]
+    if let Some(pool) = default_mem_pool(device) {
+        use candle_core::cuda_backend::cudarc::driver::sys;
+        let mut v = threshold;
+        // SAFETY: RELEASE_THRESHOLD is a cuuint64_t attribute; `v` outlives the call.
+        let r = unsafe {
+            sys::cuMemPoolSetAttribute(
+                pool,
+                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                (&mut v as *mut u64).cast(),
+            )
+        };
+        if r != sys::CUresult::CUDA_SUCCESS {
+            return Err(Error::Invalid(format!(
+                "setting the CUDA memory pool's release threshold to {threshold}: {r:?}"
+            )));
+        }
+    }
+    let _ = (device, threshold);
+    Ok(())
 }
 
 /// Sets whether f32 GEMMs may run on TF32 tensor cores (candle's process-wide
@@ -109,6 +147,20 @@ pub fn reset_allocated_peak(device: &Device) {
     let _ = device;
 }
 
+/// The release threshold [`POOL_RELEASE_THRESHOLD_ENV`]'s value asks for: unset keeps all
+/// freed memory (`u64::MAX`), otherwise a byte count.
+fn release_threshold(value: Option<&str>) -> Result<u64> {
+    match value {
+        None => Ok(u64::MAX),
+        Some(v) => v.trim().parse::<u64>().map_err(|e| {
+            Error::Invalid(format!(
+                "{POOL_RELEASE_THRESHOLD_ENV}={v:?} is not a byte count ({e}); use 0 for the \
+                 driver's default or leave it unset to keep freed memory"
+            ))
+        }),
+    }
+}
+
 /// `(free, total)` device memory in bytes, as the driver reports it. `None` on the CPU.
 pub fn device_memory_info(device: &Device) -> Option<(u64, u64)> {
     #[cfg(feature = "cuda")]
@@ -181,6 +233,20 @@ pub fn device_name(device: &Device) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pool_release_threshold_parses_bytes_and_names_a_bad_value() {
+        assert_eq!(release_threshold(None).unwrap(), u64::MAX);
+        assert_eq!(release_threshold(Some("0")).unwrap(), 0);
+        assert_eq!(release_threshold(Some(" 1073741824 ")).unwrap(), 1 << 30);
+        let e = release_threshold(Some("1G")).unwrap_err().to_string();
+        assert!(
+            e.contains(POOL_RELEASE_THRESHOLD_ENV) && e.contains("\"1G\""),
+            "{e}"
+        );
+        // The CPU has no pool: nothing to set, whatever the variable says.
+        keep_freed_memory(&Device::Cpu).unwrap();
+    }
 
     #[test]
     fn tf32_is_refused_on_the_cpu() {
