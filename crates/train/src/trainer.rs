@@ -185,7 +185,7 @@ pub struct PeakByPhase {
     pub backward: u64,
     /// The optimiser step.
     pub step: u64,
-    /// Evaluation forwards and the model selection after them.
+    /// Evaluation forwards, the model selection after them and periodic checkpoints.
     pub eval: u64,
 }
 
