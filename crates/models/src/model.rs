@@ -361,10 +361,7 @@ impl Gnn {
         };
         if let Some((y, b)) = unbiased {
             let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
-            return t.time(Phase::Elementwise, || match drop {
-                Some((rng, p)) => rng.bias_relu_dropout(&y, &b, p),
-                None => Ok(gnn_kernels::bias_relu_dropout(&y, &b, 0.0, 0)?),
-            });
+            return crate::conv::bias_relu_dropout(&y, &b, drop, t);
         }
         h = match conv {
             Conv::Gcn(c) => c.forward(g, &h, agg, t)?,

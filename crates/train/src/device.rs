@@ -31,15 +31,8 @@ pub fn keep_freed_memory(device: &Device) -> Result<()> {
     #[cfg(feature = "cuda")]
     if let Some(pool) = default_mem_pool(device) {
         use candle_core::cuda_backend::cudarc::driver::sys;
-        let mut v = threshold;
-        // SAFETY: RELEASE_THRESHOLD is a cuuint64_t attribute; `v` outlives the call.
-        let r = unsafe {
-            sys::cuMemPoolSetAttribute(
-                pool,
-                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
-                (&mut v as *mut u64).cast(),
-            )
-        };
+        let attr = sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
+        let r = set_pool_u64(pool, attr, threshold);
         if r != sys::CUresult::CUDA_SUCCESS {
             return Err(Error::Invalid(format!(
                 "setting the CUDA memory pool's release threshold to {threshold}: {r:?}"
@@ -103,6 +96,25 @@ fn default_mem_pool(
     (r == sys::CUresult::CUDA_SUCCESS && !pool.is_null()).then_some(pool)
 }
 
+/// Sets `attr`, one of the pool attributes that take a `cuuint64_t`, to `value`.
+#[cfg(feature = "cuda")]
+fn set_pool_u64(
+    pool: candle_core::cuda_backend::cudarc::driver::sys::CUmemoryPool,
+    attr: candle_core::cuda_backend::cudarc::driver::sys::CUmemPool_attribute,
+    value: u64,
+) -> candle_core::cuda_backend::cudarc::driver::sys::CUresult {
+    let mut v = value;
+    // SAFETY: the callers pass cuuint64_t attributes (RELEASE_THRESHOLD, USED_MEM_HIGH) of a
+    // live pool; `v` outlives the call.
+    unsafe {
+        candle_core::cuda_backend::cudarc::driver::sys::cuMemPoolSetAttribute(
+            pool,
+            attr,
+            (&mut v as *mut u64).cast(),
+        )
+    }
+}
+
 /// Peak bytes held by allocations of the stream-ordered allocator's default pool since the
 /// last [`reset_allocated_peak`]: the allocator's own accounting of live tensors (rounded to
 /// its granularity), the figure comparable with torch's `max_memory_allocated` (it excludes
@@ -133,16 +145,13 @@ pub fn reset_allocated_peak(device: &Device) {
     #[cfg(feature = "cuda")]
     if let Some(pool) = default_mem_pool(device) {
         use candle_core::cuda_backend::cudarc::driver::sys;
-        let mut zero: u64 = 0;
-        // SAFETY: setting USED_MEM_HIGH takes a cuuint64_t (only 0 is allowed); a failure
-        // leaves the old window, which only makes the peak an over-estimate.
-        unsafe {
-            sys::cuMemPoolSetAttribute(
-                pool,
-                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH,
-                (&mut zero as *mut u64).cast(),
-            );
-        }
+        // Only 0 is allowed; a failure leaves the old window, which only makes the peak an
+        // over-estimate.
+        let _ = set_pool_u64(
+            pool,
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH,
+            0,
+        );
     }
     let _ = device;
 }

@@ -677,6 +677,16 @@ fn train_inner(
             v.set(&t)?;
         }
     }
+    let by_phase = match peaks {
+        [Some(forward), Some(loss), Some(backward), Some(step), Some(eval)] => Some(PeakByPhase {
+            forward,
+            loss,
+            backward,
+            step,
+            eval,
+        }),
+        _ => None,
+    };
     let mean = |v: &[f64]| {
         if v.is_empty() {
             0.0
@@ -699,20 +709,9 @@ fn train_inner(
             // What the loop's windows did not see: restoring the best weights.
             let mut rest = None;
             mark_peak(&device, &mut rest)?;
-            rest.into_iter().chain(peaks.into_iter().flatten()).max()
+            rest.into_iter().chain(by_phase.map(|p| p.max())).max()
         },
-        peak_allocated_by_phase: match peaks {
-            [Some(forward), Some(loss), Some(backward), Some(step), Some(eval)] => {
-                Some(PeakByPhase {
-                    forward,
-                    loss,
-                    backward,
-                    step,
-                    eval,
-                })
-            }
-            _ => None,
-        },
+        peak_allocated_by_phase: by_phase,
         breakdown: sums,
         first_epoch,
         first_epoch_graph_setup_ms,

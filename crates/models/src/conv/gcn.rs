@@ -10,7 +10,7 @@
 //! The product is associative, so the layer aggregates at the narrower of `in` and `out`:
 //! `Â (X W^T)` when `out < in`, `(Â X) W^T` otherwise.
 
-use super::{like, maxk_dropout, Linear};
+use super::{bias_relu_dropout, like, maxk_dropout, Linear};
 use crate::dropout::DropoutRng;
 use crate::error::Result;
 use crate::graph::ModelGraph;
@@ -97,10 +97,7 @@ impl GcnConv {
         };
         let Some(a) = a else {
             let (y, b) = self.forward_unbiased(g, x, None, t)?;
-            return t.time(Phase::Elementwise, || match drop {
-                Some((rng, p)) => rng.bias_relu_dropout(&y, &b, p),
-                None => Ok(gnn_kernels::bias_relu_dropout(&y, &b, 0.0, 0)?),
-            });
+            return bias_relu_dropout(&y, &b, drop, t);
         };
         let w = like(&self.lin.weight, &a)?;
         let z = t.time(Phase::Gemm, || Ok(LinearProduct::new(&a, &w)?))?;

@@ -28,6 +28,21 @@ pub(crate) fn like(p: &Tensor, x: &Tensor) -> Result<Tensor> {
     Ok(p.to_dtype(x.dtype())?)
 }
 
+/// A hidden layer's epilogue on its unbiased output `y`: `dropout(relu(y + b), p)` with
+/// `drop`'s rate and mask stream (training), else `relu(y + b)`, one fused pass
+/// ([`gnn_kernels::bias_relu_dropout`]), timed as element-wise work.
+pub(crate) fn bias_relu_dropout(
+    y: &Tensor,
+    b: &Tensor,
+    drop: Option<(&mut DropoutRng, f32)>,
+    t: &Timer,
+) -> Result<Tensor> {
+    t.time(Phase::Elementwise, || match drop {
+        Some((rng, p)) => rng.bias_relu_dropout(y, b, p),
+        None => Ok(gnn_kernels::bias_relu_dropout(y, b, 0.0, 0)?),
+    })
+}
+
 /// MaxK of `h` then dropout on the kept values (MaxK-GNN's order), timed as element-wise work.
 pub(crate) fn maxk_dropout(
     h: &Tensor,

@@ -24,17 +24,23 @@ pub(crate) fn threshold(p: f32) -> u64 {
     (p as f64 * (1u64 << 24) as f64).round() as u64
 }
 
+/// `p`, a drop probability, must lie in `[0, 1)`.
+fn check_probability(op: &'static str, p: f32) -> Result<()> {
+    if !(0.0..1.0).contains(&p) {
+        return Err(Error::Shape {
+            op,
+            what: format!("drop probability {p} must be in [0, 1)"),
+        });
+    }
+    Ok(())
+}
+
 /// Inverted dropout of `x` with drop probability `p in [0, 1)` and mask seed `seed`
 /// (differentiable; `p == 0` returns `x`).
 pub fn dropout(x: &Tensor, p: f32, seed: u64) -> Result<Tensor> {
     const OP: &str = "dropout";
     check_float_or_half(OP, "x", x)?;
-    if !(0.0..1.0).contains(&p) {
-        return Err(Error::Shape {
-            op: OP,
-            what: format!("drop probability {p} must be in [0, 1)"),
-        });
-    }
+    check_probability(OP, p)?;
     if p == 0.0 {
         return Ok(x.clone());
     }
@@ -98,12 +104,7 @@ fn cpu_fwd<T: candle_core::WithDType>(
 pub fn relu_dropout(x: &Tensor, p: f32, seed: u64) -> Result<Tensor> {
     const OP: &str = "relu_dropout";
     check_float_or_half(OP, "x", x)?;
-    if !(0.0..1.0).contains(&p) {
-        return Err(Error::Shape {
-            op: OP,
-            what: format!("drop probability {p} must be in [0, 1)"),
-        });
-    }
+    check_probability(OP, p)?;
     Ok(x.contiguous()?.apply_op1(ReluDropoutOp { p, seed })?)
 }
 
@@ -156,12 +157,7 @@ pub fn bias_relu_dropout(x: &Tensor, b: &Tensor, p: f32, seed: u64) -> Result<Te
             what: format!("b is {:?}, x {:?}", b.dtype(), x.dtype()),
         });
     }
-    if !(0.0..1.0).contains(&p) {
-        return Err(Error::Shape {
-            op: OP,
-            what: format!("drop probability {p} must be in [0, 1)"),
-        });
-    }
+    check_probability(OP, p)?;
     Ok(x.contiguous()?
         .apply_op2(&b.contiguous()?, BiasReluDropoutOp { p, seed })?)
 }
@@ -244,12 +240,7 @@ impl LinearProduct {
                 what: format!("b is {:?}, the product {:?}", b.dtype(), self.dtype()),
             });
         }
-        if !(0.0..1.0).contains(&p) {
-            return Err(Error::Shape {
-                op: OP,
-                what: format!("drop probability {p} must be in [0, 1)"),
-            });
-        }
+        check_probability(OP, p)?;
         let (x, w, z) = self.into_parts();
         let op = LinearBiasReluDropoutOp {
             p,
