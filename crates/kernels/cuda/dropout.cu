@@ -143,3 +143,85 @@ BIAS_RELU_DROPOUT(float, f32, float, bias_relu_dropout_impl)
 BIAS_RELU_DROPOUT(double, f64, double, bias_relu_dropout_impl)
 BIAS_RELU_DROPOUT(__nv_bfloat16, bf16, float, bias_relu_dropout_half)
 BIAS_RELU_DROPOUT(__half, f16, float, bias_relu_dropout_half)
+
+// Bias + ReLU + dropout that also writes its mask as bits, with an optional residual: a hidden
+// layer's epilogue when the op keeps the mask for its backward instead of the output (the output
+// then carries the residual, so `y > 0` no longer tells the mask). y = keep(i) && v > 0 ?
+// v * scale : 0 with v = x[i] + b[i % d], as bias_relu_dropout; out[i] = y + r[i] (r null: y),
+// the sum rounded once more in half storage (as a separate add would). Bit i % 32 of
+// bits[i / 32] is set iff the element passed (kept and v > 0). One warp per 32 consecutive
+// elements (a ballot writes the word), so the block size must be a multiple of 32.
+template <typename T>
+__device__ void bias_relu_dropout_bits_impl(const T* x, const T* b, const T* r, T* out, uint32_t* bits, uint64_t n,
+                                            uint32_t d, uint64_t seed, uint64_t threshold, T scale) {
+    const uint64_t lane = threadIdx.x & 31;
+    const uint64_t n_warps = ((uint64_t)gridDim.x * blockDim.x) >> 5;
+    for (uint64_t w = (blockIdx.x * (uint64_t)blockDim.x + threadIdx.x) >> 5; w * 32 < n; w += n_warps) {
+        const uint64_t i = w * 32 + lane;
+        bool on = false;
+        if (i < n) {
+            const T v = x[i] + b[i % d];
+            on = keep(seed, i, threshold) && v > T(0);
+            const T y = on ? v * scale : T(0);
+            out[i] = r ? y + r[i] : y;
+        }
+        const uint32_t word = __ballot_sync(0xffffffffu, on);
+        if (lane == 0) bits[w] = word;
+    }
+}
+
+template <typename H>
+__device__ void bias_relu_dropout_bits_half(const H* x, const H* b, const H* r, H* out, uint32_t* bits, uint64_t n,
+                                            uint32_t d, uint64_t seed, uint64_t threshold, float scale) {
+    const uint64_t lane = threadIdx.x & 31;
+    const uint64_t n_warps = ((uint64_t)gridDim.x * blockDim.x) >> 5;
+    for (uint64_t w = (blockIdx.x * (uint64_t)blockDim.x + threadIdx.x) >> 5; w * 32 < n; w += n_warps) {
+        const uint64_t i = w * 32 + lane;
+        bool on = false;
+        if (i < n) {
+            const float v = widen(x[i]) + widen(b[i % d]);
+            on = keep(seed, i, threshold) && v > 0.f;
+            H y;
+            narrow(on ? v * scale : 0.f, &y);
+            if (r) {
+                narrow(widen(y) + widen(r[i]), out + i);
+            } else {
+                out[i] = y;
+            }
+        }
+        const uint32_t word = __ballot_sync(0xffffffffu, on);
+        if (lane == 0) bits[w] = word;
+    }
+}
+
+// Its backward: dx[i] = bit i ? dy[i] * scale : 0.
+template <typename T>
+__device__ void mask_bits_bwd_impl(const uint32_t* bits, const T* dy, T* dx, uint64_t n, T scale) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        dx[i] = ((bits[i >> 5] >> (i & 31)) & 1u) ? dy[i] * scale : T(0);
+    }
+}
+
+template <typename H>
+__device__ void mask_bits_bwd_half(const uint32_t* bits, const H* dy, H* dx, uint64_t n, float scale) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        narrow(((bits[i >> 5] >> (i & 31)) & 1u) ? widen(dy[i]) * scale : 0.f, dx + i);
+    }
+}
+
+#define MASK_BITS(TY, NAME, ST, FWD, BWD)                                                                   \
+    extern "C" __global__ void bias_relu_dropout_bits_##NAME(const TY* x, const TY* b, const TY* r, TY* out,  \
+                                                             uint32_t* bits, uint64_t n, uint32_t d,          \
+                                                             uint64_t seed, uint64_t threshold, ST scale) {   \
+        FWD(x, b, r, out, bits, n, d, seed, threshold, scale);                                                 \
+    }                                                                                                          \
+    extern "C" __global__ void mask_bits_bwd_##NAME(const uint32_t* bits, const TY* dy, TY* dx, uint64_t n,   \
+                                                    ST scale) {                                               \
+        BWD(bits, dy, dx, n, scale);                                                                           \
+    }
+MASK_BITS(float, f32, float, bias_relu_dropout_bits_impl, mask_bits_bwd_impl)
+MASK_BITS(double, f64, double, bias_relu_dropout_bits_impl, mask_bits_bwd_impl)
+MASK_BITS(__nv_bfloat16, bf16, float, bias_relu_dropout_bits_half, mask_bits_bwd_half)
+MASK_BITS(__half, f16, float, bias_relu_dropout_bits_half, mask_bits_bwd_half)

@@ -282,7 +282,9 @@ impl DeviceGraph {
             // Symmetric values on a symmetric structure (GCN's D^-1/2 (A + I) D^-1/2): keep
             // `v` itself, so the backward does not hold a second `[nnz]` copy. One `[nnz]` u8
             // mask for the comparison (not f32 temporaries), once per value tensor.
-            let same = self.is_symmetric()? && vt.ne(v)?.max_all()?.to_scalar::<u8>()? == 0;
+            // (No edges: nothing to compare, and `max_all` of an empty tensor is an error.)
+            let same = self.is_symmetric()?
+                && (vt.elem_count() == 0 || vt.ne(v)?.max_all()?.to_scalar::<u8>()? == 0);
             if same {
                 self.release_transpose_perm()?;
             }

@@ -103,6 +103,22 @@ impl DropoutRng {
         Ok(z.bias_relu_dropout(b, p.max(0.0), seed)?)
     }
 
+    /// [`Self::linear_bias_relu_dropout`] plus the product's input as a residual, added in
+    /// the same pass ([`LinearProduct::bias_relu_dropout_residual`]); the same mask.
+    pub fn linear_bias_relu_dropout_residual(
+        &mut self,
+        z: LinearProduct,
+        b: &Tensor,
+        p: f32,
+    ) -> Result<Tensor> {
+        let seed = if p <= 0.0 {
+            0
+        } else {
+            self.next_seed_for_cols(z.out_dim())
+        };
+        Ok(z.bias_relu_dropout_residual(b, p.max(0.0), seed)?)
+    }
+
     /// Inverted dropout: zeroes each entry with probability `p`, scales the rest by `1/(1-p)`.
     pub fn dropout(&mut self, x: &Tensor, p: f32) -> Result<Tensor> {
         if p <= 0.0 {

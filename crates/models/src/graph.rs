@@ -183,6 +183,16 @@ impl ModelGraph {
         self.halo.as_ref()
     }
 
+    /// The device graph and edge values when [`Self::aggregate`] is one exact SpMM over them
+    /// (exact aggregation, not partitioned): what an op that runs the aggregation itself
+    /// ([`gnn_kernels::Aggregate`]) needs; `None` otherwise.
+    pub fn exact_operands(&self) -> Option<(&DeviceGraph, Option<&Tensor>)> {
+        match (self.aggregation, &self.halo) {
+            (Aggregation::Exact, None) => Some((&self.graph, self.values.as_ref())),
+            _ => None,
+        }
+    }
+
     fn plain(graph: DeviceGraph) -> Self {
         Self {
             graph,

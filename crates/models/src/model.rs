@@ -303,7 +303,8 @@ impl Gnn {
 
     /// Layer `l` with its norm, activation and dropout (the output layer has none); `agg`: the
     /// layer's aggregation of `h`, precomputed (first layer only); `skip`: the residual to add
-    /// to the output, which a GCN MaxK layer takes into its SpGEMM (leaving `None`); the
+    /// to the output, which a GCN layer may fuse (MaxK: into its SpGEMM; ReLU: into its
+    /// aggregate-first epilogue), leaving `None`; the
     /// caller adds what is left.
     fn layer(
         &self,
@@ -353,7 +354,7 @@ impl Gnn {
         let fuse = !last && self.norms.get(l).is_none() && activation == Activation::Relu;
         if let (Conv::Gcn(c), true) = (conv, fuse) {
             let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
-            return c.forward_relu_dropout(g, &h, agg, drop, t);
+            return c.forward_relu_dropout(g, &h, agg, drop, skip, t);
         }
         let unbiased = match conv {
             Conv::Sage(c) if fuse => Some(c.forward_unbiased(g, &h, agg, t)?),

@@ -888,17 +888,27 @@ fn maxk_after_first_runs_the_first_layer_as_relu() {
 /// from the public ops with the same dropout stream, values and every gradient.
 #[test]
 fn gcn_hidden_layers_equal_the_composed_ops() {
+    // 12 -> 5 -> 5 -> 3: layer 0 multiplies first, layer 1 aggregates first (one op from its
+    // input: aggregation, product, bias, ReLU, dropout).
+    gcn_hidden_layers_vs_composed(3, false);
+    // 12 -> 5 -> 5 -> 5 -> 3 with skips: layers 1 and 2 also fuse the residual add.
+    gcn_hidden_layers_vs_composed(4, true);
+}
+
+fn gcn_hidden_layers_vs_composed(layers: usize, residual: bool) {
     use gnn_kernels::{matmul_nt, Reduce};
     let dev = Device::Cpu;
     let csr = small_graph();
-    let mut cfg = ModelConfig::new(ConvKind::Gcn, 12, 5, 3, 3, 0.5);
+    let mut cfg = ModelConfig::new(ConvKind::Gcn, 12, 5, 3, layers, 0.5);
     cfg.input_dropout = 0.0;
+    cfg.residual = residual;
     let model = Gnn::new(cfg, &dev, 4).unwrap();
-    // Non-zero biases (GCN's start at zero), so that their adds are seen.
-    for (name, v) in model.named_vars() {
+    // Non-zero biases (GCN's start at zero), so that their adds are seen; seeded and mostly
+    // positive, so that no layer's ReLU is dead on every node (its gradients all zero).
+    for (i, (name, v)) in model.named_vars().into_iter().enumerate() {
         if name.ends_with("bias") {
-            v.set(&Tensor::randn(0f32, 1.0, v.dims(), &dev).unwrap())
-                .unwrap();
+            let b = (seeded_x(v.elem_count(), 50 + i as u64).get(0).unwrap() + 0.5).unwrap();
+            v.set(&b.reshape(v.dims()).unwrap()).unwrap();
         }
     }
     let g = ModelGraph::new(&csr, ConvKind::Gcn, &dev).unwrap();
@@ -907,7 +917,7 @@ fn gcn_hidden_layers_equal_the_composed_ops() {
     // Composed: the same parameters and masks (the stream draws one seed per hidden layer).
     let mut rng = DropoutRng::new(21);
     let mut h = x.clone();
-    for l in 0..3 {
+    for l in 0..layers {
         let w = param(&model, &format!("convs.{l}.lin.weight"));
         let b = param(&model, &format!("convs.{l}.bias"));
         let (o, i) = w.dims2().unwrap();
@@ -917,13 +927,20 @@ fn gcn_hidden_layers_equal_the_composed_ops() {
             g.aggregate(&matmul_nt(&h, &w).unwrap(), Reduce::Sum)
                 .unwrap()
         };
-        h = if l < 2 {
-            rng.bias_relu_dropout(&z, &b, 0.5).unwrap()
+        h = if l + 1 < layers {
+            let y = rng.bias_relu_dropout(&z, &b, 0.5).unwrap();
+            if residual && l > 0 {
+                (y + &h).unwrap()
+            } else {
+                y
+            }
         } else {
             z.broadcast_add(&b).unwrap()
         };
     }
-    assert_eq!(mat(&y), mat(&h), "values");
+    let what = format!("{layers} layers, residual {residual}");
+    // The fused residual adds in the epilogue's pass: the same sums, bit for bit.
+    assert_eq!(mat(&y), mat(&h), "values, {what}");
     let want = h.sqr().unwrap().sum_all().unwrap().backward().unwrap();
     for (name, gr) in &grads {
         let a: Vec<f32> = gr
@@ -944,7 +961,7 @@ fn gcn_hidden_layers_equal_the_composed_ops() {
         for (u, v) in a.iter().zip(&b) {
             assert!(
                 (u - v).abs() <= 1e-5 * (1.0 + v.abs()),
-                "{name}: {u} vs {v}"
+                "{name}: {u} vs {v}, {what}"
             );
         }
     }

@@ -13,7 +13,9 @@ use std::path::Path;
 use std::sync::Mutex;
 
 fn nccl(what: &str, e: impl std::fmt::Debug) -> Error {
-    Error::Comm(format!("NCCL {what}: {e:?}"))
+    Error::Comm(format!(
+        "NCCL {what}: {e:?} (NCCL_DEBUG=INFO prints NCCL's reason)"
+    ))
 }
 
 /// An NCCL unique id: made by rank 0, handed to every rank before [`NcclComm::new`] (in one
@@ -129,8 +131,15 @@ impl NcclComm {
                 device.location()
             )));
         };
-        let comm =
-            Comm::from_rank(dev.cuda_stream(), rank, world, id.0).map_err(|e| nccl("init", e))?;
+        // NCCL joins the rank on the calling thread's current device, and cudarc's
+        // `from_rank` does not make the stream's context current: without this, every rank
+        // thread of a process would join on GPU 0 ("Duplicate GPU detected").
+        let stream = dev.cuda_stream();
+        stream
+            .context()
+            .bind_to_thread()
+            .map_err(|e| nccl("binding the rank's device", e))?;
+        let comm = Comm::from_rank(stream, rank, world, id.0).map_err(|e| nccl("init", e))?;
         Ok(Self {
             comm: Mutex::new(comm),
             device: dev.clone(),
@@ -152,6 +161,12 @@ impl NcclComm {
             }
             Ok(())
         };
+        // Every call on this rank's device (a thread may have touched another since).
+        self.device
+            .cuda_stream()
+            .context()
+            .bind_to_thread()
+            .map_err(|e| nccl("binding the rank's device", e))?;
         sync()?;
         self.counter.timed(|| {
             let r = f()?;

@@ -8,7 +8,9 @@
 //! `w` by a custom op whose backward returns `dw = dyᵀ x` only (and `dx = dy w` when `x`
 //! tracks). The price is one copy of `y` (`N x out`), far below the GEMM it saves.
 
+use crate::device_graph::DeviceGraph;
 use crate::error::{Error, Result};
+use crate::ops::spmm::{spmm, spmm_weighted, Reduce};
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CudaStorage, CustomOp2, Layout, Shape, Tensor};
 
@@ -77,11 +79,84 @@ pub(crate) fn weight_grad(dy: &Tensor, x: &Tensor) -> candle_core::Result<Tensor
 
 /// `x · wᵀ` computed outside the autograd graph, for an op that consumes it and attaches the
 /// gradients itself ([`LinearProduct::bias_relu_dropout`]): the product is then a temporary,
-/// not a tensor the graph holds until the backward.
+/// not a tensor the graph holds until the backward. Made from an [`Aggregate`]
+/// ([`LinearProduct::of_aggregate`]), the product is `(Â h) · wᵀ` and the op differentiates to
+/// `h` itself.
 pub struct LinearProduct {
     x: Tensor,
     w: Tensor,
     z: Tensor,
+    agg: Option<AggregateParts>,
+}
+
+/// `Â h` (a sum or mean SpMM, optional constant edge values) computed outside the autograd
+/// graph, remembering `h` and the graph, for a [`LinearProduct`] whose op returns `h`'s
+/// gradient `Âᵀ dx` itself.
+///
+/// Composed, `matmul_nt(spmm(h))` puts the aggregation's output in candle's graph: its
+/// gradient, like every tensor's first gradient in candle 0.11, is added into a fresh zero
+/// tensor (a fill and an add of `[N, in]`), and so is the first of `h`'s. Inside one op the
+/// chain `dz -> dx -> Âᵀ dx` stays in our hands: one gradient for `h` leaves the op.
+pub struct Aggregate {
+    h: Tensor,
+    parts: AggregateParts,
+}
+
+/// What the op's backward needs of an [`Aggregate`].
+pub(crate) struct AggregateParts {
+    pub(crate) g: DeviceGraph,
+    pub(crate) values: Option<Tensor>,
+    pub(crate) mean: bool,
+    /// `Â h`, untracked.
+    pub(crate) a: Tensor,
+}
+
+impl Aggregate {
+    /// `Â h` over `g` with `reduce` (sum or mean) and constant edge `values` (`[nnz]`; a
+    /// tracked `values` is refused: its gradient would be lost), the SpMM run now.
+    pub fn new(
+        g: &DeviceGraph,
+        h: &Tensor,
+        values: Option<&Tensor>,
+        reduce: Reduce,
+    ) -> Result<Self> {
+        const OP: &str = "aggregate";
+        let mean = match reduce {
+            Reduce::Sum => false,
+            Reduce::Mean => true,
+            Reduce::Max | Reduce::Min => {
+                return Err(Error::Shape {
+                    op: OP,
+                    what: format!("{reduce:?} has no transpose product; sum or mean only"),
+                })
+            }
+        };
+        if values.is_some_and(|v| v.track_op()) {
+            return Err(Error::Shape {
+                op: OP,
+                what: "edge values that track a gradient are not supported (constant only)".into(),
+            });
+        }
+        let hd = h.detach();
+        let a = match values {
+            Some(v) => spmm_weighted(g, &hd, v, reduce)?,
+            None => spmm(g, &hd, reduce)?,
+        };
+        Ok(Self {
+            h: h.clone(),
+            parts: AggregateParts {
+                g: g.clone(),
+                values: values.cloned(),
+                mean,
+                a,
+            },
+        })
+    }
+
+    /// `Â h` (untracked).
+    pub fn value(&self) -> &Tensor {
+        &self.parts.a
+    }
 }
 
 impl LinearProduct {
@@ -93,6 +168,21 @@ impl LinearProduct {
             x: x.clone(),
             w: w.clone(),
             z,
+            agg: None,
+        })
+    }
+
+    /// `(Â h) · wᵀ` from an [`Aggregate`], the GEMM run now (untracked); the consuming op's
+    /// first input is `h`.
+    pub fn of_aggregate(agg: Aggregate, w: &Tensor) -> Result<Self> {
+        let a = &agg.parts.a;
+        check_nt("linear", a, w)?;
+        let z = a.matmul(&w.detach().t()?)?;
+        Ok(Self {
+            x: agg.h,
+            w: w.clone(),
+            z,
+            agg: Some(agg.parts),
         })
     }
 
@@ -106,9 +196,10 @@ impl LinearProduct {
         self.z.dtype()
     }
 
-    /// `(x, w, x · wᵀ)`, for the consuming op.
-    pub(crate) fn into_parts(self) -> (Tensor, Tensor, Tensor) {
-        (self.x, self.w, self.z)
+    /// `(input, w, product, aggregation)`, for the consuming op: the input is `x`, or `h` of
+    /// an [`Aggregate`].
+    pub(crate) fn into_parts(self) -> (Tensor, Tensor, Tensor, Option<AggregateParts>) {
+        (self.x, self.w, self.z, self.agg)
     }
 }
 

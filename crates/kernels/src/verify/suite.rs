@@ -920,6 +920,9 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
         ("random-rect", g2.clone()),
     ] {
         check_transpose(c, gname, &csr, gpu)?;
+        if csr.n_rows() == csr.n_cols() && gname.starts_with("sym") {
+            check_aggregate_layer(c, gname, &csr, gpu)?;
+        }
     }
     // HP-SDDMM against the CPU at every partition, and the row kernel; K up to 1024, a start
     // one element into its buffer (no vector loads), the 50 K-edge row.
@@ -1016,6 +1019,96 @@ fn check_linear_bias_relu_dropout(c: &mut Checker, gpu: &Device) -> Result<()> {
                         if let (Some(f), Some(r)) = (&fused[k], &cpu[k]) {
                             c.check("dense", format!("{tag} {name}"), o, f, r, 1e-5)?;
                         }
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A GCN hidden layer as one op from its input ([`crate::Aggregate`] +
+/// [`crate::LinearProduct::of_aggregate`] + the bias/ReLU/dropout epilogue, with or without
+/// the residual) against the composed ops on the GPU and, in f32, against the CPU; values and
+/// every gradient within the dtype's bound.
+fn check_aggregate_layer(c: &mut Checker, gname: &str, csr: &Csr, gpu: &Device) -> Result<()> {
+    let mut dts = vec![(DType::F32, 1e-5)];
+    if gpu.is_cuda() {
+        dts.extend([(DType::BF16, 1e-2), (DType::F16, 2e-3)]);
+    }
+    let n = csr.n_rows();
+    let values = (c.randn(csr.nnz())?.abs()? * 0.1)?;
+    for (dt, bound) in dts {
+        for (i, o, p, reduce, weighted) in [
+            (33usize, 33usize, 0.5f32, Reduce::Sum, true),
+            (64, 128, 0.3, Reduce::Mean, false),
+            (128, 128, 0.0, Reduce::Mean, true),
+        ] {
+            let h = c.randn((n, i))?.to_dtype(dt)?;
+            let w = (c.randn((o, i))? * 0.1)?.to_dtype(dt)?;
+            let b = c.randn(o)?.to_dtype(dt)?;
+            let dy = c.randn((n, o))?.to_dtype(dt)?;
+            for residual in [false, true] {
+                if residual && i != o {
+                    continue;
+                }
+                // (y, dh, dw, db), fused or composed, on `dev`.
+                let run = |dev: &Device, fused: bool| -> Result<[Tensor; 4]> {
+                    let g = DeviceGraph::upload(csr, dev)?;
+                    let v = values.to_device(dev)?;
+                    let v = weighted.then_some(&v);
+                    let hv = Var::from_tensor(&h.to_device(dev)?)?;
+                    let wv = Var::from_tensor(&w.to_device(dev)?)?;
+                    let bv = Var::from_tensor(&b.to_device(dev)?)?;
+                    let (ht, wt, bt) = (hv.as_tensor(), wv.as_tensor(), bv.as_tensor());
+                    let y = if fused {
+                        let z = crate::LinearProduct::of_aggregate(
+                            crate::Aggregate::new(&g, ht, v, reduce)?,
+                            wt,
+                        )?;
+                        if residual {
+                            z.bias_relu_dropout_residual(bt, p, 41)?
+                        } else {
+                            z.bias_relu_dropout(bt, p, 41)?
+                        }
+                    } else {
+                        let a = match v {
+                            Some(v) => spmm_weighted(&g, ht, v, reduce)?,
+                            None => spmm(&g, ht, reduce)?,
+                        };
+                        let y = crate::bias_relu_dropout(&matmul_nt(&a, wt)?, bt, p, 41)?;
+                        if residual {
+                            (y + ht)?
+                        } else {
+                            y
+                        }
+                    };
+                    let grads = (&y * dy.to_device(dev)?)?.sum_all()?.backward()?;
+                    let grad = |v: &Var| -> Result<Tensor> {
+                        grads
+                            .get(v.as_tensor())
+                            .cloned()
+                            .ok_or_else(|| missing("aggregate layer: a gradient"))
+                    };
+                    Ok([y.clone(), grad(&hv)?, grad(&wv)?, grad(&bv)?])
+                };
+                let fused = run(gpu, true)?;
+                let composed = run(gpu, false)?;
+                let tag = format!(
+                    "aggregate_layer {dt:?} {i}->{o} {reduce:?}{}{} p={p}",
+                    if weighted { " w" } else { "" },
+                    if residual { " +res" } else { "" }
+                );
+                // Not bit for bit: the SpMM's split rows (the hub) add their parts with float
+                // atomics, in an order that differs from run to run (as do the backward's).
+                for (k, name) in ["fwd", "dh", "dw", "db"].into_iter().enumerate() {
+                    let what = format!("{tag} {name} vs composed");
+                    c.check(gname, what, o, &fused[k], &composed[k], bound)?;
+                }
+                if dt == DType::F32 {
+                    let cpu = run(&Device::Cpu, true)?;
+                    for (k, name) in ["fwd", "dh", "dw", "db"].into_iter().enumerate() {
+                        c.check(gname, format!("{tag} {name}"), o, &fused[k], &cpu[k], 1e-5)?;
                     }
                 }
             }

@@ -17,7 +17,7 @@ use crate::graph::ModelGraph;
 use crate::params::{Init, ParamStore};
 use crate::timer::{Phase, Timer};
 use candle_core::Tensor;
-use gnn_kernels::{LinearProduct, Reduce};
+use gnn_kernels::{Aggregate, LinearProduct, Reduce};
 
 /// GCN convolution.
 pub struct GcnConv {
@@ -75,19 +75,43 @@ impl GcnConv {
     }
 
     /// A hidden layer, `dropout(relu(layer(x)), p)` (`drop`: the rate and mask stream when
-    /// training). Where the product comes last (`agg` given, or `out >= in`) the bias, ReLU
-    /// and dropout ride on it ([`gnn_kernels::LinearProduct::bias_relu_dropout`]), so the
-    /// autograd graph keeps no pre-activation `[N, out]` tensor for the backward; otherwise
-    /// on the aggregation's output ([`gnn_kernels::bias_relu_dropout`]).
+    /// training), plus `x` when `skip` holds `x` itself (a residual layer; taken, leaving
+    /// `None`, when the add is fused here). Where the product comes last (`agg` given, or
+    /// `out >= in`) the bias, ReLU and dropout ride on it
+    /// ([`gnn_kernels::LinearProduct::bias_relu_dropout`]), so the autograd graph keeps no
+    /// pre-activation `[N, out]` tensor for the backward; when the layer also aggregates its
+    /// own input over an exact, whole graph, the aggregation joins the op
+    /// ([`gnn_kernels::Aggregate`]) with the residual add: `x` gets one gradient, not three
+    /// summed through zero-filled buffers. Otherwise the epilogue runs on the aggregation's
+    /// output ([`gnn_kernels::bias_relu_dropout`]).
     pub fn forward_relu_dropout(
         &self,
         g: &ModelGraph,
         x: &Tensor,
         agg: Option<&Tensor>,
         drop: Option<(&mut DropoutRng, f32)>,
+        skip: &mut Option<Tensor>,
         t: &Timer,
     ) -> Result<Tensor> {
         let (out_dim, in_dim) = self.lin.weight.dims2()?;
+        let whole = g
+            .exact_operands()
+            .filter(|_| agg.is_none() && out_dim >= in_dim);
+        if let Some((graph, values)) = whole {
+            let a = t.time(Phase::Aggregation, || {
+                Ok(Aggregate::new(graph, x, values, Reduce::Sum)?)
+            })?;
+            let w = like(&self.lin.weight, x)?;
+            let z = t.time(Phase::Gemm, || Ok(LinearProduct::of_aggregate(a, &w)?))?;
+            let b = like(&self.bias, x)?;
+            let residual = skip.take_if(|s| s.id() == x.id()).is_some();
+            return t.time(Phase::Elementwise, || match (drop, residual) {
+                (Some((rng, p)), false) => rng.linear_bias_relu_dropout(z, &b, p),
+                (Some((rng, p)), true) => rng.linear_bias_relu_dropout_residual(z, &b, p),
+                (None, false) => Ok(z.bias_relu_dropout(&b, 0.0, 0)?),
+                (None, true) => Ok(z.bias_relu_dropout_residual(&b, 0.0, 0)?),
+            });
+        }
         let a = match agg {
             Some(a) => Some(a.clone()),
             None if out_dim >= in_dim => {

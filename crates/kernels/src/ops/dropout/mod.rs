@@ -12,12 +12,13 @@ pub(crate) mod cpu;
 pub(crate) mod cuda;
 
 use super::check_float_or_half;
-use super::matmul::LinearProduct;
+use super::matmul::{AggregateParts, LinearProduct};
 use crate::error::{Error, Result};
 use candle_core::backend::BackendStorage;
 #[cfg(feature = "cuda")]
 use candle_core::CudaStorage;
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape, Tensor};
+use std::sync::Mutex;
 
 /// The keep threshold of probability `p` on the 24-bit hash scale.
 pub(crate) fn threshold(p: f32) -> u64 {
@@ -213,19 +214,35 @@ impl candle_core::CustomOp2 for BiasReluDropoutOp {
 
 /// A hidden layer whose linear product comes last: `dropout(relu(x · wᵀ + b), p)` from a
 /// [`LinearProduct`], as one differentiable op over `(x, w, b)` that keeps nothing for its
-/// backward but those inputs and its output.
+/// backward but those inputs, its output and the mask as bits.
 ///
 /// Composed, as `bias_relu_dropout(matmul_nt(x, w), b)`, candle's graph would hold the product
 /// `x · wᵀ` from the forward to the end of the backward (it is the activation op's input),
 /// though no backward reads it: one `[N, out]` tensor per hidden layer (0.22 GiB at Reddit's
 /// 233 K nodes and width 256 in f32). Here the product is a temporary, freed once the
-/// activation is written. Backward, from the output `y`: `dz = y > 0 ? dy / (1 - p) : 0`,
+/// activation is written. Backward, from the mask: `dz = pass ? dy / (1 - p) : 0`,
 /// `db = Σ_rows dz`, `dw = dzᵀ x`, and `dx = dz w` only when `x` tracks (a first layer's
 /// input needs none). Values and mask equal [`bias_relu_dropout`] of the product, bit for bit.
+///
+/// Of an [`crate::Aggregate`] (`x = Â h`), the op's first input is `h`: `dw = dzᵀ (Â h)` and
+/// `dh = Âᵀ (dz w)`, one gradient for `h` where the composed ops give `Â h` one (through a
+/// zero-filled accumulation) and `h` another.
 impl LinearProduct {
     /// The layer's output; `b [out]` in the product's dtype, `p in [0, 1)`, mask seed `seed`
     /// (that of [`dropout`] on an `[N, out]` tensor).
     pub fn bias_relu_dropout(self, b: &Tensor, p: f32, seed: u64) -> Result<Tensor> {
+        self.epilogue(b, p, seed, false)
+    }
+
+    /// [`Self::bias_relu_dropout`] plus the op's input (`x`, or `h` of an aggregate) as a
+    /// residual, `out = dropout(relu(...)) + x`, added in the same pass (a residual hidden
+    /// layer; the input must have the output's shape). Its gradient joins the input's inside
+    /// the op: no separate add in either pass, one gradient for the input.
+    pub fn bias_relu_dropout_residual(self, b: &Tensor, p: f32, seed: u64) -> Result<Tensor> {
+        self.epilogue(b, p, seed, true)
+    }
+
+    fn epilogue(self, b: &Tensor, p: f32, seed: u64, residual: bool) -> Result<Tensor> {
         const OP: &str = "linear_bias_relu_dropout";
         let out = self.out_dim();
         if b.dims() != [out] {
@@ -241,45 +258,82 @@ impl LinearProduct {
             });
         }
         check_probability(OP, p)?;
-        let (x, w, z) = self.into_parts();
+        let (x, w, z, agg) = self.into_parts();
+        let x = if residual {
+            if x.dims() != z.dims() {
+                return Err(Error::Shape {
+                    op: OP,
+                    what: format!(
+                        "a residual input {:?} must have the output's shape {:?}",
+                        x.dims(),
+                        z.dims()
+                    ),
+                });
+            }
+            x.contiguous()?
+        } else {
+            x
+        };
         let op = LinearBiasReluDropoutOp {
             p,
             seed,
-            z: std::sync::Mutex::new(Some(z)),
+            residual,
+            agg,
+            z: Mutex::new(Some(z)),
+            mask: Mutex::new(None),
         };
         Ok(x.apply_op3(&w, &b.contiguous()?, op)?)
     }
 }
 
 /// Holds the product until its forward consumes it (then drops it, so the graph keeps only
-/// `x`, `w`, `b` and the output).
+/// the inputs, the output and the mask), and the mask from the forward to the backward.
 struct LinearBiasReluDropoutOp {
     p: f32,
     seed: u64,
-    z: std::sync::Mutex<Option<Tensor>>,
+    residual: bool,
+    agg: Option<AggregateParts>,
+    z: Mutex<Option<Tensor>>,
+    mask: Mutex<Option<MaskBits>>,
+}
+
+/// A forward's pass/fail mask, bit `i % 32` of word `i / 32` for element `i`.
+enum MaskBits {
+    Cpu(Vec<u32>),
+    #[cfg(feature = "cuda")]
+    Cuda(CudaStorage),
+}
+
+const LBRD: &str = "linear_bias_relu_dropout";
+
+fn poisoned() -> candle_core::Error {
+    candle_core::Error::Msg(format!("{LBRD}: lock poisoned"))
 }
 
 impl LinearBiasReluDropoutOp {
     fn take_product(&self) -> candle_core::Result<Tensor> {
         self.z
             .lock()
-            .map_err(|_| candle_core::Error::Msg("linear_bias_relu_dropout: lock poisoned".into()))?
+            .map_err(|_| poisoned())?
             .take()
-            .ok_or_else(|| {
-                candle_core::Error::Msg("linear_bias_relu_dropout: forward ran twice".into())
-            })
+            .ok_or_else(|| candle_core::Error::Msg(format!("{LBRD}: forward ran twice")))
+    }
+
+    fn keep_mask(&self, bits: MaskBits) -> candle_core::Result<()> {
+        *self.mask.lock().map_err(|_| poisoned())? = Some(bits);
+        Ok(())
     }
 }
 
 impl candle_core::CustomOp3 for LinearBiasReluDropoutOp {
     fn name(&self) -> &'static str {
-        "linear_bias_relu_dropout"
+        LBRD
     }
 
     fn cpu_fwd(
         &self,
-        _x: &CpuStorage,
-        _xl: &Layout,
+        x: &CpuStorage,
+        xl: &Layout,
         _w: &CpuStorage,
         _wl: &Layout,
         b: &CpuStorage,
@@ -288,21 +342,23 @@ impl candle_core::CustomOp3 for LinearBiasReluDropoutOp {
         let z = self.take_product()?;
         let (zs, zl) = z.storage_and_layout();
         let candle_core::Storage::Cpu(zs) = &*zs else {
-            candle_core::bail!("linear_bias_relu_dropout: the product is not on the CPU");
+            candle_core::bail!("{LBRD}: the product is not on the CPU");
         };
-        let out = dispatch_float!(
-            "linear_bias_relu_dropout",
+        let r = self.residual.then_some((x, xl));
+        let (out, bits) = dispatch_float!(
+            LBRD,
             zs,
-            cpu_bias_relu_fwd(zs, zl, b, bl, self.p, self.seed)
+            cpu_bias_relu_bits_fwd(zs, zl, b, bl, r, self.p, self.seed)
         )?;
+        self.keep_mask(MaskBits::Cpu(bits))?;
         Ok((out, zl.shape().clone()))
     }
 
     #[cfg(feature = "cuda")]
     fn cuda_fwd(
         &self,
-        _x: &CudaStorage,
-        _xl: &Layout,
+        x: &CudaStorage,
+        xl: &Layout,
         _w: &CudaStorage,
         _wl: &Layout,
         b: &CudaStorage,
@@ -311,10 +367,13 @@ impl candle_core::CustomOp3 for LinearBiasReluDropoutOp {
         let z = self.take_product()?;
         let (zs, zl) = z.storage_and_layout();
         let candle_core::Storage::Cuda(zs) = &*zs else {
-            candle_core::bail!("linear_bias_relu_dropout: the product is not on the GPU");
+            candle_core::bail!("{LBRD}: the product is not on the GPU");
         };
+        let r = self.residual.then_some((x, xl));
         // The product's buffer goes back to the stream-ordered pool after this launch.
-        cuda::bias_relu_dropout(zs, zl, b, bl, self.p, self.seed)
+        let (out, bits, shape) = cuda::bias_relu_dropout_bits(zs, zl, b, bl, r, self.p, self.seed)?;
+        self.keep_mask(MaskBits::Cuda(bits))?;
+        Ok((out, shape))
     }
 
     fn bwd(
@@ -322,12 +381,21 @@ impl candle_core::CustomOp3 for LinearBiasReluDropoutOp {
         x: &Tensor,
         w: &Tensor,
         b: &Tensor,
-        res: &Tensor,
+        _res: &Tensor,
         grad: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let dz = res.apply_op2_no_bwd(&grad.contiguous()?, &ReluDropoutBwd { p: self.p })?;
+        let bits = self
+            .mask
+            .lock()
+            .map_err(|_| poisoned())?
+            .take()
+            .ok_or_else(|| candle_core::Error::Msg(format!("{LBRD}: backward without forward")))?;
+        let grad = grad.contiguous()?;
+        let dz = grad.apply_op1_no_bwd(&MaskBitsBwd { p: self.p, bits })?;
+        // The product's input: `x`, or `Â h` of an aggregate.
+        let input = self.agg.as_ref().map_or(x, |a| &a.a);
         let dw = if w.track_op() {
-            Some(super::matmul::weight_grad(&dz, x)?)
+            Some(super::matmul::weight_grad(&dz, input)?)
         } else {
             None
         };
@@ -336,13 +404,83 @@ impl candle_core::CustomOp3 for LinearBiasReluDropoutOp {
         } else {
             None
         };
-        let dx = if x.track_op() {
-            Some(dz.matmul(w)?)
-        } else {
-            None
-        };
-        Ok((dx, dw, db))
+        if !x.track_op() {
+            return Ok((None, dw, db));
+        }
+        let mut dx = dz.matmul(w)?;
+        drop(dz);
+        if let Some(a) = &self.agg {
+            let _timer = a.g.backward_timer();
+            dx = super::spmm::transpose_product(&a.g, &dx, a.values.as_ref(), a.mean)?;
+        }
+        if self.residual {
+            dx = (dx + grad)?;
+        }
+        Ok((Some(dx), dw, db))
     }
+}
+
+/// `dx = pass ? dy / (1 - p) : 0` from a forward's [`MaskBits`] (taken by the backward).
+struct MaskBitsBwd {
+    p: f32,
+    bits: MaskBits,
+}
+
+impl CustomOp1 for MaskBitsBwd {
+    fn name(&self) -> &'static str {
+        "mask_bits_bwd"
+    }
+
+    // Without the `cuda` feature the mask has one variant.
+    #[allow(irrefutable_let_patterns)]
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        let MaskBits::Cpu(bits) = &self.bits else {
+            candle_core::bail!("mask_bits_bwd: the mask is not on the CPU");
+        };
+        if bits.len() < l.shape().elem_count().div_ceil(32) {
+            candle_core::bail!(
+                "mask_bits_bwd: a mask of {} words for {:?}",
+                bits.len(),
+                l.shape()
+            );
+        }
+        let out = dispatch_float!("mask_bits_bwd", s, cpu_mask_bits_bwd(s, l, bits, self.p))?;
+        Ok((out, l.shape().clone()))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
+        let MaskBits::Cuda(bits) = &self.bits else {
+            candle_core::bail!("mask_bits_bwd: the mask is not on the GPU");
+        };
+        cuda::mask_bits_bwd(s, l, bits, self.p)
+    }
+}
+
+fn cpu_bias_relu_bits_fwd<T: candle_core::WithDType>(
+    x: &CpuStorage,
+    xl: &Layout,
+    b: &CpuStorage,
+    bl: &Layout,
+    r: Option<(&CpuStorage, &Layout)>,
+    p: f32,
+    seed: u64,
+) -> candle_core::Result<(CpuStorage, Vec<u32>)> {
+    let xs = super::cpu_slice::<T>(LBRD, x, xl)?;
+    let bs = super::cpu_slice::<T>(LBRD, b, bl)?;
+    let rs = super::cpu_slice_opt::<T>(LBRD, r)?;
+    let (out, bits) = cpu::bias_relu_dropout_bits(xs, bs, rs, p, seed);
+    Ok((T::to_cpu_storage_owned(out), bits))
+}
+
+fn cpu_mask_bits_bwd<T: candle_core::WithDType>(
+    s: &CpuStorage,
+    l: &Layout,
+    bits: &[u32],
+    p: f32,
+) -> candle_core::Result<CpuStorage> {
+    let dy = super::cpu_slice::<T>("mask_bits_bwd", s, l)?;
+    Ok(T::to_cpu_storage_owned(cpu::mask_bits_bwd(bits, dy, p)))
 }
 
 fn cpu_bias_relu_fwd<T: candle_core::WithDType>(
