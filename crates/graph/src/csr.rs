@@ -167,6 +167,15 @@ impl Csr {
         if self.n_rows != self.n_cols {
             return false;
         }
+        if self.is_sorted_unique() {
+            // No copies: every (i, j) looks up (j, i) in row j (sorted). Unique entries make
+            // presence both ways the same as equal multisets.
+            return (0..self.n_rows).into_par_iter().all(|i| {
+                self.row(i)
+                    .iter()
+                    .all(|&j| self.row(j as usize).binary_search(&(i as u32)).is_ok())
+            });
+        }
         let (t, _) = self.transpose();
         let mut a = self.clone();
         a.sort_rows();

@@ -34,6 +34,12 @@ fn build_options_dedup_symmetrize_self_loops() {
     assert_eq!(und.row(2), &[0, 1]);
     assert_eq!(und.self_loop_count(), 0);
     assert!(und.is_symmetric());
+    // Directed, sorted and unique (the copy-free check) and with a duplicate (the general one).
+    assert!(plain.is_sorted_unique() && !plain.is_symmetric());
+    let dup = Csr::new_checked(2, 2, vec![0, 2, 3], vec![1, 1, 0]).unwrap();
+    assert!(!dup.is_sorted_unique() && !dup.is_symmetric());
+    let dup_both = Csr::new_checked(2, 2, vec![0, 2, 4], vec![1, 1, 0, 0]).unwrap();
+    assert!(dup_both.is_symmetric());
     let with = und
         .rebuild(BuildOptions {
             self_loops: SelfLoops::Add,

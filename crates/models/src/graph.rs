@@ -79,6 +79,9 @@ pub struct ModelGraph {
     halo: Option<HaloExchange>,
     /// The global id of row 0 (a partitioned graph's first owned row; 0 otherwise).
     row_offset: usize,
+    /// A partitioned graph's whole operand is symmetric (structure and values), so its
+    /// aggregations can run as [`HaloExchange::aggregate_symmetric`].
+    symmetric: bool,
 }
 
 /// The host-side operands of one model kind (structure and edge values, before upload):
@@ -149,10 +152,16 @@ impl ModelGraph {
     /// built from `ops.csr`), uploaded with the columns `halo` delivers, and the exchange
     /// that brings in the other ranks' rows before every aggregation. Attention layers are
     /// refused on it (their head-expanded graphs have no halo plan yet).
+    ///
+    /// `symmetric`: the whole operand is symmetric in structure and values (GCN's normalised
+    /// `A + I` and GraphSAGE/GIN's `A` of an undirected graph). With the all-gather exchange,
+    /// sum and mean aggregations then run as one op whose backward needs no transpose of the
+    /// local graph and keeps no gathered rows ([`HaloExchange::aggregate_symmetric`]).
     pub fn partitioned(
         ops: &Operands,
         local: &LocalGraph,
         halo: HaloExchange,
+        symmetric: bool,
         device: &Device,
     ) -> Result<Self> {
         let csr = halo.local_csr(local)?;
@@ -169,6 +178,7 @@ impl ModelGraph {
         }
         g.halo = Some(halo);
         g.row_offset = local.rows.start;
+        g.symmetric = symmetric;
         Ok(g)
     }
 
@@ -201,6 +211,7 @@ impl ModelGraph {
             expanded: Default::default(),
             halo: None,
             row_offset: 0,
+            symmetric: false,
         }
     }
 
@@ -234,6 +245,20 @@ impl ModelGraph {
     /// Aggregates `x` with the graph's values (if any) under `reduce`, with the kernel
     /// [`Self::aggregation`] names.
     pub fn aggregate(&self, x: &Tensor, reduce: Reduce) -> Result<Tensor> {
+        if let Some(h) = self.halo.as_ref().filter(|h| {
+            self.symmetric
+                && self.aggregation == Aggregation::Exact
+                && h.kind() == gnn_graph::Exchange::AllGather
+                && match reduce {
+                    Reduce::Sum => true,
+                    // The backward scales by 1/deg before the exchange: kept to bf16 / f32,
+                    // whose range holds it (f16's would underflow on long rows).
+                    Reduce::Mean => x.dtype() != candle_core::DType::F16,
+                    Reduce::Max | Reduce::Min => false,
+                }
+        }) {
+            return Ok(h.aggregate_symmetric(&self.graph, x, self.values.as_ref(), reduce)?);
+        }
         let x = match &self.halo {
             Some(h) => h.forward(x)?,
             None => x.clone(),

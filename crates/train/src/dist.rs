@@ -31,6 +31,9 @@ pub struct DistPlan {
     pub exchange: Exchange,
     /// Halo rows of every rank (the point-to-point volume the choice weighed).
     pub halo_sizes: Vec<usize>,
+    /// The operand is symmetric (an undirected graph): the ranks' aggregations then need no
+    /// transpose of their local graphs ([`ModelGraph::partitioned`]).
+    pub symmetric: bool,
 }
 
 impl DistPlan {
@@ -56,11 +59,14 @@ impl DistPlan {
             .map_err(gnn_kernels::Error::from)?;
         let exchange =
             exchange.unwrap_or_else(|| Exchange::by_volume(&halo_sizes, partition.max_len()));
+        // GCN's values D^-1/2 (A + I) D^-1/2 are symmetric wherever the structure is.
+        let symmetric = operands.csr.is_symmetric();
         Ok(Self {
             operands,
             partition,
             exchange,
             halo_sizes,
+            symmetric,
         })
     }
 
@@ -142,7 +148,7 @@ impl Rank {
         let rows = local.rows.clone();
         let halo = HaloExchange::with(plan.exchange, &local, &plan.partition, comm, device)?;
         let n_halo = halo.halo_rows();
-        let graph = ModelGraph::partitioned(&plan.operands, &local, halo, device)?;
+        let graph = ModelGraph::partitioned(&plan.operands, &local, halo, plan.symmetric, device)?;
         drop(local);
         let data = DeviceData::partitioned(ds, rows.clone(), device, recipe.row_normalize)?
             .with_precision(recipe.train.precision)?;
@@ -370,6 +376,9 @@ mod tests {
 
     fn ranks(ds: &Dataset, cfg: &ModelConfig, parts: usize, exchange: Exchange) -> Vec<Grads> {
         let plan = DistPlan::new(ds, cfg.kind, parts, Some(exchange)).unwrap();
+        // Cora is undirected: under the all-gather the dense aggregations run as one op
+        // (HaloExchange::aggregate_symmetric), under point-to-point as exchange + SpMM.
+        assert!(plan.symmetric, "Cora's operands are symmetric");
         let train = TrainConfig::default();
         std::thread::scope(|s| {
             let hs: Vec<_> = LocalComm::group(parts)

@@ -199,6 +199,154 @@ impl HaloExchange {
     }
 }
 
+impl HaloExchange {
+    /// `Â[own, :] · X` for this rank's rows, from its own rows `x` (`[n_local, d]`), as one
+    /// differentiable op, when the whole operand `Â` is symmetric in structure and values (a
+    /// `reduce` of mean divides by the row length, `Â = D⁻¹ A`) and the exchange is the
+    /// all-gather; `g` is the local graph ([`Self::local_csr`] uploaded), `values` its edge
+    /// values.
+    ///
+    /// Forward: all-gather `x` into a temporary, SpMM over the local graph. Backward: since
+    /// `(Âᵀ dY)[own] = Â[own, :] dY` for a symmetric `Â` (`A D⁻¹ dY` for the mean), all-gather
+    /// `dY` (the mean: `D⁻¹ dY`, in f32) and run the *same* SpMM. Against [`Self::forward`]
+    /// followed by the SpMM, the same bytes cross the link, but the local graph needs no
+    /// transpose (as large as itself: the rank's rows with every column are rectangular) and
+    /// no gathered `[N, d]` tensor stays alive from the forward to the backward.
+    pub fn aggregate_symmetric(
+        &self,
+        g: &DeviceGraph,
+        x: &Tensor,
+        values: Option<&Tensor>,
+        reduce: crate::Reduce,
+    ) -> Result<Tensor> {
+        const OP: &str = "halo_aggregate";
+        let p = &self.0;
+        if !matches!(p.mode, Mode::AllGather { .. }) {
+            return Err(Error::Shape {
+                op: OP,
+                what: "needs the all-gather exchange (its padded layout is the local graph's)"
+                    .into(),
+            });
+        }
+        let mean = match reduce {
+            crate::Reduce::Sum => false,
+            crate::Reduce::Mean => true,
+            other => {
+                return Err(Error::Shape {
+                    op: OP,
+                    what: format!("{other:?} has no transpose product; sum or mean only"),
+                })
+            }
+        };
+        if g.n_rows() != p.n_local {
+            return Err(Error::Shape {
+                op: OP,
+                what: format!(
+                    "a local graph of {} rows for {} owned",
+                    g.n_rows(),
+                    p.n_local
+                ),
+            });
+        }
+        if values.is_some_and(|v| v.track_op()) {
+            return Err(Error::Shape {
+                op: OP,
+                what: "edge values that track a gradient are not supported (constant only)".into(),
+            });
+        }
+        let all = p.comm.all_gather(&p.padded(&x.detach())?)?;
+        let out = match values {
+            Some(v) => crate::spmm_weighted(g, &all, v, reduce)?,
+            None => crate::spmm(g, &all, reduce)?,
+        };
+        drop(all);
+        Ok(x.apply_op1(SymmetricAggregate {
+            plan: p.clone(),
+            g: g.clone(),
+            values: values.cloned(),
+            mean,
+            out: std::sync::Mutex::new(Some(out)),
+        })?)
+    }
+}
+
+/// [`HaloExchange::aggregate_symmetric`]'s op: its forward hands over the output computed
+/// outside candle's graph (held until then, so that the graph keeps only the copy), its
+/// backward gathers the output gradient and runs the local SpMM again.
+struct SymmetricAggregate {
+    plan: Arc<Plan>,
+    g: DeviceGraph,
+    values: Option<Tensor>,
+    mean: bool,
+    out: std::sync::Mutex<Option<Tensor>>,
+}
+
+impl SymmetricAggregate {
+    fn take(&self) -> candle_core::Result<Tensor> {
+        self.out
+            .lock()
+            .map_err(|_| candle_core::Error::Msg("halo_aggregate: lock poisoned".into()))?
+            .take()
+            .ok_or_else(|| candle_core::Error::Msg("halo_aggregate: forward ran twice".into()))
+    }
+}
+
+impl candle_core::CustomOp1 for SymmetricAggregate {
+    fn name(&self) -> &'static str {
+        "halo_aggregate"
+    }
+
+    fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        let out = self.take()?;
+        let (s, l) = out.storage_and_layout();
+        match &*s {
+            candle_core::Storage::Cpu(s) => copy(s, l),
+            _ => candle_core::bail!("halo_aggregate: the output is not on the CPU"),
+        }
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        _: &candle_core::CudaStorage,
+        _: &Layout,
+    ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
+        let out = self.take()?;
+        let (s, l) = out.storage_and_layout();
+        match &*s {
+            candle_core::Storage::Cuda(s) => copy(s, l),
+            _ => candle_core::bail!("halo_aggregate: the output is not on the GPU"),
+        }
+    }
+
+    fn bwd(&self, x: &Tensor, _res: &Tensor, dy: &Tensor) -> candle_core::Result<Option<Tensor>> {
+        if !x.track_op() {
+            return Ok(None);
+        }
+        let p = &self.plan;
+        let dy = dy.contiguous()?;
+        let dy = if self.mean {
+            let inv = self
+                .g
+                .inv_degrees(candle_core::DType::F32)
+                .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
+            dy.to_dtype(candle_core::DType::F32)?
+                .broadcast_mul(&inv)?
+                .to_dtype(dy.dtype())?
+        } else {
+            dy
+        };
+        let all = p.comm.all_gather(&p.padded(&dy)?)?;
+        drop(dy);
+        let _timer = self.g.backward_timer();
+        let dx = match &self.values {
+            Some(v) => crate::spmm_weighted(&self.g, &all, v, crate::Reduce::Sum)?,
+            None => crate::spmm(&self.g, &all, crate::Reduce::Sum)?,
+        };
+        Ok(Some(dx))
+    }
+}
+
 fn check_rank(local: &LocalGraph, comm: &Arc<dyn Communicator>) -> Result<()> {
     if comm.rank() != local.rank || comm.world() != local.send.len() {
         return Err(Error::Shape {
@@ -479,6 +627,68 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn symmetric_aggregation_matches_the_whole_graph_both_ways() {
+        let (n, d) = (120, 37);
+        let g = graph(n, 500, 4);
+        assert!(g.is_symmetric());
+        let dev = Device::Cpu;
+        let x = Tensor::randn(0f32, 1.0, (n, d), &dev).unwrap();
+        let w = Tensor::randn(0f32, 1.0, (n, d), &dev).unwrap();
+        // Symmetric edge values: a function of the unordered pair.
+        let mut v = Vec::with_capacity(g.nnz());
+        for i in 0..n {
+            for &j in g.row(i) {
+                let (a, b) = (i.min(j as usize) as f32, i.max(j as usize) as f32);
+                v.push(((a * 0.37 + b * 0.11).sin() + 1.5) * 0.3);
+            }
+        }
+        let vals = Tensor::from_vec(v, g.nnz(), &dev).unwrap();
+        let whole = DeviceGraph::upload(&g, &dev).unwrap();
+        for reduce in [Reduce::Sum, Reduce::Mean] {
+            for weighted in [false, true] {
+                let xv = Var::from_tensor(&x).unwrap();
+                let y = if weighted {
+                    spmm_weighted(&whole, &xv, &vals, reduce).unwrap()
+                } else {
+                    spmm(&whole, &xv, reduce).unwrap()
+                };
+                let dx = (&y * &w).unwrap().sum_all().unwrap().backward().unwrap();
+                let dx = dx.get(&xv).unwrap().clone();
+                for parts in 1..=4 {
+                    let got = on_ranks(&g, parts, Exchange::AllGather, |local, lg, h| {
+                        let r = local.rows.clone();
+                        let xl = Var::from_tensor(&x.narrow(0, r.start, r.len()).unwrap()).unwrap();
+                        let v = vals
+                            .narrow(0, local.edges.start, local.edges.len())
+                            .unwrap();
+                        let v = weighted.then_some(&v);
+                        let y = h.aggregate_symmetric(lg, &xl, v, reduce).unwrap();
+                        let wl = w.narrow(0, r.start, r.len()).unwrap();
+                        let grads = (&y * &wl).unwrap().sum_all().unwrap().backward().unwrap();
+                        let dx = grads.get(&xl).unwrap().clone();
+                        // Max has no transpose product: refused.
+                        assert!(h.aggregate_symmetric(lg, &xl, None, Reduce::Max).is_err());
+                        (r, y, dx)
+                    });
+                    for (r, y_l, dx_l) in got {
+                        let what = format!("{reduce:?} weighted={weighted} P={parts} rows {r:?}");
+                        let flat = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+                        let part = |t: &Tensor| flat(&t.narrow(0, r.start, r.len()).unwrap());
+                        close(&flat(&y_l), &part(&y), &what);
+                        close(&flat(&dx_l), &part(&dx), &what);
+                    }
+                }
+            }
+        }
+        // The point-to-point exchange has no padded layout for it.
+        let refused = on_ranks(&g, 2, Exchange::PointToPoint, |local, lg, h| {
+            let xl = x.narrow(0, local.rows.start, local.rows.len()).unwrap();
+            h.aggregate_symmetric(lg, &xl, None, Reduce::Sum).is_err()
+        });
+        assert!(refused.into_iter().all(|e| e));
     }
 
     #[test]
