@@ -72,6 +72,11 @@ struct Args {
     /// process per GPU, on one host or several.
     #[arg(long)]
     nccl_id_file: Option<PathBuf>,
+    /// Run each aggregation as the exchange followed by the SpMM (two ops, the local graph's
+    /// transpose in the backward) even where the operand is symmetric and the exchange the
+    /// all-gather, which otherwise fuse into one op that keeps less memory; for comparison.
+    #[arg(long)]
+    split_aggregation: bool,
     /// Where to write the JSON report.
     #[arg(long, default_value = "runs/train_dist.json")]
     json: PathBuf,
@@ -112,7 +117,8 @@ fn main() -> Result<()> {
         None => None,
     };
     let ranks = procs.as_ref().map_or(args.ranks, |p| p.world);
-    let plan = DistPlan::new(ds, model.kind, ranks, exchange)?;
+    let mut plan = DistPlan::new(ds, model.kind, ranks, exchange)?;
+    plan.symmetric &= !args.split_aggregation;
     // The point-to-point volume (halo rows, every rank's sum) against the all-gather's
     // ((P - 1) x the longest range, per rank), and what auto picks.
     println!(
@@ -142,12 +148,19 @@ fn main() -> Result<()> {
             "auto_exchange": pick, "mb_per_exchange_at_hidden": mb}));
     }
     println!(
-        "exchange: {} ({})",
+        "exchange: {} ({}); aggregation: {}",
         plan.exchange,
         if exchange.is_some() {
             "forced"
         } else {
             "by volume"
+        },
+        if plan.symmetric && plan.exchange == Exchange::AllGather {
+            "one op (symmetric operand: no local transpose, no gathered rows kept)"
+        } else if args.split_aggregation {
+            "exchange + SpMM (--split-aggregation)"
+        } else {
+            "exchange + SpMM"
         }
     );
     if args.stats_only {
@@ -258,6 +271,7 @@ fn main() -> Result<()> {
             "in-process"
         },
         "exchange": plan.exchange,
+        "fused_aggregation": plan.symmetric && plan.exchange == Exchange::AllGather,
         "halo_stats": stats,
         "test_acc": r0.test_acc,
         "best_val_acc": r0.best_val_acc,
