@@ -32,3 +32,4 @@ gcnonly) pair gcn_bf16_s0 --seed 0 --precision bf16 ;;
 esac
 done
 step compare python3 scripts/dist-compare.py "$R"
+step table python3 scripts/dist-table.py "$R"

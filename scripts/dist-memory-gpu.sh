@@ -32,3 +32,4 @@ cap)
 esac
 done
 step compare python3 scripts/dist-compare.py "$R"
+step table python3 scripts/dist-table.py "$R"
