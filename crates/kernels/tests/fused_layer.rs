@@ -52,46 +52,39 @@ fn assert_close(got: &Tensor, want: &Tensor, what: &str) {
     }
 }
 
-/// The layer composed from the public ops: `dropout(relu(Â h · wᵀ + b)) [+ h]`.
-#[allow(clippy::too_many_arguments)]
-fn composed(
-    g: &DeviceGraph,
-    h: &Tensor,
-    v: Option<&Tensor>,
+/// One hidden layer's setting: graph, edge values, reduction, drop rate, residual or not.
+struct Layer<'a> {
+    g: &'a DeviceGraph,
+    v: Option<&'a Tensor>,
     reduce: Reduce,
-    w: &Tensor,
-    b: &Tensor,
     p: f32,
     residual: bool,
-) -> Tensor {
-    let a = match v {
-        Some(v) => spmm_weighted(g, h, v, reduce).unwrap(),
-        None => spmm(g, h, reduce).unwrap(),
-    };
-    let y = bias_relu_dropout(&matmul_nt(&a, w).unwrap(), b, p, 13).unwrap();
-    if residual {
-        (y + h).unwrap()
-    } else {
-        y
-    }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn fused(
-    g: &DeviceGraph,
-    h: &Tensor,
-    v: Option<&Tensor>,
-    reduce: Reduce,
-    w: &Tensor,
-    b: &Tensor,
-    p: f32,
-    residual: bool,
-) -> Tensor {
-    let z = LinearProduct::of_aggregate(Aggregate::new(g, h, v, reduce).unwrap(), w).unwrap();
-    if residual {
-        z.bias_relu_dropout_residual(b, p, 13).unwrap()
-    } else {
-        z.bias_relu_dropout(b, p, 13).unwrap()
+impl Layer<'_> {
+    /// The layer composed from the public ops: `dropout(relu(Â h · wᵀ + b)) [+ h]`.
+    fn composed(&self, h: &Tensor, w: &Tensor, b: &Tensor) -> Tensor {
+        let a = match self.v {
+            Some(v) => spmm_weighted(self.g, h, v, self.reduce).unwrap(),
+            None => spmm(self.g, h, self.reduce).unwrap(),
+        };
+        let y = bias_relu_dropout(&matmul_nt(&a, w).unwrap(), b, self.p, 13).unwrap();
+        if self.residual {
+            (y + h).unwrap()
+        } else {
+            y
+        }
+    }
+
+    /// The same layer as one op.
+    fn fused(&self, h: &Tensor, w: &Tensor, b: &Tensor) -> Tensor {
+        let a = Aggregate::new(self.g, h, self.v, self.reduce).unwrap();
+        let z = LinearProduct::of_aggregate(a, w).unwrap();
+        if self.residual {
+            z.bias_relu_dropout_residual(b, self.p, 13).unwrap()
+        } else {
+            z.bias_relu_dropout(b, self.p, 13).unwrap()
+        }
     }
 }
 
@@ -132,7 +125,13 @@ fn aggregate_first_layer_equals_the_composed_ops_both_ways() {
                     let w0 = Tensor::randn(0f64, 0.5, (o, i), &dev).unwrap();
                     let b0 = Tensor::randn(0f64, 0.5, o, &dev).unwrap();
                     let r = Tensor::randn(0f64, 1.0, (n, o), &dev).unwrap();
-                    let v = weighted.then_some(&values);
+                    let layer = Layer {
+                        g: &g,
+                        v: weighted.then_some(&values),
+                        reduce,
+                        p,
+                        residual,
+                    };
                     let vars = |t: &Tensor| Var::from_tensor(t).unwrap();
                     let (ha, wa, ba) = (vars(&h0), vars(&w0), vars(&b0));
                     let (hb, wb, bb) = (vars(&h0), vars(&w0), vars(&b0));
@@ -144,26 +143,8 @@ fn aggregate_first_layer_equals_the_composed_ops_both_ways() {
                         }
                     };
                     let (ht_a, ht_b) = (pick(&ha), pick(&hb));
-                    let ya = fused(
-                        &g,
-                        &ht_a,
-                        v,
-                        reduce,
-                        wa.as_tensor(),
-                        ba.as_tensor(),
-                        p,
-                        residual,
-                    );
-                    let yb = composed(
-                        &g,
-                        &ht_b,
-                        v,
-                        reduce,
-                        wb.as_tensor(),
-                        bb.as_tensor(),
-                        p,
-                        residual,
-                    );
+                    let ya = layer.fused(&ht_a, wa.as_tensor(), ba.as_tensor());
+                    let yb = layer.composed(&ht_b, wb.as_tensor(), bb.as_tensor());
                     assert_close(&ya, &yb, &format!("values, {what}"));
                     let ga = (&ya * &r).unwrap().sum_all().unwrap().backward().unwrap();
                     let gb = (&yb * &r).unwrap().sum_all().unwrap().backward().unwrap();

@@ -95,11 +95,7 @@ impl DropoutRng {
         b: &Tensor,
         p: f32,
     ) -> Result<Tensor> {
-        let seed = if p <= 0.0 {
-            0
-        } else {
-            self.next_seed_for_cols(z.out_dim())
-        };
+        let seed = self.linear_seed(&z, p);
         Ok(z.bias_relu_dropout(b, p.max(0.0), seed)?)
     }
 
@@ -111,12 +107,18 @@ impl DropoutRng {
         b: &Tensor,
         p: f32,
     ) -> Result<Tensor> {
-        let seed = if p <= 0.0 {
+        let seed = self.linear_seed(&z, p);
+        Ok(z.bias_relu_dropout_residual(b, p.max(0.0), seed)?)
+    }
+
+    /// The mask seed of a [`LinearProduct`]'s epilogue at rate `p` (that of
+    /// [`Self::bias_relu_dropout`] on the product); none drawn when nothing is dropped.
+    fn linear_seed(&mut self, z: &LinearProduct, p: f32) -> u64 {
+        if p <= 0.0 {
             0
         } else {
             self.next_seed_for_cols(z.out_dim())
-        };
-        Ok(z.bias_relu_dropout_residual(b, p.max(0.0), seed)?)
+        }
     }
 
     /// Inverted dropout: zeroes each entry with probability `p`, scales the rest by `1/(1-p)`.

@@ -248,14 +248,7 @@ impl ModelGraph {
         if let Some(h) = self.halo.as_ref().filter(|h| {
             self.symmetric
                 && self.aggregation == Aggregation::Exact
-                && h.kind() == gnn_graph::Exchange::AllGather
-                && match reduce {
-                    Reduce::Sum => true,
-                    // The backward scales by 1/deg before the exchange: kept to bf16 / f32,
-                    // whose range holds it (f16's would underflow on long rows).
-                    Reduce::Mean => x.dtype() != candle_core::DType::F16,
-                    Reduce::Max | Reduce::Min => false,
-                }
+                && h.aggregates_symmetric(reduce, x.dtype())
         }) {
             return Ok(h.aggregate_symmetric(&self.graph, x, self.values.as_ref(), reduce)?);
         }

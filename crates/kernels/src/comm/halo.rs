@@ -200,11 +200,23 @@ impl HaloExchange {
 }
 
 impl HaloExchange {
+    /// Whether [`Self::aggregate_symmetric`] takes `reduce` of `dtype` rows here: on the
+    /// all-gather exchange, sum, or mean outside f16 (its backward scales `dY` by `1/deg`
+    /// before the exchange, in the rows' dtype: f16's range would underflow on long rows).
+    pub fn aggregates_symmetric(&self, reduce: crate::Reduce, dtype: candle_core::DType) -> bool {
+        matches!(self.0.mode, Mode::AllGather { .. })
+            && match reduce {
+                crate::Reduce::Sum => true,
+                crate::Reduce::Mean => dtype != candle_core::DType::F16,
+                crate::Reduce::Max | crate::Reduce::Min => false,
+            }
+    }
+
     /// `Â[own, :] · X` for this rank's rows, from its own rows `x` (`[n_local, d]`), as one
     /// differentiable op, when the whole operand `Â` is symmetric in structure and values (a
-    /// `reduce` of mean divides by the row length, `Â = D⁻¹ A`) and the exchange is the
-    /// all-gather; `g` is the local graph ([`Self::local_csr`] uploaded), `values` its edge
-    /// values.
+    /// `reduce` of mean divides by the row length, `Â = D⁻¹ A`) and the exchange takes it
+    /// ([`Self::aggregates_symmetric`]); `g` is the local graph ([`Self::local_csr`]
+    /// uploaded), `values` its edge values.
     ///
     /// Forward: all-gather `x` into a temporary, SpMM over the local graph. Backward: since
     /// `(Âᵀ dY)[own] = Â[own, :] dY` for a symmetric `Â` (`A D⁻¹ dY` for the mean), all-gather
@@ -221,23 +233,18 @@ impl HaloExchange {
     ) -> Result<Tensor> {
         const OP: &str = "halo_aggregate";
         let p = &self.0;
-        if !matches!(p.mode, Mode::AllGather { .. }) {
+        if !self.aggregates_symmetric(reduce, x.dtype()) {
             return Err(Error::Shape {
                 op: OP,
-                what: "needs the all-gather exchange (its padded layout is the local graph's)"
-                    .into(),
+                what: format!(
+                    "{reduce:?} of {:?} on the {} exchange: the all-gather, sum, or mean outside \
+                     f16 only",
+                    x.dtype(),
+                    self.kind()
+                ),
             });
         }
-        let mean = match reduce {
-            crate::Reduce::Sum => false,
-            crate::Reduce::Mean => true,
-            other => {
-                return Err(Error::Shape {
-                    op: OP,
-                    what: format!("{other:?} has no transpose product; sum or mean only"),
-                })
-            }
-        };
+        let mean = crate::ops::spmm::transpose_operands(OP, reduce, values)?;
         if g.n_rows() != p.n_local {
             return Err(Error::Shape {
                 op: OP,
@@ -246,12 +253,6 @@ impl HaloExchange {
                     g.n_rows(),
                     p.n_local
                 ),
-            });
-        }
-        if values.is_some_and(|v| v.track_op()) {
-            return Err(Error::Shape {
-                op: OP,
-                what: "edge values that track a gradient are not supported (constant only)".into(),
             });
         }
         let all = p.comm.all_gather(&p.padded(&x.detach())?)?;
@@ -569,6 +570,57 @@ mod tests {
         }
     }
 
+    /// `y = Â x` over the whole graph and `d(sum(y * w))/dx`: the reference.
+    fn whole_graph(
+        g: &Csr,
+        x: &Tensor,
+        w: &Tensor,
+        vals: Option<&Tensor>,
+        reduce: Reduce,
+    ) -> (Tensor, Tensor) {
+        let whole = DeviceGraph::upload(g, x.device()).unwrap();
+        let xv = Var::from_tensor(x).unwrap();
+        let y = match vals {
+            Some(v) => spmm_weighted(&whole, &xv, v, reduce).unwrap(),
+            None => spmm(&whole, &xv, reduce).unwrap(),
+        };
+        let grads = (&y * w).unwrap().sum_all().unwrap().backward().unwrap();
+        let dx = grads.get(&xv).unwrap().clone();
+        (y, dx)
+    }
+
+    /// One rank's `(rows, y, dx)`: `y = aggregate(its rows of x)`, `dx` of `sum(y * w)`.
+    fn rank_pass(
+        local: &LocalGraph,
+        x: &Tensor,
+        w: &Tensor,
+        aggregate: impl FnOnce(&Tensor) -> Tensor,
+    ) -> (std::ops::Range<usize>, Tensor, Tensor) {
+        let r = local.rows.clone();
+        let xl = Var::from_tensor(&x.narrow(0, r.start, r.len()).unwrap()).unwrap();
+        let y = aggregate(&xl);
+        let wl = w.narrow(0, r.start, r.len()).unwrap();
+        let grads = (&y * &wl).unwrap().sum_all().unwrap().backward().unwrap();
+        let dx = grads.get(&xl).unwrap().clone();
+        (r, y, dx)
+    }
+
+    /// Every rank's rows of `y` and `dx` against the whole graph's.
+    fn check_ranks(
+        got: Vec<(std::ops::Range<usize>, Tensor, Tensor)>,
+        y: &Tensor,
+        dx: &Tensor,
+        what: &str,
+    ) {
+        let flat = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        for (r, y_l, dx_l) in got {
+            let part = |t: &Tensor| flat(&t.narrow(0, r.start, r.len()).unwrap());
+            let what = format!("{what} rows {r:?}");
+            close(&flat(&y_l), &part(y), &what);
+            close(&flat(&dx_l), &part(dx), &what);
+        }
+    }
+
     #[test]
     fn partitioned_spmm_and_its_gradient_match_the_whole_graph() {
         let (n, d) = (120, 37);
@@ -577,53 +629,27 @@ mod tests {
         let x = Tensor::randn(0f32, 1.0, (n, d), &dev).unwrap();
         let w = Tensor::randn(0f32, 1.0, (n, d), &dev).unwrap();
         let vals = Tensor::randn(0f32, 1.0, g.nnz(), &dev).unwrap();
-        let whole = DeviceGraph::upload(&g, &dev).unwrap();
         for reduce in [Reduce::Sum, Reduce::Mean, Reduce::Max] {
             for weighted in [false, true] {
-                let xv = Var::from_tensor(&x).unwrap();
-                let y = if weighted {
-                    spmm_weighted(&whole, &xv, &vals, reduce).unwrap()
-                } else {
-                    spmm(&whole, &xv, reduce).unwrap()
-                };
-                let dx = (&y * &w).unwrap().sum_all().unwrap().backward().unwrap();
-                let dx = dx.get(&xv).unwrap().clone();
+                let (y, dx) = whole_graph(&g, &x, &w, weighted.then_some(&vals), reduce);
                 for (parts, exchange) in (1..=4)
                     .flat_map(|p| [Exchange::PointToPoint, Exchange::AllGather].map(|e| (p, e)))
                 {
                     let got = on_ranks(&g, parts, exchange, |local, lg, h| {
-                        let r = local.rows.clone();
-                        let xl = Var::from_tensor(&x.narrow(0, r.start, r.len()).unwrap()).unwrap();
-                        let full = h.forward(&xl).unwrap();
-                        let y = if weighted {
-                            let v = vals
-                                .narrow(0, local.edges.start, local.edges.len())
-                                .unwrap();
-                            spmm_weighted(lg, &full, &v, reduce).unwrap()
-                        } else {
-                            spmm(lg, &full, reduce).unwrap()
-                        };
-                        let wl = w.narrow(0, r.start, r.len()).unwrap();
-                        let grads = (&y * &wl).unwrap().sum_all().unwrap().backward().unwrap();
-                        let dx = grads.get(&xl).unwrap().clone();
-                        (r, y, dx)
+                        rank_pass(local, &x, &w, |xl| {
+                            let full = h.forward(xl).unwrap();
+                            if weighted {
+                                let v = vals
+                                    .narrow(0, local.edges.start, local.edges.len())
+                                    .unwrap();
+                                spmm_weighted(lg, &full, &v, reduce).unwrap()
+                            } else {
+                                spmm(lg, &full, reduce).unwrap()
+                            }
+                        })
                     });
-                    for (r, y_l, dx_l) in got {
-                        let what = format!(
-                            "{reduce:?} weighted={weighted} P={parts} {exchange} rows {r:?}"
-                        );
-                        let flat = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
-                        close(
-                            &flat(&y_l),
-                            &flat(&y.narrow(0, r.start, r.len()).unwrap()),
-                            &what,
-                        );
-                        close(
-                            &flat(&dx_l),
-                            &flat(&dx.narrow(0, r.start, r.len()).unwrap()),
-                            &what,
-                        );
-                    }
+                    let what = format!("{reduce:?} weighted={weighted} P={parts} {exchange}");
+                    check_ranks(got, &y, &dx, &what);
                 }
             }
         }
@@ -646,40 +672,28 @@ mod tests {
             }
         }
         let vals = Tensor::from_vec(v, g.nnz(), &dev).unwrap();
-        let whole = DeviceGraph::upload(&g, &dev).unwrap();
         for reduce in [Reduce::Sum, Reduce::Mean] {
             for weighted in [false, true] {
-                let xv = Var::from_tensor(&x).unwrap();
-                let y = if weighted {
-                    spmm_weighted(&whole, &xv, &vals, reduce).unwrap()
-                } else {
-                    spmm(&whole, &xv, reduce).unwrap()
-                };
-                let dx = (&y * &w).unwrap().sum_all().unwrap().backward().unwrap();
-                let dx = dx.get(&xv).unwrap().clone();
+                let (y, dx) = whole_graph(&g, &x, &w, weighted.then_some(&vals), reduce);
                 for parts in 1..=4 {
                     let got = on_ranks(&g, parts, Exchange::AllGather, |local, lg, h| {
-                        let r = local.rows.clone();
-                        let xl = Var::from_tensor(&x.narrow(0, r.start, r.len()).unwrap()).unwrap();
-                        let v = vals
-                            .narrow(0, local.edges.start, local.edges.len())
-                            .unwrap();
-                        let v = weighted.then_some(&v);
-                        let y = h.aggregate_symmetric(lg, &xl, v, reduce).unwrap();
-                        let wl = w.narrow(0, r.start, r.len()).unwrap();
-                        let grads = (&y * &wl).unwrap().sum_all().unwrap().backward().unwrap();
-                        let dx = grads.get(&xl).unwrap().clone();
                         // Max has no transpose product: refused.
+                        let xl = x.narrow(0, local.rows.start, local.rows.len()).unwrap();
                         assert!(h.aggregate_symmetric(lg, &xl, None, Reduce::Max).is_err());
-                        (r, y, dx)
+                        rank_pass(local, &x, &w, |xl| {
+                            let v = vals
+                                .narrow(0, local.edges.start, local.edges.len())
+                                .unwrap();
+                            let v = weighted.then_some(&v);
+                            h.aggregate_symmetric(lg, xl, v, reduce).unwrap()
+                        })
                     });
-                    for (r, y_l, dx_l) in got {
-                        let what = format!("{reduce:?} weighted={weighted} P={parts} rows {r:?}");
-                        let flat = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
-                        let part = |t: &Tensor| flat(&t.narrow(0, r.start, r.len()).unwrap());
-                        close(&flat(&y_l), &part(&y), &what);
-                        close(&flat(&dx_l), &part(&dx), &what);
-                    }
+                    check_ranks(
+                        got,
+                        &y,
+                        &dx,
+                        &format!("{reduce:?} weighted={weighted} P={parts}"),
+                    );
                 }
             }
         }

@@ -120,23 +120,7 @@ impl Aggregate {
         values: Option<&Tensor>,
         reduce: Reduce,
     ) -> Result<Self> {
-        const OP: &str = "aggregate";
-        let mean = match reduce {
-            Reduce::Sum => false,
-            Reduce::Mean => true,
-            Reduce::Max | Reduce::Min => {
-                return Err(Error::Shape {
-                    op: OP,
-                    what: format!("{reduce:?} has no transpose product; sum or mean only"),
-                })
-            }
-        };
-        if values.is_some_and(|v| v.track_op()) {
-            return Err(Error::Shape {
-                op: OP,
-                what: "edge values that track a gradient are not supported (constant only)".into(),
-            });
-        }
+        let mean = crate::ops::spmm::transpose_operands("aggregate", reduce, values)?;
         let hd = h.detach();
         let a = match values {
             Some(v) => spmm_weighted(g, &hd, v, reduce)?,

@@ -236,14 +236,14 @@ impl LinearProduct {
 
     /// [`Self::bias_relu_dropout`] plus the op's input (`x`, or `h` of an aggregate) as a
     /// residual, `out = dropout(relu(...)) + x`, added in the same pass (a residual hidden
-    /// layer; the input must have the output's shape). Its gradient joins the input's inside
-    /// the op: no separate add in either pass, one gradient for the input.
+    /// layer; the input must have the output's shape). In the backward the output's gradient
+    /// is added to the input's inside the op (one add), so the input leaves with one gradient.
     pub fn bias_relu_dropout_residual(self, b: &Tensor, p: f32, seed: u64) -> Result<Tensor> {
         self.epilogue(b, p, seed, true)
     }
 
     fn epilogue(self, b: &Tensor, p: f32, seed: u64, residual: bool) -> Result<Tensor> {
-        const OP: &str = "linear_bias_relu_dropout";
+        const OP: &str = LBRD;
         let out = self.out_dim();
         if b.dims() != [out] {
             return Err(Error::Shape {

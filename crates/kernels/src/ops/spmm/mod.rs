@@ -142,6 +142,33 @@ fn check_values(op: &'static str, g: &DeviceGraph, x: &Tensor, v: &Tensor) -> Re
     Ok(v.contiguous()?)
 }
 
+/// What an op that runs its own [`transpose_product`] backward takes: `reduce` sum or mean
+/// (returns whether it is the mean) and constant edge values (a tracked `values` would lose
+/// its gradient). Shared by [`crate::Aggregate`] and the partitioned symmetric aggregation.
+pub(crate) fn transpose_operands(
+    op: &'static str,
+    reduce: Reduce,
+    values: Option<&Tensor>,
+) -> Result<bool> {
+    let mean = match reduce {
+        Reduce::Sum => false,
+        Reduce::Mean => true,
+        Reduce::Max | Reduce::Min => {
+            return Err(Error::Shape {
+                op,
+                what: format!("{reduce:?} has no transpose product; sum or mean only"),
+            })
+        }
+    };
+    if values.is_some_and(|v| v.track_op()) {
+        return Err(Error::Shape {
+            op,
+            what: "edge values that track a gradient are not supported (constant only)".into(),
+        });
+    }
+    Ok(mean)
+}
+
 /// `Aᵀ dy` (mean: `Aᵀ D⁻¹ dy`) with optional constant edge values: the gradient of a sum/mean
 /// SpMM with respect to `x`, over the cached transpose. Shared by the SpMM backward and the
 /// deterministic MaxK SSpMM.
