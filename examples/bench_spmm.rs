@@ -10,6 +10,10 @@
 //! `--kernels` adds a table of our kernels each forced (GE-SpMM's row kernel, its narrow-row
 //! kernel, HP-SpMM) and the dispatcher's pick, in f32 and bf16 storage, with each forced
 //! kernel's largest difference from the row kernel's result.
+//!
+//! `--column-blocks 2,4` adds a table of the weighted SpMM run as B column blocks (each block
+//! reads a 1/B slice of `x`; their outputs summed), against the one SpMM, f32 and bf16: the
+//! locality question behind a partitioned aggregation that runs per owner's block.
 
 use anyhow::{Context, Result};
 use candle_core::{Device, Tensor};
@@ -36,6 +40,9 @@ struct Args {
     /// Also time each of our kernels forced, f32 and bf16 (dispatcher data).
     #[arg(long)]
     kernels: bool,
+    /// Also time the SpMM cut into this many column blocks (comma-separated counts).
+    #[arg(long, value_delimiter = ',')]
+    column_blocks: Vec<usize>,
     /// JSON output.
     #[arg(long, default_value = "runs/bench_spmm.json")]
     json: PathBuf,
@@ -185,10 +192,15 @@ fn main() -> Result<()> {
     } else {
         Vec::new()
     };
+    let column_blocks = if args.column_blocks.is_empty() {
+        Vec::new()
+    } else {
+        compare_column_blocks(&a, &g, &vals, &args, &stream, &device)?
+    };
     let doc = serde_json::json!({
         "graph": {"name": ds.name, "nodes": a.n_rows(), "nnz": nnz, "max_row": a.degree_stats().max},
         "reps": args.reps, "timing": "CUDA events on candle's stream, median after 3 warm-ups",
-        "rows": rows, "kernels": kernels,
+        "rows": rows, "kernels": kernels, "column_blocks": column_blocks,
     });
     gnn::train::report::write_json(&args.json, &doc)?;
     println!("wrote {}", args.json.display());
@@ -260,6 +272,87 @@ fn compare_kernels(
                 "k": k, "dtype": name, "ge_ms": ms[0], "narrow_ms": ms[1], "hp_ms": ms[2],
                 "auto_ms": ms[3], "narrow_rel_diff": e_narrow, "hp_rel_diff": e_hp,
             }));
+        }
+    }
+    Ok(rows)
+}
+
+/// The weighted SpMM as `B` column blocks of equal node ranges (each block's SpMM reads its
+/// slice of `x`; the outputs added in the storage type), against the one SpMM, at every width,
+/// f32 and bf16: medians of the blocked SpMMs alone and with the adds, and the largest
+/// relative difference of the blocked result from the whole one.
+fn compare_column_blocks(
+    a: &gnn::graph::Csr,
+    g: &gnn::kernels::DeviceGraph,
+    vals: &Tensor,
+    args: &Args,
+    stream: &std::sync::Arc<candle_core::cuda_backend::cudarc::driver::CudaStream>,
+    device: &Device,
+) -> Result<Vec<serde_json::Value>> {
+    use candle_core::DType;
+    let host_vals = vals.to_vec1::<f32>()?;
+    println!(
+        "{:>3} {:>5} {:>5} {:>9} {:>11} {:>11} {:>8} {:>10}",
+        "B", "K", "dtype", "one ms", "blocks ms", "+ adds ms", "speedup", "max diff"
+    );
+    let mut rows = Vec::new();
+    for &b in &args.column_blocks {
+        if b == 0 {
+            anyhow::bail!("--column-blocks: a block count must be >= 1");
+        }
+        let n = a.n_cols();
+        let bounds: Vec<usize> = (0..=b).map(|i| n * i / b).collect();
+        let blocks = a
+            .column_blocks(&bounds, Some(&host_vals))?
+            .into_iter()
+            .map(|(csr, v)| -> Result<_> {
+                let v = v.context("values")?;
+                Ok((
+                    gnn::kernels::DeviceGraph::upload(&csr, device)?,
+                    Tensor::from_vec(v, csr.nnz(), device)?,
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        for &k in &args.k {
+            for dt in [DType::F32, DType::BF16] {
+                let x = Tensor::randn(0f32, 1.0, (n, k), device)?.to_dtype(dt)?;
+                let parts = |add: bool| -> gnn::kernels::Result<Option<Tensor>> {
+                    let mut acc: Option<Tensor> = None;
+                    for ((bg, bv), w) in blocks.iter().zip(bounds.windows(2)) {
+                        let y =
+                            spmm_weighted(bg, &x.narrow(0, w[0], w[1] - w[0])?, bv, Reduce::Sum)?;
+                        acc = Some(match acc {
+                            Some(s) if add => (s + y)?,
+                            _ => y,
+                        });
+                    }
+                    Ok(acc)
+                };
+                let one = time_ms(stream, args.reps, || {
+                    spmm_weighted(g, &x, vals, Reduce::Sum)?;
+                    Ok(())
+                })?;
+                let alone = time_ms(stream, args.reps, || {
+                    parts(false)?;
+                    Ok(())
+                })?;
+                let added = time_ms(stream, args.reps, || {
+                    parts(true)?;
+                    Ok(())
+                })?;
+                let whole = spmm_weighted(g, &x, vals, Reduce::Sum)?.to_dtype(DType::F32)?;
+                let blocked = parts(true)?.context("no blocks")?.to_dtype(DType::F32)?;
+                let diff = rel_diff(&blocked, &whole)?;
+                let name = format!("{dt:?}").to_lowercase();
+                println!(
+                    "{b:>3} {k:>5} {name:>5} {one:>9.3} {alone:>11.3} {added:>11.3} {:>7.2}x {diff:>10.1e}",
+                    one / added
+                );
+                rows.push(serde_json::json!({
+                    "blocks": b, "k": k, "dtype": name, "one_ms": one, "blocks_ms": alone,
+                    "blocks_and_adds_ms": added, "max_rel_diff": diff,
+                }));
+            }
         }
     }
     Ok(rows)

@@ -77,6 +77,11 @@ struct Args {
     /// all-gather, which otherwise fuse into one op that keeps less memory; for comparison.
     #[arg(long)]
     split_aggregation: bool,
+    /// Under that one op, store each rank's local graph as column slices of at most this
+    /// many gathered rows (each SpMM then reads an L2-sized slice of the gathered features);
+    /// 0 keeps it whole. MaxK and max aggregations always keep it whole.
+    #[arg(long, default_value_t = gnn::kernels::comm::GATHER_SLICE_ROWS)]
+    gather_slice_rows: usize,
     /// Where to write the JSON report.
     #[arg(long, default_value = "runs/train_dist.json")]
     json: PathBuf,
@@ -119,6 +124,7 @@ fn main() -> Result<()> {
     let ranks = procs.as_ref().map_or(args.ranks, |p| p.world);
     let mut plan = DistPlan::new(ds, model.kind, ranks, exchange)?;
     plan.symmetric &= !args.split_aggregation;
+    plan.slice_rows = (args.gather_slice_rows > 0).then_some(args.gather_slice_rows);
     // The point-to-point volume (halo rows, every rank's sum) against the all-gather's
     // ((P - 1) x the longest range, per rank), and what auto picks.
     println!(
@@ -156,7 +162,8 @@ fn main() -> Result<()> {
             "by volume"
         },
         if plan.symmetric && plan.exchange == Exchange::AllGather {
-            "one op (symmetric operand: no local transpose, no gathered rows kept)"
+            "one op (symmetric operand: no local transpose, no gathered rows kept; column \
+             slices of --gather-slice-rows where the model has only sum/mean aggregations)"
         } else if args.split_aggregation {
             "exchange + SpMM (--split-aggregation)"
         } else {
@@ -207,6 +214,7 @@ fn main() -> Result<()> {
             &local_comms(args.ranks),
             &devices,
             on_epoch,
+            &|_, _| {},
         )?
     };
     let wall = t.elapsed().as_secs_f64();
@@ -272,6 +280,7 @@ fn main() -> Result<()> {
         },
         "exchange": plan.exchange,
         "fused_aggregation": plan.symmetric && plan.exchange == Exchange::AllGather,
+        "gather_slice_rows": plan.slice_rows,
         "halo_stats": stats,
         "test_acc": r0.test_acc,
         "best_val_acc": r0.best_val_acc,
@@ -381,7 +390,7 @@ fn nccl_process(
     };
     let device = candle_core::Device::new_cuda(proc.gpu)
         .with_context(|| format!("opening GPU {} (LOCAL_RANK)", proc.gpu))?;
-    gnn::train::keep_freed_memory(&device)?;
+    gnn::train::prepare_device(&device)?;
     println!(
         "rank {} of {} on GPU {}, NCCL id from {}",
         proc.rank,
@@ -420,16 +429,39 @@ fn nccl_run(
     let devices = (0..ranks)
         .map(|r| {
             let d = candle_core::Device::new_cuda(r).with_context(|| format!("opening GPU {r}"))?;
-            gnn::train::keep_freed_memory(&d)?;
+            gnn::train::prepare_device(&d)?;
             Ok(d)
         })
         .collect::<Result<Vec<_>>>()?;
     let id = NcclId::new()?;
     println!("{ranks} ranks on GPUs 0..{ranks}, NCCL");
+    if let Some((_, total)) = gnn::train::device::device_memory_info(&devices[0]) {
+        if std::env::var_os(gnn::train::MEMORY_LIMIT_ENV).is_some() {
+            println!(
+                "each GPU limited to {} ({})",
+                gib(total),
+                gnn::train::MEMORY_LIMIT_ENV
+            );
+        }
+    }
     let make = |rank: usize, dev: &candle_core::Device| {
         Ok(Arc::new(NcclComm::new(&id, rank, ranks, dev, true)?) as Arc<dyn Communicator>)
     };
-    Ok(train_ranks(plan, ds, recipe, &make, &devices, on_epoch)?)
+    // A failed rank (out of memory, say) leaves the others inside an NCCL collective that
+    // nothing can cancel from here: report it and end the process, as torchrun does.
+    // `_exit`, not `exit`: the atexit handlers would tear CUDA down under the threads still
+    // inside it (a segmentation fault instead of the error).
+    let fail_fast = |rank: usize, e: &gnn::train::Error| {
+        use std::io::Write;
+        eprintln!("Error: rank {rank} failed: {e}\nending the run (the other ranks wait in NCCL)");
+        let _ = std::io::stdout().flush();
+        let _ = std::io::stderr().flush();
+        // SAFETY: `_exit` ends the process at once; nothing runs after it.
+        unsafe { libc::_exit(1) }
+    };
+    Ok(train_ranks(
+        plan, ds, recipe, &make, &devices, on_epoch, &fail_fast,
+    )?)
 }
 
 #[cfg(not(feature = "nccl"))]

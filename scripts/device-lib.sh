@@ -1,6 +1,7 @@
 # Shared by the device-run scripts (sourced, not run): unpacks the xz-compressed release
 # binaries carried in .dev/bin to /tmp/bin, records the GPU, and defines `step NAME CMD...`
-# (runs CMD with its output in $R/NAME.log, logs start and exit in $R/summary.txt) and `pack`
+# (runs CMD with its output in $R/NAME.log, logs start and exit in $R/summary.txt, returns
+# CMD's exit status) and `pack`
 # (tars $R into $OUT/results.tar.gz after every step, so a run cut off by the time limit
 # still returns what it has: the device returns only a few loose files per call).
 # Expects R (the run folder, whose parent is tarred) to be set by the caller.
@@ -20,4 +21,5 @@ step() {
     local rc=$? # before any command substitution resets $?
     echo "[$(date +%T)] $name: exit $rc | $(tail -n 2 "$R/$name.log" | command tr '\n' ' ')" | tee -a "$R/summary.txt"
     pack
+    return $rc
 }

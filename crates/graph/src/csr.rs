@@ -235,6 +235,70 @@ impl Csr {
         Csr::new_checked(n_rows, n_cols, indptr, indices)
     }
 
+    /// The matrix cut into column blocks: block `b` holds, for every row, the entries whose
+    /// column lies in `bounds[b]..bounds[b + 1]`, columns shifted to start at 0 (an
+    /// `n_rows x (bounds[b + 1] - bounds[b])` CSR), in their order within the row, with their
+    /// `values` when given (aligned with `self`'s entries). `bounds` must start at 0, end at
+    /// `n_cols` and not decrease. The blocks' products summed are the whole product
+    /// (`A x = Σ_b A_b x[bounds[b]..bounds[b + 1]]`), each reading a smaller slice of `x`: a
+    /// partitioned aggregation runs its own rows' block before the other ranks' rows arrive.
+    pub fn column_blocks(
+        &self,
+        bounds: &[usize],
+        values: Option<&[f32]>,
+    ) -> Result<Vec<(Csr, Option<Vec<f32>>)>> {
+        if bounds.len() < 2
+            || bounds[0] != 0
+            || bounds[bounds.len() - 1] != self.n_cols
+            || bounds.windows(2).any(|w| w[0] > w[1])
+        {
+            return Err(Error::InvalidArgument(format!(
+                "column block bounds {bounds:?} of a matrix with {} columns: they must start \
+                 at 0, end at the column count and not decrease",
+                self.n_cols
+            )));
+        }
+        if let Some(v) = values {
+            if v.len() != self.nnz() {
+                return Err(Error::InvalidArgument(format!(
+                    "{} edge values for {} entries",
+                    v.len(),
+                    self.nnz()
+                )));
+            }
+        }
+        let out = (0..bounds.len() - 1)
+            .into_par_iter()
+            .map(|b| {
+                let (lo, hi) = (bounds[b] as u32, bounds[b + 1] as u32);
+                let mut indptr = Vec::with_capacity(self.n_rows + 1);
+                indptr.push(0u32);
+                let mut indices = Vec::new();
+                let mut vals = values.map(|_| Vec::new());
+                for r in 0..self.n_rows {
+                    for p in self.row_range(r) {
+                        let c = self.indices[p];
+                        if (lo..hi).contains(&c) {
+                            indices.push(c - lo);
+                            if let (Some(out), Some(v)) = (vals.as_mut(), values) {
+                                out.push(v[p]);
+                            }
+                        }
+                    }
+                    indptr.push(indices.len() as u32);
+                }
+                let csr = Csr {
+                    n_rows: self.n_rows,
+                    n_cols: (hi - lo) as usize,
+                    indptr,
+                    indices,
+                };
+                (csr, vals)
+            })
+            .collect();
+        Ok(out)
+    }
+
     /// The transpose (CSR of `A^T`, i.e. the CSC of `A`) and the permutation `perm` such that
     /// entry `p` of the transpose is entry `perm[p]` of `self`: transposed edge values are
     /// `values[perm[p]]`. Rows of the transpose come out sorted when `self`'s row order is the
@@ -459,6 +523,42 @@ mod transpose_tests {
             indptr.push(indices.len() as u32);
         }
         Csr::new_checked(rows, cols, indptr, indices).unwrap()
+    }
+
+    #[test]
+    fn column_blocks_split_each_row_by_column_range() {
+        let a = awkward(300, 500, 6_000, 5);
+        let vals: Vec<f32> = (0..a.nnz()).map(|p| p as f32).collect();
+        // Uneven blocks, an empty one, and one that holds the hub column 7 alone.
+        let bounds = [0, 7, 8, 8, 250, 500];
+        let blocks = a.column_blocks(&bounds, Some(&vals)).unwrap();
+        assert_eq!(blocks.len(), 5);
+        assert_eq!(blocks.iter().map(|(b, _)| b.nnz()).sum::<usize>(), a.nnz());
+        assert_eq!(blocks[2].0.nnz(), 0);
+        for r in 0..a.n_rows() {
+            // Concatenating row r of every block, columns shifted back, gives row r.
+            let mut got = Vec::new();
+            for ((b, v), lo) in blocks.iter().zip(bounds) {
+                assert_eq!((b.n_rows(), b.indptr().len()), (a.n_rows(), a.n_rows() + 1));
+                let v = v.as_ref().unwrap();
+                got.extend(b.row_range(r).map(|q| (b.indices()[q] + lo as u32, v[q])));
+            }
+            let want: Vec<_> = a.row_range(r).map(|p| (a.indices()[p], vals[p])).collect();
+            assert_eq!(got, want, "row {r}");
+        }
+        for (b, w) in blocks.iter().zip(bounds.windows(2)) {
+            assert_eq!(b.0.n_cols(), w[1] - w[0]);
+            assert!(b.0.indices().iter().all(|&c| (c as usize) < b.0.n_cols()));
+        }
+        // One block is the matrix itself; no values, no values out.
+        let whole = a.column_blocks(&[0, 500], None).unwrap();
+        assert!(whole[0].0 == a && whole[0].1.is_none());
+        for bad in [&[0, 400][..], &[1, 500], &[0, 300, 200, 500], &[0]] {
+            let e = a.column_blocks(bad, None).unwrap_err().to_string();
+            assert!(e.contains("500 columns"), "{bad:?}: {e}");
+        }
+        let e = a.column_blocks(&[0, 500], Some(&vals[1..])).unwrap_err();
+        assert!(e.to_string().contains("edge values"), "{e}");
     }
 
     #[test]

@@ -5,8 +5,8 @@ use crate::error::{Error, Result};
 use candle_core::{Device, Tensor};
 use gnn_graph::{BuildOptions, Csr, LocalGraph, Normalization, SelfLoops};
 use gnn_kernels::{
-    comm::HaloExchange, spgemm_bias, spmm, spmm_sampled, spmm_weighted, Cbsr, DeviceGraph, Reduce,
-    Sampling,
+    comm::{HaloExchange, SymmetricOperand},
+    spgemm_bias, spmm, spmm_sampled, spmm_weighted, Cbsr, DeviceGraph, Reduce, Sampling,
 };
 use serde::{Deserialize, Serialize};
 
@@ -79,9 +79,12 @@ pub struct ModelGraph {
     halo: Option<HaloExchange>,
     /// The global id of row 0 (a partitioned graph's first owned row; 0 otherwise).
     row_offset: usize,
-    /// A partitioned graph's whole operand is symmetric (structure and values), so its
-    /// aggregations can run as [`HaloExchange::aggregate_symmetric`].
-    symmetric: bool,
+    /// A partitioned graph's local operand for [`HaloExchange::aggregate_symmetric`], when
+    /// the whole operand is symmetric (structure and values) and the exchange the all-gather.
+    symmetric: Option<SymmetricOperand>,
+    /// `graph` is only the first column slice of `symmetric` (the local graph is stored as
+    /// slices): every product but the symmetric aggregation is refused.
+    sliced: bool,
 }
 
 /// The host-side operands of one model kind (structure and edge values, before upload):
@@ -157,29 +160,72 @@ impl ModelGraph {
     /// `A + I` and GraphSAGE/GIN's `A` of an undirected graph). With the all-gather exchange,
     /// sum and mean aggregations then run as one op whose backward needs no transpose of the
     /// local graph and keeps no gathered rows ([`HaloExchange::aggregate_symmetric`]).
+    ///
+    /// `slice_rows`: with `symmetric` under the all-gather, store the local graph as column
+    /// slices of at most this many gathered rows ([`HaloExchange::symmetric_operand`]: faster
+    /// once the gathered features outgrow the L2 cache, same memory), for a model whose
+    /// every aggregation is a sum or mean that op takes: the other products (MaxK's SpGEMM,
+    /// max) need the whole local graph and are refused on a sliced one. `None` keeps it whole.
     pub fn partitioned(
         ops: &Operands,
         local: &LocalGraph,
         halo: HaloExchange,
         symmetric: bool,
+        slice_rows: Option<usize>,
         device: &Device,
     ) -> Result<Self> {
-        let csr = halo.local_csr(local)?;
-        let mut g = Self::plain(DeviceGraph::upload(&csr, device)?);
-        if let Some(v) = &ops.values {
-            let v = v.get(local.edges.clone()).ok_or_else(|| {
+        let values = match &ops.values {
+            Some(v) => Some(v.get(local.edges.clone()).ok_or_else(|| {
                 Error::Config(format!(
                     "local graph edges {:?} outside the operands' {} values",
                     local.edges,
                     v.len()
                 ))
-            })?;
-            g.values = Some(Tensor::from_slice(v, v.len(), device)?);
-        }
+            })?),
+            None => None,
+        };
+        let symmetric = symmetric && halo.kind() == gnn_graph::Exchange::AllGather;
+        let mut g = match slice_rows.filter(|_| symmetric) {
+            Some(rows) => {
+                let op = halo.symmetric_operand(local, values, rows, device)?;
+                let mut g = Self::plain(op.first_graph().clone());
+                g.sliced = op.is_sliced();
+                if !g.sliced {
+                    g.values = op.first_values();
+                }
+                g.symmetric = Some(op);
+                g
+            }
+            None => {
+                let csr = halo.local_csr(local)?;
+                let mut g = Self::plain(DeviceGraph::upload(&csr, device)?);
+                g.values = values
+                    .map(|v| Tensor::from_slice(v, v.len(), device))
+                    .transpose()?;
+                if symmetric {
+                    g.symmetric = Some(SymmetricOperand::whole(g.graph.clone(), g.values.clone()));
+                }
+                g
+            }
+        };
         g.halo = Some(halo);
         g.row_offset = local.rows.start;
-        g.symmetric = symmetric;
         Ok(g)
+    }
+
+    /// The whole graph for a product other than the symmetric aggregation; an error on a
+    /// partitioned graph stored as column slices.
+    fn whole(&self) -> Result<&DeviceGraph> {
+        if self.sliced {
+            return Err(Error::Config(
+                "this partitioned graph is stored as column slices for the symmetric \
+                 aggregation (sum and mean of GCN, GraphSAGE, GIN); MaxK, max and sampled \
+                 products need the whole local graph (build it with ModelGraph::partitioned's \
+                 slice_rows = None)"
+                    .into(),
+            ));
+        }
+        Ok(&self.graph)
     }
 
     /// The global id of this graph's row 0: the first owned row of a partitioned graph, 0
@@ -211,7 +257,8 @@ impl ModelGraph {
             expanded: Default::default(),
             halo: None,
             row_offset: 0,
-            symmetric: false,
+            symmetric: None,
+            sliced: false,
         }
     }
 
@@ -245,12 +292,10 @@ impl ModelGraph {
     /// Aggregates `x` with the graph's values (if any) under `reduce`, with the kernel
     /// [`Self::aggregation`] names.
     pub fn aggregate(&self, x: &Tensor, reduce: Reduce) -> Result<Tensor> {
-        if let Some(h) = self.halo.as_ref().filter(|h| {
-            self.symmetric
-                && self.aggregation == Aggregation::Exact
-                && h.aggregates_symmetric(reduce, x.dtype())
-        }) {
-            return Ok(h.aggregate_symmetric(&self.graph, x, self.values.as_ref(), reduce)?);
+        if let (Some(h), Some(op)) = (&self.halo, &self.symmetric) {
+            if self.aggregation == Aggregation::Exact && h.aggregates_symmetric(reduce, x.dtype()) {
+                return Ok(h.aggregate_symmetric(op, x, reduce)?);
+            }
         }
         let x = match &self.halo {
             Some(h) => h.forward(x)?,
@@ -262,8 +307,8 @@ impl ModelGraph {
     /// [`Self::aggregate`] of rows that already hold the halo (on a partitioned graph).
     fn aggregate_exchanged(&self, x: &Tensor, reduce: Reduce) -> Result<Tensor> {
         Ok(match (self.aggregation, &self.values) {
-            (Aggregation::Exact, Some(v)) => spmm_weighted(&self.graph, x, v, reduce)?,
-            (Aggregation::Exact, None) => spmm(&self.graph, x, reduce)?,
+            (Aggregation::Exact, Some(v)) => spmm_weighted(self.whole()?, x, v, reduce)?,
+            (Aggregation::Exact, None) => spmm(self.whole()?, x, reduce)?,
             (Aggregation::Sampled(s), v) => {
                 if !matches!(reduce, Reduce::Sum | Reduce::Mean) {
                     return Err(Error::Config(format!(
@@ -271,7 +316,7 @@ impl ModelGraph {
                          use exact aggregation for this model"
                     )));
                 }
-                spmm_sampled(&self.graph, x, v.as_ref(), reduce, s)?
+                spmm_sampled(self.whole()?, x, v.as_ref(), reduce, s)?
             }
         })
     }
@@ -297,13 +342,14 @@ impl ModelGraph {
         bias: &Tensor,
         residual: &Tensor,
     ) -> Result<Tensor> {
+        self.whole()?; // before the exchange: every rank refuses alike
         let x = match &self.halo {
             Some(h) => h.forward_cbsr(x)?,
             None => x.clone(),
         };
         match self.aggregation {
             Aggregation::Exact => Ok(gnn_kernels::spgemm_bias_residual(
-                &self.graph,
+                self.whole()?,
                 &x,
                 self.values.as_ref(),
                 reduce,
@@ -323,13 +369,14 @@ impl ModelGraph {
         reduce: Reduce,
         bias: Option<&Tensor>,
     ) -> Result<Tensor> {
+        self.whole()?; // before the exchange: every rank refuses alike
         let x = match &self.halo {
             Some(h) => h.forward_cbsr(x)?,
             None => x.clone(),
         };
         match self.aggregation {
             Aggregation::Exact => Ok(spgemm_bias(
-                &self.graph,
+                self.whole()?,
                 &x,
                 self.values.as_ref(),
                 reduce,

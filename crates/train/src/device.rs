@@ -10,8 +10,113 @@ pub fn pick_device(force_cpu: bool) -> Result<Device> {
         return Ok(Device::Cpu);
     }
     let device = Device::cuda_if_available(0)?;
-    keep_freed_memory(&device)?;
+    prepare_device(&device)?;
     Ok(device)
+}
+
+/// Applies the process-wide device settings to a freshly opened device: the pool keeps freed
+/// memory ([`keep_freed_memory`]) and, when [`MEMORY_LIMIT_ENV`] is set, the device is limited
+/// to that much memory ([`limit_device_memory`]). Every example calls it once per GPU it opens.
+pub fn prepare_device(device: &Device) -> Result<()> {
+    keep_freed_memory(device)?;
+    let limit = memory_limit(std::env::var(MEMORY_LIMIT_ENV).ok().as_deref())?;
+    if let Some(bytes) = limit {
+        limit_device_memory(device, bytes)?;
+    }
+    Ok(())
+}
+
+/// The environment variable that limits each GPU this process opens to that many GiB
+/// (a decimal number), as if the card were that small: [`limit_device_memory`].
+pub const MEMORY_LIMIT_ENV: &str = "GNN_CUDA_MEMORY_LIMIT_GIB";
+
+/// The byte count [`MEMORY_LIMIT_ENV`]'s value asks for (`None` when unset).
+fn memory_limit(value: Option<&str>) -> Result<Option<u64>> {
+    let Some(v) = value else {
+        return Ok(None);
+    };
+    match v.trim().parse::<f64>() {
+        Ok(g) if g.is_finite() && g > 0.0 => Ok(Some((g * (1u64 << 30) as f64) as u64)),
+        _ => Err(Error::Invalid(format!(
+            "{MEMORY_LIMIT_ENV}={v:?} is not a positive number of GiB (e.g. 10 or 12.5)"
+        ))),
+    }
+}
+
+/// Bytes held back by [`limit_device_memory`] on each GPU ordinal (held for the process's life).
+static HELD_BACK: std::sync::Mutex<Vec<(usize, u64)>> = std::sync::Mutex::new(Vec::new());
+
+/// The bytes [`limit_device_memory`] holds back on `device` (0 when none).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+fn held_back(device: &Device) -> u64 {
+    let candle_core::DeviceLocation::Cuda { gpu_id } = device.location() else {
+        return 0;
+    };
+    HELD_BACK
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|(g, _)| *g == gpu_id)
+        .map_or(0, |(_, b)| *b)
+}
+
+/// Makes `device` behave as a GPU with `limit` bytes of memory: one plain allocation (outside
+/// the stream-ordered pool, so [`allocated_peak_bytes`] does not count it) holds the rest for
+/// the process's life, and every later allocation (tensors, graphs, NCCL's buffers, cuBLAS'
+/// workspace) competes for what is left, as on a smaller card. For capacity questions ("the
+/// largest graph one GPU trains, against two") at sizes a short run can generate; torch's
+/// `set_per_process_memory_fraction` serves the same purpose. Once per GPU ordinal (a second
+/// call for the same GPU is a no-op); an error on the CPU or when `limit` is below what the
+/// device already has in use.
+pub fn limit_device_memory(device: &Device, limit: u64) -> Result<()> {
+    let candle_core::DeviceLocation::Cuda { gpu_id } = device.location() else {
+        return Err(Error::Invalid(format!(
+            "{MEMORY_LIMIT_ENV} limits GPU memory, but this run is on the CPU"
+        )));
+    };
+    let mut held = HELD_BACK.lock().unwrap_or_else(|e| e.into_inner());
+    if held.iter().any(|(g, _)| *g == gpu_id) {
+        return Ok(());
+    }
+    #[cfg(feature = "cuda")]
+    {
+        use candle_core::cuda_backend::cudarc::driver::result;
+        let Device::Cuda(d) = device else {
+            unreachable!("a CUDA location is a CUDA device")
+        };
+        d.cuda_stream()
+            .context()
+            .bind_to_thread()
+            .map_err(|e| Error::Invalid(format!("binding GPU {gpu_id}: {e:?}")))?;
+        let (free, total) = result::mem_get_info()
+            .map_err(|e| Error::Invalid(format!("reading GPU {gpu_id}'s memory: {e:?}")))?;
+        let (free, total) = (free as u64, total as u64);
+        let in_use = total - free;
+        if limit <= in_use || limit >= total {
+            return Err(Error::Invalid(format!(
+                "{MEMORY_LIMIT_ENV} asks for {} on GPU {gpu_id}, which has {} with {} in use                  already: the limit must lie between the two",
+                gib(limit),
+                gib(total),
+                gib(in_use)
+            )));
+        }
+        let hold = free - (limit - in_use);
+        // SAFETY: a plain device allocation on the bound context; it is never freed (the
+        // context's teardown at exit releases it) and never handed to anything.
+        unsafe { result::malloc_sync(hold as usize) }.map_err(|e| {
+            Error::Invalid(format!(
+                "holding back {} of GPU {gpu_id} for {MEMORY_LIMIT_ENV}: {e:?}",
+                gib(hold)
+            ))
+        })?;
+        held.push((gpu_id, hold));
+        Ok(())
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = (limit, &mut held);
+        Err(Error::Invalid(format!("GPU {gpu_id} without a CUDA build")))
+    }
 }
 
 /// The environment variable that sets the allocator pool's release threshold in bytes
@@ -62,14 +167,16 @@ pub fn set_tf32(device: &Device, on: bool) -> Result<()> {
 }
 
 /// Bytes of device memory in use (total minus free, as the driver reports it: includes the
-/// CUDA context and memory held by the stream-ordered allocator's pool). `None` on the CPU.
+/// CUDA context and memory held by the stream-ordered allocator's pool, not what
+/// [`limit_device_memory`] holds back). `None` on the CPU.
 pub fn device_memory_in_use(device: &Device) -> Option<u64> {
     #[cfg(feature = "cuda")]
     if device.is_cuda() {
         use candle_core::cuda_backend::cudarc::driver::result::mem_get_info;
+        let held = held_back(device);
         return mem_get_info()
             .ok()
-            .map(|(free, total)| (total - free) as u64);
+            .map(|(free, total)| (total - free) as u64 - held);
     }
     let _ = device;
     None
@@ -170,12 +277,16 @@ fn release_threshold(value: Option<&str>) -> Result<u64> {
     }
 }
 
-/// `(free, total)` device memory in bytes, as the driver reports it. `None` on the CPU.
+/// `(free, total)` device memory in bytes, as the driver reports it, the total less what
+/// [`limit_device_memory`] holds back. `None` on the CPU.
 pub fn device_memory_info(device: &Device) -> Option<(u64, u64)> {
     #[cfg(feature = "cuda")]
     if device.is_cuda() {
         use candle_core::cuda_backend::cudarc::driver::result::mem_get_info;
-        return mem_get_info().ok().map(|(f, t)| (f as u64, t as u64));
+        let held = held_back(device);
+        return mem_get_info()
+            .ok()
+            .map(|(f, t)| (f as u64, t as u64 - held));
     }
     let _ = device;
     None
@@ -255,6 +366,26 @@ mod tests {
         );
         // The CPU has no pool: nothing to set, whatever the variable says.
         keep_freed_memory(&Device::Cpu).unwrap();
+    }
+
+    #[test]
+    fn memory_limit_parses_gib_and_names_a_bad_value() {
+        assert_eq!(memory_limit(None).unwrap(), None);
+        assert_eq!(memory_limit(Some("10")).unwrap(), Some(10 << 30));
+        assert_eq!(memory_limit(Some(" 0.5 ")).unwrap(), Some(1 << 29));
+        for bad in ["0", "-1", "10GiB", "nan", ""] {
+            let e = memory_limit(Some(bad)).unwrap_err().to_string();
+            assert!(
+                e.contains(MEMORY_LIMIT_ENV) && e.contains("GiB"),
+                "{bad}: {e}"
+            );
+        }
+        // A limit on the CPU is a mistake worth naming, not a silent no-op.
+        let e = limit_device_memory(&Device::Cpu, 1 << 30)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("CPU"), "{e}");
+        assert_eq!(held_back(&Device::Cpu), 0);
     }
 
     #[test]

@@ -34,6 +34,12 @@ pub struct DistPlan {
     /// The operand is symmetric (an undirected graph): the ranks' aggregations then need no
     /// transpose of their local graphs ([`ModelGraph::partitioned`]).
     pub symmetric: bool,
+    /// Under the all-gather with a symmetric operand, each rank stores its local graph as
+    /// column slices of at most this many gathered rows, when the model's every aggregation
+    /// is a sum or mean ([`ModelGraph::partitioned`]'s `slice_rows`): the aggregation then
+    /// reads one L2-sized slice of the gathered features at a time. `None` keeps it whole.
+    /// Default [`gnn_kernels::comm::GATHER_SLICE_ROWS`].
+    pub slice_rows: Option<usize>,
 }
 
 impl DistPlan {
@@ -67,6 +73,7 @@ impl DistPlan {
             exchange,
             halo_sizes,
             symmetric,
+            slice_rows: Some(gnn_kernels::comm::GATHER_SLICE_ROWS),
         })
     }
 
@@ -148,7 +155,23 @@ impl Rank {
         let rows = local.rows.clone();
         let halo = HaloExchange::with(plan.exchange, &local, &plan.partition, comm, device)?;
         let n_halo = halo.halo_rows();
-        let graph = ModelGraph::partitioned(&plan.operands, &local, halo, plan.symmetric, device)?;
+        // Slices only where nothing needs the whole local graph: sum/mean aggregations the
+        // symmetric op takes (MaxK's SpGEMM and max run on the whole graph).
+        let only_symmetric =
+            !matches!(recipe.model.activation, gnn_models::Activation::MaxK { .. })
+                && match recipe.model.kind {
+                    ConvKind::Gcn | ConvKind::Gin | ConvKind::Mlp => true,
+                    ConvKind::SageMean => recipe.train.precision.dtype() != candle_core::DType::F16,
+                    ConvKind::SagePool | ConvKind::Gat | ConvKind::Transformer => false,
+                };
+        let graph = ModelGraph::partitioned(
+            &plan.operands,
+            &local,
+            halo,
+            plan.symmetric,
+            plan.slice_rows.filter(|_| only_symmetric),
+            device,
+        )?;
         drop(local);
         let data = DeviceData::partitioned(ds, rows.clone(), device, recipe.row_normalize)?
             .with_precision(recipe.train.precision)?;
@@ -228,8 +251,10 @@ pub fn train_rank(
 
 /// Trains on `ds` with one thread per device, rank `r` on `devices[r]` with the communicator
 /// `make_comm(r, device)` makes. `on_epoch` sees rank 0's epochs (every rank logs the same
-/// global loss and accuracies). A rank that fails drops its communicator, which fails the
-/// others' next exchange (in-process); the first error is returned.
+/// global loss and accuracies). A rank that fails calls `on_rank_error` with its rank and
+/// error, then drops its communicator: that fails the others' next exchange in-process, but
+/// NCCL's collectives wait for the missing rank forever, so an NCCL caller ends the process
+/// there (as torchrun does when a worker fails). The first error is returned.
 pub fn train_ranks(
     plan: &DistPlan,
     ds: &Dataset,
@@ -237,6 +262,7 @@ pub fn train_ranks(
     make_comm: &CommFactory<'_>,
     devices: &[Device],
     on_epoch: impl Fn(&EpochLog) + Sync,
+    on_rank_error: &(dyn Fn(usize, &Error) + Sync),
 ) -> Result<Vec<RankOutcome>> {
     if devices.len() != plan.partition.parts() {
         return Err(Error::Invalid(format!(
@@ -252,12 +278,19 @@ pub fn train_ranks(
             .map(|(rank, device)| {
                 let on_epoch = &on_epoch;
                 s.spawn(move || -> Result<RankOutcome> {
-                    let comm = make_comm(rank, device)?;
-                    train_rank(plan, ds, recipe, comm, device, |log| {
-                        if rank == 0 {
-                            on_epoch(log)
-                        }
-                    })
+                    let out = make_comm(rank, device)
+                        .map_err(Error::from)
+                        .and_then(|comm| {
+                            train_rank(plan, ds, recipe, comm, device, |log| {
+                                if rank == 0 {
+                                    on_epoch(log)
+                                }
+                            })
+                        });
+                    if let Err(e) = &out {
+                        on_rank_error(rank, e);
+                    }
+                    out
                 })
             })
             .collect();
@@ -375,10 +408,13 @@ mod tests {
     }
 
     fn ranks(ds: &Dataset, cfg: &ModelConfig, parts: usize, exchange: Exchange) -> Vec<Grads> {
-        let plan = DistPlan::new(ds, cfg.kind, parts, Some(exchange)).unwrap();
+        let mut plan = DistPlan::new(ds, cfg.kind, parts, Some(exchange)).unwrap();
         // Cora is undirected: under the all-gather the dense aggregations run as one op
         // (HaloExchange::aggregate_symmetric), under point-to-point as exchange + SpMM.
         assert!(plan.symmetric, "Cora's operands are symmetric");
+        // Column slices of 500 gathered rows (Cora's 2,708 nodes in 6 or more), so the sliced
+        // local graph runs wherever the model takes it (not MaxK: the whole graph there).
+        plan.slice_rows = Some(500);
         let train = TrainConfig::default();
         std::thread::scope(|s| {
             let hs: Vec<_> = LocalComm::group(parts)
@@ -473,6 +509,7 @@ mod tests {
                 &comms,
                 &[dev.clone(), dev.clone(), dev],
                 |_| {},
+                &|_, _| {},
             )
             .unwrap();
             for o in &got {

@@ -44,7 +44,7 @@ pub enum Error {
     #[error(
         "out of GPU memory while {what}{}; the device has {} free of {}. Try a smaller --hidden \
          or fewer --layers, or a smaller graph (--scale), or --precision bf16 (half the bytes of features and \
-         activations); multi-GPU training is not available yet",
+         activations), or split the graph over several GPUs (the train_dist example, --nccl)",
         bytes.map(|b| format!(" ({} requested)", crate::device::gib(b))).unwrap_or_default(),
         free.map(crate::device::gib).unwrap_or_else(|| "?".into()),
         total.map(crate::device::gib).unwrap_or_else(|| "?".into())

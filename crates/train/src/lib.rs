@@ -29,8 +29,9 @@ pub mod trainer;
 pub use checkpoint::TrainState;
 pub use data::{accuracy, DeviceData};
 pub use device::{
-    allocated_peak_bytes, device_memory_in_use, device_name, keep_freed_memory, on_oom,
-    pick_device, reset_allocated_peak, POOL_RELEASE_THRESHOLD_ENV,
+    allocated_peak_bytes, device_memory_in_use, device_name, keep_freed_memory,
+    limit_device_memory, on_oom, pick_device, prepare_device, reset_allocated_peak,
+    MEMORY_LIMIT_ENV, POOL_RELEASE_THRESHOLD_ENV,
 };
 pub use error::{Error, Result};
 pub use features::{HostFeatures, LoadTimes};

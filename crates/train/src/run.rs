@@ -574,6 +574,15 @@ pub fn run(cfg: &RunConfig) -> Result<RunOutcome> {
     cfg.train.precision.check_device(&device)?;
     crate::device::set_tf32(&device, cfg.train.tf32)?;
     println!("device: {}", device_name(&device));
+    if std::env::var_os(crate::device::MEMORY_LIMIT_ENV).is_some() {
+        if let Some((_, total)) = crate::device::device_memory_info(&device) {
+            println!(
+                "device memory limited to {} ({})",
+                crate::device::gib(total),
+                crate::device::MEMORY_LIMIT_ENV
+            );
+        }
+    }
     let t_all = Instant::now();
     let mut loaded = load(&cfg.data, device.is_cpu())?;
     reorder(&mut loaded, cfg.reorder)?;

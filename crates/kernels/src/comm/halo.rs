@@ -215,8 +215,8 @@ impl HaloExchange {
     /// `Â[own, :] · X` for this rank's rows, from its own rows `x` (`[n_local, d]`), as one
     /// differentiable op, when the whole operand `Â` is symmetric in structure and values (a
     /// `reduce` of mean divides by the row length, `Â = D⁻¹ A`) and the exchange takes it
-    /// ([`Self::aggregates_symmetric`]); `g` is the local graph ([`Self::local_csr`]
-    /// uploaded), `values` its edge values.
+    /// ([`Self::aggregates_symmetric`]); `operand` is the local graph with its edge values
+    /// ([`Self::symmetric_operand`], or [`SymmetricOperand::whole`]).
     ///
     /// Forward: all-gather `x` into a temporary, SpMM over the local graph. Backward: since
     /// `(Âᵀ dY)[own] = Â[own, :] dY` for a symmetric `Â` (`A D⁻¹ dY` for the mean), all-gather
@@ -226,9 +226,8 @@ impl HaloExchange {
     /// no gathered `[N, d]` tensor stays alive from the forward to the backward.
     pub fn aggregate_symmetric(
         &self,
-        g: &DeviceGraph,
+        operand: &SymmetricOperand,
         x: &Tensor,
-        values: Option<&Tensor>,
         reduce: crate::Reduce,
     ) -> Result<Tensor> {
         const OP: &str = "halo_aggregate";
@@ -244,30 +243,212 @@ impl HaloExchange {
                 ),
             });
         }
-        let mean = crate::ops::spmm::transpose_operands(OP, reduce, values)?;
-        if g.n_rows() != p.n_local {
+        let mean = crate::ops::spmm::transpose_operands(OP, reduce, operand.values())?;
+        let Mode::AllGather { part } = &p.mode else {
+            unreachable!("aggregates_symmetric holds only for the all-gather")
+        };
+        if operand.0.n_rows != p.n_local || operand.0.n_cols != part.parts() * part.max_len() {
             return Err(Error::Shape {
                 op: OP,
                 what: format!(
-                    "a local graph of {} rows for {} owned",
-                    g.n_rows(),
-                    p.n_local
+                    "a local graph of {} x {} for {} owned rows and {} gathered",
+                    operand.0.n_rows,
+                    operand.0.n_cols,
+                    p.n_local,
+                    part.parts() * part.max_len()
                 ),
             });
         }
         let all = p.comm.all_gather(&p.padded(&x.detach())?)?;
-        let out = match values {
-            Some(v) => crate::spmm_weighted(g, &all, v, reduce)?,
-            None => crate::spmm(g, &all, reduce)?,
-        };
+        let out = operand.product(&all, mean)?;
         drop(all);
         Ok(x.apply_op1(SymmetricAggregate {
             plan: p.clone(),
-            g: g.clone(),
-            values: values.cloned(),
+            operand: operand.clone(),
             mean,
             out: std::sync::Mutex::new(Some(out)),
         })?)
+    }
+
+    /// The local graph of `local` under the all-gather (the columns of [`Self::local_csr`]),
+    /// with its edge `values` (aligned with `local.csr`'s entries), uploaded for
+    /// [`Self::aggregate_symmetric`] as column slices of at most `slice_rows` gathered rows
+    /// each (one slice when the gathered rows fit; `usize::MAX` never slices). Each slice's
+    /// SpMM reads only its rows of the gathered features; the products add up. Cutting the
+    /// columns this way speeds a gather-bound SpMM up once the features it reads outgrow
+    /// the GPU's L2 cache: at Reddit-shaped scale 4 (932 K rows of 256 bf16, 477 MB) four
+    /// slices of 233 K rows ran the SpMM 1.51x faster on an H100, adds included; at scale 1
+    /// (119 MB) slicing gained nothing (`docs/perf/h100-2026-11-26-column-blocks`,
+    /// [`GATHER_SLICE_ROWS`]). Same device memory as the whole local graph.
+    pub fn symmetric_operand(
+        &self,
+        local: &LocalGraph,
+        values: Option<&[f32]>,
+        slice_rows: usize,
+        device: &Device,
+    ) -> Result<SymmetricOperand> {
+        let Mode::AllGather { part } = &self.0.mode else {
+            return Err(Error::Shape {
+                op: "halo_aggregate",
+                what: format!("a symmetric operand on the {} exchange", self.kind()),
+            });
+        };
+        let csr = self.local_csr(local)?;
+        let n_cols = csr.n_cols();
+        let pieces = n_cols.div_ceil(slice_rows.max(1)).max(1);
+        let bounds: Vec<usize> = (0..=pieces).map(|i| n_cols * i / pieces).collect();
+        debug_assert_eq!(n_cols, part.parts() * part.max_len());
+        let inv_degrees = if pieces > 1 {
+            let inv: Vec<f32> = csr
+                .row_degrees()
+                .iter()
+                .map(|&d| if d == 0 { 0.0 } else { 1.0 / d as f32 })
+                .collect();
+            Some(Tensor::from_vec(inv, (csr.n_rows(), 1), device)?)
+        } else {
+            None
+        };
+        let mut slices = Vec::with_capacity(pieces);
+        for ((c, v), w) in csr
+            .column_blocks(&bounds, values)?
+            .into_iter()
+            .zip(bounds.windows(2))
+        {
+            // An empty slice adds nothing; keep one slice whatever happens (the graph's shape).
+            if c.nnz() == 0 && !(slices.is_empty() && w[1] == n_cols) {
+                continue;
+            }
+            let g = DeviceGraph::upload(&c, device)?;
+            let values = v
+                .map(|v| Tensor::from_vec(v, c.nnz(), device))
+                .transpose()?;
+            slices.push(Slice {
+                cols: w[0]..w[1],
+                g,
+                values,
+            });
+        }
+        Ok(SymmetricOperand(Arc::new(OperandInner {
+            n_rows: csr.n_rows(),
+            n_cols,
+            slices,
+            inv_degrees,
+        })))
+    }
+}
+
+/// Gathered rows per column slice of [`HaloExchange::symmetric_operand`] in training: 2^18
+/// (262,144). At 256 bf16 features a slice reads 128 MiB, the size at which the H100 column-
+/// block sweep stopped gaining (`docs/perf/h100-2026-11-26-column-blocks`: 233 K-row slices
+/// 1.51x, 466 K 1.38x, one 932 K block 1.0x; 117 K-row slices of a 233 K graph 0.96x).
+pub const GATHER_SLICE_ROWS: usize = 1 << 18;
+
+/// A rank's local graph (and edge values) for [`HaloExchange::aggregate_symmetric`], as one
+/// or more column slices over the gathered rows. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct SymmetricOperand(Arc<OperandInner>);
+
+#[derive(Debug)]
+struct OperandInner {
+    n_rows: usize,
+    n_cols: usize,
+    /// Non-empty column ranges with their part of the graph (at least one slice).
+    slices: Vec<Slice>,
+    /// `1 / deg(row)` (`[n_rows, 1]`, f32) of the whole rows, for a mean over several slices.
+    inv_degrees: Option<Tensor>,
+}
+
+#[derive(Debug)]
+struct Slice {
+    cols: std::ops::Range<usize>,
+    g: DeviceGraph,
+    values: Option<Tensor>,
+}
+
+impl SymmetricOperand {
+    /// The whole local graph `g` (uploaded from [`HaloExchange::local_csr`]) as one slice,
+    /// with its edge `values`: for a caller that keeps `g` for other products too.
+    pub fn whole(g: DeviceGraph, values: Option<Tensor>) -> Self {
+        Self(Arc::new(OperandInner {
+            n_rows: g.n_rows(),
+            n_cols: g.n_cols(),
+            slices: vec![Slice {
+                cols: 0..g.n_cols(),
+                g,
+                values,
+            }],
+            inv_degrees: None,
+        }))
+    }
+
+    /// The first slice's graph (the whole graph when there is one slice): its rows are the
+    /// rank's rows, and it carries the backward timing of [`HaloExchange::aggregate_symmetric`].
+    pub fn first_graph(&self) -> &DeviceGraph {
+        &self.0.slices[0].g
+    }
+
+    /// Whether the graph is cut into several slices (so [`Self::first_graph`] is not all of it).
+    pub fn is_sliced(&self) -> bool {
+        self.0.slices.len() > 1
+    }
+
+    /// Column slices held.
+    pub fn slice_count(&self) -> usize {
+        self.0.slices.len()
+    }
+
+    /// The first slice's edge values (the whole graph's when there is one slice).
+    pub fn first_values(&self) -> Option<Tensor> {
+        self.values().cloned()
+    }
+
+    /// The first slice's edge values (all slices have values or none do).
+    fn values(&self) -> Option<&Tensor> {
+        self.0.slices[0].values.as_ref()
+    }
+
+    /// `Â[own, :] · all` (`all`: the gathered rows), a mean dividing by the whole row's length:
+    /// one SpMM per slice over its rows of `all`, the products added in `all`'s dtype.
+    fn product(&self, all: &Tensor, mean: bool) -> Result<Tensor> {
+        let reduce = |mean| {
+            if mean {
+                crate::Reduce::Mean
+            } else {
+                crate::Reduce::Sum
+            }
+        };
+        let run = |s: &Slice, x: &Tensor, r| match &s.values {
+            Some(v) => crate::spmm_weighted(&s.g, x, v, r),
+            None => crate::spmm(&s.g, x, r),
+        };
+        if let [s] = &self.0.slices[..] {
+            if s.cols == (0..self.0.n_cols) {
+                return run(s, all, reduce(mean));
+            }
+        }
+        let mut acc: Option<Tensor> = None;
+        for s in &self.0.slices {
+            let y = run(
+                s,
+                &all.narrow(0, s.cols.start, s.cols.len())?,
+                reduce(false),
+            )?;
+            acc = Some(match acc {
+                Some(a) => (a + y)?,
+                None => y,
+            });
+        }
+        let acc = acc.ok_or_else(|| Error::Shape {
+            op: "halo_aggregate",
+            what: "a symmetric operand without slices".into(),
+        })?;
+        Ok(match (&self.0.inv_degrees, mean) {
+            (Some(inv), true) => acc
+                .to_dtype(candle_core::DType::F32)?
+                .broadcast_mul(inv)?
+                .to_dtype(acc.dtype())?,
+            _ => acc,
+        })
     }
 }
 
@@ -276,8 +457,7 @@ impl HaloExchange {
 /// backward gathers the output gradient and runs the local SpMM again.
 struct SymmetricAggregate {
     plan: Arc<Plan>,
-    g: DeviceGraph,
-    values: Option<Tensor>,
+    operand: SymmetricOperand,
     mean: bool,
     out: std::sync::Mutex<Option<Tensor>>,
 }
@@ -326,11 +506,16 @@ impl candle_core::CustomOp1 for SymmetricAggregate {
         }
         let p = &self.plan;
         let dy = dy.contiguous()?;
+        let msg = |e: Error| candle_core::Error::Msg(e.to_string());
         let dy = if self.mean {
-            let inv = self
-                .g
-                .inv_degrees(candle_core::DType::F32)
-                .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
+            let inv = match &self.operand.0.inv_degrees {
+                Some(inv) => inv.clone(),
+                None => self
+                    .operand
+                    .first_graph()
+                    .inv_degrees(candle_core::DType::F32)
+                    .map_err(msg)?,
+            };
             dy.to_dtype(candle_core::DType::F32)?
                 .broadcast_mul(&inv)?
                 .to_dtype(dy.dtype())?
@@ -339,11 +524,8 @@ impl candle_core::CustomOp1 for SymmetricAggregate {
         };
         let all = p.comm.all_gather(&p.padded(&dy)?)?;
         drop(dy);
-        let _timer = self.g.backward_timer();
-        let dx = match &self.values {
-            Some(v) => crate::spmm_weighted(&self.g, &all, v, crate::Reduce::Sum)?,
-            None => crate::spmm(&self.g, &all, crate::Reduce::Sum)?,
-        };
+        let _timer = self.operand.first_graph().backward_timer();
+        let dx = self.operand.product(&all, false).map_err(msg)?;
         Ok(Some(dx))
     }
 }
@@ -671,36 +853,61 @@ mod tests {
                 v.push(((a * 0.37 + b * 0.11).sin() + 1.5) * 0.3);
             }
         }
-        let vals = Tensor::from_vec(v, g.nnz(), &dev).unwrap();
+        let vals = Tensor::from_vec(v.clone(), g.nnz(), &dev).unwrap();
         for reduce in [Reduce::Sum, Reduce::Mean] {
             for weighted in [false, true] {
                 let (y, dx) = whole_graph(&g, &x, &w, weighted.then_some(&vals), reduce);
-                for parts in 1..=4 {
-                    let got = on_ranks(&g, parts, Exchange::AllGather, |local, lg, h| {
-                        // Max has no transpose product: refused.
-                        let xl = x.narrow(0, local.rows.start, local.rows.len()).unwrap();
-                        assert!(h.aggregate_symmetric(lg, &xl, None, Reduce::Max).is_err());
-                        rank_pass(local, &x, &w, |xl| {
-                            let v = vals
-                                .narrow(0, local.edges.start, local.edges.len())
-                                .unwrap();
-                            let v = weighted.then_some(&v);
-                            h.aggregate_symmetric(lg, xl, v, reduce).unwrap()
-                        })
-                    });
-                    check_ranks(
-                        got,
-                        &y,
-                        &dx,
-                        &format!("{reduce:?} weighted={weighted} P={parts}"),
-                    );
+                // The whole local graph, and column slices: many small ones (some empty:
+                // padding rows and rows of no edge), a few, and slices no wider than 1 row.
+                for slice_rows in [None, Some(7), Some(45), Some(1)] {
+                    for parts in 1..=4 {
+                        let got = on_ranks(&g, parts, Exchange::AllGather, |local, lg, h| {
+                            let lv = weighted.then(|| &v[local.edges.clone()]);
+                            let op = match slice_rows {
+                                None => SymmetricOperand::whole(
+                                    lg.clone(),
+                                    lv.map(|v| Tensor::from_slice(v, v.len(), &dev).unwrap()),
+                                ),
+                                Some(r) => h.symmetric_operand(local, lv, r, &dev).unwrap(),
+                            };
+                            assert_eq!(op.first_graph().n_rows(), local.rows.len());
+                            assert_eq!(op.is_sliced(), op.slice_count() > 1);
+                            if matches!(slice_rows, Some(1 | 7)) {
+                                assert!(op.slice_count() > 2, "{}", op.slice_count());
+                            }
+                            // Max has no transpose product: refused.
+                            let xl = x.narrow(0, local.rows.start, local.rows.len()).unwrap();
+                            assert!(h.aggregate_symmetric(&op, &xl, Reduce::Max).is_err());
+                            rank_pass(local, &x, &w, |xl| {
+                                h.aggregate_symmetric(&op, xl, reduce).unwrap()
+                            })
+                        });
+                        check_ranks(
+                            got,
+                            &y,
+                            &dx,
+                            &format!(
+                                "{reduce:?} weighted={weighted} P={parts} slices of {slice_rows:?}"
+                            ),
+                        );
+                    }
                 }
             }
         }
         // The point-to-point exchange has no padded layout for it.
         let refused = on_ranks(&g, 2, Exchange::PointToPoint, |local, lg, h| {
             let xl = x.narrow(0, local.rows.start, local.rows.len()).unwrap();
-            h.aggregate_symmetric(lg, &xl, None, Reduce::Sum).is_err()
+            let op = SymmetricOperand::whole(lg.clone(), None);
+            h.aggregate_symmetric(&op, &xl, Reduce::Sum).is_err()
+                && h.symmetric_operand(local, None, 8, &dev).is_err()
+        });
+        assert!(refused.into_iter().all(|e| e));
+        // An operand of another rank's shape is refused, not read out of bounds.
+        let refused = on_ranks(&g, 2, Exchange::AllGather, |local, _, h| {
+            let other = graph(n, 200, 9);
+            let wrong = SymmetricOperand::whole(DeviceGraph::upload(&other, &dev).unwrap(), None);
+            let xl = x.narrow(0, local.rows.start, local.rows.len()).unwrap();
+            h.aggregate_symmetric(&wrong, &xl, Reduce::Sum).is_err()
         });
         assert!(refused.into_iter().all(|e| e));
     }

@@ -12,7 +12,7 @@ mod local;
 #[cfg(feature = "nccl")]
 mod nccl;
 
-pub use halo::HaloExchange;
+pub use halo::{HaloExchange, SymmetricOperand, GATHER_SLICE_ROWS};
 pub use local::LocalComm;
 #[cfg(feature = "nccl")]
 pub use nccl::{NcclComm, NcclId};
