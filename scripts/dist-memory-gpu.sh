@@ -32,11 +32,11 @@ lim)
     # runs in ascending order until the first scale that fails (out of memory).
     export GNN_CUDA_MEMORY_LIMIT_GIB=${LIMIT:-8}
     L=$GNN_CUDA_MEMORY_LIMIT_GIB
-    for sc in ${SINGLE_SCALES:-2 2.25 2.5}; do
+    for sc in ${SINGLE_SCALES-2 2.25 2.5}; do
         S=(--scale "$sc" --epochs 2 --eval-every 2 --seed 0)
         step "lim${L}_s${sc}_single" timeout -s KILL 200 /tmp/bin/train_reddit "${S[@]}" --no-baseline "${G4[@]}" --json "$R/lim${L}_s${sc}_single.json" || break
     done
-    for sc in ${DUAL_SCALES:-3.5 3.75 4}; do
+    for sc in ${DUAL_SCALES-3.5 3.75 4}; do
         S=(--scale "$sc" --epochs 2 --eval-every 2 --seed 0)
         step "lim${L}_s${sc}_ranks2" timeout -s KILL 240 /tmp/bin/train_dist "${S[@]}" --nccl --ranks 2 "${G4[@]}" --json "$R/lim${L}_s${sc}_ranks2.json" || break
     done

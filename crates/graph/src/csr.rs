@@ -150,6 +150,17 @@ impl Csr {
     pub fn row_degrees(&self) -> Vec<u32> {
         self.indptr.windows(2).map(|w| w[1] - w[0]).collect()
     }
+
+    /// `1 / row length` per row (0 for an empty row): the scale of a mean aggregation.
+    pub fn inverse_row_degrees(&self) -> Vec<f32> {
+        self.indptr
+            .windows(2)
+            .map(|w| match w[1] - w[0] {
+                0 => 0.0,
+                d => 1.0 / d as f32,
+            })
+            .collect()
+    }
     /// Consumes the CSR, returning `(indptr, indices)`.
     pub fn into_parts(self) -> (Vec<u32>, Vec<u32>) {
         (self.indptr, self.indices)

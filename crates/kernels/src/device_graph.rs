@@ -364,13 +364,7 @@ impl DeviceGraph {
     /// `1 / row_len` as an `[n_rows, 1]` tensor of `dtype` (0 for empty rows). Cached in f32.
     pub fn inv_degrees(&self, dtype: DType) -> Result<Tensor> {
         if self.0.inv_deg.get().is_none() {
-            let v: Vec<f32> = self
-                .0
-                .csr
-                .row_degrees()
-                .iter()
-                .map(|&d| if d == 0 { 0.0 } else { 1.0 / d as f32 })
-                .collect();
+            let v = self.0.csr.inverse_row_degrees();
             let t = Tensor::from_vec(v, (self.n_rows(), 1), &self.0.device)?;
             let _ = self.0.inv_deg.set(t);
         }

@@ -299,11 +299,7 @@ impl HaloExchange {
         let bounds: Vec<usize> = (0..=pieces).map(|i| n_cols * i / pieces).collect();
         debug_assert_eq!(n_cols, part.parts() * part.max_len());
         let inv_degrees = if pieces > 1 {
-            let inv: Vec<f32> = csr
-                .row_degrees()
-                .iter()
-                .map(|&d| if d == 0 { 0.0 } else { 1.0 / d as f32 })
-                .collect();
+            let inv = csr.inverse_row_degrees();
             Some(Tensor::from_vec(inv, (csr.n_rows(), 1), device)?)
         } else {
             None
