@@ -544,6 +544,56 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_rank_is_reported_and_fails_the_run() {
+        let ds = cora();
+        let plan = DistPlan::new(&ds, ConvKind::Gcn, 2, None).unwrap();
+        let cfg = ModelConfig::new(ConvKind::Gcn, ds.features.cols(), 8, ds.num_classes, 2, 0.5);
+        let train = TrainConfig::default();
+        // Rank 1 cannot join (its member of the group is dropped): rank 0's first exchange
+        // then fails too, and both reach the hook.
+        let members = std::sync::Mutex::new(LocalComm::group(2));
+        let make = |rank: usize, _: &Device| -> gnn_kernels::Result<Arc<dyn Communicator>> {
+            let c = members.lock().unwrap().remove(0);
+            if rank == 1 {
+                drop(c);
+                return Err(gnn_kernels::Error::Comm("rank 1 has no device".into()));
+            }
+            Ok(Arc::new(c))
+        };
+        // Hand the members out in rank order whatever order the threads start in.
+        let gate = std::sync::Mutex::new(0usize);
+        let ordered = |rank: usize, d: &Device| loop {
+            let mut next = gate.lock().unwrap();
+            if *next == rank {
+                *next += 1;
+                return make(rank, d);
+            }
+            drop(next);
+            std::thread::yield_now();
+        };
+        let failed = std::sync::Mutex::new(Vec::new());
+        let e = train_ranks(
+            &plan,
+            &ds,
+            recipe(&cfg, &train),
+            &ordered,
+            &[Device::Cpu, Device::Cpu],
+            |_| {},
+            &|rank, e| failed.lock().unwrap().push((rank, e.to_string())),
+        )
+        .unwrap_err();
+        let mut failed = failed.into_inner().unwrap();
+        failed.sort();
+        assert_eq!(
+            failed.iter().map(|f| f.0).collect::<Vec<_>>(),
+            [0, 1],
+            "{failed:?}"
+        );
+        assert!(failed[1].1.contains("no device"), "{failed:?}");
+        assert!(!e.to_string().is_empty());
+    }
+
+    #[test]
     fn attention_and_checkpoints_are_refused() {
         let ds = cora();
         assert!(DistPlan::new(&ds, ConvKind::Gat, 2, None).is_err());
