@@ -10,6 +10,9 @@ use gnn_kernels::{edge_softmax, gat_attention, sddmm, spmm_weighted, DeviceGraph
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus as R;
 
+mod common;
+use common::to_f64;
+
 fn graph(n: usize, avg: usize, huge: usize, seed: u64) -> Csr {
     let mut r = R::seed_from_u64(seed);
     let mut indptr = vec![0u32];
@@ -34,15 +37,6 @@ fn rand_vec(n: usize, seed: u64, scale: f64) -> Vec<f64> {
     (0..n).map(|_| scale * r.random_range(-1.0..1.0)).collect()
 }
 
-fn v64(t: &Tensor) -> Vec<f64> {
-    t.to_dtype(DType::F64)
-        .unwrap()
-        .flatten_all()
-        .unwrap()
-        .to_vec1()
-        .unwrap()
-}
-
 #[test]
 fn edge_softmax_matches_naive_rows() {
     let dev = Device::Cpu;
@@ -56,7 +50,7 @@ fn edge_softmax_matches_naive_rows() {
         let d0 = rand_vec(csr.nnz(), 2, 1.0);
         let d = Tensor::from_vec(d0.clone(), csr.nnz(), &dev).unwrap();
         let grads = (&a * &d).unwrap().sum_all().unwrap().backward().unwrap();
-        let (got, ds) = (v64(&a), v64(grads.get(s.as_tensor()).unwrap()));
+        let (got, ds) = (to_f64(&a), to_f64(grads.get(s.as_tensor()).unwrap()));
         for i in 0..n {
             let r = csr.row_range(i);
             let m = s0[r.clone()]
@@ -173,7 +167,7 @@ fn gat_attention_from_the_ops_matches_a_dense_reference() {
         o
     };
     let want = reference(&as0);
-    let got = v64(&out);
+    let got = to_f64(&out);
     let err = got
         .iter()
         .zip(&want)
@@ -183,7 +177,7 @@ fn gat_attention_from_the_ops_matches_a_dense_reference() {
     let w0 = rand_vec(n * heads * f, 7, 1.0);
     let w = Tensor::from_vec(w0.clone(), (n, heads * f), &dev).unwrap();
     let grads = (&out * &w).unwrap().sum_all().unwrap().backward().unwrap();
-    let g = v64(grads.get(att_src.as_tensor()).unwrap());
+    let g = to_f64(grads.get(att_src.as_tensor()).unwrap());
     let loss = |a: &[f64]| -> f64 { reference(a).iter().zip(&w0).map(|(x, y)| x * y).sum() };
     for q in 0..heads * f {
         let (mut up, mut dn) = (as0.clone(), as0.clone());
@@ -226,8 +220,8 @@ fn fused_gat_attention_equals_the_composed_chain() {
         let grads = |t: &Tensor| {
             let gr = (t * &w).unwrap().sum_all().unwrap().backward().unwrap();
             (
-                v64(gr.get(sd.as_tensor()).unwrap()),
-                v64(gr.get(ss.as_tensor()).unwrap()),
+                to_f64(gr.get(sd.as_tensor()).unwrap()),
+                to_f64(gr.get(ss.as_tensor()).unwrap()),
             )
         };
         let close = |x: &[f64], y: &[f64], what: &str| {
@@ -239,7 +233,7 @@ fn fused_gat_attention_equals_the_composed_chain() {
                 );
             }
         };
-        close(&v64(&fused), &v64(&chain), "alpha");
+        close(&to_f64(&fused), &to_f64(&chain), "alpha");
         let (fd, fs) = grads(&fused);
         let (cd, cs) = grads(&chain);
         close(&fd, &cd, "ds_dst");

@@ -8,41 +8,18 @@ use gnn_kernels::{
     bias_relu_dropout, matmul_nt, spmm, spmm_weighted, Aggregate, DeviceGraph, LinearProduct,
     Reduce,
 };
-use rand::{Rng, SeedableRng};
-use rand_xoshiro::Xoshiro256PlusPlus as R;
 
-/// Random `n x n` pattern: ~`avg` entries per row, every 5th row empty, row 1 holding `huge`
-/// entries when `huge > 0` (duplicates allowed).
+mod common;
+use common::to_f64;
+
+/// A square random pattern ([`common::graph`]): every 5th row empty, row 1 `huge` long.
 fn graph(n: usize, avg: usize, huge: usize, seed: u64) -> Csr {
-    let mut r = R::seed_from_u64(seed);
-    let mut indptr = vec![0u32];
-    let mut indices = Vec::new();
-    for i in 0..n {
-        let len = match i {
-            1 if huge > 0 => huge,
-            _ if i % 5 == 4 => 0,
-            _ => r.random_range(1..=2 * avg),
-        };
-        for _ in 0..len {
-            indices.push(r.random_range(0..n as u32));
-        }
-        indptr.push(indices.len() as u32);
-    }
-    Csr::new_checked(n, n, indptr, indices).unwrap()
-}
-
-fn flat(t: &Tensor) -> Vec<f64> {
-    t.to_dtype(DType::F64)
-        .unwrap()
-        .flatten_all()
-        .unwrap()
-        .to_vec1()
-        .unwrap()
+    common::graph(n, n, avg, huge, seed)
 }
 
 fn assert_close(got: &Tensor, want: &Tensor, what: &str) {
     assert_eq!(got.dims(), want.dims(), "{what}");
-    let (a, b) = (flat(got), flat(want));
+    let (a, b) = (to_f64(got), to_f64(want));
     let scale = b.iter().fold(1e-9f64, |m, v| m.max(v.abs()));
     for (i, (x, y)) in a.iter().zip(&b).enumerate() {
         assert!(

@@ -170,16 +170,7 @@ pub fn set_tf32(device: &Device, on: bool) -> Result<()> {
 /// CUDA context and memory held by the stream-ordered allocator's pool, not what
 /// [`limit_device_memory`] holds back). `None` on the CPU.
 pub fn device_memory_in_use(device: &Device) -> Option<u64> {
-    #[cfg(feature = "cuda")]
-    if device.is_cuda() {
-        use candle_core::cuda_backend::cudarc::driver::result::mem_get_info;
-        let held = held_back(device);
-        return mem_get_info()
-            .ok()
-            .map(|(free, total)| (total - free) as u64 - held);
-    }
-    let _ = device;
-    None
+    device_memory_info(device).map(|(free, total)| total - free)
 }
 
 /// The stream-ordered allocator's default pool of `device` (the pool candle's allocations
