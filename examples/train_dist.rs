@@ -82,6 +82,10 @@ struct Args {
     /// 0 keeps it whole. MaxK and max aggregations always keep it whole.
     #[arg(long, default_value_t = gnn::kernels::comm::GATHER_SLICE_ROWS)]
     gather_slice_rows: usize,
+    /// Run the sliced aggregation's own-block slices after each exchange instead of while it
+    /// is in flight (NCCL; for measuring what the overlap gains).
+    #[arg(long)]
+    no_overlap: bool,
     /// Where to write the JSON report.
     #[arg(long, default_value = "runs/train_dist.json")]
     json: PathBuf,
@@ -190,9 +194,16 @@ fn main() -> Result<()> {
         }
     };
     let outcomes = if let Some(proc) = &procs {
-        vec![nccl_process(&plan, ds, recipe, proc, &on_epoch)?]
+        vec![nccl_process(
+            &plan,
+            ds,
+            recipe,
+            proc,
+            !args.no_overlap,
+            &on_epoch,
+        )?]
     } else if args.nccl {
-        nccl_run(&plan, ds, recipe, args.ranks, &on_epoch)?
+        nccl_run(&plan, ds, recipe, args.ranks, !args.no_overlap, &on_epoch)?
     } else {
         // Ranks sharing a GPU each get their own candle device (stream and cuBLAS handle: a
         // cuBLAS handle must not be used by two threads at once).
@@ -281,6 +292,7 @@ fn main() -> Result<()> {
         "exchange": plan.exchange,
         "fused_aggregation": plan.symmetric && plan.exchange == Exchange::AllGather,
         "gather_slice_rows": plan.slice_rows,
+        "overlap": !args.no_overlap,
         "halo_stats": stats,
         "test_acc": r0.test_acc,
         "best_val_acc": r0.best_val_acc,
@@ -352,6 +364,7 @@ fn nccl_process(
     ds: &gnn::graph::Dataset,
     recipe: RankRecipe<'_>,
     proc: &Process,
+    overlap: bool,
     on_epoch: &(dyn Fn(&gnn::train::EpochLog) + Sync),
 ) -> Result<gnn::train::dist::RankOutcome> {
     use gnn::kernels::comm::{Communicator, NcclComm, NcclId};
@@ -398,8 +411,9 @@ fn nccl_process(
         proc.gpu,
         path.display()
     );
-    let comm = Arc::new(NcclComm::new(&id, proc.rank, proc.world, &device, true)?)
-        as Arc<dyn Communicator>;
+    let comm =
+        Arc::new(NcclComm::new(&id, proc.rank, proc.world, &device, true)?.with_overlap(overlap))
+            as Arc<dyn Communicator>;
     Ok(gnn::train::dist::train_rank(
         plan, ds, recipe, comm, &device, on_epoch,
     )?)
@@ -411,6 +425,7 @@ fn nccl_process(
     _: &gnn::graph::Dataset,
     _: RankRecipe<'_>,
     _: &Process,
+    _: bool,
     _: &(dyn Fn(&gnn::train::EpochLog) + Sync),
 ) -> Result<gnn::train::dist::RankOutcome> {
     bail!("--nccl-id-file needs a build with --features nccl")
@@ -422,6 +437,7 @@ fn nccl_run(
     ds: &gnn::graph::Dataset,
     recipe: RankRecipe<'_>,
     ranks: usize,
+    overlap: bool,
     on_epoch: &(dyn Fn(&gnn::train::EpochLog) + Sync),
 ) -> Result<Vec<gnn::train::dist::RankOutcome>> {
     use gnn::kernels::comm::{Communicator, NcclComm, NcclId};
@@ -445,7 +461,10 @@ fn nccl_run(
         }
     }
     let make = |rank: usize, dev: &candle_core::Device| {
-        Ok(Arc::new(NcclComm::new(&id, rank, ranks, dev, true)?) as Arc<dyn Communicator>)
+        Ok(
+            Arc::new(NcclComm::new(&id, rank, ranks, dev, true)?.with_overlap(overlap))
+                as Arc<dyn Communicator>,
+        )
     };
     // A failed rank (out of memory, say) leaves the others inside an NCCL collective that
     // nothing can cancel from here: report it and end the process, as torchrun does.
@@ -470,6 +489,7 @@ fn nccl_run(
     _: &gnn::graph::Dataset,
     _: RankRecipe<'_>,
     _: usize,
+    _: bool,
     _: &(dyn Fn(&gnn::train::EpochLog) + Sync),
 ) -> Result<Vec<gnn::train::dist::RankOutcome>> {
     bail!("--nccl needs a build with --features nccl")

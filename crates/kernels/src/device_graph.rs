@@ -61,6 +61,8 @@ struct Inner {
     transposed_values: std::sync::Mutex<Option<(candle_core::TensorId, Tensor)>>,
     timing: AtomicBool,
     bwd_ns: AtomicU64,
+    /// Time inside timed backward spans that was not this graph's (communication).
+    bwd_deduct_ns: AtomicU64,
     #[cfg(feature = "cuda")]
     cuda: Option<crate::cuda::CudaCsr>,
     /// The row schedule with split rows, and the one without (deterministic mode).
@@ -127,6 +129,7 @@ impl DeviceGraph {
             transposed_values: std::sync::Mutex::new(None),
             timing: AtomicBool::new(false),
             bwd_ns: AtomicU64::new(0),
+            bwd_deduct_ns: AtomicU64::new(0),
             #[cfg(feature = "cuda")]
             cuda,
             #[cfg(feature = "cuda")]
@@ -475,7 +478,19 @@ impl DeviceGraph {
                 .map_err(|e| candle_core::Error::Msg(format!("cuda event: {e}")))?;
             ns += (ms as f64 * 1e6) as u64;
         }
-        Ok(Duration::from_nanos(ns))
+        let deduct = self.0.bwd_deduct_ns.swap(0, Ordering::Relaxed);
+        Ok(Duration::from_nanos(ns.saturating_sub(deduct)))
+    }
+
+    /// Takes `d` off the backward clock: time a timed backward span spent on something else
+    /// (the halo exchange inside a partitioned aggregation's backward, which the trainer
+    /// reports as communication).
+    pub(crate) fn deduct_backward_time(&self, d: Duration) {
+        if self.0.timing.load(Ordering::Relaxed) {
+            self.0
+                .bwd_deduct_ns
+                .fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+        }
     }
 
     /// A guard that adds its lifetime to the backward clock when timing is on.

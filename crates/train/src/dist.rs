@@ -164,12 +164,22 @@ impl Rank {
                     ConvKind::SageMean => recipe.train.precision.dtype() != candle_core::DType::F16,
                     ConvKind::SagePool | ConvKind::Gat | ConvKind::Transformer => false,
                 };
+        // A mean over slices divides their sum by the whole rows' lengths afterwards, in f32
+        // (three more passes over the output and two temporaries): GraphSAGE 2x128 at scale 1
+        // ran 5.8 ms per epoch sliced (for the overlap) against 5.2 whole, on two H100s
+        // (docs/perf/h100x2-2026-11-26-dist-overlap). A mean is sliced only where the gathered
+        // rows outgrow one slice, where slicing buys L2 locality.
+        let gathered = plan.partition.parts() * plan.partition.max_len();
+        let slice_rows = plan
+            .slice_rows
+            .filter(|_| only_symmetric)
+            .filter(|&r| recipe.model.kind != ConvKind::SageMean || gathered > r);
         let graph = ModelGraph::partitioned(
             &plan.operands,
             &local,
             halo,
             plan.symmetric,
-            plan.slice_rows.filter(|_| only_symmetric),
+            slice_rows,
             device,
         )?;
         drop(local);

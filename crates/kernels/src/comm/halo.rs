@@ -259,9 +259,7 @@ impl HaloExchange {
                 ),
             });
         }
-        let all = p.comm.all_gather(&p.padded(&x.detach())?)?;
-        let out = operand.product(&all, mean)?;
-        drop(all);
+        let out = operand.product(&p.comm, &p.padded(&x.detach())?, mean)?;
         Ok(x.apply_op1(SymmetricAggregate {
             plan: p.clone(),
             operand: operand.clone(),
@@ -293,17 +291,22 @@ impl HaloExchange {
                 what: format!("a symmetric operand on the {} exchange", self.kind()),
             });
         }
+        let Mode::AllGather { part } = &self.0.mode else {
+            unreachable!("checked above: the all-gather")
+        };
         let csr = self.local_csr(local)?;
         let n_cols = csr.n_cols();
-        let pieces = n_cols.div_ceil(slice_rows.max(1)).max(1);
-        let bounds: Vec<usize> = (0..=pieces).map(|i| n_cols * i / pieces).collect();
-        let inv_degrees = if pieces > 1 {
-            let inv = csr.inverse_row_degrees();
-            Some(Tensor::from_vec(inv, (csr.n_rows(), 1), device)?)
-        } else {
-            None
-        };
-        let mut slices = Vec::with_capacity(pieces);
+        // Every rank's block of the gathered rows on its own, each cut evenly into pieces of
+        // at most `slice_rows`: a slice then reads one owner's rows only, so this rank's own
+        // slices can run while the others' rows are in flight.
+        let m = part.max_len();
+        let per_block = m.div_ceil(slice_rows.max(1)).max(1);
+        let mut bounds = vec![0];
+        for b in 0..part.parts() {
+            bounds.extend((1..=per_block).map(|i| b * m + m * i / per_block));
+        }
+        bounds.dedup();
+        let mut slices = Vec::with_capacity(bounds.len());
         for ((c, v), w) in csr
             .column_blocks(&bounds, values)?
             .into_iter()
@@ -323,11 +326,15 @@ impl HaloExchange {
                 values,
             });
         }
+        // A slice never holds a whole row: a mean divides the summed slices by the row's length.
+        let inv = csr.inverse_row_degrees();
+        let inv_degrees = Some(Tensor::from_vec(inv, (csr.n_rows(), 1), device)?);
         Ok(SymmetricOperand(Arc::new(OperandInner {
             n_rows: csr.n_rows(),
             n_cols,
             slices,
             inv_degrees,
+            block_rows: (m > 0).then_some(m),
         })))
     }
 }
@@ -351,6 +358,10 @@ struct OperandInner {
     slices: Vec<Slice>,
     /// `1 / deg(row)` (`[n_rows, 1]`, f32) of the whole rows, for a mean over several slices.
     inv_degrees: Option<Tensor>,
+    /// The all-gather's block (rows per rank) when no slice crosses a block boundary
+    /// ([`HaloExchange::symmetric_operand`]): the product then overlaps the exchange with
+    /// the slices of this rank's own block. `None` for [`SymmetricOperand::whole`].
+    block_rows: Option<usize>,
 }
 
 #[derive(Debug)]
@@ -373,6 +384,7 @@ impl SymmetricOperand {
                 values,
             }],
             inv_degrees: None,
+            block_rows: None,
         }))
     }
 
@@ -382,9 +394,9 @@ impl SymmetricOperand {
         &self.0.slices[0].g
     }
 
-    /// Whether the graph is cut into several slices (so [`Self::first_graph`] is not all of it).
+    /// Whether [`Self::first_graph`] is not all of the graph (cut into slices).
     pub fn is_sliced(&self) -> bool {
-        self.0.slices.len() > 1
+        !matches!(&self.0.slices[..], [s] if s.cols == (0..self.0.n_cols))
     }
 
     /// Column slices held.
@@ -402,9 +414,13 @@ impl SymmetricOperand {
         self.0.slices[0].values.as_ref()
     }
 
-    /// `Â[own, :] · all` (`all`: the gathered rows), a mean dividing by the whole row's length:
-    /// one SpMM per slice over its rows of `all`, the products added in `all`'s dtype.
-    fn product(&self, all: &Tensor, mean: bool) -> Result<Tensor> {
+    /// `Â[own, :] · all`, where `all` is every rank's `own` (`[block, d]`, this rank's rows
+    /// padded to the all-gather's block) gathered by `comm`, a mean dividing by the whole
+    /// row's length: one SpMM per slice over its rows, the products added in `own`'s dtype.
+    /// When the slices follow the blocks, the slices of this rank's own block read `own`
+    /// directly and run while the all-gather is in flight
+    /// ([`Communicator::all_gather_overlapped`]); the others follow once it has landed.
+    fn product(&self, comm: &Arc<dyn Communicator>, own: &Tensor, mean: bool) -> Result<Tensor> {
         let reduce = |mean| {
             if mean {
                 crate::Reduce::Mean
@@ -416,23 +432,50 @@ impl SymmetricOperand {
             Some(v) => crate::spmm_weighted(&s.g, x, v, r),
             None => crate::spmm(&s.g, x, r),
         };
-        if let [s] = &self.0.slices[..] {
-            if s.cols == (0..self.0.n_cols) {
-                return run(s, all, reduce(mean));
+        let Some(m) = self.0.block_rows else {
+            let all = comm.all_gather(own)?;
+            if let [s] = &self.0.slices[..] {
+                if s.cols == (0..self.0.n_cols) {
+                    return run(s, &all, reduce(mean));
+                }
             }
-        }
+            return Err(Error::Shape {
+                op: "halo_aggregate",
+                what: "a sliced operand without the all-gather's blocks".into(),
+            });
+        };
+        let first = comm.rank() * m;
+        let mine = first..first + m;
         let mut acc: Option<Tensor> = None;
-        for s in &self.0.slices {
-            let y = run(
-                s,
-                &all.narrow(0, s.cols.start, s.cols.len())?,
-                reduce(false),
-            )?;
-            acc = Some(match acc {
+        let add = |acc: &mut Option<Tensor>, y: Tensor| -> Result<()> {
+            *acc = Some(match acc.take() {
                 Some(a) => (a + y)?,
                 None => y,
             });
+            Ok(())
+        };
+        let all = comm.all_gather_overlapped(own, &mut || {
+            for s in self
+                .0
+                .slices
+                .iter()
+                .filter(|s| mine.contains(&s.cols.start))
+            {
+                let x = own.narrow(0, s.cols.start - first, s.cols.len())?;
+                add(&mut acc, run(s, &x, reduce(false))?)?;
+            }
+            Ok(())
+        })?;
+        for s in self
+            .0
+            .slices
+            .iter()
+            .filter(|s| !mine.contains(&s.cols.start))
+        {
+            let x = all.narrow(0, s.cols.start, s.cols.len())?;
+            add(&mut acc, run(s, &x, reduce(false))?)?;
         }
+        drop(all);
         let acc = acc.ok_or_else(|| Error::Shape {
             op: "halo_aggregate",
             what: "a symmetric operand without slices".into(),
@@ -442,7 +485,13 @@ impl SymmetricOperand {
                 .to_dtype(candle_core::DType::F32)?
                 .broadcast_mul(inv)?
                 .to_dtype(acc.dtype())?,
-            _ => acc,
+            (None, true) => {
+                return Err(Error::Shape {
+                    op: "halo_aggregate",
+                    what: "a mean over slices without the rows' degrees".into(),
+                })
+            }
+            (_, false) => acc,
         })
     }
 }
@@ -517,10 +566,14 @@ impl candle_core::CustomOp1 for SymmetricAggregate {
         } else {
             dy
         };
-        let all = p.comm.all_gather(&p.padded(&dy)?)?;
-        drop(dy);
-        let _timer = self.operand.first_graph().backward_timer();
-        let dx = self.operand.product(&all, false).map_err(msg)?;
+        let dy = p.padded(&dy).map_err(msg)?;
+        // The exchange runs inside the timed span (overlapped with the own slices): its time
+        // is the communicator's, not the aggregation's.
+        let (g, c0) = (self.operand.first_graph(), p.comm.time_spent());
+        let timer = g.backward_timer();
+        let dx = self.operand.product(&p.comm, &dy, false).map_err(msg)?;
+        drop(timer);
+        g.deduct_backward_time(p.comm.time_spent().saturating_sub(c0));
         Ok(Some(dx))
     }
 }
@@ -866,7 +919,10 @@ mod tests {
                                 Some(r) => h.symmetric_operand(local, lv, r, &dev).unwrap(),
                             };
                             assert_eq!(op.first_graph().n_rows(), local.rows.len());
-                            assert_eq!(op.is_sliced(), op.slice_count() > 1);
+                            assert!(op.is_sliced() || op.slice_count() == 1);
+                            // Cut at every rank's block: sliced from two ranks on.
+                            let cut = slice_rows.is_some_and(|r| parts > 1 || r < n);
+                            assert_eq!(op.is_sliced(), cut);
                             if matches!(slice_rows, Some(1 | 7)) {
                                 assert!(op.slice_count() > 2, "{}", op.slice_count());
                             }

@@ -54,6 +54,19 @@ pub trait Communicator: Send + Sync + std::fmt::Debug {
         Ok(Tensor::cat(&got, 0)?)
     }
 
+    /// [`Self::all_gather`] around local work: `local` runs after the gather has started and
+    /// before it is waited for, so an implementation whose transfers run on their own (NCCL,
+    /// on a stream of its own) overlaps the two. `local` must not need the result. The
+    /// default runs `local`, then the gather.
+    fn all_gather_overlapped(
+        &self,
+        x: &Tensor,
+        local: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<Tensor> {
+        local()?;
+        self.all_gather(x)
+    }
+
     /// Block `rank()` (`[m, d]`) of the element-wise sum over ranks of `t` (`[world() * m,
     /// d]`). The default runs through [`Self::exchange`] and sums in rank order.
     fn reduce_scatter_sum(&self, t: &Tensor) -> Result<Tensor> {
@@ -144,6 +157,11 @@ impl Counter {
         self.1
             .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
         r
+    }
+    /// Adds `d` to the time (a call timed in parts).
+    #[cfg_attr(not(feature = "nccl"), allow(dead_code))]
+    pub(crate) fn add_time(&self, d: std::time::Duration) {
+        self.1.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
     }
     pub(crate) fn time(&self) -> std::time::Duration {
         std::time::Duration::from_nanos(self.1.load(Ordering::Relaxed))

@@ -1,16 +1,18 @@
 //! NCCL communicator (feature `nccl`): the library PyTorch and DGL use, through cudarc's
-//! bindings, on candle's own stream (so collectives order with the kernels around them and
-//! nothing synchronises the host).
+//! bindings. Collectives run on a stream of their own, ordered with candle's stream by events
+//! on both sides of every call (nothing synchronises the host), so that
+//! [`Communicator::all_gather_overlapped`] can run local kernels on candle's stream while a
+//! gather is in flight.
 
 use super::{check_exchange, Communicator, Counter};
 use crate::error::{Error, Result};
 use candle_core::cuda_backend::{CudaDType, CudaDevice, CudaStorage};
 use candle_core::op::BackpropOp;
 use candle_core::{DType, Device, Storage, Tensor};
-use cudarc::driver::{CudaSlice, DeviceRepr, ValidAsZeroBits};
+use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
 use cudarc::nccl::safe::{group_end, group_start, Comm, Id, ReduceOp};
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 fn nccl(what: &str, e: impl std::fmt::Debug) -> Error {
     Error::Comm(format!(
@@ -57,12 +59,18 @@ pub struct NcclComm {
     /// The handle is used by one call at a time (the mutex), from the rank's own thread.
     comm: Mutex<Comm>,
     device: CudaDevice,
+    /// The stream NCCL runs on (forked from candle's): it waits for candle's stream before
+    /// every collective, and candle's waits for it after (see [`Self::lock`]).
+    stream: Arc<CudaStream>,
     rank: usize,
     world: usize,
     counter: Counter,
     /// Synchronise the stream around each call, so `time_spent` is the transfers' time (not
     /// just their launch): for profiling runs.
     timed: bool,
+    /// Run [`Communicator::all_gather_overlapped`]'s local work while the gather is in
+    /// flight (default); off, it runs first and the gather after, as the trait's default.
+    overlap: bool,
 }
 
 // SAFETY: `Comm` holds a raw `ncclComm_t`, which NCCL allows to be used from any thread as
@@ -134,43 +142,91 @@ impl NcclComm {
         // NCCL joins the rank on the calling thread's current device, and cudarc's
         // `from_rank` does not make the stream's context current: without this, every rank
         // thread of a process would join on GPU 0 ("Duplicate GPU detected").
-        let stream = dev.cuda_stream();
-        stream
-            .context()
+        let main = dev.cuda_stream();
+        main.context()
             .bind_to_thread()
             .map_err(|e| nccl("binding the rank's device", e))?;
-        let comm = Comm::from_rank(stream, rank, world, id.0).map_err(|e| nccl("init", e))?;
+        // A second stream puts cudarc in its multi-stream mode, where every buffer use records
+        // and waits on events unless tracking is off: a few microseconds on each of the
+        // epoch's thousands of launches. The order is kept by hand instead: the NCCL stream
+        // waits for candle's before a collective and candle's for it after, so every buffer
+        // a collective touches is ready before it and not freed (freeing is ordered on
+        // candle's stream) until after it.
+        // SAFETY: the only other stream of this context is the one made here, and every use
+        // of it is bracketed by those waits (`lock` and `leave`).
+        unsafe { dev.disable_event_tracking() };
+        let stream = main.fork().map_err(|e| nccl("NCCL stream", e))?;
+        let comm =
+            Comm::from_rank(stream.clone(), rank, world, id.0).map_err(|e| nccl("init", e))?;
         Ok(Self {
             comm: Mutex::new(comm),
             device: dev.clone(),
+            stream,
             rank,
             world,
             counter: Counter::default(),
             timed,
+            overlap: true,
         })
     }
 
-    /// `f` under the timer, the stream synchronised around it when `timed`.
-    fn timed<R>(&self, f: impl FnOnce() -> Result<R>) -> Result<R> {
-        let sync = || -> Result<()> {
-            if self.timed {
-                self.device
-                    .cuda_stream()
-                    .synchronize()
-                    .map_err(|e| nccl("synchronize", e))?;
-            }
-            Ok(())
-        };
-        // Every call on this rank's device (a thread may have touched another since).
+    /// With `on` false, [`Communicator::all_gather_overlapped`] runs its local work before
+    /// the gather instead of during it (to measure what the overlap gains).
+    pub fn with_overlap(mut self, on: bool) -> Self {
+        self.overlap = on;
+        self
+    }
+
+    /// The communicator, with the NCCL stream made to wait for everything enqueued on
+    /// candle's stream so far (the inputs, and the outputs' allocation): call it after
+    /// allocating and before enqueuing the collective.
+    fn lock(&self) -> Result<MutexGuard<'_, Comm>> {
+        self.stream
+            .join(&self.device.cuda_stream())
+            .map_err(|e| nccl("ordering the NCCL stream after candle's", e))?;
+        Ok(self.comm.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Candle's stream waits for the collectives enqueued so far.
+    fn leave(&self) -> Result<()> {
+        self.device
+            .cuda_stream()
+            .join(&self.stream)
+            .map_err(|e| nccl("ordering candle's stream after NCCL's", e))
+    }
+
+    /// Synchronises candle's stream when `timed`.
+    fn sync(&self) -> Result<()> {
+        if self.timed {
+            self.device
+                .cuda_stream()
+                .synchronize()
+                .map_err(|e| nccl("synchronize", e))?;
+        }
+        Ok(())
+    }
+
+    /// Makes this rank's device current (a thread may have touched another since).
+    fn bind(&self) -> Result<()> {
         self.device
             .cuda_stream()
             .context()
             .bind_to_thread()
-            .map_err(|e| nccl("binding the rank's device", e))?;
-        sync()?;
+            .map_err(|e| nccl("binding the rank's device", e))
+    }
+
+    /// `f` (which enqueues collectives) under the timer, candle's stream waiting for it
+    /// after, and synchronised around it when `timed`.
+    fn timed<R>(&self, f: impl FnOnce() -> Result<R>) -> Result<R> {
+        self.bind()?;
+        self.sync()?;
         self.counter.timed(|| {
-            let r = f()?;
-            sync()?;
+            let r = f();
+            // Also after a failure: buffers the NCCL stream may still use are freed on
+            // candle's.
+            self.leave()?;
+            let r = r?;
+            self.sync()?;
             Ok(r)
         })
     }
@@ -195,7 +251,7 @@ impl NcclComm {
             .map(|&r| stream.alloc_zeros::<T>(r * d))
             .collect::<std::result::Result<_, _>>()
             .map_err(|e| nccl("receive buffer", e))?;
-        let comm = self.comm.lock().unwrap_or_else(|e| e.into_inner());
+        let comm = self.lock()?;
         group_start().map_err(|e| nccl("group start", e))?;
         for (p, (st, l)) in guards.iter().enumerate() {
             let len = l.shape().elem_count();
@@ -254,7 +310,7 @@ impl NcclComm {
             };
             let src = cs.as_cuda_slice::<T>()?;
             let view = src.slice(l.start_offset()..l.start_offset() + n);
-            let comm = self.comm.lock().unwrap_or_else(|e| e.into_inner());
+            let comm = self.lock()?;
             comm.all_reduce(&view, &mut out, &ReduceOp::Sum)
                 .map_err(|e| nccl("all-reduce", e))?;
         }
@@ -282,10 +338,8 @@ impl NcclComm {
         let (m, d) = x.dims2()?;
         let x = x.contiguous()?;
         let n = m * d;
-        let mut out = self
-            .device
-            .cuda_stream()
-            .alloc_zeros::<T>(self.world * n)
+        // SAFETY: the all-gather writes every element (an empty gather has none to read).
+        let mut out = unsafe { self.device.cuda_stream().alloc::<T>(self.world * n) }
             .map_err(|e| nccl("all-gather buffer", e))?;
         if n > 0 {
             let (st, l) = x.storage_and_layout();
@@ -301,7 +355,7 @@ impl NcclComm {
                 .ok_or_else(|| Error::Comm("byte view of an all-gather input".into()))?;
             let mut recv = unsafe { out.transmute_mut::<u8>(self.world * bytes) }
                 .ok_or_else(|| Error::Comm("byte view of an all-gather output".into()))?;
-            let comm = self.comm.lock().unwrap_or_else(|e| e.into_inner());
+            let comm = self.lock()?;
             comm.all_gather(&send, &mut recv)
                 .map_err(|e| nccl("all-gather", e))?;
         }
@@ -335,7 +389,7 @@ impl NcclComm {
             };
             let src = cs.as_cuda_slice::<T>()?;
             let view = src.slice(l.start_offset()..l.start_offset() + rows * d);
-            let comm = self.comm.lock().unwrap_or_else(|e| e.into_inner());
+            let comm = self.lock()?;
             comm.reduce_scatter(&view, &mut out, &ReduceOp::Sum)
                 .map_err(|e| nccl("reduce-scatter", e))?;
         }
@@ -382,6 +436,44 @@ impl Communicator for NcclComm {
         }
         let dt = x.dtype();
         self.timed(|| with_cuda_type!(dt, |T| self.all_gather_typed::<T>(x)))
+    }
+
+    fn all_gather_overlapped(
+        &self,
+        x: &Tensor,
+        local: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<Tensor> {
+        if !self.overlap {
+            local()?;
+            return self.all_gather(x);
+        }
+        for _ in 1..self.world {
+            self.counter.add(x);
+        }
+        let dt = x.dtype();
+        self.bind()?;
+        // Held until candle's stream has joined NCCL's: a copy made and dropped inside the
+        // gather would be freed on candle's stream, where `local`'s outputs could reuse it
+        // while NCCL still reads it.
+        let x = x.contiguous()?;
+        self.sync()?;
+        let t = std::time::Instant::now();
+        // Enqueued on the NCCL stream; `local` goes onto candle's meanwhile.
+        let all = with_cuda_type!(dt, |T| self.all_gather_typed::<T>(&x));
+        let launched = t.elapsed();
+        let done = all.and_then(|all| {
+            local()?;
+            Ok(all)
+        });
+        // Timed: what the gather adds once the local work is done (its exposed time).
+        let r = self.sync();
+        let t = std::time::Instant::now();
+        self.leave()?;
+        drop(x);
+        let (all, ()) = (done?, r?);
+        self.sync()?;
+        self.counter.add_time(launched + t.elapsed());
+        Ok(all)
     }
 
     fn reduce_scatter_sum(&self, t: &Tensor) -> Result<Tensor> {
