@@ -103,8 +103,20 @@ struct Item {
     bool split;
 };
 
+// A negative `chunk` marks a column-blocked schedule (crates/kernels/src/schedule.rs,
+// ColumnBlockedSchedule): item `i` is the two pairs (row, first edge), (end edge, split).
 __device__ __forceinline__ Item item_of(const uint32_t* __restrict__ indptr, const uint2* __restrict__ items, int i,
                                         int chunk) {
+    if (chunk < 0) {
+        const uint2 a = items[2 * i], b = items[2 * i + 1];
+        Item r;
+        r.row = a.x;
+        r.start = a.y;
+        r.end = b.x;
+        r.deg = indptr[a.x + 1] - indptr[a.x];
+        r.split = b.y != 0;
+        return r;
+    }
     const uint2 it = items[i];
     const uint32_t rs = indptr[it.x], re = indptr[it.x + 1];
     Item r;

@@ -68,6 +68,10 @@ struct Inner {
     /// The row schedule with split rows, and the one without (deterministic mode).
     #[cfg(feature = "cuda")]
     schedule: [OnceLock<Schedule>; 2],
+    /// The column-blocked schedule for the block width it was built for (`None` inside when
+    /// the graph cannot have one: unsorted rows).
+    #[cfg(feature = "cuda")]
+    blocked: std::sync::Mutex<Option<(usize, Option<Arc<Schedule>>)>>,
     #[cfg(feature = "cuda")]
     bwd_events: std::sync::Mutex<Vec<(CudaEvent, CudaEvent)>>,
 }
@@ -134,6 +138,8 @@ impl DeviceGraph {
             cuda,
             #[cfg(feature = "cuda")]
             schedule: [OnceLock::new(), OnceLock::new()],
+            #[cfg(feature = "cuda")]
+            blocked: std::sync::Mutex::new(None),
             #[cfg(feature = "cuda")]
             bwd_events: std::sync::Mutex::new(Vec::new()),
         })))
@@ -435,6 +441,53 @@ impl DeviceGraph {
         }
         let (b, n, c) = slot.get().expect("set above");
         Ok((b, *n, *c))
+    }
+
+    /// The device copy of the graph's [`crate::schedule::ColumnBlockedSchedule`] over blocks
+    /// of `block` columns, with its item count; `None` where the graph has at most one block,
+    /// in [`crate::deterministic`] mode (its items meet through atomics) or when a row's
+    /// columns are unsorted. Built on first use for a width (its columns are read back from
+    /// the host copy) and kept.
+    #[cfg(feature = "cuda")]
+    pub(crate) fn cuda_blocked_schedule(
+        &self,
+        block: usize,
+    ) -> candle_core::Result<Option<Arc<Schedule>>> {
+        if block == 0 || self.n_cols() <= block || crate::deterministic() {
+            return Ok(None);
+        }
+        let mut slot = self.0.blocked.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((b, s)) = &*slot {
+            if *b == block {
+                return Ok(s.clone());
+            }
+        }
+        let Device::Cuda(dev) = &self.0.device else {
+            candle_core::bail!(
+                "graph lives on {:?}, not on a CUDA device",
+                self.0.device.location()
+            );
+        };
+        let csr = &self.0.csr;
+        let built = timed_setup(|| -> candle_core::Result<_> {
+            let Some(s) = crate::schedule::ColumnBlockedSchedule::build(
+                csr.indptr(),
+                csr.indices(),
+                csr.n_cols(),
+                block,
+                crate::schedule::CHUNK,
+            ) else {
+                return Ok(None);
+            };
+            let buf = if s.is_empty() {
+                dev.alloc_zeros::<u32>(4)?
+            } else {
+                dev.clone_htod(&s.items)?
+            };
+            Ok(Some(Arc::new((buf, s.len(), s.chunk))))
+        })?;
+        *slot = Some((block, built.clone()));
+        Ok(built)
     }
 
     /// Device buffers `(indptr, indices)` of a CUDA graph, for interop with other libraries

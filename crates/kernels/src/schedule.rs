@@ -73,9 +73,134 @@ impl RowSchedule {
     }
 }
 
+use rayon::prelude::*;
+
+/// Column-block width of [`ColumnBlockedSchedule`]: 2^18 columns, the slice width the
+/// partitioned aggregation measured best (`docs/perf/h100-2026-11-26-column-blocks`: a
+/// Reddit-shaped scale-4 SpMM cut into 233 K-column blocks ran 1.51x faster on an H100;
+/// graphs of at most one block gained nothing).
+pub const COLUMN_BLOCK: usize = 1 << 18;
+
+/// Work items for the warp-per-row kernels that walk the columns in blocks: every item is
+/// `(row, first edge, end edge, split)`, the edges of one row whose columns fall in one block
+/// of `block` columns, cut into groups of at most `chunk`; all items of block 0 come first
+/// (longest first within a block), then block 1, and so on. A kernel walking them in order
+/// gathers its rows of `x` from one block at a time, a slice that can stay in L2, where a
+/// row-ordered walk reads from all of `x` at once. `split` (0/1) says the row has other items,
+/// whose partial sums meet through atomics in the zeroed output; a mean still divides by the
+/// whole row's length. Needs rows with sorted columns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnBlockedSchedule {
+    /// Interleaved `(row, first, end, split)` quadruples.
+    pub items: Vec<u32>,
+    /// Edge-group length.
+    pub chunk: usize,
+    /// Columns per block.
+    pub block: usize,
+}
+
+impl ColumnBlockedSchedule {
+    /// Builds the schedule of a CSR (`indptr`, `indices`, rows sorted by column) over
+    /// `n_cols` columns in blocks of `block`; `None` when a row is unsorted.
+    pub fn build(
+        indptr: &[u32],
+        indices: &[u32],
+        n_cols: usize,
+        block: usize,
+        chunk: usize,
+    ) -> Option<Self> {
+        let (block, chunk) = (block.max(1), chunk.max(1));
+        let n_rows = indptr.len().saturating_sub(1);
+        let blocks = n_cols.div_ceil(block).max(1);
+        // Per row, where each block's edges start: a cursor walked block by block.
+        let mut cursor: Vec<u32> = indptr[..n_rows].to_vec();
+        // Blocks each row touches (its edges group by block when sorted); `None` if unsorted.
+        let pieces: Vec<u32> = indptr
+            .par_windows(2)
+            .map(|w| {
+                let row = &indices[w[0] as usize..w[1] as usize];
+                if row.windows(2).any(|p| p[0] > p[1]) {
+                    return None;
+                }
+                let mut n = 0;
+                let mut last = usize::MAX;
+                for &c in row {
+                    if c as usize / block != last {
+                        n += 1;
+                        last = c as usize / block;
+                    }
+                }
+                Some(n)
+            })
+            .collect::<Option<_>>()?;
+        let mut items = Vec::new();
+        for b in 0..blocks {
+            let hi = ((b + 1) * block).min(n_cols) as u32;
+            // Where each row's edges of this block end (rows in parallel).
+            let stop: Vec<u32> = cursor
+                .par_iter()
+                .zip(indptr[1..].par_iter())
+                .map(|(&first, &end)| {
+                    let row = &indices[first as usize..end as usize];
+                    first + row.partition_point(|&c| c < hi) as u32
+                })
+                .collect();
+            // Longest first within the block: a counting sort on item length (1..=chunk);
+            // equal lengths keep row order.
+            let mut count = vec![0usize; chunk + 1];
+            for (&a, &e) in cursor.iter().zip(&stop) {
+                let len = (e - a) as usize;
+                count[chunk] += len / chunk;
+                count[len % chunk] += 1;
+            }
+            count[0] = 0;
+            let mut offset = vec![0usize; chunk + 1];
+            let mut acc = 0;
+            for len in (1..=chunk).rev() {
+                offset[len] = acc;
+                acc += count[len];
+            }
+            let base = items.len();
+            items.resize(base + 4 * acc, 0);
+            for (r, (&a, &e)) in cursor.iter().zip(&stop).enumerate() {
+                let split = pieces[r] > 1 || indptr[r + 1] - indptr[r] > chunk as u32;
+                let mut first = a;
+                while first < e {
+                    let len = ((e - first) as usize).min(chunk);
+                    let at = base + 4 * offset[len];
+                    items[at..at + 4].copy_from_slice(&[
+                        r as u32,
+                        first,
+                        first + len as u32,
+                        split as u32,
+                    ]);
+                    offset[len] += 1;
+                    first += len as u32;
+                }
+            }
+            cursor = stop;
+        }
+        Some(Self {
+            items,
+            chunk,
+            block,
+        })
+    }
+
+    /// Number of work items.
+    pub fn len(&self) -> usize {
+        self.items.len() / 4
+    }
+
+    /// True when there is no work (every row empty).
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::RowSchedule;
+    use super::{ColumnBlockedSchedule, RowSchedule};
 
     fn covered(indptr: &[u32], s: &RowSchedule) -> Vec<(u32, u32, u32)> {
         s.items
@@ -107,6 +232,104 @@ mod tests {
         assert_eq!(s.len(), 8);
         assert_eq!(items[0], (2, 3, 7));
         assert_eq!(items[3].0, 6);
+    }
+
+    #[test]
+    fn column_blocks_cover_every_edge_once_block_by_block() {
+        // 3 rows over 10 columns, blocks of 4 (0..4, 4..8, 8..10), chunk 2.
+        let indptr = [0u32, 5, 5, 9];
+        let indices = [0u32, 1, 4, 5, 9, 2, 3, 8, 9];
+        let s = ColumnBlockedSchedule::build(&indptr, &indices, 10, 4, 2).unwrap();
+        let items: Vec<[u32; 4]> = s
+            .items
+            .chunks(4)
+            .map(|q| [q[0], q[1], q[2], q[3]])
+            .collect();
+        let block_of = |it: &[u32; 4]| indices[it[1] as usize] as usize / 4;
+        let mut edges = Vec::new();
+        let mut last_block = 0;
+        for it in &items {
+            let [row, a, e, split] = *it;
+            assert!(a < e && e - a <= 2, "{it:?}");
+            assert!(indptr[row as usize] <= a && e <= indptr[row as usize + 1]);
+            // One block per item, blocks in order.
+            let b = block_of(it);
+            assert!(
+                (a..e).all(|p| indices[p as usize] as usize / 4 == b),
+                "{it:?}"
+            );
+            assert!(b >= last_block);
+            last_block = b;
+            // Both non-empty rows reach two or more blocks: every item is split.
+            assert_eq!(split, 1);
+            edges.extend(a..e);
+        }
+        edges.sort_unstable();
+        assert_eq!(edges, (0..9).collect::<Vec<_>>());
+        // Row 0: {0,1} in block 0, {4,5} in block 1, {9} in block 2; row 2: {2,3}, {8,9}.
+        assert_eq!(s.len(), 5);
+        assert_eq!(items[0][..3], [0, 0, 2]);
+        // A row within one block and one chunk is not split; an unsorted row is refused.
+        let one = ColumnBlockedSchedule::build(&[0, 2], &[1, 3], 10, 4, 2).unwrap();
+        assert_eq!(one.items, vec![0, 0, 2, 0]);
+        assert!(ColumnBlockedSchedule::build(&[0, 2], &[3, 1], 10, 4, 2).is_none());
+        assert!(ColumnBlockedSchedule::build(&[0, 0], &[], 10, 4, 2)
+            .unwrap()
+            .is_empty());
+    }
+
+    #[test]
+    fn column_blocks_of_random_graphs_cover_every_edge_once() {
+        use rand::{Rng, SeedableRng};
+        let mut r = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
+        for case in 0..40 {
+            let (rows, cols) = (r.random_range(1..60usize), r.random_range(1..300usize));
+            let (block, chunk) = (r.random_range(1..80usize), r.random_range(1..12usize));
+            let mut indptr = vec![0u32];
+            let mut indices = Vec::new();
+            for i in 0..rows {
+                // Empty rows, and one long row.
+                let len = if i % 7 == 3 {
+                    0
+                } else if i == 1 {
+                    200
+                } else {
+                    r.random_range(0..30)
+                };
+                let mut row: Vec<u32> = (0..len).map(|_| r.random_range(0..cols as u32)).collect();
+                row.sort_unstable();
+                indices.extend(row);
+                indptr.push(indices.len() as u32);
+            }
+            let s = ColumnBlockedSchedule::build(&indptr, &indices, cols, block, chunk).unwrap();
+            let blk = |p: u32| indices[p as usize] as usize / block;
+            let mut seen = vec![0u32; indices.len()];
+            let mut prev: Option<(usize, u32)> = None;
+            for q in s.items.chunks(4) {
+                let (row, a, e, split) = (q[0] as usize, q[1], q[2], q[3]);
+                assert!(a < e && (e - a) as usize <= chunk, "case {case}: {q:?}");
+                assert!(
+                    indptr[row] <= a && e <= indptr[row + 1],
+                    "case {case}: {q:?}"
+                );
+                let b = blk(a);
+                assert!(
+                    (a..e).all(|p| blk(p) == b),
+                    "case {case}: {q:?} spans blocks"
+                );
+                // Blocks in order; longest first within a block.
+                if let Some((pb, plen)) = prev {
+                    assert!(pb < b || (pb == b && plen >= e - a), "case {case}: order");
+                }
+                prev = Some((b, e - a));
+                let row_blocks: std::collections::BTreeSet<usize> =
+                    (indptr[row]..indptr[row + 1]).map(blk).collect();
+                let alone = row_blocks.len() == 1 && indptr[row + 1] - indptr[row] <= chunk as u32;
+                assert_eq!(split == 0, alone, "case {case}: {q:?}");
+                (a..e).for_each(|p| seen[p as usize] += 1);
+            }
+            assert!(seen.iter().all(|&n| n == 1), "case {case}: every edge once");
+        }
     }
 
     #[test]

@@ -571,6 +571,58 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
         check_spmm(c, "random+50K-row", &g1, k, gpu, 10 + i as u64, true)?;
         check_spmm(c, "random-rect", &g2, k, gpu, 20 + i as u64, k <= 128)?;
     }
+    // GE-SpMM's row kernel over column-blocked schedules (the built-in block is 2^18
+    // columns, wider than these graphs, so narrow blocks are forced): f32 and half, sum and
+    // mean, forward and backward (the transpose is blocked too). Blocking needs sorted rows.
+    #[cfg(feature = "cuda")]
+    if gpu.is_cuda() && !crate::deterministic() {
+        use crate::ops::spmm::tuning::{
+            set_column_block_override, set_kernel_override, SpmmKernel,
+        };
+        let sorted = |g: &Csr| -> Result<Csr> {
+            let mut indices = g.indices().to_vec();
+            for w in g.indptr().windows(2) {
+                indices[w[0] as usize..w[1] as usize].sort_unstable();
+            }
+            Ok(Csr::new_checked(
+                g.n_rows(),
+                g.n_cols(),
+                g.indptr().to_vec(),
+                indices,
+            )?)
+        };
+        let (s1, s2) = (sorted(&g1)?, sorted(&g2)?);
+        for block in [7usize, 300] {
+            for g in [&s1, &s2] {
+                let blocked = crate::schedule::ColumnBlockedSchedule::build(
+                    g.indptr(),
+                    g.indices(),
+                    g.n_cols(),
+                    block,
+                    crate::schedule::CHUNK,
+                );
+                if blocked.is_none_or(|b| b.len() <= g.n_rows()) {
+                    return Err(missing("a column-blocked schedule of the sorted graph"));
+                }
+            }
+            set_column_block_override(Some(block));
+            let r = (|| -> Result<()> {
+                for (i, k) in [1usize, 33, 128, 256].into_iter().enumerate() {
+                    // check_spmm_half resets the kernel choice after its own sweep.
+                    set_kernel_override(SpmmKernel::Ge);
+                    let name = format!("random+50K-row blk{block}");
+                    check_spmm(c, &name, &s1, k, gpu, 40 + i as u64, true)?;
+                    set_kernel_override(SpmmKernel::Ge);
+                    let name = format!("random-rect blk{block}");
+                    check_spmm(c, &name, &s2, k, gpu, 50 + i as u64, true)?;
+                }
+                Ok(())
+            })();
+            set_kernel_override(SpmmKernel::Auto);
+            set_column_block_override(None);
+            r?;
+        }
+    }
     // matmul_nt (the linear layers' product)
     for k in [41usize, 128, 602] {
         let x = c.randn((1000, k))?;

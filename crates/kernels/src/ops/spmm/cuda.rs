@@ -163,6 +163,76 @@ pub fn set_tiling_override(tiling: Option<SpmmTiling>) {
 }
 const WARPS_PER_BLOCK: u32 = 8;
 
+static BLOCK_OVERRIDE: std::sync::Mutex<Option<usize>> = std::sync::Mutex::new(None);
+
+/// Sets the column-block width of the row kernel's schedule for later sum/mean launches
+/// (`Some(0)`: never blocked; `None`: the built-in choice). For tests on small graphs and
+/// for measuring what blocking gains.
+pub fn set_column_block_override(block: Option<usize>) {
+    *BLOCK_OVERRIDE.lock().unwrap_or_else(|e| e.into_inner()) = block;
+}
+
+/// Environment variable that sets the column-block width (`0` turns blocking off), read
+/// once; [`set_column_block_override`] takes precedence.
+pub const COLUMN_BLOCK_ENV: &str = "GNN_SPMM_COLUMN_BLOCK";
+
+/// The column-block width the row kernel's schedule uses on graphs wider than it.
+fn column_block() -> usize {
+    static ENV: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let forced = *BLOCK_OVERRIDE.lock().unwrap_or_else(|e| e.into_inner());
+    forced
+        .or_else(|| {
+            *ENV.get_or_init(|| {
+                std::env::var(COLUMN_BLOCK_ENV)
+                    .ok()
+                    .and_then(|v| v.trim().parse().ok())
+            })
+        })
+        .unwrap_or(crate::schedule::COLUMN_BLOCK)
+}
+
+/// The work items a sum/mean row-kernel launch walks: the graph's column-blocked schedule
+/// when it is wider than a block ([`crate::schedule::ColumnBlockedSchedule`]: the gathered
+/// rows of `x` come from one L2-sized block at a time), else its row schedule.
+enum Items<'a> {
+    Rows(&'a CudaSlice<u32>, usize, usize),
+    Blocked(std::sync::Arc<crate::device_graph::Schedule>),
+}
+
+impl Items<'_> {
+    fn of(g: &DeviceGraph) -> Result<Items<'_>> {
+        Ok(match g.cuda_blocked_schedule(column_block())? {
+            Some(s) => Items::Blocked(s),
+            None => {
+                let (b, n, c) = g.cuda_schedule()?;
+                Items::Rows(b, n, c)
+            }
+        })
+    }
+
+    fn buf(&self) -> &CudaSlice<u32> {
+        match self {
+            Items::Rows(b, _, _) => b,
+            Items::Blocked(s) => &s.0,
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Items::Rows(_, n, _) => *n,
+            Items::Blocked(s) => s.1,
+        }
+    }
+
+    /// The kernels' `chunk` argument: negative marks blocked items (`item_of` in common.cuh).
+    fn chunk_arg(&self) -> Result<i32> {
+        match self {
+            Items::Rows(_, _, c) => i32_arg("edge-group length", *c),
+            Items::Blocked(_) => Ok(-1),
+        }
+    }
+}
+
 /// Coarsening factors compiled for each vector width (`cf * vec <= 16`).
 pub const CFS: [&[usize]; 3] = [
     &[1, 2, 3, 4, 5, 6, 8],
@@ -428,7 +498,7 @@ pub(crate) fn spmm_fwd(
         };
         // Split rows meet through atomic adds, which only a sum (or mean) can take.
         let sched = if schedule && !extreme {
-            Some(g.cuda_schedule()?)
+            Some(Items::of(g)?)
         } else {
             None
         };
@@ -440,7 +510,7 @@ pub(crate) fn spmm_fwd(
         let suffix = if unroll == 8 { "_u8" } else { "" };
         let name = format!("spmm_v{vec}_c{cf}_m{mode}{suffix}");
         let func = crate::cuda::kernel(&dev, &name, &crate::cuda::SPMM)?;
-        let cfg = row_kernel_cfg(sched.map_or(n, |(_, items, _)| items), n_tiles)?;
+        let cfg = row_kernel_cfg(sched.as_ref().map_or(n, Items::len), n_tiles)?;
         let (n_i, k_i, t_i) = (
             i32_arg("rows", n)?,
             i32_arg("k", k)?,
@@ -471,12 +541,12 @@ pub(crate) fn spmm_fwd(
             .arg(&sign)
             .arg(&tm);
         let (items_i, chunk_i) = (
-            i32_arg("work items", sched.map_or(0, |(_, items, _)| items))?,
-            i32_arg("edge-group length", sched.map_or(1, |(_, _, c)| c))?,
+            i32_arg("work items", sched.as_ref().map_or(0, Items::len))?,
+            sched.as_ref().map_or(Ok(1), Items::chunk_arg)?,
         );
-        match sched {
+        match &sched {
             // A null `items` pointer selects one warp per row.
-            Some((buf, _, _)) => b.arg(buf),
+            Some(items) => b.arg(items.buf()),
             None => b.arg(&0u64),
         };
         b.arg(&items_i).arg(&chunk_i);
@@ -586,7 +656,8 @@ fn spmm_half_into<T: DeviceRepr>(
         _ => half_tile_shape(k, offset, g.n_cols()),
     };
     let csr = g.cuda_csr()?;
-    let (buf, items, chunk) = g.cuda_schedule()?;
+    let sched = Items::of(g)?;
+    let (buf, items) = (sched.buf(), sched.len());
     let func = crate::cuda::kernel(dev, &format!("spmm_{name}_v{vec}_m0"), &crate::cuda::SPMM)?;
     let cfg = row_kernel_cfg(items, n_tiles)?;
     let (n_i, k_i, t_i) = (
@@ -596,10 +667,7 @@ fn spmm_half_into<T: DeviceRepr>(
     );
     let (weighted, mean_i, sign, tm) =
         (vv.is_some() as i32, mean as i32, 1.0f32, tile_major as i32);
-    let (items_i, chunk_i) = (
-        i32_arg("work items", items)?,
-        i32_arg("edge-group length", chunk)?,
-    );
+    let (items_i, chunk_i) = (i32_arg("work items", items)?, sched.chunk_arg()?);
     let mut b = func.builder();
     b.arg(&csr.indptr).arg(&csr.indices);
     match vv {

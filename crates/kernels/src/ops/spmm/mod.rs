@@ -19,7 +19,10 @@ pub(crate) mod cuda;
 /// built-in choice, so no setting can make a kernel read out of bounds.
 #[cfg(feature = "cuda")]
 pub mod tuning {
-    pub use super::cuda::{set_kernel_override, set_tiling_override, SpmmKernel, SpmmTiling, CFS};
+    pub use super::cuda::{
+        set_column_block_override, set_kernel_override, set_tiling_override, SpmmKernel,
+        SpmmTiling, CFS, COLUMN_BLOCK_ENV,
+    };
     pub use super::dispatch::{narrow_shape, NARROW_MAX_LANES};
 }
 pub mod dispatch;
