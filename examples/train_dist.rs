@@ -77,11 +77,12 @@ struct Args {
     /// all-gather, which otherwise fuse into one op that keeps less memory; for comparison.
     #[arg(long)]
     split_aggregation: bool,
-    /// Under that one op, store each rank's local graph as column slices of at most this
-    /// many gathered rows (each SpMM then reads an L2-sized slice of the gathered features);
-    /// 0 keeps it whole. MaxK and max aggregations always keep it whole.
-    #[arg(long, default_value_t = gnn::kernels::comm::GATHER_SLICE_ROWS)]
-    gather_slice_rows: usize,
+    /// Under that one op, the local graph is stored as column slices, one per rank's block
+    /// of the gathered rows (the own block's slice runs while the others' rows are in
+    /// flight); this cuts each block further into slices of at most this many rows; 0 keeps
+    /// the graph whole (no overlap). MaxK, max and GraphSAGE's mean keep it whole.
+    #[arg(long)]
+    gather_slice_rows: Option<usize>,
     /// Run the sliced aggregation's own-block slices after each exchange instead of while it
     /// is in flight (NCCL; for measuring what the overlap gains).
     #[arg(long)]
@@ -128,7 +129,11 @@ fn main() -> Result<()> {
     let ranks = procs.as_ref().map_or(args.ranks, |p| p.world);
     let mut plan = DistPlan::new(ds, model.kind, ranks, exchange)?;
     plan.symmetric &= !args.split_aggregation;
-    plan.slice_rows = (args.gather_slice_rows > 0).then_some(args.gather_slice_rows);
+    plan.slice_rows = match args.gather_slice_rows {
+        None => Some(gnn::kernels::comm::GATHER_SLICE_ROWS),
+        Some(0) => None,
+        Some(n) => Some(n),
+    };
     // The point-to-point volume (halo rows, every rank's sum) against the all-gather's
     // ((P - 1) x the longest range, per rank), and what auto picks.
     println!(

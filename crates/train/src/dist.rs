@@ -35,10 +35,11 @@ pub struct DistPlan {
     /// transpose of their local graphs ([`ModelGraph::partitioned`]).
     pub symmetric: bool,
     /// Under the all-gather with a symmetric operand, each rank stores its local graph as
-    /// column slices of at most this many gathered rows, when the model's every aggregation
-    /// is a sum or mean ([`ModelGraph::partitioned`]'s `slice_rows`): the aggregation then
-    /// reads one L2-sized slice of the gathered features at a time. `None` keeps it whole.
-    /// Default [`gnn_kernels::comm::GATHER_SLICE_ROWS`].
+    /// column slices, one per rank's block of the gathered rows, cut further into slices of
+    /// at most this many rows, when the model's every aggregation is a sum or mean
+    /// ([`ModelGraph::partitioned`]'s `slice_rows`): the slices over the rank's own rows then
+    /// run while the exchange is in flight. `None` keeps it whole. Default
+    /// [`gnn_kernels::comm::GATHER_SLICE_ROWS`] (blocks not cut further).
     pub slice_rows: Option<usize>,
 }
 
@@ -168,7 +169,8 @@ impl Rank {
         // (three more passes over the output and two temporaries): GraphSAGE 2x128 at scale 1
         // ran 5.8 ms per epoch sliced (for the overlap) against 5.2 whole, on two H100s
         // (docs/perf/h100x2-2026-11-26-dist-overlap). A mean is sliced only where the gathered
-        // rows outgrow one slice, where slicing buys L2 locality.
+        // rows outgrow one slice (never under the default, which does not cut blocks
+        // further); whole, the SpMM divides by the row's length itself.
         let gathered = plan.partition.parts() * plan.partition.max_len();
         let slice_rows = plan
             .slice_rows

@@ -270,14 +270,15 @@ impl HaloExchange {
 
     /// The local graph of `local` under the all-gather (the columns of [`Self::local_csr`]),
     /// with its edge `values` (aligned with `local.csr`'s entries), uploaded for
-    /// [`Self::aggregate_symmetric`] as column slices of at most `slice_rows` gathered rows
-    /// each (one slice when the gathered rows fit; `usize::MAX` never slices). Each slice's
-    /// SpMM reads only its rows of the gathered features; the products add up. Cutting the
-    /// columns this way speeds a gather-bound SpMM up once the features it reads outgrow
-    /// the GPU's L2 cache: at Reddit-shaped scale 4 (932 K rows of 256 bf16, 477 MB) four
-    /// slices of 233 K rows ran the SpMM 1.51x faster on an H100, adds included; at scale 1
-    /// (119 MB) slicing gained nothing (`docs/perf/h100-2026-11-26-column-blocks`,
-    /// [`GATHER_SLICE_ROWS`]). Same device memory as the whole local graph.
+    /// [`Self::aggregate_symmetric`] as column slices: every rank's block of the gathered
+    /// rows on its own (so the slices over this rank's rows can run while the exchange is in
+    /// flight), each cut further into slices of at most `slice_rows` rows (`usize::MAX`, the
+    /// default [`GATHER_SLICE_ROWS`]: not cut further). Each slice's SpMM reads only its rows
+    /// of the gathered features; the products add up. Narrower slices read an L2-sized part
+    /// of the features each (at Reddit-shaped scale 4, four 233 K-row slices ran the SpMM
+    /// 1.51x faster on an H100, adds included: `docs/perf/h100-2026-11-26-column-blocks`);
+    /// the SpMM now gets that locality by itself (column-blocked schedule). Same device
+    /// memory as the whole local graph.
     pub fn symmetric_operand(
         &self,
         local: &LocalGraph,
@@ -339,11 +340,14 @@ impl HaloExchange {
     }
 }
 
-/// Gathered rows per column slice of [`HaloExchange::symmetric_operand`] in training: 2^18
-/// (262,144). At 256 bf16 features a slice reads 128 MiB, the size at which the H100 column-
-/// block sweep stopped gaining (`docs/perf/h100-2026-11-26-column-blocks`: 233 K-row slices
-/// 1.51x, 466 K 1.38x, one 932 K block 1.0x; 117 K-row slices of a 233 K graph 0.96x).
-pub const GATHER_SLICE_ROWS: usize = 1 << 18;
+/// Gathered rows per column slice of [`HaloExchange::symmetric_operand`] in training:
+/// unbounded, i.e. one slice per rank's block of the gathered rows (what the overlap of the
+/// exchange needs). The L2 locality that cutting slices narrower bought (2^18-row slices:
+/// `docs/perf/h100-2026-11-26-column-blocks`) now comes from the SpMM itself, which walks a
+/// slice wider than [`crate::schedule::COLUMN_BLOCK`] in column blocks without the adds:
+/// scale-4 GCN 4x256 on two H100s 175.1 ms per epoch with one slice per block against 180.8
+/// with 2^18-row slices (`docs/perf/h100x2-2026-11-26-dist-block-slices`).
+pub const GATHER_SLICE_ROWS: usize = usize::MAX;
 
 /// A rank's local graph (and edge values) for [`HaloExchange::aggregate_symmetric`], as one
 /// or more column slices over the gathered rows. Cheap to clone.
