@@ -296,7 +296,11 @@ fn main() -> Result<()> {
         },
         "exchange": plan.exchange,
         "fused_aggregation": plan.symmetric && plan.exchange == Exchange::AllGather,
-        "gather_slice_rows": plan.slice_rows,
+        // null: the whole local graph; "per rank block": one slice per rank's block.
+        "gather_slice_rows": match plan.slice_rows {
+            Some(usize::MAX) => json!("per rank block"),
+            other => json!(other),
+        },
         "overlap": !args.no_overlap,
         "halo_stats": stats,
         "test_acc": r0.test_acc,

@@ -236,6 +236,15 @@ mod tests {
                         // Rank r contributes [[r, r+0.5], [10r, 10r+0.5]].
                         let x = Tensor::new(&[[r, r + 0.5], [10. * r, 10. * r + 0.5]], &dev)?;
                         let all = c.all_gather(&x)?.flatten_all()?.to_vec1::<f32>()?;
+                        // The overlapped gather returns the same rows and runs its local work
+                        // once.
+                        let mut runs = 0;
+                        let again = c.all_gather_overlapped(&x, &mut || {
+                            runs += 1;
+                            Ok(())
+                        })?;
+                        assert_eq!(runs, 1);
+                        assert_eq!(again.flatten_all()?.to_vec1::<f32>()?, all);
                         // Rank r's block b of the reduce-scatter input is b + 100 r.
                         let t = Tensor::arange(0f32, world as f32, &dev)?
                             .reshape((world, 1))?
