@@ -162,10 +162,11 @@ impl ModelGraph {
     /// local graph and keeps no gathered rows ([`HaloExchange::aggregate_symmetric`]).
     ///
     /// `slice_rows`: with `symmetric` under the all-gather, store the local graph as column
-    /// slices of at most this many gathered rows ([`HaloExchange::symmetric_operand`]: faster
-    /// once the gathered features outgrow the L2 cache, same memory), for a model whose
-    /// every aggregation is a sum or mean that op takes: the other products (MaxK's SpGEMM,
-    /// max) need the whole local graph and are refused on a sliced one. `None` keeps it whole.
+    /// slices, one per rank's block of the gathered rows, cut further into at most this many
+    /// rows ([`HaloExchange::symmetric_operand`]: the own block's slice runs while the
+    /// exchange is in flight; same memory), for a model whose every aggregation is a sum or
+    /// mean that op takes: the other products (MaxK's SpGEMM, max) need the whole local graph
+    /// and are refused on a sliced one. `None` keeps it whole.
     pub fn partitioned(
         ops: &Operands,
         local: &LocalGraph,
