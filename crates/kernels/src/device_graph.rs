@@ -411,12 +411,6 @@ impl DeviceGraph {
         let det = crate::deterministic();
         let slot = &self.0.schedule[det as usize];
         if slot.get().is_none() {
-            let Device::Cuda(dev) = &self.0.device else {
-                candle_core::bail!(
-                    "graph lives on {:?}, not on a CUDA device",
-                    self.0.device.location()
-                );
-            };
             let chunk = if det {
                 self.0
                     .csr
@@ -430,12 +424,7 @@ impl DeviceGraph {
             };
             let (buf, len) = timed_setup(|| -> candle_core::Result<_> {
                 let s = RowSchedule::build(self.0.csr.indptr(), chunk);
-                let buf = if s.is_empty() {
-                    dev.alloc_zeros::<u32>(2)?
-                } else {
-                    dev.clone_htod(&s.items)?
-                };
-                Ok((buf, s.len()))
+                Ok((self.upload_items(&s.items, 2)?, s.len()))
             })?;
             let _ = slot.set((buf, len, chunk));
         }
@@ -462,12 +451,6 @@ impl DeviceGraph {
                 return Ok(s.clone());
             }
         }
-        let Device::Cuda(dev) = &self.0.device else {
-            candle_core::bail!(
-                "graph lives on {:?}, not on a CUDA device",
-                self.0.device.location()
-            );
-        };
         let csr = &self.0.csr;
         let built = timed_setup(|| -> candle_core::Result<_> {
             let Some(s) = crate::schedule::ColumnBlockedSchedule::build(
@@ -479,15 +462,35 @@ impl DeviceGraph {
             ) else {
                 return Ok(None);
             };
-            let buf = if s.is_empty() {
-                dev.alloc_zeros::<u32>(4)?
-            } else {
-                dev.clone_htod(&s.items)?
-            };
-            Ok(Some(Arc::new((buf, s.len(), s.chunk))))
+            Ok(Some(Arc::new((
+                self.upload_items(&s.items, 4)?,
+                s.len(),
+                s.chunk,
+            ))))
         })?;
         *slot = Some((block, built.clone()));
         Ok(built)
+    }
+
+    /// A schedule's `items` on the graph's CUDA device; a zeroed item of `width` words when
+    /// there are none (a launch needs a valid pointer, and reads no item).
+    #[cfg(feature = "cuda")]
+    fn upload_items(
+        &self,
+        items: &[u32],
+        width: usize,
+    ) -> candle_core::Result<candle_core::cuda_backend::cudarc::driver::CudaSlice<u32>> {
+        let Device::Cuda(dev) = &self.0.device else {
+            candle_core::bail!(
+                "graph lives on {:?}, not on a CUDA device",
+                self.0.device.location()
+            );
+        };
+        if items.is_empty() {
+            dev.alloc_zeros::<u32>(width)
+        } else {
+            dev.clone_htod(items)
+        }
     }
 
     /// Device buffers `(indptr, indices)` of a CUDA graph, for interop with other libraries

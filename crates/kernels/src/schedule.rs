@@ -12,6 +12,8 @@
 //!
 //! Empty rows get no item: the kernels' outputs start zeroed.
 
+use rayon::prelude::*;
+
 /// Edge-group length of the schedules the CUDA kernels use: long enough that splitting costs
 /// little (one atomic write-back of a `D`-float row per group), short enough that the longest
 /// item is a small share of a kernel (the Reddit-shaped graph has rows of ~22 K edges).
@@ -32,33 +34,14 @@ impl RowSchedule {
     /// length, `O(n_rows + nnz / chunk + chunk)`). Items of equal length keep row order.
     pub fn build(indptr: &[u32], chunk: usize) -> Self {
         let chunk = chunk.max(1);
-        // Bucket items by length (1..=chunk), then emit buckets from the longest.
-        let mut count = vec![0usize; chunk + 1];
-        for w in indptr.windows(2) {
-            let deg = (w[1] - w[0]) as usize;
-            count[chunk] += deg / chunk;
-            count[deg % chunk] += 1;
-        }
-        count[0] = 0;
-        let mut offset = vec![0usize; chunk + 1];
-        let mut acc = 0;
-        for len in (1..=chunk).rev() {
-            offset[len] = acc;
-            acc += count[len];
-        }
-        let mut items = vec![0u32; 2 * acc];
-        for (row, w) in indptr.windows(2).enumerate() {
-            let (start, end) = (w[0], w[1]);
-            let mut first = start;
-            while first < end {
-                let len = ((end - first) as usize).min(chunk);
-                let at = &mut offset[len];
-                items[2 * *at] = row as u32;
-                items[2 * *at + 1] = first;
-                *at += 1;
-                first += len as u32;
-            }
-        }
+        let mut items = Vec::new();
+        push_longest_first(
+            &mut items,
+            indptr.len().saturating_sub(1),
+            |r| (indptr[r], indptr[r + 1]),
+            chunk,
+            |r, first, _| [r as u32, first],
+        );
         Self { items, chunk }
     }
 
@@ -73,7 +56,45 @@ impl RowSchedule {
     }
 }
 
-use rayon::prelude::*;
+/// Cuts the edge range `range(r)` of every row `r` in `0..n_rows` into groups of at most
+/// `chunk` edges and appends them to `items` longest first (a counting sort on group length,
+/// `O(n_rows + groups + chunk)`; equal lengths keep row order), each as the words
+/// `item(row, first, end)`.
+fn push_longest_first<const W: usize>(
+    items: &mut Vec<u32>,
+    n_rows: usize,
+    range: impl Fn(usize) -> (u32, u32),
+    chunk: usize,
+    item: impl Fn(usize, u32, u32) -> [u32; W],
+) {
+    // Bucket groups by length (1..=chunk), then emit buckets from the longest.
+    let mut count = vec![0usize; chunk + 1];
+    for r in 0..n_rows {
+        let (first, end) = range(r);
+        let len = (end - first) as usize;
+        count[chunk] += len / chunk;
+        count[len % chunk] += 1;
+    }
+    count[0] = 0;
+    let mut offset = vec![0usize; chunk + 1];
+    let mut acc = 0;
+    for len in (1..=chunk).rev() {
+        offset[len] = acc;
+        acc += count[len];
+    }
+    let base = items.len();
+    items.resize(base + W * acc, 0);
+    for r in 0..n_rows {
+        let (mut first, end) = range(r);
+        while first < end {
+            let len = ((end - first) as usize).min(chunk);
+            let at = base + W * offset[len];
+            items[at..at + W].copy_from_slice(&item(r, first, first + len as u32));
+            offset[len] += 1;
+            first += len as u32;
+        }
+    }
+}
 
 /// Column-block width of [`ColumnBlockedSchedule`]: 2^18 columns, the slice width the
 /// partitioned aggregation measured best (`docs/perf/h100-2026-11-26-column-blocks`: a
@@ -114,23 +135,19 @@ impl ColumnBlockedSchedule {
         let blocks = n_cols.div_ceil(block).max(1);
         // Per row, where each block's edges start: a cursor walked block by block.
         let mut cursor: Vec<u32> = indptr[..n_rows].to_vec();
-        // Blocks each row touches (its edges group by block when sorted); `None` if unsorted.
-        let pieces: Vec<u32> = indptr
+        // Whether each row reaches several blocks (sorted: its first and last columns tell);
+        // `None` if a row is unsorted.
+        let several: Vec<bool> = indptr
             .par_windows(2)
             .map(|w| {
                 let row = &indices[w[0] as usize..w[1] as usize];
                 if row.windows(2).any(|p| p[0] > p[1]) {
                     return None;
                 }
-                let mut n = 0;
-                let mut last = usize::MAX;
-                for &c in row {
-                    if c as usize / block != last {
-                        n += 1;
-                        last = c as usize / block;
-                    }
-                }
-                Some(n)
+                Some(match (row.first(), row.last()) {
+                    (Some(&a), Some(&z)) => a as usize / block != z as usize / block,
+                    _ => false,
+                })
             })
             .collect::<Option<_>>()?;
         let mut items = Vec::new();
@@ -145,39 +162,17 @@ impl ColumnBlockedSchedule {
                     first + row.partition_point(|&c| c < hi) as u32
                 })
                 .collect();
-            // Longest first within the block: a counting sort on item length (1..=chunk);
-            // equal lengths keep row order.
-            let mut count = vec![0usize; chunk + 1];
-            for (&a, &e) in cursor.iter().zip(&stop) {
-                let len = (e - a) as usize;
-                count[chunk] += len / chunk;
-                count[len % chunk] += 1;
-            }
-            count[0] = 0;
-            let mut offset = vec![0usize; chunk + 1];
-            let mut acc = 0;
-            for len in (1..=chunk).rev() {
-                offset[len] = acc;
-                acc += count[len];
-            }
-            let base = items.len();
-            items.resize(base + 4 * acc, 0);
-            for (r, (&a, &e)) in cursor.iter().zip(&stop).enumerate() {
-                let split = pieces[r] > 1 || indptr[r + 1] - indptr[r] > chunk as u32;
-                let mut first = a;
-                while first < e {
-                    let len = ((e - first) as usize).min(chunk);
-                    let at = base + 4 * offset[len];
-                    items[at..at + 4].copy_from_slice(&[
-                        r as u32,
-                        first,
-                        first + len as u32,
-                        split as u32,
-                    ]);
-                    offset[len] += 1;
-                    first += len as u32;
-                }
-            }
+            // Longest first within the block.
+            push_longest_first(
+                &mut items,
+                n_rows,
+                |r| (cursor[r], stop[r]),
+                chunk,
+                |r, first, end| {
+                    let split = several[r] || indptr[r + 1] - indptr[r] > chunk as u32;
+                    [r as u32, first, end, split as u32]
+                },
+            );
             cursor = stop;
         }
         Some(Self {

@@ -307,6 +307,10 @@ impl HaloExchange {
             bounds.extend((1..=per_block).map(|i| b * m + m * i / per_block));
         }
         bounds.dedup();
+        if bounds.len() == 1 {
+            // No rows at all: one empty slice (the graph's shape).
+            bounds.push(n_cols);
+        }
         let mut slices = Vec::with_capacity(bounds.len());
         for ((c, v), w) in csr
             .column_blocks(&bounds, values)?
@@ -328,14 +332,20 @@ impl HaloExchange {
             });
         }
         // A slice never holds a whole row: a mean divides the summed slices by the row's length.
-        let inv = csr.inverse_row_degrees();
-        let inv_degrees = Some(Tensor::from_vec(inv, (csr.n_rows(), 1), device)?);
+        let blocks = if m > 0 {
+            let inv = csr.inverse_row_degrees();
+            Some(Blocks {
+                rows: m,
+                inv_degrees: Tensor::from_vec(inv, (csr.n_rows(), 1), device)?,
+            })
+        } else {
+            None
+        };
         Ok(SymmetricOperand(Arc::new(OperandInner {
             n_rows: csr.n_rows(),
             n_cols,
             slices,
-            inv_degrees,
-            block_rows: (m > 0).then_some(m),
+            blocks,
         })))
     }
 }
@@ -360,12 +370,20 @@ struct OperandInner {
     n_cols: usize,
     /// Non-empty column ranges with their part of the graph (at least one slice).
     slices: Vec<Slice>,
-    /// `1 / deg(row)` (`[n_rows, 1]`, f32) of the whole rows, for a mean over several slices.
-    inv_degrees: Option<Tensor>,
-    /// The all-gather's block (rows per rank) when no slice crosses a block boundary
-    /// ([`HaloExchange::symmetric_operand`]): the product then overlaps the exchange with
-    /// the slices of this rank's own block. `None` for [`SymmetricOperand::whole`].
-    block_rows: Option<usize>,
+    /// The slices follow the all-gather's blocks ([`HaloExchange::symmetric_operand`]);
+    /// `None` for [`SymmetricOperand::whole`] (one slice, every column).
+    blocks: Option<Blocks>,
+}
+
+/// How a sliced operand lies over the all-gather's blocks.
+#[derive(Debug)]
+struct Blocks {
+    /// Rows per rank's block; no slice crosses a block boundary, so the product overlaps the
+    /// exchange with the slices of this rank's own block.
+    rows: usize,
+    /// `1 / deg(row)` (`[n_rows, 1]`, f32) of the whole rows: a mean divides the summed
+    /// slices by it.
+    inv_degrees: Tensor,
 }
 
 #[derive(Debug)]
@@ -387,8 +405,7 @@ impl SymmetricOperand {
                 g,
                 values,
             }],
-            inv_degrees: None,
-            block_rows: None,
+            blocks: None,
         }))
     }
 
@@ -436,7 +453,7 @@ impl SymmetricOperand {
             Some(v) => crate::spmm_weighted(&s.g, x, v, r),
             None => crate::spmm(&s.g, x, r),
         };
-        let Some(m) = self.0.block_rows else {
+        let Some(blocks) = &self.0.blocks else {
             let all = comm.all_gather(own)?;
             if let [s] = &self.0.slices[..] {
                 if s.cols == (0..self.0.n_cols) {
@@ -448,8 +465,8 @@ impl SymmetricOperand {
                 what: "a sliced operand without the all-gather's blocks".into(),
             });
         };
-        let first = comm.rank() * m;
-        let mine = first..first + m;
+        let first = comm.rank() * blocks.rows;
+        let mine = first..first + blocks.rows;
         let mut acc: Option<Tensor> = None;
         let add = |acc: &mut Option<Tensor>, y: Tensor| -> Result<()> {
             *acc = Some(match acc.take() {
@@ -484,18 +501,12 @@ impl SymmetricOperand {
             op: "halo_aggregate",
             what: "a symmetric operand without slices".into(),
         })?;
-        Ok(match (&self.0.inv_degrees, mean) {
-            (Some(inv), true) => acc
-                .to_dtype(candle_core::DType::F32)?
-                .broadcast_mul(inv)?
-                .to_dtype(acc.dtype())?,
-            (None, true) => {
-                return Err(Error::Shape {
-                    op: "halo_aggregate",
-                    what: "a mean over slices without the rows' degrees".into(),
-                })
-            }
-            (_, false) => acc,
+        Ok(if mean {
+            acc.to_dtype(candle_core::DType::F32)?
+                .broadcast_mul(&blocks.inv_degrees)?
+                .to_dtype(acc.dtype())?
+        } else {
+            acc
         })
     }
 }
@@ -556,8 +567,8 @@ impl candle_core::CustomOp1 for SymmetricAggregate {
         let dy = dy.contiguous()?;
         let msg = |e: Error| candle_core::Error::Msg(e.to_string());
         let dy = if self.mean {
-            let inv = match &self.operand.0.inv_degrees {
-                Some(inv) => inv.clone(),
+            let inv = match &self.operand.0.blocks {
+                Some(b) => b.inv_degrees.clone(),
                 None => self
                     .operand
                     .first_graph()
@@ -887,6 +898,21 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn symmetric_operand_of_a_graph_without_rows() {
+        let g = Csr::empty(0, 0).unwrap();
+        let dev = Device::Cpu;
+        on_ranks(&g, 1, Exchange::AllGather, |local, _, h| {
+            let op = h.symmetric_operand(local, None, 7, &dev).unwrap();
+            assert_eq!((op.slice_count(), op.first_graph().n_rows()), (1, 0));
+            let x = Tensor::zeros((0, 3), candle_core::DType::F32, &dev).unwrap();
+            for reduce in [Reduce::Sum, Reduce::Mean] {
+                let y = h.aggregate_symmetric(&op, &x, reduce).unwrap();
+                assert_eq!(y.dims(), &[0, 3]);
+            }
+        });
     }
 
     #[test]

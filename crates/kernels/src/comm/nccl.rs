@@ -206,6 +206,15 @@ impl NcclComm {
         Ok(())
     }
 
+    /// Counts what an all-gather of `x` sends from this rank: its block, to each of the other
+    /// ranks (as the point-to-point count would be; a ring forwards other blocks too, which
+    /// is NCCL's business).
+    fn count_gather(&self, x: &Tensor) {
+        for _ in 1..self.world {
+            self.counter.add(x);
+        }
+    }
+
     /// Makes this rank's device current (a thread may have touched another since).
     fn bind(&self) -> Result<()> {
         self.device
@@ -429,11 +438,7 @@ impl Communicator for NcclComm {
     }
 
     fn all_gather(&self, x: &Tensor) -> Result<Tensor> {
-        // What this rank sends: its block, to each of the other ranks (as the point-to-point
-        // count would be; a ring forwards other blocks too, which is NCCL's business).
-        for _ in 1..self.world {
-            self.counter.add(x);
-        }
+        self.count_gather(x);
         let dt = x.dtype();
         self.timed(|| with_cuda_type!(dt, |T| self.all_gather_typed::<T>(x)))
     }
@@ -447,9 +452,7 @@ impl Communicator for NcclComm {
             local()?;
             return self.all_gather(x);
         }
-        for _ in 1..self.world {
-            self.counter.add(x);
-        }
+        self.count_gather(x);
         let dt = x.dtype();
         self.bind()?;
         // Held until candle's stream has joined NCCL's: a copy made and dropped inside the
