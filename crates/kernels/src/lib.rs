@@ -20,6 +20,7 @@
 //! | [`dropout`] | inverted dropout with a stateless, device-independent mask |
 //! | [`relu_dropout`], [`bias_relu_dropout`] | `dropout(relu(x [+ b]))` in one pass each way (a hidden layer's epilogue) |
 //! | [`LinearProduct::bias_relu_dropout`] | `dropout(relu(x wᵀ + b))`, the product a temporary (a hidden layer whose GEMM comes last) |
+//! | [`LinearProduct::maxk`] + [`MaxkProduct::aggregate`] | `Â · dropout(maxk(x wᵀ)) + b [+ x]`, one op from `x` to the output (a MaxK-GNN hidden layer): one gradient for `x`, no product kept |
 //! | [`Aggregate`] + [`LinearProduct::of_aggregate`] | `dropout(relu((Â h) wᵀ + b)) [+ h]`, one op from `h` to the output (a GCN hidden layer that aggregates first): one gradient for `h`, none kept for `Â h` |
 //!
 //! The `cuda` feature enables candle's CUDA backend; GPU kernels plug into the same ops.
@@ -61,7 +62,7 @@ pub use ops::dropout::{bias_relu_dropout, dropout, relu_dropout};
 pub use ops::edge_softmax::edge_softmax;
 pub use ops::gat_attention::gat_attention;
 pub use ops::matmul::{matmul_nt, Aggregate, LinearProduct};
-pub use ops::maxk::{maxk, spgemm, spgemm_bias, spgemm_bias_residual, sspmm, Cbsr};
+pub use ops::maxk::{maxk, spgemm, spgemm_bias, spgemm_bias_residual, sspmm, Cbsr, MaxkProduct};
 pub use ops::quant::{dequantize, QuantizedFeatures};
 pub use ops::sampled::{spmm_sampled, Sampling};
 pub use ops::sddmm::{sddmm, sddmm_scaled};

@@ -1,12 +1,14 @@
-//! A GCN hidden layer as one op from its input (`Aggregate` + `LinearProduct::of_aggregate` +
-//! the bias/ReLU/dropout epilogue, with or without the residual add) against the composed ops
-//! it replaces, values and every gradient.
+//! Hidden layers as one op from their input against the composed ops they replace, values and
+//! every gradient: a GCN layer that aggregates first (`Aggregate` +
+//! `LinearProduct::of_aggregate` + the bias/ReLU/dropout epilogue, with or without the
+//! residual add), and a MaxK-GNN layer (`LinearProduct::maxk` + dropout +
+//! `MaxkProduct::aggregate`, with or without the residual).
 
 use candle_core::{DType, Device, Tensor, Var};
 use gnn_graph::Csr;
 use gnn_kernels::{
-    bias_relu_dropout, matmul_nt, spmm, spmm_weighted, Aggregate, DeviceGraph, LinearProduct,
-    Reduce,
+    bias_relu_dropout, dropout, matmul_nt, maxk, spgemm_bias, spgemm_bias_residual, spmm,
+    spmm_weighted, Aggregate, DeviceGraph, LinearProduct, Reduce,
 };
 
 mod common;
@@ -26,6 +28,17 @@ fn assert_close(got: &Tensor, want: &Tensor, what: &str) {
             (x - y).abs() <= 1e-12 * scale,
             "{what}: element {i}: {x} vs {y}"
         );
+    }
+}
+
+/// The fused ops' gradients are plain tensors: computed from detached operands, they record no
+/// op, so they hold none of the backward's intermediates (`dz`, `[N, out]`) alive for as long
+/// as the gradient store lives (through the optimiser step).
+fn assert_untracked(grads: &candle_core::backprop::GradStore, vars: &[&Var], what: &str) {
+    for v in vars {
+        if let Some(g) = grads.get(v.as_tensor()) {
+            assert!(!g.track_op(), "a gradient records an op, {what}");
+        }
     }
 }
 
@@ -125,6 +138,7 @@ fn aggregate_first_layer_equals_the_composed_ops_both_ways() {
                     assert_close(&ya, &yb, &format!("values, {what}"));
                     let ga = (&ya * &r).unwrap().sum_all().unwrap().backward().unwrap();
                     let gb = (&yb * &r).unwrap().sum_all().unwrap().backward().unwrap();
+                    assert_untracked(&ga, &[&wa, &ba, &ha], &what);
                     for (a, b, name) in [(&wa, &wb, "dw"), (&ba, &bb, "db")] {
                         assert_close(
                             ga.get(a.as_tensor()).unwrap(),
@@ -174,4 +188,177 @@ fn aggregate_and_fused_residual_refuse_what_they_cannot_do() {
     let a = Aggregate::new(&g, &h, None, Reduce::Sum).unwrap();
     assert_eq!(a.value().dims(), [10, 4]);
     assert!(LinearProduct::of_aggregate(a, &w5).is_err());
+}
+
+/// A MaxK hidden layer composed from the public ops: `Â · dropout(maxk(x wᵀ, k)) + b [+ x]`.
+#[allow(clippy::too_many_arguments)]
+fn maxk_composed(
+    g: &DeviceGraph,
+    v: Option<&Tensor>,
+    reduce: Reduce,
+    (k, p, residual): (usize, f32, bool),
+    x: &Tensor,
+    w: &Tensor,
+    b: &Tensor,
+) -> Tensor {
+    let c = maxk(&matmul_nt(x, w).unwrap(), k).unwrap();
+    let c = c.with_data(dropout(c.data(), p, 29).unwrap()).unwrap();
+    if residual {
+        spgemm_bias_residual(g, &c, v, reduce, b, x).unwrap()
+    } else {
+        spgemm_bias(g, &c, v, reduce, Some(b)).unwrap()
+    }
+}
+
+/// The same layer as one op.
+fn maxk_fused(
+    g: &DeviceGraph,
+    v: Option<&Tensor>,
+    reduce: Reduce,
+    (k, p, residual): (usize, f32, bool),
+    x: &Tensor,
+    w: &Tensor,
+    b: &Tensor,
+) -> Tensor {
+    LinearProduct::new(x, w)
+        .unwrap()
+        .maxk(k)
+        .unwrap()
+        .dropout(p, 29)
+        .unwrap()
+        .aggregate(g, v, reduce, b, residual)
+        .unwrap()
+}
+
+#[test]
+fn maxk_layer_equals_the_composed_ops_both_ways() {
+    let dev = Device::Cpu;
+    // (nodes, avg degree, huge row, in, out, k): widths and k not multiples of 32, empty rows
+    // (every 5th), a single huge row, k = out, one node, no nodes.
+    let shapes = [
+        (60usize, 4usize, 0usize, 37usize, 37usize, 5usize),
+        (40, 3, 500, 5, 70, 33),
+        (30, 2, 0, 9, 9, 9),
+        (1, 1, 0, 3, 3, 1),
+        (0, 1, 0, 4, 4, 2),
+    ];
+    let mut case = 0u64;
+    for &(n, avg, huge, i, o, k) in &shapes {
+        let csr = graph(n, avg, huge, 11 + n as u64);
+        let g = DeviceGraph::upload(&csr, &dev).unwrap();
+        let values = Tensor::rand(0f64, 1.0, csr.nnz(), &dev).unwrap();
+        for (p, reduce, weighted) in [
+            (0.5f32, Reduce::Sum, true),
+            (0.0, Reduce::Sum, false),
+            (0.3, Reduce::Mean, false),
+        ] {
+            for residual in [false, true] {
+                if residual && i != o {
+                    continue;
+                }
+                for x_tracks in [true, false] {
+                    case += 1;
+                    let what = format!(
+                        "n {n}, huge {huge}, {i}->{o}, k {k}, p {p}, {reduce:?}, weighted \
+                         {weighted}, residual {residual}, x tracks {x_tracks}"
+                    );
+                    let x0 = Tensor::randn(0f64, 1.0, (n, i), &dev).unwrap();
+                    let w0 = Tensor::randn(0f64, 0.5, (o, i), &dev).unwrap();
+                    let b0 = Tensor::randn(0f64, 0.5, o, &dev).unwrap();
+                    let r = Tensor::randn(0f64, 1.0, (n, o), &dev).unwrap();
+                    let v = weighted.then_some(&values);
+                    let vars = |t: &Tensor| Var::from_tensor(t).unwrap();
+                    let (xa, wa, ba) = (vars(&x0), vars(&w0), vars(&b0));
+                    let (xb, wb, bb) = (vars(&x0), vars(&w0), vars(&b0));
+                    let pick = |x: &Var| {
+                        if x_tracks {
+                            x.as_tensor().clone()
+                        } else {
+                            x0.clone()
+                        }
+                    };
+                    let s = (k, p, residual);
+                    let ya =
+                        maxk_fused(&g, v, reduce, s, &pick(&xa), wa.as_tensor(), ba.as_tensor());
+                    let yb =
+                        maxk_composed(&g, v, reduce, s, &pick(&xb), wb.as_tensor(), bb.as_tensor());
+                    assert_close(&ya, &yb, &format!("values, {what}"));
+                    let ga = (&ya * &r).unwrap().sum_all().unwrap().backward().unwrap();
+                    let gb = (&yb * &r).unwrap().sum_all().unwrap().backward().unwrap();
+                    assert_untracked(&ga, &[&wa, &ba, &xa], &what);
+                    for (a, b, name) in [(&wa, &wb, "dw"), (&ba, &bb, "db")] {
+                        assert_close(
+                            ga.get(a.as_tensor()).unwrap(),
+                            gb.get(b.as_tensor()).unwrap(),
+                            &format!("{name}, {what}"),
+                        );
+                    }
+                    if x_tracks {
+                        assert_close(
+                            ga.get(xa.as_tensor()).unwrap(),
+                            gb.get(xb.as_tensor()).unwrap(),
+                            &format!("dx, {what}"),
+                        );
+                    } else {
+                        assert!(ga.get(&x0).is_none(), "an untracked input gets no gradient");
+                    }
+                }
+            }
+        }
+    }
+    assert!(case > 30, "{case} cases ran");
+}
+
+#[test]
+fn maxk_layer_refuses_what_it_cannot_do() {
+    let dev = Device::Cpu;
+    let csr = graph(10, 3, 0, 1);
+    let g = DeviceGraph::upload(&csr, &dev).unwrap();
+    let x = Tensor::randn(0f32, 1.0, (10, 4), &dev).unwrap();
+    let w = Tensor::randn(0f32, 1.0, (6, 4), &dev).unwrap();
+    let b = Tensor::zeros(6, DType::F32, &dev).unwrap();
+    let m = || LinearProduct::new(&x, &w).unwrap();
+    // k out of range.
+    assert!(m().maxk(0).is_err());
+    assert!(m().maxk(7).is_err());
+    // A residual needs the output's shape (in 4, out 6 here).
+    let r = m()
+        .maxk(2)
+        .unwrap()
+        .aggregate(&g, None, Reduce::Sum, &b, true);
+    assert!(r.is_err());
+    // The bias must be [out] in the values' dtype.
+    let b5 = Tensor::zeros(5, DType::F32, &dev).unwrap();
+    assert!(m()
+        .maxk(2)
+        .unwrap()
+        .aggregate(&g, None, Reduce::Sum, &b5, false)
+        .is_err());
+    let b64 = Tensor::zeros(6, DType::F64, &dev).unwrap();
+    assert!(m()
+        .maxk(2)
+        .unwrap()
+        .aggregate(&g, None, Reduce::Sum, &b64, false)
+        .is_err());
+    // Max has no CBSR aggregation; a drop rate outside [0, 1) is refused; dropout once.
+    assert!(m()
+        .maxk(2)
+        .unwrap()
+        .aggregate(&g, None, Reduce::Max, &b, false)
+        .is_err());
+    assert!(m().maxk(2).unwrap().dropout(1.0, 0).is_err());
+    assert!(m()
+        .maxk(2)
+        .unwrap()
+        .dropout(0.5, 0)
+        .unwrap()
+        .dropout(0.5, 1)
+        .is_err());
+    // The graph's columns must be the product's rows.
+    let x9 = Tensor::randn(0f32, 1.0, (9, 4), &dev).unwrap();
+    let m9 = LinearProduct::new(&x9, &w).unwrap().maxk(2).unwrap();
+    assert!(m9.aggregate(&g, None, Reduce::Sum, &b, false).is_err());
+    // MaxK of an aggregate's product is not this layer.
+    let a = Aggregate::new(&g, &x, None, Reduce::Sum).unwrap();
+    assert!(LinearProduct::of_aggregate(a, &w).unwrap().maxk(2).is_err());
 }

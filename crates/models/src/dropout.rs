@@ -4,7 +4,7 @@
 
 use crate::error::Result;
 use candle_core::Tensor;
-use gnn_kernels::LinearProduct;
+use gnn_kernels::{LinearProduct, MaxkProduct};
 use serde::{Deserialize, Serialize};
 
 /// A reproducible source of dropout masks.
@@ -119,6 +119,17 @@ impl DropoutRng {
         } else {
             self.next_seed_for_cols(z.out_dim())
         }
+    }
+
+    /// Dropout of a [`MaxkProduct`]'s kept values at rate `p` ([`MaxkProduct::dropout`]),
+    /// drawing the mask seed [`Self::dropout`] would on the `[N, k]` values: the same mask as
+    /// the composed layer's.
+    pub fn maxk_dropout(&mut self, m: MaxkProduct, p: f32) -> Result<MaxkProduct> {
+        if p <= 0.0 {
+            return Ok(m);
+        }
+        let seed = self.next_seed_for_cols(m.cbsr().k());
+        Ok(m.dropout(p, seed)?)
     }
 
     /// Inverted dropout: zeroes each entry with probability `p`, scales the rest by `1/(1-p)`.

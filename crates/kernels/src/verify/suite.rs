@@ -967,6 +967,7 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
         check_transpose(c, gname, &csr, gpu)?;
         if csr.n_rows() == csr.n_cols() && gname.starts_with("sym") {
             check_aggregate_layer(c, gname, &csr, gpu)?;
+            check_maxk_layer(c, gname, &csr, gpu)?;
         }
     }
     // HP-SDDMM against the CPU at every partition, and the row kernel; K up to 1024, a start
@@ -1137,20 +1138,27 @@ fn check_aggregate_layer(c: &mut Checker, gname: &str, csr: &Csr, gpu: &Device) 
                     };
                     Ok([y.clone(), grad(&hv)?, grad(&wv)?, grad(&bv)?])
                 };
-                let fused = run(gpu, true)?;
-                let composed = run(gpu, false)?;
+                // Both sides in deterministic mode (no float atomics): a SpMM whose atomics
+                // added in another order moves `Â h` by an ulp, which flips the ReLU of
+                // products near 0 and moves `dw`, `db` by whole terms: a run-to-run difference
+                // of the kernels, not of the op. The default kernels are checked against the
+                // CPU below.
+                let (fused, composed) = {
+                    let _exact = Deterministic::on();
+                    (run(gpu, true)?, run(gpu, false)?)
+                };
                 let tag = format!(
                     "aggregate_layer {dt:?} {i}->{o} {reduce:?}{}{} p={p}",
                     if weighted { " w" } else { "" },
                     if residual { " +res" } else { "" }
                 );
-                // Not bit for bit: the SpMM's split rows (the hub) add their parts with float
-                // atomics, in an order that differs from run to run (as do the backward's).
                 for (k, name) in ["fwd", "dh", "dw", "db"].into_iter().enumerate() {
                     let what = format!("{tag} {name} vs composed");
                     c.check(gname, what, o, &fused[k], &composed[k], bound)?;
                 }
                 if dt == DType::F32 {
+                    // The default kernels this time (the comparison above ran without atomics).
+                    let fused = run(gpu, true)?;
                     let cpu = run(&Device::Cpu, true)?;
                     for (k, name) in ["fwd", "dh", "dw", "db"].into_iter().enumerate() {
                         c.check(gname, format!("{tag} {name}"), o, &fused[k], &cpu[k], 1e-5)?;
@@ -1160,6 +1168,112 @@ fn check_aggregate_layer(c: &mut Checker, gname: &str, csr: &Csr, gpu: &Device) 
         }
     }
     Ok(())
+}
+
+/// A MaxK-GNN hidden layer as one op from its input ([`crate::LinearProduct::maxk`], dropout,
+/// then [`crate::MaxkProduct::aggregate`], with or without the residual) against the composed
+/// ops on the GPU (the same GEMM, so the same selection) and, in f32, against the CPU; values
+/// and every gradient within the dtype's bound. Inputs are small multiples of powers of two,
+/// so the product is exact on both devices (TF32 included) and both select the same entries,
+/// ties broken alike.
+fn check_maxk_layer(c: &mut Checker, gname: &str, csr: &Csr, gpu: &Device) -> Result<()> {
+    let mut dts = vec![(DType::F32, 1e-5)];
+    if gpu.is_cuda() {
+        dts.extend([(DType::BF16, 1e-2), (DType::F16, 2e-3)]);
+    }
+    let n = csr.n_rows();
+    let values = (c.randn(csr.nnz())?.abs()? * 0.1)?;
+    // Integers in [-2, 2] times `scale`: exact in every dtype here, and their products' sums.
+    let grid = |c: &mut Checker, shape: (usize, usize), scale: f64| -> Result<Tensor> {
+        Ok(((c.randn(shape)? * 1.2)?.round()?.clamp(-2.0, 2.0)? * scale)?)
+    };
+    for (dt, bound) in dts {
+        for (i, o, k, p, reduce, weighted) in [
+            (33usize, 33usize, 5usize, 0.5f32, Reduce::Sum, true),
+            (64, 128, 32, 0.3, Reduce::Mean, false),
+            (256, 256, 32, 0.2, Reduce::Sum, true),
+            (40, 40, 40, 0.0, Reduce::Sum, false),
+        ] {
+            let x = grid(c, (n, i), 0.5)?.to_dtype(dt)?;
+            let w = grid(c, (o, i), 0.25)?.to_dtype(dt)?;
+            let b = c.randn(o)?.to_dtype(dt)?;
+            let dy = c.randn((n, o))?.to_dtype(dt)?;
+            for residual in [false, true] {
+                if residual && i != o {
+                    continue;
+                }
+                // (y, dx, dw, db), fused or composed, on `dev`.
+                let run = |dev: &Device, fused: bool| -> Result<[Tensor; 4]> {
+                    let g = DeviceGraph::upload(csr, dev)?;
+                    let v = values.to_device(dev)?;
+                    let v = weighted.then_some(&v);
+                    let xv = Var::from_tensor(&x.to_device(dev)?)?;
+                    let wv = Var::from_tensor(&w.to_device(dev)?)?;
+                    let bv = Var::from_tensor(&b.to_device(dev)?)?;
+                    let (xt, wt, bt) = (xv.as_tensor(), wv.as_tensor(), bv.as_tensor());
+                    let y = if fused {
+                        crate::LinearProduct::new(xt, wt)?
+                            .maxk(k)?
+                            .dropout(p, 43)?
+                            .aggregate(&g, v, reduce, bt, residual)?
+                    } else {
+                        let m = maxk(&matmul_nt(xt, wt)?, k)?;
+                        let m = m.with_data(dropout(m.data(), p, 43)?)?;
+                        if residual {
+                            crate::spgemm_bias_residual(&g, &m, v, reduce, bt, xt)?
+                        } else {
+                            spgemm_bias(&g, &m, v, reduce, Some(bt))?
+                        }
+                    };
+                    let grads = (&y * dy.to_device(dev)?)?.sum_all()?.backward()?;
+                    let grad = |v: &Var| -> Result<Tensor> {
+                        grads
+                            .get(v.as_tensor())
+                            .cloned()
+                            .ok_or_else(|| missing("maxk layer: a gradient"))
+                    };
+                    Ok([y.clone(), grad(&xv)?, grad(&wv)?, grad(&bv)?])
+                };
+                let fused = run(gpu, true)?;
+                let composed = run(gpu, false)?;
+                let tag = format!(
+                    "maxk_layer {dt:?} {i}->{o} k={k} {reduce:?}{}{} p={p}",
+                    if weighted { " w" } else { "" },
+                    if residual { " +res" } else { "" }
+                );
+                // The SpGEMM's and SSpMM's split rows add with float atomics: not bit for bit.
+                for (j, name) in ["fwd", "dx", "dw", "db"].into_iter().enumerate() {
+                    let what = format!("{tag} {name} vs composed");
+                    c.check(gname, what, o, &fused[j], &composed[j], bound)?;
+                }
+                if dt == DType::F32 {
+                    let cpu = run(&Device::Cpu, true)?;
+                    for (j, name) in ["fwd", "dx", "dw", "db"].into_iter().enumerate() {
+                        c.check(gname, format!("{tag} {name}"), o, &fused[j], &cpu[j], 1e-5)?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Deterministic mode for a scope ([`crate::set_deterministic`]), the previous setting restored
+/// when dropped (also on an early return).
+struct Deterministic(bool);
+
+impl Deterministic {
+    fn on() -> Self {
+        let was = crate::deterministic();
+        crate::set_deterministic(true);
+        Self(was)
+    }
+}
+
+impl Drop for Deterministic {
+    fn drop(&mut self) {
+        crate::set_deterministic(self.0);
+    }
 }
 
 fn check_transpose(c: &mut Checker, gname: &str, csr: &Csr, gpu: &Device) -> Result<()> {

@@ -134,6 +134,10 @@ impl GcnConv {
 
     /// MaxK-GNN order: `A · dropout(MaxK(x W^T)) + b`, the aggregation over CBSR (SpGEMM, with
     /// the bias fused); with `residual`, `+ residual` fused as well (a residual hidden layer).
+    /// Over an exact, whole graph, with no residual or `x` itself as the residual, the layer
+    /// is one op from `x` to the output ([`gnn_kernels::MaxkProduct::aggregate`]): the product
+    /// is not kept for the backward, and `x` gets one gradient instead of two summed through
+    /// zero-filled buffers (and the product's own).
     pub fn forward_maxk(
         &self,
         g: &ModelGraph,
@@ -143,6 +147,23 @@ impl GcnConv {
         residual: Option<&Tensor>,
         t: &Timer,
     ) -> Result<Tensor> {
+        let own_residual = match residual {
+            None => Some(false),
+            Some(r) if r.id() == x.id() => Some(true),
+            Some(_) => None,
+        };
+        if let (Some((graph, values)), Some(res)) = (g.exact_operands(), own_residual) {
+            let w = like(&self.lin.weight, x)?;
+            let z = t.time(Phase::Gemm, || Ok(LinearProduct::new(x, &w)?))?;
+            let mut m = t.time(Phase::Elementwise, || Ok(z.maxk(k)?))?;
+            if let Some((rng, p)) = drop {
+                m = t.time(Phase::Elementwise, || rng.maxk_dropout(m, p))?;
+            }
+            let b = like(&self.bias, x)?;
+            return t.time(Phase::Aggregation, || {
+                Ok(m.aggregate(graph, values, Reduce::Sum, &b, res)?)
+            });
+        }
         let h = self.lin.forward_no_bias(x, t)?;
         let c = maxk_dropout(&h, k, drop, t)?;
         // The bias (and residual) ride in the SpGEMM's output (no separate adds).

@@ -5,6 +5,20 @@ use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
 use candle_core::{CudaStorage, DType, Layout, Result, Shape};
 
+/// Runs `$run!(storage type, scale type, kernel suffix)` for `$dt`: f32, f64, and the half
+/// types (whose scale travels, and applies, in fp32); any other dtype is `$op`'s error.
+macro_rules! per_dtype {
+    ($dt:expr, $op:expr, $run:ident) => {
+        match $dt {
+            DType::F32 => $run!(f32, f32, "f32"),
+            DType::F64 => $run!(f64, f64, "f64"),
+            DType::BF16 => $run!(half::bf16, f32, "bf16"),
+            DType::F16 => $run!(half::f16, f32, "f16"),
+            o => candle_core::bail!("{}: unsupported dtype {o:?}", $op),
+        }
+    };
+}
+
 /// One thread per element (grid-stride); f32, f64, bf16 and f16.
 pub(crate) fn dropout(
     s: &CudaStorage,
@@ -95,14 +109,7 @@ fn masked(
             CudaStorage::wrap_cuda_slice(out, dev)
         }};
     }
-    let out = match s.dtype() {
-        DType::F32 => run!(f32, f32, "f32"),
-        DType::F64 => run!(f64, f64, "f64"),
-        // Half-precision storage; the scale travels (and applies) in fp32.
-        DType::BF16 => run!(half::bf16, f32, "bf16"),
-        DType::F16 => run!(half::f16, f32, "f16"),
-        o => candle_core::bail!("{family}: unsupported dtype {o:?}"),
-    };
+    let out = per_dtype!(s.dtype(), family, run);
     Ok((out, l.shape().clone()))
 }
 
@@ -122,13 +129,14 @@ pub(crate) fn relu_dropout_bwd(
     let n_u = n as u64;
     let scale = 1.0 / (1.0 - p as f64);
     macro_rules! run {
-        ($T:ty, $S:ty, $name:expr) => {{
+        ($T:ty, $S:ty, $suffix:expr) => {{
             let yv = y.as_cuda_slice::<$T>()?.slice(yl.start_offset()..);
             let dv = dy.as_cuda_slice::<$T>()?.slice(dl.start_offset()..);
             // SAFETY: the kernel writes all `n` elements.
             let out = unsafe { dev.alloc::<$T>(n.max(1))? };
             if n > 0 {
-                let func = crate::cuda::kernel(&dev, $name, &crate::cuda::DROPOUT)?;
+                let name = format!("relu_dropout_bwd_{}", $suffix);
+                let func = crate::cuda::kernel(&dev, &name, &crate::cuda::DROPOUT)?;
                 let sc = scale as $S;
                 let mut b = func.builder();
                 b.arg(&yv).arg(&dv).arg(&out).arg(&n_u).arg(&sc);
@@ -138,13 +146,7 @@ pub(crate) fn relu_dropout_bwd(
             CudaStorage::wrap_cuda_slice(out, dev)
         }};
     }
-    let out = match y.dtype() {
-        DType::F32 => run!(f32, f32, "relu_dropout_bwd_f32"),
-        DType::F64 => run!(f64, f64, "relu_dropout_bwd_f64"),
-        DType::BF16 => run!(half::bf16, f32, "relu_dropout_bwd_bf16"),
-        DType::F16 => run!(half::f16, f32, "relu_dropout_bwd_f16"),
-        o => candle_core::bail!("relu_dropout: unsupported dtype {o:?}"),
-    };
+    let out = per_dtype!(y.dtype(), "relu_dropout_bwd", run);
     Ok((out, yl.shape().clone()))
 }
 
@@ -223,13 +225,7 @@ pub(crate) fn bias_relu_dropout_bits(
             CudaStorage::wrap_cuda_slice(out, dev.clone())
         }};
     }
-    let out = match x.dtype() {
-        DType::F32 => run!(f32, f32, "f32"),
-        DType::F64 => run!(f64, f64, "f64"),
-        DType::BF16 => run!(half::bf16, f32, "bf16"),
-        DType::F16 => run!(half::f16, f32, "f16"),
-        o => candle_core::bail!("{OP}: unsupported dtype {o:?}"),
-    };
+    let out = per_dtype!(x.dtype(), OP, run);
     let bits = CudaStorage::wrap_cuda_slice(words, dev);
     Ok((out, bits, xl.shape().clone()))
 }
@@ -271,12 +267,6 @@ pub(crate) fn mask_bits_bwd(
             CudaStorage::wrap_cuda_slice(out, dev)
         }};
     }
-    let out = match dy.dtype() {
-        DType::F32 => run!(f32, f32, "f32"),
-        DType::F64 => run!(f64, f64, "f64"),
-        DType::BF16 => run!(half::bf16, f32, "bf16"),
-        DType::F16 => run!(half::f16, f32, "f16"),
-        o => candle_core::bail!("{OP}: unsupported dtype {o:?}"),
-    };
+    let out = per_dtype!(dy.dtype(), OP, run);
     Ok((out, dl.shape().clone()))
 }

@@ -54,9 +54,10 @@ pub fn dropout_mask(len: usize, p: f32, seed: u64) -> Vec<bool> {
     (0..len as u64).map(|i| cpu::keep(seed, i, t)).collect()
 }
 
-struct DropoutOp {
-    p: f32,
-    seed: u64,
+/// [`dropout`] as an op (its own backward: the same mask on the gradient).
+pub(crate) struct DropoutOp {
+    pub(crate) p: f32,
+    pub(crate) seed: u64,
 }
 
 impl CustomOp1 for DropoutOp {
@@ -392,8 +393,11 @@ impl candle_core::CustomOp3 for LinearBiasReluDropoutOp {
             .ok_or_else(|| candle_core::Error::Msg(format!("{LBRD}: backward without forward")))?;
         let grad = grad.contiguous()?;
         let dz = grad.apply_op1_no_bwd(&MaskBitsBwd { p: self.p, bits })?;
+        // Products with the tracked inputs themselves would record ops, and the gradients
+        // returned would hold `dz` (`[N, out]`) alive until the gradient store is dropped.
+        let (xd, wd) = (x.detach(), w.detach());
         // The product's input: `x`, or `Â h` of an aggregate.
-        let input = self.agg.as_ref().map_or(x, |a| &a.a);
+        let input = self.agg.as_ref().map_or(&xd, |a| &a.a);
         let dw = if w.track_op() {
             Some(super::matmul::weight_grad(&dz, input)?)
         } else {
@@ -407,7 +411,7 @@ impl candle_core::CustomOp3 for LinearBiasReluDropoutOp {
         if !x.track_op() {
             return Ok((None, dw, db));
         }
-        let mut dx = dz.matmul(w)?;
+        let mut dx = dz.matmul(&wd)?;
         drop(dz);
         if let Some(a) = &self.agg {
             let _timer = a.g.backward_timer();
@@ -677,6 +681,12 @@ mod tests {
                 let ga = (&ya * &r).unwrap().sum_all().unwrap().backward().unwrap();
                 let gb = (&yb * &r).unwrap().sum_all().unwrap().backward().unwrap();
                 let what = format!("p {p}, ({n}, {i}, {o}), x tracks {x_tracks}");
+                // The op's gradients record no op: they hold no backward intermediate alive.
+                for v in [&xa, &wa, &ba] {
+                    if let Some(g) = ga.get(v.as_tensor()) {
+                        assert!(!g.track_op(), "a gradient records an op, {what}");
+                    }
+                }
                 for (a, b, name) in [(&wa, &wb, "dw"), (&ba, &bb, "db")] {
                     close(
                         ga.get(a.as_tensor()).unwrap(),

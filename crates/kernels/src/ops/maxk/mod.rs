@@ -34,8 +34,10 @@ use candle_core::{
 pub const MAX_WIDTH: usize = 1024;
 
 mod cbsr;
+mod layer;
 mod ops;
 pub use cbsr::Cbsr;
+pub use layer::MaxkProduct;
 #[cfg(feature = "cuda")]
 use ops::FusedMaxkOp;
 use ops::{CbsrMoveOp, CbsrRowOp, SelectOp};

@@ -188,7 +188,7 @@ impl CbsrRowOp {
         }
     }
 
-    fn cpu(
+    pub(super) fn cpu(
         &self,
         s: &CpuStorage,
         l: &Layout,
@@ -260,7 +260,7 @@ impl CbsrRowOp {
     }
 
     #[cfg(feature = "cuda")]
-    fn cuda(
+    pub(super) fn cuda(
         &self,
         s: &CudaStorage,
         l: &Layout,
@@ -294,7 +294,7 @@ impl CbsrRowOp {
     }
 
     /// SpGEMM's gradient with respect to the CBSR data: the SSpMM.
-    fn grad(&self, index: &Tensor, grad: &Tensor) -> candle_core::Result<Tensor> {
+    pub(super) fn grad(&self, index: &Tensor, grad: &Tensor) -> candle_core::Result<Tensor> {
         if self.backward {
             candle_core::bail!("sspmm has no backward (it is itself a backward pass)");
         }
