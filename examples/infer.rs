@@ -71,8 +71,8 @@ struct Args {
     /// rows in the file's node order even under --reorder (one model, no --sweep).
     #[arg(long)]
     predictions: Option<PathBuf>,
-    /// Device storage of features and activations: f32, bf16 or f16 (exact aggregation only;
-    /// fp32 accumulation inside the kernels; GPU only).
+    /// Device storage of features and activations: f32, bf16 or f16 (exact or sampled
+    /// aggregation; fp32 accumulation inside the kernels; GPU only).
     #[arg(long, default_value = "f32")]
     precision: gnn::train::Precision,
     #[command(flatten)]

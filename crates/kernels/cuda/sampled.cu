@@ -8,6 +8,8 @@
 // shared memory; then every lane walks the staged edges, UNROLL at a time, gathering VEC
 // contiguous floats of x per edge (float2/float4 loads) into its accumulators. The estimator's
 // scale (nnz / m for sums, 1 / m for means) is applied once at the end.
+// `x` is f32, bf16 or f16 (T); edge values and the accumulation are fp32, and the output is an
+// fp32 buffer (the host narrows it to x's type for half precision).
 //
 // strategy 0: ES Bucket (first s), 1: ES FastRand ((i*577) mod nnz, i < s, when nnz > s),
 //          2: AES (min(cnt, s) runs of n = s / runs consecutive edges, run i at
@@ -18,9 +20,9 @@
 #define CHUNK 64
 #define MAX_WARPS 8
 
-template <int VEC, int UNROLL>
+template <int VEC, int UNROLL, typename T>
 __device__ __forceinline__ void sampled_impl(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
-                                             const float* __restrict__ vals, const float* __restrict__ x,
+                                             const float* __restrict__ vals, const T* __restrict__ x,
                                              float* __restrict__ out, int n_rows, int k, int n_tiles, int weighted,
                                              int mean, int strategy, int s, double b0, double b1, double b2,
                                              double b3) {
@@ -103,14 +105,20 @@ __device__ __forceinline__ void sampled_impl(const uint32_t* __restrict__ indptr
     }
 }
 
-#define SAMPLED_KERNEL(VEC)                                                                                    \
-    extern "C" __global__ void spmm_sampled_v##VEC(                                                            \
+#define SAMPLED_KERNEL(NAME, T, VEC)                                                                           \
+    extern "C" __global__ void NAME##_v##VEC(                                                                  \
         const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices, const float* __restrict__ vals, \
-        const float* __restrict__ x, float* __restrict__ out, int n_rows, int k, int n_tiles, int weighted,      \
+        const T* __restrict__ x, float* __restrict__ out, int n_rows, int k, int n_tiles, int weighted,          \
         int mean, int strategy, int s, double b0, double b1, double b2, double b3) {                           \
-        sampled_impl<VEC, 8>(indptr, indices, vals, x, out, n_rows, k, n_tiles, weighted, mean, strategy, s,    \
-                             b0, b1, b2, b3);                                                                  \
+        sampled_impl<VEC, 8, T>(indptr, indices, vals, x, out, n_rows, k, n_tiles, weighted, mean, strategy, s, \
+                                b0, b1, b2, b3);                                                               \
     }
-SAMPLED_KERNEL(1)
-SAMPLED_KERNEL(2)
-SAMPLED_KERNEL(4)
+SAMPLED_KERNEL(spmm_sampled, float, 1)
+SAMPLED_KERNEL(spmm_sampled, float, 2)
+SAMPLED_KERNEL(spmm_sampled, float, 4)
+SAMPLED_KERNEL(spmm_sampled_bf16, __nv_bfloat16, 1)
+SAMPLED_KERNEL(spmm_sampled_bf16, __nv_bfloat16, 2)
+SAMPLED_KERNEL(spmm_sampled_bf16, __nv_bfloat16, 4)
+SAMPLED_KERNEL(spmm_sampled_f16, __half, 1)
+SAMPLED_KERNEL(spmm_sampled_f16, __half, 2)
+SAMPLED_KERNEL(spmm_sampled_f16, __half, 4)

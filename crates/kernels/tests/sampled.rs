@@ -182,4 +182,14 @@ fn bad_inputs_are_rejected() {
     .is_err());
     let bad = Tensor::zeros((79, 4), candle_core::DType::F32, &Device::Cpu).unwrap();
     assert!(spmm_sampled(&g, &bad, None, Reduce::Sum, Sampling::EsBucket { s: 4 }).is_err());
+    // Half precision is a CUDA path: the CPU refuses it with an error naming the dtype.
+    let half = x.to_dtype(candle_core::DType::BF16).unwrap();
+    let err = spmm_sampled(&g, &half, None, Reduce::Sum, Sampling::EsBucket { s: 4 })
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("BF16"), "{err}");
+    // Edge values: [nnz] of x's dtype (f32 here; f64 is refused).
+    let v64 = Tensor::zeros(csr.nnz(), candle_core::DType::F64, &Device::Cpu).unwrap();
+    let s4 = Sampling::EsBucket { s: 4 };
+    assert!(spmm_sampled(&g, &x, Some(&v64), Reduce::Sum, s4).is_err());
 }

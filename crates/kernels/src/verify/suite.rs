@@ -120,6 +120,49 @@ fn check_spmm_half(
     Ok(())
 }
 
+/// Sampled SpMM of bf16 / f16 features (f32 edge values) against an f64 CPU run on the same
+/// rounded features: the same edges picked, elementwise within the fp32 summation bound of
+/// [`sampled_bound`] plus the output's narrowing to the half type (as [`check_spmm_half`]).
+#[allow(clippy::too_many_arguments)]
+fn check_sampled_half(
+    c: &mut Checker,
+    name: &str,
+    k: usize,
+    (gc, gg): (&DeviceGraph, &DeviceGraph),
+    (x, v): (&Tensor, &Tensor),
+    weighted: bool,
+    reduce: Reduce,
+    sampling: Sampling,
+) -> Result<()> {
+    for (dt, unit, floor) in [
+        (DType::BF16, 2f64.powi(-8), 0.0),
+        (DType::F16, 2f64.powi(-11), 2f64.powi(-25)),
+    ] {
+        let xh = x.to_dtype(dt)?.to_dtype(DType::F64)?;
+        let v64 = v.to_dtype(DType::F64)?;
+        let vals = weighted.then_some(&v64);
+        let oc = spmm_sampled(gc, &xh, vals, reduce, sampling)?;
+        let vg = v.to_device(gg.device())?;
+        let og = spmm_sampled(
+            gg,
+            &x.to_dtype(dt)?.to_device(gg.device())?,
+            weighted.then_some(&vg),
+            reduce,
+            sampling,
+        )?;
+        if og.dtype() != dt {
+            return Err(missing(&format!("sampled {dt:?}: output is {:?}", og.dtype())));
+        }
+        let abs_v = vals.map(Tensor::abs).transpose()?;
+        let abs_out = spmm_sampled(gc, &xh.abs()?, abs_v.as_ref(), reduce, sampling)?;
+        let narrowing = ((&abs_out * (2.0 * unit))? + floor)?;
+        let lim = (sampled_bound(gc, &xh, vals, reduce, sampling)? + narrowing)?;
+        let tag = format!("sampled {dt:?} {sampling:?} {reduce:?}").to_lowercase();
+        c.check_within(name, tag, k, &og, &oc, &lim)?;
+    }
+    Ok(())
+}
+
 /// Forward and backward of one op configuration on both devices.
 fn check_spmm(
     c: &mut Checker,
@@ -242,6 +285,9 @@ fn check_spmm(
                 &oc,
                 &lim,
             )?;
+            if gpu.is_cuda() {
+                check_sampled_half(c, name, k, (&gc, &gg), (&x, &v), weighted, reduce, sampling)?;
+            }
         }
     }
     if backward {

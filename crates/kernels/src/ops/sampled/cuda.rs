@@ -1,11 +1,14 @@
 //! Host side of the CUDA sampled SpMM (`cuda/sampled.cu`).
 
 use super::Sampling;
-use crate::cuda::{f32_view, f32_view_opt, launched, zeros};
+use crate::cuda::{f32_view_opt, launched, zeros};
 use crate::device_graph::DeviceGraph;
 use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
-use candle_core::{CudaStorage, Layout, Result, Shape};
+use candle_core::cuda_backend::cudarc::driver::{
+    CudaSlice, CudaView, DeviceRepr, LaunchConfig, PushKernelArg,
+};
+use candle_core::cuda_backend::CudaDevice;
+use candle_core::{CudaStorage, DType, Layout, Result, Shape};
 
 /// Warps per block (the kernel's shared staging is sized for at most 8).
 const WARPS: usize = 8;
@@ -22,7 +25,9 @@ fn vector_width(k: usize, offset: usize) -> usize {
     }
 }
 
-/// Launches the sampled aggregation; selection identical to [`Sampling::positions`].
+/// Launches the sampled aggregation; selection identical to [`Sampling::positions`]. `x` is
+/// f32, bf16 or f16; edge values are f32 (the kernel multiplies and accumulates in fp32); a
+/// half-precision `x` gets its output narrowed to its own type after the fp32 accumulation.
 pub(crate) fn spmm_sampled(
     g: &DeviceGraph,
     x: &CudaStorage,
@@ -31,57 +36,103 @@ pub(crate) fn spmm_sampled(
     mean: bool,
     sampling: &Sampling,
 ) -> Result<(CudaStorage, Shape)> {
+    const OP: &str = "spmm_sampled";
+    if !xl.is_contiguous() {
+        candle_core::bail!("{OP}: CUDA input must be contiguous");
+    }
     let (_, k) = xl.shape().dims2()?;
     let n = g.n_rows();
     let dev = x.device().clone();
-    let csr = g.cuda_csr()?;
-    let xv = f32_view("spmm_sampled", x, xl)?;
-    let vv = f32_view_opt("spmm_sampled", vals)?;
-    let out = zeros::<f32>(&dev, n * k)?;
-    if n > 0 && k > 0 {
-        let (strategy, s, b) = match *sampling {
-            Sampling::EsBucket { s } => (0i32, s, [0f64; 4]),
-            Sampling::EsFastRand { s } => (1, s, [0f64; 4]),
-            Sampling::Aes { w, bands } => (2, w, bands),
-        };
-        let s = i32::try_from(s)
-            .map_err(|_| candle_core::Error::Msg(format!("spmm_sampled: width {s} too large")))?;
-        let vec = vector_width(k, xl.start_offset());
-        let n_tiles = k.div_ceil(32 * vec);
-        let name = format!("spmm_sampled_v{vec}");
-        let func = crate::cuda::kernel(&dev, &name, &crate::cuda::SAMPLED)?;
-        let blocks = n.div_ceil(WARPS) * n_tiles;
-        let blocks = u32::try_from(blocks).map_err(|_| {
-            candle_core::Error::Msg(format!("spmm_sampled: {blocks} blocks exceed the grid"))
-        })?;
-        let cfg = LaunchConfig {
-            grid_dim: (blocks, 1, 1),
-            block_dim: (32 * WARPS as u32, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let (n_i, k_i, t_i) = (n as i32, k as i32, n_tiles as i32);
-        let (w_i, m_i) = (vv.is_some() as i32, mean as i32);
-        let mut bld = func.builder();
-        bld.arg(&csr.indptr).arg(&csr.indices);
-        match &vv {
-            Some(v) => bld.arg(v),
-            None => bld.arg(&xv), // never read when unweighted
-        };
-        bld.arg(&xv)
-            .arg(&out)
-            .arg(&n_i)
-            .arg(&k_i)
-            .arg(&t_i)
-            .arg(&w_i)
-            .arg(&m_i)
-            .arg(&strategy)
-            .arg(&s);
-        bld.arg(&b[0]).arg(&b[1]).arg(&b[2]).arg(&b[3]);
-        // SAFETY: buffers match the kernel signature; sampled positions stay inside each row
-        // (checked on the host by `Sampling::positions` tests, same formulas).
-        launched(unsafe { bld.launch(cfg) }.map(|_| ()))?;
+    let vv = f32_view_opt(OP, vals)?;
+    let off = xl.start_offset();
+    let dtype = x.dtype();
+    let out = match dtype {
+        DType::F32 => {
+            let xv = x.as_cuda_slice::<f32>()?.slice(off..);
+            launch(g, &dev, "spmm_sampled", &xv, off, k, vv.as_ref(), mean, sampling)?
+        }
+        DType::BF16 => {
+            let xv = x.as_cuda_slice::<half::bf16>()?.slice(off..);
+            launch(g, &dev, "spmm_sampled_bf16", &xv, off, k, vv.as_ref(), mean, sampling)?
+        }
+        DType::F16 => {
+            let xv = x.as_cuda_slice::<half::f16>()?.slice(off..);
+            launch(g, &dev, "spmm_sampled_f16", &xv, off, k, vv.as_ref(), mean, sampling)?
+        }
+        o => candle_core::bail!("{OP}: the CUDA kernels take f32, bf16 or f16, got {o:?}"),
+    };
+    let shape = Shape::from((n, k));
+    let out = CudaStorage::wrap_cuda_slice(out, dev);
+    if dtype == DType::F32 {
+        Ok((out, shape))
+    } else {
+        Ok((out.to_dtype(&Layout::contiguous(&shape), dtype)?, shape))
     }
-    Ok((CudaStorage::wrap_cuda_slice(out, dev), Shape::from((n, k))))
+}
+
+/// Runs `<family>_v<vec>` over `x` (of `k` columns from element `offset`) into a new fp32
+/// `[n_rows, k]` buffer.
+#[allow(clippy::too_many_arguments)]
+fn launch<T: DeviceRepr>(
+    g: &DeviceGraph,
+    dev: &CudaDevice,
+    family: &str,
+    xv: &CudaView<'_, T>,
+    offset: usize,
+    k: usize,
+    vv: Option<&CudaView<'_, f32>>,
+    mean: bool,
+    sampling: &Sampling,
+) -> Result<CudaSlice<f32>> {
+    let n = g.n_rows();
+    let out = zeros::<f32>(dev, n * k)?;
+    if n == 0 || k == 0 {
+        return Ok(out);
+    }
+    let csr = g.cuda_csr()?;
+    let (strategy, s, b) = match *sampling {
+        Sampling::EsBucket { s } => (0i32, s, [0f64; 4]),
+        Sampling::EsFastRand { s } => (1, s, [0f64; 4]),
+        Sampling::Aes { w, bands } => (2, w, bands),
+    };
+    let s = i32::try_from(s)
+        .map_err(|_| candle_core::Error::Msg(format!("spmm_sampled: width {s} too large")))?;
+    let vec = vector_width(k, offset);
+    let n_tiles = k.div_ceil(32 * vec);
+    let func = crate::cuda::kernel(dev, &format!("{family}_v{vec}"), &crate::cuda::SAMPLED)?;
+    let blocks = n.div_ceil(WARPS) * n_tiles;
+    let blocks = u32::try_from(blocks).map_err(|_| {
+        candle_core::Error::Msg(format!("spmm_sampled: {blocks} blocks exceed the grid"))
+    })?;
+    let cfg = LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (32 * WARPS as u32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let (n_i, k_i, t_i) = (n as i32, k as i32, n_tiles as i32);
+    let (w_i, m_i) = (vv.is_some() as i32, mean as i32);
+    let mut bld = func.builder();
+    bld.arg(&csr.indptr).arg(&csr.indices);
+    match vv {
+        Some(v) => bld.arg(v),
+        None => bld.arg(&csr.indptr), // never read when unweighted
+    };
+    bld.arg(xv)
+        .arg(&out)
+        .arg(&n_i)
+        .arg(&k_i)
+        .arg(&t_i)
+        .arg(&w_i)
+        .arg(&m_i)
+        .arg(&strategy)
+        .arg(&s);
+    bld.arg(&b[0]).arg(&b[1]).arg(&b[2]).arg(&b[3]);
+    // SAFETY: buffers match the kernel signature (x holds n_cols * k elements of T from its
+    // offset, vec-wide loads only where k and the offset are multiples of vec; out n * k
+    // floats); sampled positions stay inside each row (checked on the host by
+    // `Sampling::positions` tests, same formulas).
+    launched(unsafe { bld.launch(cfg) }.map(|_| ()))?;
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -17,19 +17,23 @@
 //! the full sum (exact when the whole row is taken); `Mean` returns
 //! `(1 / m) * sum_sampled a_p x[col_p]`. GCN's symmetric normalisation is carried by the
 //! edge values `a_p`, so `Sum` with GCN values estimates the GCN aggregation.
+//!
+//! Precision: f32 and f64 on the CPU; f32, bf16 and f16 features on CUDA (`--precision`), the
+//! half types with f32 edge values, fp32 products and accumulation, and the output narrowed to
+//! the features' type once, at the end.
 
 pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 
-use super::{check_device, check_float, cpu_slice, cpu_slice_opt};
+use super::{check_device, check_float_or_half, cpu_slice, cpu_slice_opt};
 use crate::device_graph::DeviceGraph;
 use crate::error::{Error, Result};
 use crate::ops::spmm::Reduce;
 use candle_core::backend::BackendStorage;
 #[cfg(feature = "cuda")]
 use candle_core::CudaStorage;
-use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Shape, Tensor, WithDType};
+use candle_core::{CpuStorage, CustomOp1, CustomOp2, DType, Layout, Shape, Tensor, WithDType};
 use serde::{Deserialize, Serialize};
 
 /// ES-SpMM's FastRand stride (a prime).
@@ -157,7 +161,7 @@ pub fn spmm_sampled(
         });
     }
     check_device(OP, g, x)?;
-    check_float(OP, "x", x)?;
+    check_float_or_half(OP, "x", x)?;
     if x.dims().len() != 2 || x.dims()[0] != g.n_cols() {
         return Err(Error::Shape {
             op: OP,
@@ -172,19 +176,29 @@ pub fn spmm_sampled(
     };
     Ok(match values {
         Some(v) => {
-            if v.dims() != [g.nnz()] || v.dtype() != x.dtype() {
+            // Half-precision features take f32 edge values (the kernel multiplies in fp32),
+            // as the exact SpMM does; half values are widened here.
+            let half = matches!(x.dtype(), DType::BF16 | DType::F16);
+            let ok = v.dtype() == x.dtype() || half && v.dtype() == DType::F32;
+            if v.dims() != [g.nnz()] || !ok {
                 return Err(Error::Shape {
                     op: OP,
                     what: format!(
-                        "edge values {:?} {:?} must be [{}] {:?}",
+                        "edge values {:?} {:?} must be [{}] {:?}{}",
                         v.dims(),
                         v.dtype(),
                         g.nnz(),
-                        x.dtype()
+                        x.dtype(),
+                        if half { " or F32" } else { "" }
                     ),
                 });
             }
-            x.apply_op2_no_bwd(&v.detach().contiguous()?, &op)?
+            let v = if half {
+                v.detach().to_dtype(DType::F32)?
+            } else {
+                v.detach()
+            };
+            x.apply_op2_no_bwd(&v.contiguous()?, &op)?
         }
         None => x.apply_op1_no_bwd(&op)?,
     })
