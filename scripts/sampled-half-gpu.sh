@@ -18,7 +18,7 @@ infer)
             for prec in f32 bf16 f16; do
                 n="${m}_${agg/:/}_${prec}"
                 step "$n" timeout -s KILL 120 /tmp/bin/infer --weights "weights/${m}-synthetic-reddit" \
-                    --scale 1 --seed 0 --aggregation "$agg" --precision "$prec" --out "$R/$n"
+                    --dataset reddit --scale 1 --seed 0 --aggregation "$agg" --precision "$prec" --out "$R/$n"
             done
         done
     done ;;

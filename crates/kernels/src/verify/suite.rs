@@ -151,7 +151,10 @@ fn check_sampled_half(
             sampling,
         )?;
         if og.dtype() != dt {
-            return Err(missing(&format!("sampled {dt:?}: output is {:?}", og.dtype())));
+            return Err(missing(&format!(
+                "sampled {dt:?}: output is {:?}",
+                og.dtype()
+            )));
         }
         let abs_v = vals.map(Tensor::abs).transpose()?;
         let abs_out = spmm_sampled(gc, &xh.abs()?, abs_v.as_ref(), reduce, sampling)?;

@@ -518,10 +518,10 @@ impl InferSweep {
         }
         if self.precision.is_half() {
             self.precision.check_device(device)?;
-            if self.sweep || self.int8 || self.aggregation != Aggregation::Exact {
+            if self.sweep || self.int8 {
                 return Err(Error::Invalid(format!(
-                    "--precision {} runs exact aggregation over the dataset's features; the \
-                     sampled kernels, INT8 features and --sweep run in f32 (use --precision f32)",
+                    "--precision {} runs over the dataset's features (exact or sampled \
+                     aggregation); INT8 features and --sweep run in f32 (use --precision f32)",
                     self.precision
                 )));
             }

@@ -49,15 +49,45 @@ pub(crate) fn spmm_sampled(
     let out = match dtype {
         DType::F32 => {
             let xv = x.as_cuda_slice::<f32>()?.slice(off..);
-            launch(g, &dev, "spmm_sampled", &xv, off, k, vv.as_ref(), mean, sampling)?
+            launch(
+                g,
+                &dev,
+                "spmm_sampled",
+                &xv,
+                off,
+                k,
+                vv.as_ref(),
+                mean,
+                sampling,
+            )?
         }
         DType::BF16 => {
             let xv = x.as_cuda_slice::<half::bf16>()?.slice(off..);
-            launch(g, &dev, "spmm_sampled_bf16", &xv, off, k, vv.as_ref(), mean, sampling)?
+            launch(
+                g,
+                &dev,
+                "spmm_sampled_bf16",
+                &xv,
+                off,
+                k,
+                vv.as_ref(),
+                mean,
+                sampling,
+            )?
         }
         DType::F16 => {
             let xv = x.as_cuda_slice::<half::f16>()?.slice(off..);
-            launch(g, &dev, "spmm_sampled_f16", &xv, off, k, vv.as_ref(), mean, sampling)?
+            launch(
+                g,
+                &dev,
+                "spmm_sampled_f16",
+                &xv,
+                off,
+                k,
+                vv.as_ref(),
+                mean,
+                sampling,
+            )?
         }
         o => candle_core::bail!("{OP}: the CUDA kernels take f32, bf16 or f16, got {o:?}"),
     };
