@@ -42,6 +42,56 @@ fn assert_untracked(grads: &candle_core::backprop::GradStore, vars: &[&Var], wha
     }
 }
 
+/// A fused op against the composed ops it replaces, both ways: random `x [n, i]`, `w [o, i]`,
+/// `b [o]` as fresh variables for each side (`x` a constant unless `x_tracks`), values, `dw`,
+/// `db` and `dx` of `sum(y * r)` within [`assert_close`]'s bound, no gradient for a constant
+/// `x`, and the fused side's gradients recording no op.
+fn assert_both_ways(
+    (n, i, o): (usize, usize, usize),
+    x_tracks: bool,
+    what: &str,
+    fused: impl Fn(&Tensor, &Tensor, &Tensor) -> Tensor,
+    composed: impl Fn(&Tensor, &Tensor, &Tensor) -> Tensor,
+) {
+    let dev = Device::Cpu;
+    let x0 = Tensor::randn(0f64, 1.0, (n, i), &dev).unwrap();
+    let w0 = Tensor::randn(0f64, 0.5, (o, i), &dev).unwrap();
+    let b0 = Tensor::randn(0f64, 0.5, o, &dev).unwrap();
+    let r = Tensor::randn(0f64, 1.0, (n, o), &dev).unwrap();
+    let vars = |t: &Tensor| Var::from_tensor(t).unwrap();
+    let (xa, wa, ba) = (vars(&x0), vars(&w0), vars(&b0));
+    let (xb, wb, bb) = (vars(&x0), vars(&w0), vars(&b0));
+    let pick = |x: &Var| {
+        if x_tracks {
+            x.as_tensor().clone()
+        } else {
+            x0.clone()
+        }
+    };
+    let ya = fused(&pick(&xa), wa.as_tensor(), ba.as_tensor());
+    let yb = composed(&pick(&xb), wb.as_tensor(), bb.as_tensor());
+    assert_close(&ya, &yb, &format!("values, {what}"));
+    let ga = (&ya * &r).unwrap().sum_all().unwrap().backward().unwrap();
+    let gb = (&yb * &r).unwrap().sum_all().unwrap().backward().unwrap();
+    assert_untracked(&ga, &[&wa, &ba, &xa], what);
+    for (a, b, name) in [(&wa, &wb, "dw"), (&ba, &bb, "db")] {
+        assert_close(
+            ga.get(a.as_tensor()).unwrap(),
+            gb.get(b.as_tensor()).unwrap(),
+            &format!("{name}, {what}"),
+        );
+    }
+    if x_tracks {
+        assert_close(
+            ga.get(xa.as_tensor()).unwrap(),
+            gb.get(xb.as_tensor()).unwrap(),
+            &format!("dx, {what}"),
+        );
+    } else {
+        assert!(ga.get(&x0).is_none(), "an untracked input gets no gradient");
+    }
+}
+
 /// One hidden layer's setting: graph, edge values, reduction, drop rate, residual or not.
 struct Layer<'a> {
     g: &'a DeviceGraph,
@@ -111,10 +161,6 @@ fn aggregate_first_layer_equals_the_composed_ops_both_ways() {
                         "n {n}, huge {huge}, {i}->{o}, p {p}, {reduce:?}, weighted {weighted}, \
                          residual {residual}, h tracks {h_tracks}"
                     );
-                    let h0 = Tensor::randn(0f64, 1.0, (n, i), &dev).unwrap();
-                    let w0 = Tensor::randn(0f64, 0.5, (o, i), &dev).unwrap();
-                    let b0 = Tensor::randn(0f64, 0.5, o, &dev).unwrap();
-                    let r = Tensor::randn(0f64, 1.0, (n, o), &dev).unwrap();
                     let layer = Layer {
                         g: &g,
                         v: weighted.then_some(&values),
@@ -122,39 +168,13 @@ fn aggregate_first_layer_equals_the_composed_ops_both_ways() {
                         p,
                         residual,
                     };
-                    let vars = |t: &Tensor| Var::from_tensor(t).unwrap();
-                    let (ha, wa, ba) = (vars(&h0), vars(&w0), vars(&b0));
-                    let (hb, wb, bb) = (vars(&h0), vars(&w0), vars(&b0));
-                    let pick = |x: &Var| {
-                        if h_tracks {
-                            x.as_tensor().clone()
-                        } else {
-                            h0.clone()
-                        }
-                    };
-                    let (ht_a, ht_b) = (pick(&ha), pick(&hb));
-                    let ya = layer.fused(&ht_a, wa.as_tensor(), ba.as_tensor());
-                    let yb = layer.composed(&ht_b, wb.as_tensor(), bb.as_tensor());
-                    assert_close(&ya, &yb, &format!("values, {what}"));
-                    let ga = (&ya * &r).unwrap().sum_all().unwrap().backward().unwrap();
-                    let gb = (&yb * &r).unwrap().sum_all().unwrap().backward().unwrap();
-                    assert_untracked(&ga, &[&wa, &ba, &ha], &what);
-                    for (a, b, name) in [(&wa, &wb, "dw"), (&ba, &bb, "db")] {
-                        assert_close(
-                            ga.get(a.as_tensor()).unwrap(),
-                            gb.get(b.as_tensor()).unwrap(),
-                            &format!("{name}, {what}"),
-                        );
-                    }
-                    if h_tracks {
-                        assert_close(
-                            ga.get(ha.as_tensor()).unwrap(),
-                            gb.get(hb.as_tensor()).unwrap(),
-                            &format!("dh, {what}"),
-                        );
-                    } else {
-                        assert!(ga.get(&h0).is_none(), "an untracked input gets no gradient");
-                    }
+                    assert_both_ways(
+                        (n, i, o),
+                        h_tracks,
+                        &what,
+                        |h, w, b| layer.fused(h, w, b),
+                        |h, w, b| layer.composed(h, w, b),
+                    );
                 }
             }
         }
@@ -262,46 +282,15 @@ fn maxk_layer_equals_the_composed_ops_both_ways() {
                         "n {n}, huge {huge}, {i}->{o}, k {k}, p {p}, {reduce:?}, weighted \
                          {weighted}, residual {residual}, x tracks {x_tracks}"
                     );
-                    let x0 = Tensor::randn(0f64, 1.0, (n, i), &dev).unwrap();
-                    let w0 = Tensor::randn(0f64, 0.5, (o, i), &dev).unwrap();
-                    let b0 = Tensor::randn(0f64, 0.5, o, &dev).unwrap();
-                    let r = Tensor::randn(0f64, 1.0, (n, o), &dev).unwrap();
                     let v = weighted.then_some(&values);
-                    let vars = |t: &Tensor| Var::from_tensor(t).unwrap();
-                    let (xa, wa, ba) = (vars(&x0), vars(&w0), vars(&b0));
-                    let (xb, wb, bb) = (vars(&x0), vars(&w0), vars(&b0));
-                    let pick = |x: &Var| {
-                        if x_tracks {
-                            x.as_tensor().clone()
-                        } else {
-                            x0.clone()
-                        }
-                    };
                     let s = (k, p, residual);
-                    let ya =
-                        maxk_fused(&g, v, reduce, s, &pick(&xa), wa.as_tensor(), ba.as_tensor());
-                    let yb =
-                        maxk_composed(&g, v, reduce, s, &pick(&xb), wb.as_tensor(), bb.as_tensor());
-                    assert_close(&ya, &yb, &format!("values, {what}"));
-                    let ga = (&ya * &r).unwrap().sum_all().unwrap().backward().unwrap();
-                    let gb = (&yb * &r).unwrap().sum_all().unwrap().backward().unwrap();
-                    assert_untracked(&ga, &[&wa, &ba, &xa], &what);
-                    for (a, b, name) in [(&wa, &wb, "dw"), (&ba, &bb, "db")] {
-                        assert_close(
-                            ga.get(a.as_tensor()).unwrap(),
-                            gb.get(b.as_tensor()).unwrap(),
-                            &format!("{name}, {what}"),
-                        );
-                    }
-                    if x_tracks {
-                        assert_close(
-                            ga.get(xa.as_tensor()).unwrap(),
-                            gb.get(xb.as_tensor()).unwrap(),
-                            &format!("dx, {what}"),
-                        );
-                    } else {
-                        assert!(ga.get(&x0).is_none(), "an untracked input gets no gradient");
-                    }
+                    assert_both_ways(
+                        (n, i, o),
+                        x_tracks,
+                        &what,
+                        |x, w, b| maxk_fused(&g, v, reduce, s, x, w, b),
+                        |x, w, b| maxk_composed(&g, v, reduce, s, x, w, b),
+                    );
                 }
             }
         }

@@ -1187,32 +1187,25 @@ fn check_aggregate_layer(c: &mut Checker, gname: &str, csr: &Csr, gpu: &Device) 
                     };
                     Ok([y.clone(), grad(&hv)?, grad(&wv)?, grad(&bv)?])
                 };
-                // Both sides in deterministic mode (no float atomics): a SpMM whose atomics
-                // added in another order moves `Â h` by an ulp, which flips the ReLU of
-                // products near 0 and moves `dw`, `db` by whole terms: a run-to-run difference
-                // of the kernels, not of the op. The default kernels are checked against the
-                // CPU below.
-                let (fused, composed) = {
-                    let _exact = Deterministic::on();
-                    (run(gpu, true)?, run(gpu, false)?)
-                };
                 let tag = format!(
                     "aggregate_layer {dt:?} {i}->{o} {reduce:?}{}{} p={p}",
                     if weighted { " w" } else { "" },
                     if residual { " +res" } else { "" }
                 );
-                for (k, name) in ["fwd", "dh", "dw", "db"].into_iter().enumerate() {
-                    let what = format!("{tag} {name} vs composed");
-                    c.check(gname, what, o, &fused[k], &composed[k], bound)?;
-                }
-                if dt == DType::F32 {
-                    // The default kernels this time (the comparison above ran without atomics).
-                    let fused = run(gpu, true)?;
-                    let cpu = run(&Device::Cpu, true)?;
-                    for (k, name) in ["fwd", "dh", "dw", "db"].into_iter().enumerate() {
-                        c.check(gname, format!("{tag} {name}"), o, &fused[k], &cpu[k], 1e-5)?;
-                    }
-                }
+                // Deterministic against the composed ops: a SpMM whose atomics added in
+                // another order moves `Â h` by an ulp, which flips the ReLU of products near 0
+                // and moves `dw`, `db` by whole terms: a run-to-run difference of the kernels,
+                // not of the op.
+                let rows = ["fwd", "dh", "dw", "db"];
+                let layer = FusedLayer {
+                    gname,
+                    tag: &tag,
+                    rows,
+                    width: o,
+                    dt,
+                    bound,
+                };
+                check_fused_layer(c, gpu, &layer, true, run)?;
             }
         }
     }
@@ -1283,25 +1276,71 @@ fn check_maxk_layer(c: &mut Checker, gname: &str, csr: &Csr, gpu: &Device) -> Re
                     };
                     Ok([y.clone(), grad(&xv)?, grad(&wv)?, grad(&bv)?])
                 };
-                let fused = run(gpu, true)?;
-                let composed = run(gpu, false)?;
                 let tag = format!(
                     "maxk_layer {dt:?} {i}->{o} k={k} {reduce:?}{}{} p={p}",
                     if weighted { " w" } else { "" },
                     if residual { " +res" } else { "" }
                 );
-                // The SpGEMM's and SSpMM's split rows add with float atomics: not bit for bit.
-                for (j, name) in ["fwd", "dx", "dw", "db"].into_iter().enumerate() {
-                    let what = format!("{tag} {name} vs composed");
-                    c.check(gname, what, o, &fused[j], &composed[j], bound)?;
-                }
-                if dt == DType::F32 {
-                    let cpu = run(&Device::Cpu, true)?;
-                    for (j, name) in ["fwd", "dx", "dw", "db"].into_iter().enumerate() {
-                        c.check(gname, format!("{tag} {name}"), o, &fused[j], &cpu[j], 1e-5)?;
-                    }
-                }
+                // The SpGEMM's and SSpMM's split rows add with float atomics: not bit for bit,
+                // but the selection comes before them, so no decision flips.
+                let rows = ["fwd", "dx", "dw", "db"];
+                let layer = FusedLayer {
+                    gname,
+                    tag: &tag,
+                    rows,
+                    width: o,
+                    dt,
+                    bound,
+                };
+                check_fused_layer(c, gpu, &layer, false, run)?;
             }
+        }
+    }
+    Ok(())
+}
+
+/// One fused layer configuration for [`check_fused_layer`]: the graph's name and the
+/// configuration's tag, the names of the four compared tensors (output, input gradient, `dw`,
+/// `db`), the output width, the dtype and its bound against the composed ops.
+struct FusedLayer<'a> {
+    gname: &'a str,
+    tag: &'a str,
+    rows: [&'a str; 4],
+    width: usize,
+    dt: DType,
+    bound: f64,
+}
+
+/// A fused layer op against the composed ops it replaces on the GPU, within the dtype's bound,
+/// and in f32 against the CPU (1e-5). `run(device, fused)` gives the output and the three
+/// gradients. `deterministic`: the comparison with the composed ops runs without float
+/// atomics (for layers where an ulp can flip a decision), and the CPU comparison takes a run
+/// of the default kernels.
+fn check_fused_layer(
+    c: &mut Checker,
+    gpu: &Device,
+    l: &FusedLayer<'_>,
+    deterministic: bool,
+    run: impl Fn(&Device, bool) -> Result<[Tensor; 4]>,
+) -> Result<()> {
+    let (fused, composed) = {
+        let _exact = deterministic.then(Deterministic::on);
+        (run(gpu, true)?, run(gpu, false)?)
+    };
+    for (j, name) in l.rows.into_iter().enumerate() {
+        let what = format!("{} {name} vs composed", l.tag);
+        c.check(l.gname, what, l.width, &fused[j], &composed[j], l.bound)?;
+    }
+    if l.dt == DType::F32 {
+        let fused = if deterministic {
+            run(gpu, true)?
+        } else {
+            fused
+        };
+        let cpu = run(&Device::Cpu, true)?;
+        for (j, name) in l.rows.into_iter().enumerate() {
+            let what = format!("{} {name}", l.tag);
+            c.check(l.gname, what, l.width, &fused[j], &cpu[j], 1e-5)?;
         }
     }
     Ok(())

@@ -11,7 +11,7 @@
 //! temporary freed after the selection, and `x` leaves with one gradient (`dh w + dOut`, one
 //! add). Values and gradients equal the composed ops' (same GEMM, same selection, same mask).
 
-use super::ops::{CbsrMoveOp, CbsrRowOp};
+use super::ops::{bias_grad, CbsrMoveOp, CbsrRowOp};
 use super::{maxk, spgemm_op, Cbsr};
 use crate::device_graph::DeviceGraph;
 use crate::error::{Error, Result};
@@ -195,11 +195,7 @@ impl CustomOp3 for MaxkLayerOp {
         grad: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
         let grad = grad.contiguous()?;
-        let db = if b.track_op() {
-            Some(crate::ops::column_sum(&grad)?)
-        } else {
-            None
-        };
+        let db = bias_grad(b, &grad)?;
         let (x_tracks, w_tracks) = (x.track_op(), w.track_op());
         if !x_tracks && !w_tracks {
             return Ok((None, None, db));

@@ -445,7 +445,7 @@ impl CustomOp3 for SpgemmResidualOp {
 }
 
 /// The fused bias's gradient, the column sum of `dOut`, when the bias tracks one.
-fn bias_grad(bias: &Tensor, grad: &Tensor) -> candle_core::Result<Option<Tensor>> {
+pub(super) fn bias_grad(bias: &Tensor, grad: &Tensor) -> candle_core::Result<Option<Tensor>> {
     bias.track_op()
         .then(|| crate::ops::column_sum(grad))
         .transpose()
