@@ -2,25 +2,37 @@
 // every edge p of row i.
 // One warp per row; lanes split the feature dimension, a shuffle tree reduces each dot
 // product, lane 0 writes it. a's row is re-read per edge from L1.
+// T: the storage type of a and b (float, or __nv_bfloat16 / __half under --precision
+// bf16/f16). The products, the sums, the edge values and e are fp32 whatever T is.
 
 #include "common.cuh"
 
-
-extern "C" __global__ void sddmm_rows(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
-                                      const float* __restrict__ a, const float* __restrict__ b,
-                                      const float* __restrict__ vals, float* __restrict__ e, int n_rows, int k) {
+template <typename T>
+__device__ __forceinline__ void sddmm_rows_impl(const uint32_t* __restrict__ indptr,
+                                                const uint32_t* __restrict__ indices, const T* __restrict__ a,
+                                                const T* __restrict__ b, const float* __restrict__ vals,
+                                                float* __restrict__ e, int n_rows, int k) {
     const int lane = threadIdx.x & 31;
     const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (row >= n_rows) return;
-    const float* __restrict__ ar = a + (size_t)row * k;
+    const T* __restrict__ ar = a + (size_t)row * k;
     for (uint32_t p = indptr[row]; p < indptr[row + 1]; ++p) {
-        const float* __restrict__ br = b + (size_t)__ldg(indices + p) * k;
+        const T* __restrict__ br = b + (size_t)__ldg(indices + p) * k;
         float s = 0.f;
-        for (int t = lane; t < k; t += 32) s = fmaf(__ldg(ar + t), __ldg(br + t), s);
+        for (int t = lane; t < k; t += 32) s = fmaf(to_f32(ar[t]), to_f32(br[t]), s);
         s = warp_sum(s);  // lane 0's sum is the same tree as a shuffle-down reduction
         if (lane == 0) e[p] = vals ? s * __ldg(vals + p) : s;
     }
 }
+
+#define SDDMM_ROWS(TY, PRE)                                                                                  \
+    extern "C" __global__ void sddmm_##PRE##rows(const uint32_t* __restrict__ indptr,                      \
+                                                  const uint32_t* __restrict__ indices, const TY* __restrict__ a, \
+                                                  const TY* __restrict__ b, const float* __restrict__ vals,   \
+                                                  float* __restrict__ e, int n_rows, int k) {                 \
+        sddmm_rows_impl<TY>(indptr, indices, a, b, vals, e, n_rows, k);                                      \
+    }
+SDDMM_ROWS(float, ) SDDMM_ROWS(__nv_bfloat16, bf16_) SDDMM_ROWS(__half, f16_)
 
 // HP-SDDMM (Fan, Wang, Chu, IPDPS'23): the nnz-balanced hybrid CSR/COO partition. Warp w takes
 // the edges [w * npw, (w + 1) * npw) across row boundaries, so every warp does the same work
@@ -35,11 +47,12 @@ extern "C" __global__ void sddmm_rows(const uint32_t* __restrict__ indptr, const
 //
 // HVMA: the warp's column indices are staged in shared memory by a cooperative load of
 // 32 x VI indices, VI-wide (int2 / int4) when npw makes every tile start aligned (npw >= 64 /
-// >= 128); features are read as float2 / float4 when K and the tensors' offsets allow (V).
+// >= 128); features are read V wide (float2 / float4, or 2 / 4 halves) when K and the tensors'
+// offsets allow. T is the storage type of a and b, widened to fp32 on load.
 #define HP_WARPS 8
 
-template <int V, int CH>
-__device__ __forceinline__ void hp_load_row(const float* __restrict__ r, int k, int g_lanes, int gl,
+template <int V, int CH, typename T>
+__device__ __forceinline__ void hp_load_row(const T* __restrict__ r, int k, int g_lanes, int gl,
                                             float (&reg)[CH][V]) {
 #pragma unroll
     for (int c = 0; c < CH; ++c) {
@@ -53,9 +66,9 @@ __device__ __forceinline__ void hp_load_row(const float* __restrict__ r, int k, 
     }
 }
 
-template <int V, int CH, int U>
+template <typename T, int V, int CH, int U>
 __device__ __forceinline__ void hp_sddmm(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
-                                         const float* __restrict__ a, const float* __restrict__ b,
+                                         const T* __restrict__ a, const T* __restrict__ b,
                                          const float* __restrict__ vals, float* __restrict__ e, int n_rows,
                                          uint32_t nnz, int k, uint32_t npw, int vi, int g_lanes) {
     __shared__ uint32_t tile[HP_WARPS][128];
@@ -102,7 +115,7 @@ __device__ __forceinline__ void hp_sddmm(const uint32_t* __restrict__ indptr, co
 #pragma unroll
             for (int u = 0; u < U; ++u) {
                 const uint32_t j = j0 + u * groups + gid;
-                const float* __restrict__ br = b + (size_t)t[j < n_tile ? j : 0] * k;
+                const T* __restrict__ br = b + (size_t)t[j < n_tile ? j : 0] * k;
 #pragma unroll
                 for (int c = 0; c < CH; ++c) {
                     const int idx = (c * g_lanes + gl) * V;
@@ -128,7 +141,7 @@ __device__ __forceinline__ void hp_sddmm(const uint32_t* __restrict__ indptr, co
                         moved = true;
                     }
                     if (moved) {
-                        hp_load_row<V, CH>(a + (size_t)row * k, k, g_lanes, gl, ar);
+                        hp_load_row<V, CH, T>(a + (size_t)row * k, k, g_lanes, gl, ar);
                         loaded = true;
                     }
 #pragma unroll
@@ -156,13 +169,15 @@ __device__ __forceinline__ void hp_sddmm(const uint32_t* __restrict__ indptr, co
     }
 }
 
-#define HP_SDDMM(V, CH, U)                                                                                  \
-    extern "C" __global__ void __launch_bounds__(32 * HP_WARPS) hp_sddmm_v##V##_c##CH##_u##U(              \
-        const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices, const float* __restrict__ a, \
-        const float* __restrict__ b, const float* __restrict__ vals, float* __restrict__ e, int n_rows,      \
+#define HP_SDDMM_T(TY, PRE, V, CH, U)                                                                     \
+    extern "C" __global__ void __launch_bounds__(32 * HP_WARPS) hp_sddmm_##PRE##v##V##_c##CH##_u##U(       \
+        const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices, const TY* __restrict__ a,   \
+        const TY* __restrict__ b, const float* __restrict__ vals, float* __restrict__ e, int n_rows,         \
         uint32_t nnz, int k, uint32_t npw, int vi, int g_lanes) {                                            \
-        hp_sddmm<V, CH, U>(indptr, indices, a, b, vals, e, n_rows, nnz, k, npw, vi, g_lanes);               \
+        hp_sddmm<TY, V, CH, U>(indptr, indices, a, b, vals, e, n_rows, nnz, k, npw, vi, g_lanes);           \
     }
+#define HP_SDDMM(V, CH, U) HP_SDDMM_T(float, , V, CH, U) HP_SDDMM_T(__nv_bfloat16, bf16_, V, CH, U) \
+    HP_SDDMM_T(__half, f16_, V, CH, U)
 // U = 4 edges per group and round where a lane holds at most 2 feature vectors, else 1.
 HP_SDDMM(1, 1, 4) HP_SDDMM(1, 2, 4) HP_SDDMM(1, 4, 1) HP_SDDMM(1, 8, 1) HP_SDDMM(1, 16, 1) HP_SDDMM(1, 32, 1)
 HP_SDDMM(2, 1, 4) HP_SDDMM(2, 2, 4) HP_SDDMM(2, 4, 1) HP_SDDMM(2, 8, 1) HP_SDDMM(2, 16, 1)

@@ -380,5 +380,29 @@ fn half_precision_features_are_refused_on_the_cpu() {
         );
         let e = gnn_kernels::dropout(&x, 0.5, 1).unwrap_err().to_string();
         assert!(e.contains("CUDA only"), "{e}");
+        let e = gnn_kernels::sddmm(&g, &x, &x).unwrap_err().to_string();
+        assert!(
+            e.contains("CUDA only") && e.contains(&format!("{dt:?}")),
+            "{e}"
+        );
     }
+}
+
+/// SDDMM's edge values must be the edge dtype of its features: their own for f32 / f64 (f32
+/// edge values under f64 features are refused, naming both).
+#[test]
+fn sddmm_scaled_refuses_edge_values_of_another_dtype() {
+    let csr = graph(10, 10, 3, 0, 7);
+    let g = DeviceGraph::upload(&csr, &Device::Cpu).unwrap();
+    let x = Tensor::ones((10, 4), DType::F64, &Device::Cpu).unwrap();
+    let v = Tensor::ones(csr.nnz(), DType::F32, &Device::Cpu).unwrap();
+    let e = gnn_kernels::sddmm_scaled(&g, &x, &x, &v)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("F32") && e.contains("F64"), "{e}");
+    let v = v.to_dtype(DType::F64).unwrap();
+    assert_eq!(
+        gnn_kernels::sddmm_scaled(&g, &x, &x, &v).unwrap().dims(),
+        [csr.nnz()]
+    );
 }

@@ -321,6 +321,31 @@ fn sampled_aggregation_is_refused_in_training() {
     close(&mat(&y), &mat(&z), 1e-5);
 }
 
+/// GraphSAGE-pool's max aggregation has no half-precision kernel: a bf16 input is refused
+/// before any work, with an error naming the model, the dtype and the way out.
+#[test]
+fn sage_pool_refuses_half_precision_with_the_way_out() {
+    let dev = Device::Cpu;
+    let csr = small_graph();
+    let model = Gnn::new(
+        ModelConfig::new(ConvKind::SagePool, 7, 6, 3, 2, 0.0),
+        &dev,
+        1,
+    )
+    .unwrap();
+    let g = ModelGraph::new(&csr, ConvKind::SagePool, &dev).unwrap();
+    let x = Tensor::ones((30, 7), DType::BF16, &dev).unwrap();
+    let timer = Timer::disabled();
+    let e = model
+        .forward(&g, &x, &mut Forward::eval(&timer))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("BF16") && e.contains("max aggregation") && e.contains("--precision f32"),
+        "{e}"
+    );
+}
+
 #[test]
 fn checkpoint_round_trip_and_errors() {
     let dev = Device::Cpu;

@@ -79,8 +79,6 @@ pub(crate) fn check_float(op: &'static str, what: &str, t: &Tensor) -> Result<()
     }
 }
 
-/// [`check_float`], plus bf16 / f16 on a CUDA device (half-precision storage with fp32
-/// accumulation; the CPU kernels compute in f32 / f64 only).
 /// `x.sum(0)` of a `[N, D]` tensor as one GEMM row (`ones [1, N] · x`): cuBLAS streams `x`
 /// once, where candle's dim-0 reduction runs one block per column (a bias gradient).
 pub(crate) fn column_sum(x: &Tensor) -> candle_core::Result<Tensor> {
@@ -90,6 +88,8 @@ pub(crate) fn column_sum(x: &Tensor) -> candle_core::Result<Tensor> {
         .reshape(d)
 }
 
+/// [`check_float`], plus bf16 / f16 on a CUDA device (half-precision storage with fp32
+/// accumulation; the CPU kernels compute in f32 / f64 only).
 pub(crate) fn check_float_or_half(op: &'static str, what: &str, t: &Tensor) -> Result<()> {
     match t.dtype() {
         DType::BF16 | DType::F16 if t.device().is_cuda() => Ok(()),

@@ -1027,6 +1027,10 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
     {
         check_sddmm(c, "random+50K-row", &g1, k, gpu, i % 3 == 1)?;
         check_sddmm(c, "random-rect", &g2, k, gpu, i % 3 == 2)?;
+        if gpu.is_cuda() {
+            check_sddmm_half(c, "random+50K-row", &g1, k, gpu, i % 3 == 1)?;
+            check_sddmm_half(c, "random-rect", &g2, k, gpu, i % 3 == 2)?;
+        }
     }
     Ok(())
 }
@@ -1548,6 +1552,116 @@ fn check_sddmm(
                 if offset { " +1" } else { "" }
             );
             c.check_within(name, op, k, &got[j], &want[j], &lim)?;
+        }
+    }
+    Ok(())
+}
+
+/// The edge-scaled SDDMM of bf16 / f16 features (`a`, `b`; f32 edge values and f32 result)
+/// under the dispatcher's pick, HP at the smallest and largest partition and the row kernel,
+/// and its three gradients once, against an f64 CPU run on the same rounded features. Bounds:
+/// the fp32 summation bounds of [`check_sddmm`] (a product of two halves is exact in fp32);
+/// `da` and `db` come back in the half type, so they add its narrowing (one unit roundoff of
+/// the terms' magnitudes, doubled, and half f16's subnormal spacing), as [`check_spmm_half`].
+fn check_sddmm_half(
+    c: &mut Checker,
+    name: &str,
+    csr: &Csr,
+    k: usize,
+    gpu: &Device,
+    offset: bool,
+) -> Result<()> {
+    let cpu = Device::Cpu;
+    let (gc, gg) = upload_both(csr, gpu)?;
+    let (n, m, nnz) = (csr.n_rows(), csr.n_cols(), csr.nnz());
+    let a = OffsetOperand::new(c, n, k, offset)?;
+    let b = c.randn((m, k))?;
+    let v = c.randn(nnz)?;
+    let w = c.randn(nnz)?;
+    let (deg_rows, deg_cols) = max_degrees(csr);
+    let depths = [
+        sum_depth(k, false),
+        sum_depth(deg_rows, true),
+        sum_depth(deg_cols, true),
+        sum_depth(k, false),
+    ];
+    let tags = ["fwd", "bwd da", "bwd db", "bwd dvalues"];
+    let run = |g: &DeviceGraph, a: Tensor, b: Tensor, v: &Tensor, w: &Tensor| {
+        let dev = a.device().clone();
+        let (av, bv, vv) = (
+            Var::from_tensor(&a)?,
+            Var::from_tensor(&b)?,
+            Var::from_tensor(&v.to_device(&dev)?)?,
+        );
+        let e = crate::sddmm_scaled(g, av.as_tensor(), bv.as_tensor(), vv.as_tensor())?;
+        let gr = (&e * w.to_device(&dev)?)?.sum_all()?.backward()?;
+        let get = |t: &Var| {
+            gr.get(t.as_tensor())
+                .cloned()
+                .ok_or_else(|| missing("half sddmm grad"))
+        };
+        Ok::<_, crate::Error>([e.clone(), get(&av)?, get(&bv)?, get(&vv)?])
+    };
+    for (dt, unit, floor) in [
+        (DType::BF16, 2f64.powi(-8), 0.0),
+        (DType::F16, 2f64.powi(-11), 2f64.powi(-25)),
+    ] {
+        let round = |t: &Tensor| -> Result<Tensor> { Ok(t.to_dtype(dt)?.to_dtype(DType::F64)?) };
+        let (ar, br) = (round(&a.on(&cpu, DType::F32)?)?, round(&b)?);
+        let (v64, w64) = (v.to_dtype(DType::F64)?, w.to_dtype(DType::F64)?);
+        let want = run(&gc, ar.clone(), br.clone(), &v64, &w64)?;
+        let abs = run(&gc, ar.abs()?, br.abs()?, &v64.abs()?, &w64.abs()?)?;
+        #[cfg(feature = "cuda")]
+        let kernels = {
+            use crate::ops::sddmm::tuning::SddmmKernel;
+            vec![
+                SddmmKernel::Auto,
+                SddmmKernel::Hp(8),
+                SddmmKernel::Hp(512),
+                SddmmKernel::Rows,
+            ]
+        };
+        #[cfg(not(feature = "cuda"))]
+        let kernels = vec![()];
+        for (i, kernel) in kernels.into_iter().enumerate() {
+            #[cfg(feature = "cuda")]
+            crate::ops::sddmm::tuning::set_kernel_override(kernel);
+            let got = run(
+                &gg,
+                a.on(gpu, DType::F32)?.to_dtype(dt)?,
+                b.to_dtype(dt)?.to_device(gpu)?,
+                &v,
+                &w,
+            );
+            #[cfg(feature = "cuda")]
+            crate::ops::sddmm::tuning::set_kernel_override(
+                crate::ops::sddmm::tuning::SddmmKernel::Auto,
+            );
+            let got = got?;
+            let dtypes = [DType::F32, dt, dt, DType::F32];
+            let label = format!("{kernel:?}").to_lowercase();
+            let checks = if i == 0 { 4 } else { 1 };
+            for j in 0..checks {
+                if got[j].dtype() != dtypes[j] {
+                    return Err(missing(&format!(
+                        "sddmm {dt:?} {}: {:?}, expected {:?}",
+                        tags[j],
+                        got[j].dtype(),
+                        dtypes[j]
+                    )));
+                }
+                let mut lim = sum_bound(&abs[j], depths[j])?;
+                if dtypes[j] == dt {
+                    lim = (lim + ((&abs[j] * (2.0 * unit))? + floor)?)?;
+                }
+                let op = format!(
+                    "sddmm_scaled {dt:?} {} {label}{}",
+                    tags[j],
+                    if offset { " +1" } else { "" }
+                )
+                .to_lowercase();
+                c.check_within(name, op, k, &got[j], &want[j], &lim)?;
+            }
         }
     }
     Ok(())

@@ -13,13 +13,13 @@
 //! Parameters (PyG names): `lin.weight [heads * F, in]`, `att_src [1, heads, F]`,
 //! `att_dst [1, heads, F]`, `bias [heads * F]` (concat) or `[F]` (mean).
 
-use super::{attend, attention_graph, Linear};
+use super::{attend, attention_graph, like, Linear};
 use crate::dropout::DropoutRng;
 use crate::error::Result;
 use crate::graph::ModelGraph;
 use crate::params::{Init, ParamStore};
 use crate::timer::{Phase, Timer};
-use candle_core::{Tensor, D};
+use candle_core::{DType, Tensor};
 use gnn_kernels::gat_attention;
 
 /// GAT's LeakyReLU slope (the paper's and PyG's default).
@@ -61,6 +61,24 @@ impl GatConv {
         })
     }
 
+    /// `[att_src | att_dst]` as a block-diagonal `[heads * width, 2 * heads]` matrix: column
+    /// `h` holds `att_src[h]` in rows `h * width ..`, column `heads + h` holds `att_dst[h]`, so
+    /// `xw · M` gives every node's source and destination score of every head.
+    fn score_matrix(&self) -> Result<Tensor> {
+        let (h, f) = (self.heads, self.width);
+        let eye = Tensor::eye(h, DType::F32, self.att_src.device())?.reshape((h, 1, h))?;
+        let block = |att: &Tensor| -> Result<Tensor> {
+            Ok(att
+                .reshape((h, f, 1))?
+                .broadcast_mul(&eye)?
+                .reshape((h * f, h))?)
+        };
+        Ok(Tensor::cat(
+            &[block(&self.att_src)?, block(&self.att_dst)?],
+            1,
+        )?)
+    }
+
     /// Applies the layer; `att_drop` is attention dropout (training only).
     pub fn forward(
         &self,
@@ -73,18 +91,76 @@ impl GatConv {
         let gh = attention_graph(g, h, "GAT")?;
         let xw = self.lin.forward_no_bias(x, t)?;
         let alpha = t.time(Phase::Aggregation, || {
-            let x3 = xw.reshape((n, h, f))?;
-            let s_src = x3
-                .broadcast_mul(&self.att_src)?
-                .sum(D::Minus1)?
-                .reshape(n * h)?;
-            let s_dst = x3
-                .broadcast_mul(&self.att_dst)?
-                .sum(D::Minus1)?
-                .reshape(n * h)?;
-            Ok(gat_attention(&gh, &s_dst, &s_src, NEGATIVE_SLOPE)?)
+            // Both node scores of every head in one GEMM: xw [N, H F] times the
+            // block-diagonal [H F, 2H] of att_src | att_dst (fp32 accumulation in cuBLAS under
+            // half precision, and no [N, H, F] product). The attention itself runs in fp32.
+            let s = xw
+                .matmul(&like(&self.score_matrix()?, &xw)?)?
+                .to_dtype(DType::F32)?;
+            let head_scores = |first: usize| -> Result<Tensor> {
+                Ok(s.narrow(1, first, h)?.contiguous()?.reshape(n * h)?)
+            };
+            Ok(gat_attention(
+                &gh,
+                &head_scores(h)?,
+                &head_scores(0)?,
+                NEGATIVE_SLOPE,
+            )?)
         })?;
         let out = attend(&gh, &xw, alpha, (h, f, self.concat), att_drop, t)?;
         t.time(Phase::Elementwise, || Ok(out.broadcast_add(&self.bias)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{Device, D};
+    use candle_nn::VarMap;
+
+    /// The one-GEMM scores equal the per-head `sum_f xw[n, h, f] att[h, f]` for several heads,
+    /// and so do the gradients they send to xw and both attention vectors.
+    #[test]
+    fn score_matrix_gives_every_heads_scores_and_gradients() {
+        let dev = Device::Cpu;
+        let (n, heads, width) = (7, 3, 5);
+        let varmap = VarMap::new();
+        let store = ParamStore::new(varmap, &dev, 11);
+        let conv = GatConv::new(4, width, heads, true, &store).unwrap();
+        let xw = candle_core::Var::randn(0f32, 1.0, (n, heads * width), &dev).unwrap();
+        let s = xw.matmul(&conv.score_matrix().unwrap()).unwrap();
+        let x3 = xw.reshape((n, heads, width)).unwrap();
+        let per_head = |att: &Tensor| x3.broadcast_mul(att).unwrap().sum(D::Minus1).unwrap();
+        let want = Tensor::cat(&[per_head(&conv.att_src), per_head(&conv.att_dst)], 1).unwrap();
+        let diff = |a: &Tensor, b: &Tensor| -> f32 {
+            (a - b)
+                .unwrap()
+                .abs()
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .max(0)
+                .unwrap()
+                .to_scalar()
+                .unwrap()
+        };
+        assert_eq!(s.dims(), [n, 2 * heads]);
+        assert!(diff(&s, &want) < 1e-5);
+        // Weight each score differently so that a swapped head or side changes the gradients.
+        let wts = Tensor::arange(1f32, (n * 2 * heads + 1) as f32, &dev)
+            .unwrap()
+            .reshape((n, 2 * heads))
+            .unwrap();
+        let g1 = (&s * &wts).unwrap().sum_all().unwrap().backward().unwrap();
+        let g2 = (&want * &wts)
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .backward()
+            .unwrap();
+        for t in [xw.as_tensor(), &conv.att_src, &conv.att_dst] {
+            let (a, b) = (g1.get(t).unwrap(), g2.get(t).unwrap());
+            assert!(diff(a, b) < 1e-3, "{a} vs {b}");
+        }
     }
 }

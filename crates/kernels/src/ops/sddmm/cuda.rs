@@ -4,16 +4,18 @@
 //! Hierarchical Vectorized Memory Access (HVMA: index tiles and feature rows read 2 or 4 wide
 //! where the partition and the layouts guarantee the alignment).
 
-use crate::cuda::{f32_view, f32_view_opt, launched, warp_per_row_cfg, zeros};
+use crate::cuda::{f32_view_opt, launched, warp_per_row_cfg, zeros};
 use crate::device_graph::DeviceGraph;
 use crate::partition::{
     dynamic_task_partition, index_vector_width, HpShape, HP_WARPS, NPW_CANDIDATES,
 };
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::sys::CUdevice_attribute;
-use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::cudarc::driver::{
+    CudaSlice, CudaView, DeviceRepr, LaunchConfig, PushKernelArg,
+};
 use candle_core::cuda_backend::CudaDevice;
-use candle_core::{CudaStorage, Layout, Result, Shape};
+use candle_core::{CudaStorage, DType, Layout, Result, Shape};
 
 /// Which SDDMM kernel runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,9 +63,15 @@ fn dtp(
 
 fn hp_func(
     dev: &CudaDevice,
+    prefix: &str,
     shape: HpShape,
 ) -> Result<candle_core::cuda_backend::cudarc::driver::CudaFunction> {
-    let name = format!("hp_sddmm_v{}_c{}_u{}", shape.v, shape.ch, shape.unroll());
+    let name = format!(
+        "hp_sddmm_{prefix}v{}_c{}_u{}",
+        shape.v,
+        shape.ch,
+        shape.unroll()
+    );
     Ok(crate::cuda::kernel(dev, &name, &crate::cuda::SDDMM)?.into_cuda_function())
 }
 
@@ -71,11 +79,12 @@ fn hp_func(
 /// operands) on `dev`; `None` when K is outside HP's 1..=1024.
 pub fn auto_npw(dev: &CudaDevice, nnz: usize, k: usize) -> Result<Option<u32>> {
     HpShape::new(k, 4)
-        .map(|shape| dtp(dev, &hp_func(dev, shape)?, nnz))
+        .map(|shape| dtp(dev, &hp_func(dev, "", shape)?, nnz))
         .transpose()
 }
 
-/// `e[p] = <a[i], b[col_p]>` (times `vals[p]` when given).
+/// `e[p] = <a[i], b[col_p]>` (times `vals[p]` when given). `a` and `b` are f32, bf16 or f16
+/// (one dtype); edge values, the accumulation and `e` are fp32 whatever the features are.
 pub(crate) fn sddmm(
     g: &DeviceGraph,
     a: &CudaStorage,
@@ -84,74 +93,133 @@ pub(crate) fn sddmm(
     bl: &Layout,
     vals: Option<(&CudaStorage, &Layout)>,
 ) -> Result<(CudaStorage, Shape)> {
-    let (_, k) = al.shape().dims2()?;
-    let dev = a.device().clone();
-    let csr = g.cuda_csr()?;
-    let av = f32_view("sddmm", a, al)?;
-    let bv = f32_view("sddmm", b, bl)?;
-    let vv = f32_view_opt("sddmm", vals)?;
-    let e = zeros::<f32>(&dev, g.nnz())?;
-    let (n, nnz) = (g.n_rows(), g.nnz());
-    if n == 0 || nnz == 0 || k == 0 {
-        return Ok((CudaStorage::wrap_cuda_slice(e, dev), Shape::from(nnz)));
+    const OP: &str = "sddmm";
+    for l in [al, bl] {
+        if !l.is_contiguous() {
+            candle_core::bail!("{OP}: CUDA input must be contiguous");
+        }
     }
-    let aligned_to = al.start_offset() | bl.start_offset() | 4;
-    let aligned_to = 1 << aligned_to.trailing_zeros().min(2);
-    let choice = kernel_override();
-    let hp = match choice {
-        SddmmKernel::Rows => None,
-        _ => HpShape::new(k, aligned_to),
+    if a.dtype() != b.dtype() {
+        candle_core::bail!("{OP}: a is {:?}, b is {:?}", a.dtype(), b.dtype());
+    }
+    let vv = f32_view_opt(OP, vals)?;
+    let (ao, bo) = (al.start_offset(), bl.start_offset());
+    let ops = Operands {
+        g,
+        k: al.shape().dims2()?.1,
+        aligned_to: ao | bo,
+        vals: vv.as_ref(),
     };
-    let (n_i, k_i) = (n as i32, k as i32);
-    // A null pointer for "no values" (the kernels test it).
-    let no_vals = 0u64;
-    match hp {
-        Some(shape) => {
-            let func = hp_func(&dev, shape)?;
-            let npw = match choice {
-                SddmmKernel::Hp(npw) if NPW_CANDIDATES.contains(&npw) => npw,
-                _ => dtp(&dev, &func, nnz)?,
-            };
-            let warps = nnz.div_ceil(npw as usize);
-            let cfg = LaunchConfig {
-                grid_dim: (warps.div_ceil(HP_WARPS as usize) as u32, 1, 1),
-                block_dim: (32 * HP_WARPS, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let (nnz_u, vi, lanes) = (nnz as u32, index_vector_width(npw), shape.lanes as i32);
-            let stream = dev.cuda_stream();
-            let mut bld = stream.launch_builder(&func);
-            bld.arg(&csr.indptr).arg(&csr.indices).arg(&av).arg(&bv);
-            match &vv {
-                Some(v) => bld.arg(v),
-                None => bld.arg(&no_vals),
-            };
-            bld.arg(&e)
-                .arg(&n_i)
-                .arg(&nnz_u)
-                .arg(&k_i)
-                .arg(&npw)
-                .arg(&vi)
-                .arg(&lanes);
-            // SAFETY: a is [n_rows, k], b is [n_cols, k], vals (if any) and e have nnz
-            // elements (checked by `sddmm`); v-wide loads only where `HpShape` found k and
-            // both offsets divisible by v; the grid covers nnz edges in warps of npw.
-            launched(unsafe { bld.launch(cfg) }.map(|_| ()))?;
+    let dev = a.device().clone();
+    let e = match a.dtype() {
+        DType::F32 => ops.launch(
+            &dev,
+            "",
+            &a.as_cuda_slice::<f32>()?.slice(ao..),
+            &b.as_cuda_slice::<f32>()?.slice(bo..),
+        )?,
+        DType::BF16 => ops.launch(
+            &dev,
+            "bf16_",
+            &a.as_cuda_slice::<half::bf16>()?.slice(ao..),
+            &b.as_cuda_slice::<half::bf16>()?.slice(bo..),
+        )?,
+        DType::F16 => ops.launch(
+            &dev,
+            "f16_",
+            &a.as_cuda_slice::<half::f16>()?.slice(ao..),
+            &b.as_cuda_slice::<half::f16>()?.slice(bo..),
+        )?,
+        o => candle_core::bail!("{OP}: the CUDA kernels take f32, bf16 or f16, got {o:?}"),
+    };
+    Ok((CudaStorage::wrap_cuda_slice(e, dev), Shape::from(g.nnz())))
+}
+
+/// What one SDDMM launch needs besides the feature views.
+struct Operands<'a> {
+    g: &'a DeviceGraph,
+    k: usize,
+    /// The operands' element offsets OR-ed (their common alignment).
+    aligned_to: usize,
+    vals: Option<&'a CudaView<'a, f32>>,
+}
+
+impl Operands<'_> {
+    /// Runs HP-SDDMM (or the row kernel) over `a`, `b` of storage type `T` (kernel names
+    /// prefixed by `prefix`: "" for f32, "bf16_" / "f16_") into a new fp32 `[nnz]` buffer.
+    fn launch<T: DeviceRepr>(
+        &self,
+        dev: &CudaDevice,
+        prefix: &str,
+        av: &CudaView<'_, T>,
+        bv: &CudaView<'_, T>,
+    ) -> Result<CudaSlice<f32>> {
+        let (g, k) = (self.g, self.k);
+        let e = zeros::<f32>(dev, g.nnz())?;
+        let (n, nnz) = (g.n_rows(), g.nnz());
+        if n == 0 || nnz == 0 || k == 0 {
+            return Ok(e);
         }
-        None => {
-            let func = crate::cuda::kernel(&dev, "sddmm_rows", &crate::cuda::SDDMM)?;
-            let cfg = warp_per_row_cfg(n);
-            let mut bld = func.builder();
-            bld.arg(&csr.indptr).arg(&csr.indices).arg(&av).arg(&bv);
-            match &vv {
-                Some(v) => bld.arg(v),
-                None => bld.arg(&no_vals),
-            };
-            bld.arg(&e).arg(&n_i).arg(&k_i);
-            // SAFETY: a is [n_rows, k], b is [n_cols, k], vals (if any) and e have nnz
-            // elements (checked by `sddmm`).
-            launched(unsafe { bld.launch(cfg) }.map(|_| ()))?;
+        let csr = g.cuda_csr()?;
+        let aligned_to = 1 << (self.aligned_to | 4).trailing_zeros().min(2);
+        let choice = kernel_override();
+        let hp = match choice {
+            SddmmKernel::Rows => None,
+            _ => HpShape::new(k, aligned_to),
+        };
+        let (n_i, k_i) = (n as i32, k as i32);
+        // A null pointer for "no values" (the kernels test it).
+        let no_vals = 0u64;
+        match hp {
+            Some(shape) => {
+                let func = hp_func(dev, prefix, shape)?;
+                let npw = match choice {
+                    SddmmKernel::Hp(npw) if NPW_CANDIDATES.contains(&npw) => npw,
+                    _ => dtp(dev, &func, nnz)?,
+                };
+                let warps = nnz.div_ceil(npw as usize);
+                let cfg = LaunchConfig {
+                    grid_dim: (warps.div_ceil(HP_WARPS as usize) as u32, 1, 1),
+                    block_dim: (32 * HP_WARPS, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                let (nnz_u, vi, lanes) = (nnz as u32, index_vector_width(npw), shape.lanes as i32);
+                let stream = dev.cuda_stream();
+                let mut bld = stream.launch_builder(&func);
+                bld.arg(&csr.indptr).arg(&csr.indices).arg(av).arg(bv);
+                match self.vals {
+                    Some(v) => bld.arg(v),
+                    None => bld.arg(&no_vals),
+                };
+                bld.arg(&e)
+                    .arg(&n_i)
+                    .arg(&nnz_u)
+                    .arg(&k_i)
+                    .arg(&npw)
+                    .arg(&vi)
+                    .arg(&lanes);
+                // SAFETY: a is [n_rows, k], b is [n_cols, k] of T, vals (if any) and e have
+                // nnz f32 elements (checked by `sddmm`); v-wide loads only where `HpShape`
+                // found k and both offsets divisible by v; the grid covers nnz edges in warps
+                // of npw.
+                launched(unsafe { bld.launch(cfg) }.map(|_| ()))?;
+            }
+            None => {
+                let name = format!("sddmm_{prefix}rows");
+                let func = crate::cuda::kernel(dev, &name, &crate::cuda::SDDMM)?;
+                let cfg = warp_per_row_cfg(n);
+                let mut bld = func.builder();
+                bld.arg(&csr.indptr).arg(&csr.indices).arg(av).arg(bv);
+                match self.vals {
+                    Some(v) => bld.arg(v),
+                    None => bld.arg(&no_vals),
+                };
+                bld.arg(&e).arg(&n_i).arg(&k_i);
+                // SAFETY: a is [n_rows, k], b is [n_cols, k] of T, vals (if any) and e have
+                // nnz f32 elements (checked by `sddmm`).
+                launched(unsafe { bld.launch(cfg) }.map(|_| ()))?;
+            }
         }
+        Ok(e)
     }
-    Ok((CudaStorage::wrap_cuda_slice(e, dev), Shape::from(nnz)))
 }

@@ -9,6 +9,10 @@
 //!
 //! Backward: `da = E b` (SpMM with the edge gradients as values), `db = E^T a` (over the
 //! transpose, values permuted); with edge values `v`, `E` is `dE ∘ v` and `dv = dE ∘ (A B^T)`.
+//!
+//! Half precision (CUDA): `a` and `b` may be bf16 or f16; the products and sums are fp32 and
+//! the result (and any edge values) is f32, as edge tensors are in every precision here (the
+//! edge softmax and the weighted SpMM take them as fp32).
 
 pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
@@ -23,26 +27,28 @@ pub mod tuning {
     };
 }
 
-use super::{check_device, check_float, cpu_slice};
+use super::{check_device, check_float_or_half, cpu_slice};
 use crate::device_graph::DeviceGraph;
 use crate::error::{Error, Result};
 use candle_core::backend::BackendStorage;
 #[cfg(feature = "cuda")]
 use candle_core::CudaStorage;
-use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Shape, Tensor, WithDType};
+use candle_core::{CpuStorage, CustomOp2, CustomOp3, DType, Layout, Shape, Tensor, WithDType};
 
-/// `e[p] = <a[i], b[col_p]>`; `a` is `[n_rows, K]`, `b` is `[n_cols, K]`, the result `[nnz]`.
+/// `e[p] = <a[i], b[col_p]>`; `a` is `[n_rows, K]`, `b` is `[n_cols, K]`, the result `[nnz]`
+/// (of their dtype for f32 / f64, f32 for bf16 / f16 features).
 pub fn sddmm(g: &DeviceGraph, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let (a, b) = check("sddmm", g, a, b)?;
     Ok(a.apply_op2(&b, SddmmOp { g: g.clone() })?)
 }
 
-/// `e[p] = <a[i], b[col_p]> * vals[p]` in one pass; `vals` is `[nnz]`. Gradients flow to all
-/// three inputs.
+/// `e[p] = <a[i], b[col_p]> * vals[p]` in one pass; `vals` is `[nnz]` of the features' dtype
+/// (f32 for bf16 / f16 features). Gradients flow to all three inputs.
 pub fn sddmm_scaled(g: &DeviceGraph, a: &Tensor, b: &Tensor, vals: &Tensor) -> Result<Tensor> {
     let (a, b) = check("sddmm_scaled", g, a, b)?;
     check_device("sddmm_scaled", g, vals)?;
-    if vals.dims() != [g.nnz()] || vals.dtype() != a.dtype() {
+    let want = edge_dtype(a.dtype());
+    if vals.dims() != [g.nnz()] || vals.dtype() != want {
         return Err(Error::Shape {
             op: "sddmm_scaled",
             what: format!(
@@ -50,7 +56,7 @@ pub fn sddmm_scaled(g: &DeviceGraph, a: &Tensor, b: &Tensor, vals: &Tensor) -> R
                 vals.dims(),
                 vals.dtype(),
                 g.nnz(),
-                a.dtype()
+                want
             ),
         });
     }
@@ -64,10 +70,19 @@ pub(crate) fn sddmm_no_bwd(g: &DeviceGraph, a: &Tensor, b: &Tensor) -> candle_co
     a.apply_op2_no_bwd(&b, &SddmmOp { g: g.clone() })
 }
 
+/// The dtype of edge tensors (scores, edge values) for features of `dtype`: fp32 under half
+/// precision, else the features' own.
+fn edge_dtype(dtype: DType) -> DType {
+    match dtype {
+        DType::BF16 | DType::F16 => DType::F32,
+        d => d,
+    }
+}
+
 fn check(op: &'static str, g: &DeviceGraph, a: &Tensor, b: &Tensor) -> Result<(Tensor, Tensor)> {
     for t in [a, b] {
         check_device(op, g, t)?;
-        check_float(op, "input", t)?;
+        check_float_or_half(op, "input", t)?;
     }
     let (ad, bd) = (a.dims(), b.dims());
     if ad.len() != 2
