@@ -177,18 +177,21 @@ SPMM_MODES(4, 1) SPMM_MODES(4, 2) SPMM_MODES(4, 3) SPMM_MODES(4, 4)
 #define SPMM_MODES_U8(VEC) SPMM_KERNEL_U(VEC, 1, 0, 8, _u8) SPMM_KERNEL_U(VEC, 1, 1, 8, _u8) SPMM_KERNEL_U(VEC, 1, 2, 8, _u8)
 SPMM_MODES_U8(1) SPMM_MODES_U8(2) SPMM_MODES_U8(4)
 
-// Half-precision storage (sum/mean only, one chunk per warp, eight-edge unroll): x read as
-// bf16 / f16, VEC halves per lane (8 = one 16-byte load), fp32 accumulators and fp32 `out`
-// (split rows of the schedule meet through fp32 atomics; the host narrows the result).
-#define SPMM_HALF(TY, NAME, VEC)                                                                \
-    extern "C" __global__ void spmm_##NAME##_v##VEC##_m0(                                       \
+// Half-precision storage (one chunk per warp, eight-edge unroll): x read as bf16 / f16, VEC
+// halves per lane (8 = one 16-byte load), fp32 accumulators and fp32 `out` (split rows of the
+// schedule meet through fp32 atomics; the host narrows the result). MODE 0: sum/mean; 1, 2:
+// max/min without / with argmax (one warp per row, no schedule, as for f32).
+#define SPMM_HALF_MODE(TY, NAME, VEC, MODE)                                                     \
+    extern "C" __global__ void spmm_##NAME##_v##VEC##_m##MODE(                                  \
         const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,              \
         const float* __restrict__ vals, const TY* __restrict__ x, float* __restrict__ out,      \
         uint32_t* __restrict__ arg, int n_rows, int k, int n_tiles, int weighted, int mean,     \
         float sign, int tile_major, const uint2* __restrict__ items, int n_items, int chunk) {  \
-        spmm_impl<TY, VEC, 1, 0, 8>(indptr, indices, vals, x, out, arg, n_rows, k, n_tiles,    \
-                                    weighted, mean, sign, tile_major, items, n_items, chunk);   \
+        spmm_impl<TY, VEC, 1, MODE, 8>(indptr, indices, vals, x, out, arg, n_rows, k, n_tiles, \
+                                       weighted, mean, sign, tile_major, items, n_items, chunk); \
     }
+#define SPMM_HALF(TY, NAME, VEC) \
+    SPMM_HALF_MODE(TY, NAME, VEC, 0) SPMM_HALF_MODE(TY, NAME, VEC, 1) SPMM_HALF_MODE(TY, NAME, VEC, 2)
 SPMM_HALF(__nv_bfloat16, bf16, 1) SPMM_HALF(__nv_bfloat16, bf16, 2) SPMM_HALF(__nv_bfloat16, bf16, 4)
 SPMM_HALF(__nv_bfloat16, bf16, 8)
 SPMM_HALF(__half, f16, 1) SPMM_HALF(__half, f16, 2) SPMM_HALF(__half, f16, 4) SPMM_HALF(__half, f16, 8)
@@ -310,37 +313,61 @@ extern "C" __global__ void pad_rows_b32(const uint32_t* __restrict__ src, uint32
 }
 
 // out[i, t] = a_p x[col_p, t] at p = arg[i, t] (0 where no edge): the max/min output rebuilt
-// from its argmax, which carries the backward.
-extern "C" __global__ void gather_arg(const uint32_t* __restrict__ arg, const uint32_t* __restrict__ indices,
-                                      const float* __restrict__ vals, const float* __restrict__ x,
-                                      float* __restrict__ out, size_t total, int k, int weighted) {
+// from its argmax, which carries the backward. T: x's storage type; `out` is fp32 (the host
+// narrows it for half precision).
+template <typename T>
+__device__ __forceinline__ void gather_arg_impl(const uint32_t* __restrict__ arg, const uint32_t* __restrict__ indices,
+                                                const float* __restrict__ vals, const T* __restrict__ x,
+                                                float* __restrict__ out, size_t total, int k, int weighted) {
     for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
         const uint32_t p = arg[e];
         float r = 0.f;
-        if (p != NO_EDGE) r = (weighted ? vals[p] : 1.f) * x[(size_t)indices[p] * k + e % k];
+        if (p != NO_EDGE) r = (weighted ? vals[p] : 1.f) * to_f32(x[(size_t)indices[p] * k + e % k]);
         out[e] = r;
     }
 }
 
-// dx[col_p, t] += a_p dy[i, t] at p = arg[i, t] (atomics: several targets may pick one source).
-extern "C" __global__ void scatter_arg(const uint32_t* __restrict__ arg, const uint32_t* __restrict__ indices,
-                                       const float* __restrict__ vals, const float* __restrict__ dy,
-                                       float* __restrict__ dx, size_t total, int k, int weighted) {
+// dx[col_p, t] += a_p dy[i, t] at p = arg[i, t] (atomics: several targets may pick one source),
+// into an fp32 dx whatever dy's storage type T.
+template <typename T>
+__device__ __forceinline__ void scatter_arg_impl(const uint32_t* __restrict__ arg, const uint32_t* __restrict__ indices,
+                                                 const float* __restrict__ vals, const T* __restrict__ dy,
+                                                 float* __restrict__ dx, size_t total, int k, int weighted) {
     for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
         const uint32_t p = arg[e];
-        if (p != NO_EDGE) atomicAdd(dx + (size_t)indices[p] * k + e % k, (weighted ? vals[p] : 1.f) * dy[e]);
+        if (p != NO_EDGE) atomicAdd(dx + (size_t)indices[p] * k + e % k, (weighted ? vals[p] : 1.f) * to_f32(dy[e]));
     }
 }
 
-// dv[p] += dy[i, t] x[col_p, t] at p = arg[i, t].
-extern "C" __global__ void edge_grad_arg(const uint32_t* __restrict__ arg, const uint32_t* __restrict__ indices,
-                                         const float* __restrict__ dy, const float* __restrict__ x,
-                                         float* __restrict__ dv, size_t total, int k) {
+// dv[p] += dy[i, t] x[col_p, t] at p = arg[i, t] (fp32 dv).
+template <typename T>
+__device__ __forceinline__ void edge_grad_arg_impl(const uint32_t* __restrict__ arg, const uint32_t* __restrict__ indices,
+                                                   const T* __restrict__ dy, const T* __restrict__ x,
+                                                   float* __restrict__ dv, size_t total, int k) {
     for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
         const uint32_t p = arg[e];
-        if (p != NO_EDGE) atomicAdd(dv + p, dy[e] * x[(size_t)indices[p] * k + e % k]);
+        if (p != NO_EDGE) atomicAdd(dv + p, to_f32(dy[e]) * to_f32(x[(size_t)indices[p] * k + e % k]));
     }
 }
+
+#define ARG_KERNELS(TY, PRE)                                                                                      \
+    extern "C" __global__ void PRE##gather_arg(const uint32_t* __restrict__ arg, const uint32_t* __restrict__ indices, \
+                                               const float* __restrict__ vals, const TY* __restrict__ x,            \
+                                               float* __restrict__ out, size_t total, int k, int weighted) {        \
+        gather_arg_impl<TY>(arg, indices, vals, x, out, total, k, weighted);                                         \
+    }                                                                                                                \
+    extern "C" __global__ void PRE##scatter_arg(const uint32_t* __restrict__ arg, const uint32_t* __restrict__ indices, \
+                                                const float* __restrict__ vals, const TY* __restrict__ dy,            \
+                                                float* __restrict__ dx, size_t total, int k, int weighted) {          \
+        scatter_arg_impl<TY>(arg, indices, vals, dy, dx, total, k, weighted);                                         \
+    }                                                                                                                \
+    extern "C" __global__ void PRE##edge_grad_arg(const uint32_t* __restrict__ arg,                                  \
+                                                  const uint32_t* __restrict__ indices, const TY* __restrict__ dy,   \
+                                                  const TY* __restrict__ x, float* __restrict__ dv, size_t total,   \
+                                                  int k) {                                                           \
+        edge_grad_arg_impl<TY>(arg, indices, dy, x, dv, total, k);                                                   \
+    }
+ARG_KERNELS(float, ) ARG_KERNELS(__nv_bfloat16, bf16_) ARG_KERNELS(__half, f16_)
 
 // HP-SpMM (Fan, Wang, Chu, IPDPS'23): the nnz-balanced hybrid CSR/COO partition of HP-SDDMM
 // (cuda/sddmm.cu) applied to the sum/mean SpMM. A worker (a group of G lanes; G = 32 for

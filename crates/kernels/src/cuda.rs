@@ -9,7 +9,7 @@ use candle_core::cuda_backend::cudarc::driver::{
 use candle_core::cuda_backend::cudarc::nvrtc::Ptx;
 use candle_core::cuda_backend::DeviceId;
 use candle_core::cuda_backend::{CudaDevice, WrapErr};
-use candle_core::{CudaStorage, Layout, Result};
+use candle_core::{CudaStorage, DType, Layout, Result};
 use gnn_graph::Csr;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -211,6 +211,77 @@ pub fn f32_view_opt<'a>(
     v: Option<(&'a CudaStorage, &Layout)>,
 ) -> Result<Option<CudaView<'a, f32>>> {
     v.map(|(s, l)| f32_view(op, s, l)).transpose()
+}
+
+/// The view of a contiguous CUDA float storage by its dtype: f32, or bf16 / f16 storage that
+/// the kernels widen to fp32 on load. Kernels templated on the storage type are compiled once
+/// per type, named with [`FloatView::prefix`].
+pub enum FloatView<'a> {
+    /// f32 storage.
+    F32(CudaView<'a, f32>),
+    /// bf16 storage.
+    Bf16(CudaView<'a, half::bf16>),
+    /// f16 storage.
+    F16(CudaView<'a, half::f16>),
+}
+
+impl<'a> FloatView<'a> {
+    /// The view of `s` from its layout's offset; `op` names the caller in errors.
+    pub fn of(op: &str, s: &'a CudaStorage, l: &Layout) -> Result<Self> {
+        if !l.is_contiguous() {
+            candle_core::bail!("{op}: CUDA input must be contiguous");
+        }
+        let o = l.start_offset();
+        Ok(match s.dtype() {
+            DType::F32 => Self::F32(s.as_cuda_slice::<f32>()?.slice(o..)),
+            DType::BF16 => Self::Bf16(s.as_cuda_slice::<half::bf16>()?.slice(o..)),
+            DType::F16 => Self::F16(s.as_cuda_slice::<half::f16>()?.slice(o..)),
+            d => candle_core::bail!("{op}: the CUDA kernels take f32, bf16 or f16, got {d:?}"),
+        })
+    }
+
+    /// The kernel-name prefix of this storage type: "", "bf16_" or "f16_".
+    pub fn prefix(&self) -> &'static str {
+        match self {
+            Self::F32(_) => "",
+            Self::Bf16(_) => "bf16_",
+            Self::F16(_) => "f16_",
+        }
+    }
+
+    /// The storage dtype.
+    pub fn dtype(&self) -> DType {
+        match self {
+            Self::F32(_) => DType::F32,
+            Self::Bf16(_) => DType::BF16,
+            Self::F16(_) => DType::F16,
+        }
+    }
+
+    /// Pushes the view as the next kernel argument.
+    pub fn push<'b>(&'b self, b: &mut LaunchArgs<'b>) {
+        match self {
+            Self::F32(v) => b.arg(v),
+            Self::Bf16(v) => b.arg(v),
+            Self::F16(v) => b.arg(v),
+        };
+    }
+}
+
+/// An fp32 result buffer of `shape` as a storage of `dtype`: itself for f32, narrowed (round
+/// to nearest) for bf16 / f16 after the kernels' fp32 accumulation.
+pub fn narrowed(
+    out: CudaSlice<f32>,
+    dev: &CudaDevice,
+    shape: &candle_core::Shape,
+    dtype: DType,
+) -> Result<CudaStorage> {
+    let out = CudaStorage::wrap_cuda_slice(out, dev.clone());
+    if dtype == DType::F32 {
+        Ok(out)
+    } else {
+        out.to_dtype(&Layout::contiguous(shape), dtype)
+    }
 }
 
 /// The u32 view of a contiguous CUDA storage.

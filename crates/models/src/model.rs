@@ -261,14 +261,6 @@ impl Gnn {
                 g.aggregation
             )));
         }
-        if matches!(x.dtype(), DType::BF16 | DType::F16) && self.cfg.kind == ConvKind::SagePool {
-            return Err(Error::Config(format!(
-                "{} has no {:?} path yet (its max aggregation is f32-only; every other model \
-                 runs in half precision); run it with --precision f32",
-                self.cfg.kind,
-                x.dtype()
-            )));
-        }
         let mut h = x.clone();
         if let Some((rng, p)) =
             layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.input_dropout)?

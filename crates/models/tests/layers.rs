@@ -321,29 +321,29 @@ fn sampled_aggregation_is_refused_in_training() {
     close(&mat(&y), &mat(&z), 1e-5);
 }
 
-/// GraphSAGE-pool's max aggregation has no half-precision kernel: a bf16 input is refused
-/// before any work, with an error naming the model, the dtype and the way out.
+/// Half precision is a CUDA path: every model (attention and max aggregation included) given
+/// bf16 / f16 features on the CPU fails with an error naming the dtype and the device, not
+/// a silent f32 run.
 #[test]
-fn sage_pool_refuses_half_precision_with_the_way_out() {
+fn half_precision_models_are_refused_on_the_cpu() {
     let dev = Device::Cpu;
     let csr = small_graph();
-    let model = Gnn::new(
-        ModelConfig::new(ConvKind::SagePool, 7, 6, 3, 2, 0.0),
-        &dev,
-        1,
-    )
-    .unwrap();
-    let g = ModelGraph::new(&csr, ConvKind::SagePool, &dev).unwrap();
-    let x = Tensor::ones((30, 7), DType::BF16, &dev).unwrap();
-    let timer = Timer::disabled();
-    let e = model
-        .forward(&g, &x, &mut Forward::eval(&timer))
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("BF16") && e.contains("max aggregation") && e.contains("--precision f32"),
-        "{e}"
-    );
+    for kind in [ConvKind::SagePool, ConvKind::Gat, ConvKind::Transformer] {
+        let model = Gnn::new(ModelConfig::new(kind, 7, 8, 3, 2, 0.0), &dev, 1).unwrap();
+        let g = ModelGraph::new(&csr, kind, &dev).unwrap();
+        for dt in [DType::BF16, DType::F16] {
+            let x = Tensor::ones((30, 7), dt, &dev).unwrap();
+            let timer = Timer::disabled();
+            let e = model
+                .forward(&g, &x, &mut Forward::eval(&timer))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!("{dt:?}")) && e.contains("CUDA only"),
+                "{kind}: {e}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -120,6 +120,105 @@ fn check_spmm_half(
     Ok(())
 }
 
+/// Max/min SpMM of bf16 / f16 `x` (f32 edge values): forward exact against an f32 CPU run on
+/// the same rounded inputs, narrowed to the half type (the kernel forms the same f32 products
+/// and keeps the same edge, so only the final narrowing differs, and the CPU result is rounded
+/// alike); `dx` (the argmax scatter, fp32 atomics, narrowed) within the summation bound plus
+/// the narrowing, as [`check_spmm_half`]; the edge-value gradient (f32) within the K-term dot
+/// product bound of the f32 check. Skipped in deterministic mode (the backward needs atomics).
+#[allow(clippy::too_many_arguments)]
+fn check_spmm_half_extreme(
+    c: &mut Checker,
+    name: &str,
+    csr: &Csr,
+    k: usize,
+    gpu: &Device,
+    (x, v, w): (&Tensor, &Tensor, &Tensor),
+    (gc, gg): (&DeviceGraph, &DeviceGraph),
+) -> Result<()> {
+    if crate::deterministic() {
+        return Ok(());
+    }
+    let cpu = Device::Cpu;
+    let (_, deg_cols) = max_degrees(csr);
+    for (dt, unit, floor) in [
+        (DType::BF16, 2f64.powi(-8), 0.0),
+        (DType::F16, 2f64.powi(-11), 2f64.powi(-25)),
+    ] {
+        let round = |t: &Tensor| -> Result<Tensor> { Ok(t.to_dtype(dt)?.to_dtype(DType::F32)?) };
+        let (xh, wh) = (round(x)?, round(w)?);
+        for reduce in [Reduce::Max, Reduce::Min] {
+            for weighted in [false, true] {
+                let tag = format!(
+                    "{dt:?} {reduce:?}{}",
+                    if weighted { " weighted" } else { "" }
+                )
+                .to_lowercase();
+                let (oc, gcpu) =
+                    spmm_run(&cpu, gc, &xh, v, &wh, reduce, weighted, DType::F32, true)?;
+                let (dxc, dvc) = gcpu.ok_or_else(|| missing("cpu half extreme grads"))?;
+                // What each gradient sums: the sum's magnitudes bound the argmax subset's.
+                let (_, abs_g) = spmm_run(
+                    &cpu,
+                    gc,
+                    &xh.abs()?,
+                    &v.abs()?,
+                    &wh.abs()?,
+                    Reduce::Sum,
+                    weighted,
+                    DType::F64,
+                    true,
+                )?;
+                let (abs_dx, abs_dv) = abs_g.ok_or_else(|| missing("abs half extreme grads"))?;
+                let xg = Var::from_tensor(&x.to_dtype(dt)?.to_device(gpu)?)?;
+                let vg = Var::from_tensor(&v.to_device(gpu)?)?;
+                let og = if weighted {
+                    spmm_weighted(gg, xg.as_tensor(), vg.as_tensor(), reduce)?
+                } else {
+                    spmm(gg, xg.as_tensor(), reduce)?
+                };
+                if og.dtype() != dt {
+                    return Err(missing(&format!("{tag}: output is {:?}", og.dtype())));
+                }
+                let want = oc.to_dtype(dt)?;
+                c.check(name, format!("{tag} fwd"), k, &og, &want, 0.0)?;
+                // Untracked: the kernel without the argmax output.
+                let og1 = if weighted {
+                    spmm_weighted(
+                        gg,
+                        &xg.as_tensor().detach(),
+                        &vg.as_tensor().detach(),
+                        reduce,
+                    )?
+                } else {
+                    spmm(gg, &xg.as_tensor().detach(), reduce)?
+                };
+                c.check(name, format!("{tag} fwd (no argmax)"), k, &og1, &want, 0.0)?;
+                let grads = (&og * w.to_dtype(dt)?.to_device(gpu)?)?
+                    .sum_all()?
+                    .backward()?;
+                let dxg = grads
+                    .get(xg.as_tensor())
+                    .ok_or_else(|| missing("no half extreme dx"))?;
+                if dxg.dtype() != dt {
+                    return Err(missing(&format!("{tag}: dx is {:?}", dxg.dtype())));
+                }
+                let narrowing = ((abs_dx.to_dtype(DType::F64)? * (2.0 * unit))? + floor)?;
+                let lim = (sum_bound(&abs_dx, sum_depth(deg_cols, false))? + narrowing)?;
+                c.check_within(name, format!("{tag} bwd dx"), k, dxg, &dxc, &lim)?;
+                if weighted {
+                    let dvg = grads
+                        .get(vg.as_tensor())
+                        .ok_or_else(|| missing("no half extreme dvalues"))?;
+                    let lim = sum_bound(&abs_dv, k as f64 + 2.0)?;
+                    c.check_within(name, format!("{tag} bwd dvalues"), k, dvg, &dvc, &lim)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Sampled SpMM of bf16 / f16 features (f32 edge values) against an f64 CPU run on the same
 /// rounded features: the same edges picked, elementwise within the fp32 summation bound of
 /// [`sampled_bound`] plus the output's narrowing to the half type (as [`check_spmm_half`]).
@@ -254,6 +353,7 @@ fn check_spmm(
     // Half precision is a CUDA path (the CPU kernels refuse it, tested in tests/spmm.rs).
     if gpu.is_cuda() {
         check_spmm_half(c, name, csr, k, gpu, &x, &v, &w, (&gc, &gg))?;
+        check_spmm_half_extreme(c, name, csr, k, gpu, (&x, &v, &w), (&gc, &gg))?;
     }
     // Sampled SpMM (inference): the GPU must pick the same edges as the CPU. The estimator
     // scales a short sample by nnz / samples (3,125 for 16 edges of the 50 K-edge row), which

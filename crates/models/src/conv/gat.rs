@@ -108,7 +108,9 @@ impl GatConv {
             )?)
         })?;
         let out = attend(&gh, &xw, alpha, (h, f, self.concat), att_drop, t)?;
-        t.time(Phase::Elementwise, || Ok(out.broadcast_add(&self.bias)?))
+        t.time(Phase::Elementwise, || {
+            Ok(out.broadcast_add(&like(&self.bias, &out)?)?)
+        })
     }
 }
 
