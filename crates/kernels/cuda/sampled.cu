@@ -113,12 +113,13 @@ __device__ __forceinline__ void sampled_impl(const uint32_t* __restrict__ indptr
         sampled_impl<VEC, 8, T>(indptr, indices, vals, x, out, n_rows, k, n_tiles, weighted, mean, strategy, s, \
                                 b0, b1, b2, b3);                                                               \
     }
+// Named <storage prefix>spmm_sampled_v<VEC> (prefix "", "bf16_", "f16_": FloatView::prefix).
 SAMPLED_KERNEL(spmm_sampled, float, 1)
 SAMPLED_KERNEL(spmm_sampled, float, 2)
 SAMPLED_KERNEL(spmm_sampled, float, 4)
-SAMPLED_KERNEL(spmm_sampled_bf16, __nv_bfloat16, 1)
-SAMPLED_KERNEL(spmm_sampled_bf16, __nv_bfloat16, 2)
-SAMPLED_KERNEL(spmm_sampled_bf16, __nv_bfloat16, 4)
-SAMPLED_KERNEL(spmm_sampled_f16, __half, 1)
-SAMPLED_KERNEL(spmm_sampled_f16, __half, 2)
-SAMPLED_KERNEL(spmm_sampled_f16, __half, 4)
+SAMPLED_KERNEL(bf16_spmm_sampled, __nv_bfloat16, 1)
+SAMPLED_KERNEL(bf16_spmm_sampled, __nv_bfloat16, 2)
+SAMPLED_KERNEL(bf16_spmm_sampled, __nv_bfloat16, 4)
+SAMPLED_KERNEL(f16_spmm_sampled, __half, 1)
+SAMPLED_KERNEL(f16_spmm_sampled, __half, 2)
+SAMPLED_KERNEL(f16_spmm_sampled, __half, 4)

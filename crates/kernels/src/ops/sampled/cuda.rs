@@ -1,14 +1,12 @@
 //! Host side of the CUDA sampled SpMM (`cuda/sampled.cu`).
 
 use super::Sampling;
-use crate::cuda::{f32_view_opt, launched, zeros};
+use crate::cuda::{f32_view_opt, launched, narrowed, zeros, FloatView};
 use crate::device_graph::DeviceGraph;
 use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::{
-    CudaSlice, CudaView, DeviceRepr, LaunchConfig, PushKernelArg,
-};
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
 use candle_core::cuda_backend::CudaDevice;
-use candle_core::{CudaStorage, DType, Layout, Result, Shape};
+use candle_core::{CudaStorage, Layout, Result, Shape};
 
 /// Warps per block (the kernel's shared staging is sized for at most 8).
 const WARPS: usize = 8;
@@ -37,77 +35,32 @@ pub(crate) fn spmm_sampled(
     sampling: &Sampling,
 ) -> Result<(CudaStorage, Shape)> {
     const OP: &str = "spmm_sampled";
-    if !xl.is_contiguous() {
-        candle_core::bail!("{OP}: CUDA input must be contiguous");
-    }
     let (_, k) = xl.shape().dims2()?;
     let n = g.n_rows();
     let dev = x.device().clone();
     let vv = f32_view_opt(OP, vals)?;
-    let off = xl.start_offset();
-    let dtype = x.dtype();
-    let out = match dtype {
-        DType::F32 => {
-            let xv = x.as_cuda_slice::<f32>()?.slice(off..);
-            launch(
-                g,
-                &dev,
-                "spmm_sampled",
-                &xv,
-                off,
-                k,
-                vv.as_ref(),
-                mean,
-                sampling,
-            )?
-        }
-        DType::BF16 => {
-            let xv = x.as_cuda_slice::<half::bf16>()?.slice(off..);
-            launch(
-                g,
-                &dev,
-                "spmm_sampled_bf16",
-                &xv,
-                off,
-                k,
-                vv.as_ref(),
-                mean,
-                sampling,
-            )?
-        }
-        DType::F16 => {
-            let xv = x.as_cuda_slice::<half::f16>()?.slice(off..);
-            launch(
-                g,
-                &dev,
-                "spmm_sampled_f16",
-                &xv,
-                off,
-                k,
-                vv.as_ref(),
-                mean,
-                sampling,
-            )?
-        }
-        o => candle_core::bail!("{OP}: the CUDA kernels take f32, bf16 or f16, got {o:?}"),
-    };
+    let xv = FloatView::of(OP, x, xl)?;
+    let out = launch(
+        g,
+        &dev,
+        &xv,
+        xl.start_offset(),
+        k,
+        vv.as_ref(),
+        mean,
+        sampling,
+    )?;
     let shape = Shape::from((n, k));
-    let out = CudaStorage::wrap_cuda_slice(out, dev);
-    if dtype == DType::F32 {
-        Ok((out, shape))
-    } else {
-        Ok((out.to_dtype(&Layout::contiguous(&shape), dtype)?, shape))
-    }
+    Ok((narrowed(out, &dev, &shape, xv.dtype())?, shape))
 }
 
-/// Runs `<family>_v<vec>` over `x` (of `k` columns from element `offset`) into a new fp32
-/// `[n_rows, k]` buffer.
+/// Runs `<prefix>spmm_sampled_v<vec>` over `x` (of `k` columns from element `offset`) into a
+/// new fp32 `[n_rows, k]` buffer.
 #[allow(clippy::too_many_arguments)]
-fn launch<T: DeviceRepr>(
+fn launch(
     g: &DeviceGraph,
     dev: &CudaDevice,
-    family: &str,
-    xv: &CudaView<'_, T>,
+    xv: &FloatView,
     offset: usize,
     k: usize,
     vv: Option<&CudaView<'_, f32>>,
@@ -129,7 +82,8 @@ fn launch<T: DeviceRepr>(
         .map_err(|_| candle_core::Error::Msg(format!("spmm_sampled: width {s} too large")))?;
     let vec = vector_width(k, offset);
     let n_tiles = k.div_ceil(32 * vec);
-    let func = crate::cuda::kernel(dev, &format!("{family}_v{vec}"), &crate::cuda::SAMPLED)?;
+    let name = format!("{}spmm_sampled_v{vec}", xv.prefix());
+    let func = crate::cuda::kernel(dev, &name, &crate::cuda::SAMPLED)?;
     let blocks = n.div_ceil(WARPS) * n_tiles;
     let blocks = u32::try_from(blocks).map_err(|_| {
         candle_core::Error::Msg(format!("spmm_sampled: {blocks} blocks exceed the grid"))
@@ -147,8 +101,8 @@ fn launch<T: DeviceRepr>(
         Some(v) => bld.arg(v),
         None => bld.arg(&csr.indptr), // never read when unweighted
     };
-    bld.arg(xv)
-        .arg(&out)
+    xv.push(&mut bld);
+    bld.arg(&out)
         .arg(&n_i)
         .arg(&k_i)
         .arg(&t_i)

@@ -4,18 +4,16 @@
 //! Hierarchical Vectorized Memory Access (HVMA: index tiles and feature rows read 2 or 4 wide
 //! where the partition and the layouts guarantee the alignment).
 
-use crate::cuda::{f32_view_opt, launched, warp_per_row_cfg, zeros};
+use crate::cuda::{f32_view_opt, launched, warp_per_row_cfg, zeros, FloatView};
 use crate::device_graph::DeviceGraph;
 use crate::partition::{
     dynamic_task_partition, index_vector_width, HpShape, HP_WARPS, NPW_CANDIDATES,
 };
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::sys::CUdevice_attribute;
-use candle_core::cuda_backend::cudarc::driver::{
-    CudaSlice, CudaView, DeviceRepr, LaunchConfig, PushKernelArg,
-};
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
 use candle_core::cuda_backend::CudaDevice;
-use candle_core::{CudaStorage, DType, Layout, Result, Shape};
+use candle_core::{CudaStorage, Layout, Result, Shape};
 
 /// Which SDDMM kernel runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,44 +92,19 @@ pub(crate) fn sddmm(
     vals: Option<(&CudaStorage, &Layout)>,
 ) -> Result<(CudaStorage, Shape)> {
     const OP: &str = "sddmm";
-    for l in [al, bl] {
-        if !l.is_contiguous() {
-            candle_core::bail!("{OP}: CUDA input must be contiguous");
-        }
-    }
-    if a.dtype() != b.dtype() {
-        candle_core::bail!("{OP}: a is {:?}, b is {:?}", a.dtype(), b.dtype());
+    let (av, bv) = (FloatView::of(OP, a, al)?, FloatView::of(OP, b, bl)?);
+    if av.dtype() != bv.dtype() {
+        candle_core::bail!("{OP}: a is {:?}, b is {:?}", av.dtype(), bv.dtype());
     }
     let vv = f32_view_opt(OP, vals)?;
-    let (ao, bo) = (al.start_offset(), bl.start_offset());
     let ops = Operands {
         g,
         k: al.shape().dims2()?.1,
-        aligned_to: ao | bo,
+        aligned_to: al.start_offset() | bl.start_offset(),
         vals: vv.as_ref(),
     };
     let dev = a.device().clone();
-    let e = match a.dtype() {
-        DType::F32 => ops.launch(
-            &dev,
-            "",
-            &a.as_cuda_slice::<f32>()?.slice(ao..),
-            &b.as_cuda_slice::<f32>()?.slice(bo..),
-        )?,
-        DType::BF16 => ops.launch(
-            &dev,
-            "bf16_",
-            &a.as_cuda_slice::<half::bf16>()?.slice(ao..),
-            &b.as_cuda_slice::<half::bf16>()?.slice(bo..),
-        )?,
-        DType::F16 => ops.launch(
-            &dev,
-            "f16_",
-            &a.as_cuda_slice::<half::f16>()?.slice(ao..),
-            &b.as_cuda_slice::<half::f16>()?.slice(bo..),
-        )?,
-        o => candle_core::bail!("{OP}: the CUDA kernels take f32, bf16 or f16, got {o:?}"),
-    };
+    let e = ops.launch(&dev, &av, &bv)?;
     Ok((CudaStorage::wrap_cuda_slice(e, dev), Shape::from(g.nnz())))
 }
 
@@ -145,15 +118,10 @@ struct Operands<'a> {
 }
 
 impl Operands<'_> {
-    /// Runs HP-SDDMM (or the row kernel) over `a`, `b` of storage type `T` (kernel names
-    /// prefixed by `prefix`: "" for f32, "bf16_" / "f16_") into a new fp32 `[nnz]` buffer.
-    fn launch<T: DeviceRepr>(
-        &self,
-        dev: &CudaDevice,
-        prefix: &str,
-        av: &CudaView<'_, T>,
-        bv: &CudaView<'_, T>,
-    ) -> Result<CudaSlice<f32>> {
+    /// Runs HP-SDDMM (or the row kernel) over `a`, `b` (one storage type, whose kernels are
+    /// named with its prefix) into a new fp32 `[nnz]` buffer.
+    fn launch(&self, dev: &CudaDevice, av: &FloatView, bv: &FloatView) -> Result<CudaSlice<f32>> {
+        let prefix = av.prefix();
         let (g, k) = (self.g, self.k);
         let e = zeros::<f32>(dev, g.nnz())?;
         let (n, nnz) = (g.n_rows(), g.nnz());
@@ -186,7 +154,9 @@ impl Operands<'_> {
                 let (nnz_u, vi, lanes) = (nnz as u32, index_vector_width(npw), shape.lanes as i32);
                 let stream = dev.cuda_stream();
                 let mut bld = stream.launch_builder(&func);
-                bld.arg(&csr.indptr).arg(&csr.indices).arg(av).arg(bv);
+                bld.arg(&csr.indptr).arg(&csr.indices);
+                av.push(&mut bld);
+                bv.push(&mut bld);
                 match self.vals {
                     Some(v) => bld.arg(v),
                     None => bld.arg(&no_vals),
@@ -209,7 +179,9 @@ impl Operands<'_> {
                 let func = crate::cuda::kernel(dev, &name, &crate::cuda::SDDMM)?;
                 let cfg = warp_per_row_cfg(n);
                 let mut bld = func.builder();
-                bld.arg(&csr.indptr).arg(&csr.indices).arg(av).arg(bv);
+                bld.arg(&csr.indptr).arg(&csr.indices);
+                av.push(&mut bld);
+                bv.push(&mut bld);
                 match self.vals {
                     Some(v) => bld.arg(v),
                     None => bld.arg(&no_vals),
