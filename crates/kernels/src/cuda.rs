@@ -57,6 +57,11 @@ pub const GAT_ATTENTION: Module = Module {
     name: "gnn_gat_attention",
     image: include_bytes!(concat!(env!("OUT_DIR"), "/gat_attention.fatbin")),
 };
+/// `cuda/layer_norm.cu`.
+pub const LAYER_NORM: Module = Module {
+    name: "gnn_layer_norm",
+    image: include_bytes!(concat!(env!("OUT_DIR"), "/layer_norm.fatbin")),
+};
 /// `cuda/adam.cu`.
 pub const ADAM: Module = Module {
     name: "gnn_adam",

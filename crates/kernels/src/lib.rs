@@ -13,6 +13,7 @@
 //! | [`sddmm`] | `e[p] = <a[i], b[j]>` for every edge `p = (i, j)` (HP-SDDMM on the GPU; [`sddmm_scaled`] times an edge value) |
 //! | [`edge_softmax`] | softmax of edge scores within each row (attention) |
 //! | [`gat_attention`] | GAT's `softmax(LeakyReLU(s_dst[i] + s_src[j]))` per row, fused |
+//! | [`layer_norm`] | LayerNorm of each row, one pass each way (fp32 statistics) |
 //! | [`spmm_sampled`] | edge-sampled `spmm` estimate for inference (ES-SpMM / AES-SpMM) |
 //! | [`maxk`] | top-k of each row as CBSR (MaxK-GNN), gradient to the kept entries |
 //! | [`spgemm`] | `A · dense(x)` for CBSR `x` (backward: [`sspmm`], the sampled `Aᵀ · dOut`); [`spgemm_bias`] fuses a bias, [`spgemm_bias_residual`] a bias and a residual |
@@ -61,6 +62,7 @@ pub use ops::adam::{adam_step, AdamStep};
 pub use ops::dropout::{bias_relu_dropout, dropout, relu_dropout};
 pub use ops::edge_softmax::edge_softmax;
 pub use ops::gat_attention::gat_attention;
+pub use ops::layer_norm::layer_norm;
 pub use ops::matmul::{matmul_nt, Aggregate, LinearProduct};
 pub use ops::maxk::{maxk, spgemm, spgemm_bias, spgemm_bias_residual, sspmm, Cbsr, MaxkProduct};
 pub use ops::quant::{dequantize, QuantizedFeatures};

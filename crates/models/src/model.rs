@@ -131,18 +131,21 @@ impl LayerNorm {
         })
     }
 
-    /// Statistics in fp32 whatever the storage dtype (a bf16 row sum of 256 values would lose
-    /// the mean's low bits); the result returns in `x`'s dtype.
-    pub(crate) fn forward(&self, x_in: &Tensor) -> Result<Tensor> {
-        let x = &x_in.to_dtype(DType::F32)?;
-        let d = x.dim(candle_core::D::Minus1)? as f64;
-        let mean = (x.sum_keepdim(candle_core::D::Minus1)? / d)?;
-        let xc = x.broadcast_sub(&mean)?;
-        let var = (xc.sqr()?.sum_keepdim(candle_core::D::Minus1)? / d)?;
-        let y = xc.broadcast_div(&(var + self.eps)?.sqrt()?)?;
-        Ok(y.broadcast_mul(&self.weight)?
-            .broadcast_add(&self.bias)?
-            .to_dtype(x_in.dtype())?)
+    /// One fused op each way ([`gnn_kernels::layer_norm`]): statistics in fp32 whatever the
+    /// storage dtype (a bf16 row sum of 256 values would lose the mean's low bits), the result
+    /// in `x`'s dtype; the parameters stay f32 (f64 for f64 input).
+    pub(crate) fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let pd = if x.dtype() == DType::F64 {
+            DType::F64
+        } else {
+            DType::F32
+        };
+        Ok(gnn_kernels::layer_norm(
+            x,
+            &self.weight.to_dtype(pd)?,
+            &self.bias.to_dtype(pd)?,
+            self.eps,
+        )?)
     }
 }
 

@@ -29,6 +29,7 @@ pub mod adam;
 pub mod dropout;
 pub mod edge_softmax;
 pub mod gat_attention;
+pub mod layer_norm;
 pub mod matmul;
 pub mod maxk;
 pub mod quant;

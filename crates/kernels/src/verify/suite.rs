@@ -914,6 +914,7 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
         }
     }
     check_linear_bias_relu_dropout(c, gpu)?;
+    check_layer_norm(c, gpu)?;
     // Fused masked cross-entropy: loss and logits gradient against an f64 CPU run (on the
     // rounded logits for bf16 / f16). C = 1, 7, 41, 100; every fifth row out of the split.
     for (n, classes) in [(1usize, 1usize), (333, 7), (4096, 41), (1000, 100)] {
@@ -1142,6 +1143,104 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
 /// GPU (the same cuBLAS product and epilogue kernel: `y` and `dx` identical; `dw`, `db` summed
 /// in another order, within the dtype's GEMM bound), and in f32 against the CPU (the GEMMs'
 /// rounding alone, 1e-5).
+/// The fused LayerNorm on the device (f32, bf16, f16 storage; f32 weight and bias) against the
+/// CPU op in f64 on the same rounded inputs: `y`, `dx`, `dw`, `db` elementwise. Bounds, with
+/// `u` the fp32 unit roundoff, `d` the row width and `n` the rows: the row statistics are
+/// d-term fp32 sums, so `xhat` is within `(2d + 16) u (|xhat| + 1)` (the `+ 1` for the mean's
+/// error relative to the row's spread, data centred as here); `y` within that times `|w|` plus
+/// `(2d + 16) u |b|`; `dx = rstd (g - mean g - xhat mean(g xhat))` within `(4d + 32) u rstd
+/// (|g| + mean|g| + (|xhat| + 1) mean(|g| (|xhat| + 1)))`; `dw`, `db` are n-term sums within
+/// `(n + 2d + 32) u sum_rows |dy| (|xhat| + 1)`. Half outputs (`y`, `dx`) add their narrowing
+/// (two units of the half type on the magnitude, and half f16's subnormal spacing).
+fn check_layer_norm(c: &mut Checker, gpu: &Device) -> Result<()> {
+    let cpu = Device::Cpu;
+    let u = 2f64.powi(-24);
+    for (n, d) in [
+        (1usize, 1usize),
+        (37, 33),
+        (1000, 256),
+        (300, 602),
+        (64, 1024),
+        (5000, 64),
+    ] {
+        let x = (c.randn((n, d))? * 3.0)?;
+        let w = (c.randn(d)? + 1.0)?;
+        let b = c.randn(d)?;
+        let wt = c.randn((n, d))?;
+        for (dt, unit, floor) in [
+            (DType::F32, 0.0, 0.0),
+            (DType::BF16, 2f64.powi(-8), 0.0),
+            (DType::F16, 2f64.powi(-11), 2f64.powi(-25)),
+        ] {
+            if dt != DType::F32 && !gpu.is_cuda() {
+                continue; // half precision is a CUDA path
+            }
+            let round =
+                |t: &Tensor| -> Result<Tensor> { Ok(t.to_dtype(dt)?.to_dtype(DType::F64)?) };
+            let (xr, wtr) = (round(&x)?, round(&wt)?);
+            let run = |dev: &Device, x: &Tensor, w: &Tensor, b: &Tensor, wt: &Tensor| {
+                let (xv, wv, bv) = (
+                    Var::from_tensor(&x.to_device(dev)?)?,
+                    Var::from_tensor(&w.to_device(dev)?)?,
+                    Var::from_tensor(&b.to_device(dev)?)?,
+                );
+                let y = crate::layer_norm(xv.as_tensor(), wv.as_tensor(), bv.as_tensor(), 1e-5)?;
+                let gr = (&y * wt.to_device(dev)?)?.sum_all()?.backward()?;
+                let get = |v: &Var| {
+                    gr.get(v.as_tensor())
+                        .cloned()
+                        .ok_or_else(|| missing("layer_norm grad"))
+                };
+                Ok::<_, crate::Error>([y.clone(), get(&xv)?, get(&wv)?, get(&bv)?])
+            };
+            let (w64, b64) = (w.to_dtype(DType::F64)?, b.to_dtype(DType::F64)?);
+            let want = run(&cpu, &xr, &w64, &b64, &wtr)?;
+            let got = run(gpu, &x.to_dtype(dt)?, &w, &b, &wt.to_dtype(dt)?)?;
+            // Magnitudes, in f64 on the CPU from the rounded inputs.
+            let df = d as f64;
+            let mean = (xr.sum_keepdim(1)? / df)?;
+            let xc = xr.broadcast_sub(&mean)?;
+            let rstd = ((xc.sqr()?.sum_keepdim(1)? / df)? + 1e-5)?
+                .sqrt()?
+                .recip()?;
+            let xh1 = (xc.broadcast_mul(&rstd)?.abs()? + 1.0)?;
+            let g = wtr.broadcast_mul(&w64)?.abs()?;
+            let fd = 2.0 * df + 16.0;
+            let lim_y = ((xh1.broadcast_mul(&w64.abs()?)?.broadcast_add(&b64.abs()?)?) * (fd * u))?;
+            let mg = (g.sum_keepdim(1)? / df)?;
+            let mgx = ((&g * &xh1)?.sum_keepdim(1)? / df)?;
+            let lim_dx = ((g.broadcast_add(&mg)? + xh1.broadcast_mul(&mgx)?)?
+                .broadcast_mul(&rstd)?
+                * (2.0 * fd * u))?;
+            let fp = n as f64 + fd + 16.0;
+            let lim_dw = ((wtr.abs()? * &xh1)?.sum(0)? * (fp * u))?;
+            let lim_db = (wtr.abs()?.sum(0)? * (fp * u))?;
+            let narrowing = |lim: Tensor, mag: &Tensor| -> Result<Tensor> {
+                Ok((lim + ((mag.abs()? * (2.0 * unit))? + floor)?)?)
+            };
+            let lims = [
+                narrowing(lim_y, &want[0])?,
+                narrowing(lim_dx, &want[1])?,
+                lim_dw,
+                lim_db,
+            ];
+            let dtypes = [dt, dt, DType::F32, DType::F32];
+            for (j, what) in ["fwd", "bwd dx", "bwd dw", "bwd db"].iter().enumerate() {
+                if got[j].dtype() != dtypes[j] {
+                    return Err(missing(&format!(
+                        "layer_norm {dt:?} {what}: {:?}, expected {:?}",
+                        got[j].dtype(),
+                        dtypes[j]
+                    )));
+                }
+                let op = format!("layer_norm {dt:?} {what} n={n}").to_lowercase();
+                c.check_within("dense", op, d, &got[j], &want[j], &lims[j])?;
+            }
+        }
+    }
+    Ok(())
+}
+
 fn check_linear_bias_relu_dropout(c: &mut Checker, gpu: &Device) -> Result<()> {
     let mut dts = vec![(DType::F32, 1e-5)];
     if gpu.is_cuda() {
