@@ -1,6 +1,7 @@
 //! Host side of the CUDA LayerNorm (`cuda/layer_norm.cu`): one warp per row, the row in
 //! registers (`cpl` values per lane, the smallest power of two with `32 cpl >= d`).
 
+use super::Pass;
 use crate::cuda::{f32_view, launched, warp_per_row_cfg, zeros, FloatView};
 use crate::ops::sddmm::cuda::sm_count;
 use candle_core::backend::BackendStorage;
@@ -21,20 +22,12 @@ fn cpl(d: usize) -> Result<usize> {
         .ok_or_else(|| candle_core::Error::Msg(format!("layer_norm: rows of {d} exceed 1024")))
 }
 
-/// Which row kernel `row_kernel` runs: the forward (`a` = w, `b` = bias) or the `dx` backward
-/// (`a` = w, `b` = dy).
-#[derive(Clone, Copy)]
-enum RowKernel {
-    Forward,
-    Dx,
-}
-
 /// Runs `<prefix>layer_norm_{fwd,bwd}_c<cpl>` over the `[n, d]` rows of `x` (storage type T)
 /// into a new output of T. `b` is the bias (f32) for the forward, `dy` (T) for the backward.
 #[allow(clippy::too_many_arguments)]
 fn row_kernel<T: CudaDType + DeviceRepr + ValidAsZeroBits>(
     dev: &CudaDevice,
-    kind: RowKernel,
+    pass: Pass,
     prefix: &str,
     xv: &CudaView<'_, T>,
     wv: &CudaView<'_, f32>,
@@ -45,9 +38,9 @@ fn row_kernel<T: CudaDType + DeviceRepr + ValidAsZeroBits>(
     let out = zeros::<T>(dev, n * d)?;
     if n > 0 && d > 0 {
         let c = cpl(d)?;
-        let name = match kind {
-            RowKernel::Forward => format!("{prefix}layer_norm_fwd_c{c}"),
-            RowKernel::Dx => format!("{prefix}layer_norm_bwd_c{c}"),
+        let name = match pass {
+            Pass::Forward => format!("{prefix}layer_norm_fwd_c{c}"),
+            Pass::Dx => format!("{prefix}layer_norm_bwd_c{c}"),
         };
         let func = crate::cuda::kernel(dev, &name, &crate::cuda::LAYER_NORM)?;
         let (n_i, d_i, eps_f) = (n as i32, d as i32, eps as f32);
@@ -64,7 +57,7 @@ fn row_kernel<T: CudaDType + DeviceRepr + ValidAsZeroBits>(
 
 /// Dispatches [`row_kernel`] on `x`'s storage type.
 fn rows(
-    kind: RowKernel,
+    pass: Pass,
     (x, xl): (&CudaStorage, &Layout),
     (w, wl): (&CudaStorage, &Layout),
     b: &FloatView,
@@ -76,9 +69,9 @@ fn rows(
     let dev = x.device();
     let p = xv.prefix();
     let out = match &xv {
-        FloatView::F32(v) => row_kernel(dev, kind, p, v, &wv, b, nd, eps)?,
-        FloatView::Bf16(v) => row_kernel(dev, kind, p, v, &wv, b, nd, eps)?,
-        FloatView::F16(v) => row_kernel(dev, kind, p, v, &wv, b, nd, eps)?,
+        FloatView::F32(v) => row_kernel(dev, pass, p, v, &wv, b, nd, eps)?,
+        FloatView::Bf16(v) => row_kernel(dev, pass, p, v, &wv, b, nd, eps)?,
+        FloatView::F16(v) => row_kernel(dev, pass, p, v, &wv, b, nd, eps)?,
     };
     Ok((out, xl.shape().clone()))
 }
@@ -97,7 +90,7 @@ pub(crate) fn forward(
             bv.dtype()
         );
     }
-    rows(RowKernel::Forward, x, w, &bv, eps)
+    rows(Pass::Forward, x, w, &bv, eps)
 }
 
 /// `dx` for the output gradient `dy` (x's dtype).
@@ -115,7 +108,7 @@ pub(crate) fn backward_x(
             x.0.dtype()
         );
     }
-    rows(RowKernel::Dx, x, w, &gv, eps)
+    rows(Pass::Dx, x, w, &gv, eps)
 }
 
 /// `[blocks, 2, d]` f32 partial sums of `(dw; db)`, each block's rows added in a fixed order.

@@ -69,11 +69,23 @@ pub fn layer_norm(x: &Tensor, weight: &Tensor, bias: &Tensor, eps: f64) -> Resul
     Ok(x.contiguous()?.apply_op3(
         &weight.contiguous()?,
         &bias.contiguous()?,
-        LayerNormOp { eps },
+        RowOp {
+            pass: Pass::Forward,
+            eps,
+        },
     )?)
 }
 
-struct LayerNormOp {
+/// The two one-pass-per-row ops: the forward (inputs `x`, `w`, bias) and the `dx` backward
+/// (inputs `x`, `w`, `dy`); the CPU and CUDA sides share the choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pass {
+    Forward,
+    Dx,
+}
+
+struct RowOp {
+    pass: Pass,
     eps: f64,
 }
 
@@ -81,25 +93,32 @@ fn width(l: &Layout) -> candle_core::Result<usize> {
     Ok(l.shape().dims2()?.1)
 }
 
-fn fwd_cpu<T: WithDType>(
-    eps: f64,
+fn rows_cpu<T: WithDType>(
+    op: &RowOp,
     (x, xl): (&CpuStorage, &Layout),
     (w, wl): (&CpuStorage, &Layout),
-    (b, bl): (&CpuStorage, &Layout),
+    (t, tl): (&CpuStorage, &Layout),
 ) -> candle_core::Result<(CpuStorage, Shape)> {
-    let y = cpu::forward(
+    let pass = match op.pass {
+        Pass::Forward => cpu::forward::<T>,
+        Pass::Dx => cpu::backward_x::<T>,
+    };
+    let out = pass(
         cpu_slice::<T>(OP, x, xl)?,
         cpu_slice::<T>(OP, w, wl)?,
-        cpu_slice::<T>(OP, b, bl)?,
+        cpu_slice::<T>(OP, t, tl)?,
         width(xl)?,
-        eps,
+        op.eps,
     );
-    Ok((T::to_cpu_storage_owned(y), xl.shape().clone()))
+    Ok((T::to_cpu_storage_owned(out), xl.shape().clone()))
 }
 
-impl CustomOp3 for LayerNormOp {
+impl CustomOp3 for RowOp {
     fn name(&self) -> &'static str {
-        OP
+        match self.pass {
+            Pass::Forward => OP,
+            Pass::Dx => "layer_norm_backward",
+        }
     }
     fn cpu_fwd(
         &self,
@@ -107,10 +126,10 @@ impl CustomOp3 for LayerNormOp {
         xl: &Layout,
         w: &CpuStorage,
         wl: &Layout,
-        b: &CpuStorage,
-        bl: &Layout,
+        t: &CpuStorage,
+        tl: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        dispatch_float!(OP, x, fwd_cpu(self.eps, (x, xl), (w, wl), (b, bl)))
+        dispatch_float!(OP, x, rows_cpu(self, (x, xl), (w, wl), (t, tl)))
     }
     #[cfg(feature = "cuda")]
     fn cuda_fwd(
@@ -119,10 +138,13 @@ impl CustomOp3 for LayerNormOp {
         xl: &Layout,
         w: &CudaStorage,
         wl: &Layout,
-        b: &CudaStorage,
-        bl: &Layout,
+        t: &CudaStorage,
+        tl: &Layout,
     ) -> candle_core::Result<(CudaStorage, Shape)> {
-        cuda::forward((x, xl), (w, wl), (b, bl), self.eps)
+        match self.pass {
+            Pass::Forward => cuda::forward((x, xl), (w, wl), (t, tl), self.eps),
+            Pass::Dx => cuda::backward_x((x, xl), (w, wl), (t, tl), self.eps),
+        }
     }
     fn bwd(
         &self,
@@ -132,12 +154,19 @@ impl CustomOp3 for LayerNormOp {
         _res: &Tensor,
         dy: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        if self.pass == Pass::Dx {
+            candle_core::bail!("layer_norm: the dx pass runs inside the backward; it has none");
+        }
         let dy = dy.contiguous()?;
         let track_x = x.track_op();
         // Detached: the gradients must not record ops that hold x, w or dy.
         let x = x.detach();
         let dx = if track_x {
-            Some(x.apply_op3_no_bwd(&w.detach(), &dy, &DxOp { eps: self.eps })?)
+            let op = RowOp {
+                pass: Pass::Dx,
+                eps: self.eps,
+            };
+            Some(x.apply_op3_no_bwd(&w.detach(), &dy, &op)?)
         } else {
             None
         };
@@ -155,56 +184,6 @@ impl CustomOp3 for LayerNormOp {
             (None, None)
         };
         Ok((dx, dw, db))
-    }
-}
-
-/// `dx` from `(x, w, dy)`.
-struct DxOp {
-    eps: f64,
-}
-
-fn dx_cpu<T: WithDType>(
-    eps: f64,
-    (x, xl): (&CpuStorage, &Layout),
-    (w, wl): (&CpuStorage, &Layout),
-    (g, gl): (&CpuStorage, &Layout),
-) -> candle_core::Result<(CpuStorage, Shape)> {
-    let dx = cpu::backward_x(
-        cpu_slice::<T>(OP, x, xl)?,
-        cpu_slice::<T>(OP, w, wl)?,
-        cpu_slice::<T>(OP, g, gl)?,
-        width(xl)?,
-        eps,
-    );
-    Ok((T::to_cpu_storage_owned(dx), xl.shape().clone()))
-}
-
-impl CustomOp3 for DxOp {
-    fn name(&self) -> &'static str {
-        "layer_norm_backward"
-    }
-    fn cpu_fwd(
-        &self,
-        x: &CpuStorage,
-        xl: &Layout,
-        w: &CpuStorage,
-        wl: &Layout,
-        g: &CpuStorage,
-        gl: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        dispatch_float!(OP, x, dx_cpu(self.eps, (x, xl), (w, wl), (g, gl)))
-    }
-    #[cfg(feature = "cuda")]
-    fn cuda_fwd(
-        &self,
-        x: &CudaStorage,
-        xl: &Layout,
-        w: &CudaStorage,
-        wl: &Layout,
-        g: &CudaStorage,
-        gl: &Layout,
-    ) -> candle_core::Result<(CudaStorage, Shape)> {
-        cuda::backward_x((x, xl), (w, wl), (g, gl), self.eps)
     }
 }
 
