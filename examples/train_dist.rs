@@ -16,6 +16,11 @@
 //! `LOCAL_RANK`, from the environment as torchrun sets them; rank 0 writes the NCCL id to
 //! `PATH`, the others read it): one process per GPU, on one host or several.
 //!
+//! NCCL runs with at most 4 point-to-point channels ([`P2P_CHANNELS`]) unless
+//! `NCCL_MAX_P2P_NCHANNELS` is set. Where memory is tight, `NCCL_MAX_NCHANNELS=4` caps the
+//! collectives' channels too (a further 0.36 GiB per GPU on two H100s, the scale-1 GCN epoch
+//! unchanged; not measured for the models whose exchange is an all-gather).
+//!
 //! ```text
 //! cargo run --release --example train_dist -- --cpu --ranks 3 --scale 0.05 --epochs 20
 //! cargo run --release --features nccl --example train_dist -- --nccl --ranks 2 --scale 1
@@ -92,6 +97,13 @@ struct Args {
     json: PathBuf,
 }
 
+/// NCCL channels for point-to-point transfers (`NCCL_MAX_P2P_NCHANNELS`) unless the
+/// environment sets it. NCCL's default (up to 64) gives every channel its own buffers on first
+/// use: on two H100s the symmetric aggregation's ring steps took 0.37 GiB more per GPU of
+/// NCCL's own memory than at 4 channels, at the same epoch time (scale 1: 24.1-24.6 ms either
+/// way; scale 4: 175.0 vs 174.6 ms; `docs/perf/h100x2-2026-11-26-dist-ring`).
+const P2P_CHANNELS: &str = "4";
+
 fn main() -> Result<()> {
     let args = Args::parse();
     if args.ranks == 0 {
@@ -99,6 +111,12 @@ fn main() -> Result<()> {
     }
     if (args.nccl || args.nccl_id_file.is_some()) && !cfg!(feature = "nccl") {
         bail!("--nccl and --nccl-id-file need a build with --features nccl");
+    }
+    if (args.nccl || args.nccl_id_file.is_some())
+        && std::env::var_os("NCCL_MAX_P2P_NCHANNELS").is_none()
+    {
+        // Before any thread starts or NCCL reads its environment.
+        std::env::set_var("NCCL_MAX_P2P_NCHANNELS", P2P_CHANNELS);
     }
     let device = args.train.device.pick()?;
     gnn::kernels::set_deterministic(args.deterministic);
@@ -251,19 +269,22 @@ fn main() -> Result<()> {
     if let Some(tta) = &r0.time_to_accuracy {
         println!("time to accuracy: {tta:?}");
     }
-    println!("rank  rows        halo      ms/epoch  comm ms  comm MB/epoch  peak allocated");
+    println!(
+        "rank  rows        halo      ms/epoch  comm ms  comm MB/epoch  peak allocated  peak in use"
+    );
     for o in &outcomes {
         let b = &o.report.breakdown;
         let n = b.epochs.max(1) as f64;
         println!(
-            "{:>4}  {:>10}  {:>8}  {:>8.2}  {:>7.2}  {:>13.1}  {}",
+            "{:>4}  {:>10}  {:>8}  {:>8.2}  {:>7.2}  {:>13.1}  {:>14}  {}",
             o.rank,
             o.rows.len(),
             o.halo,
             o.report.epoch_ms_median,
             b.communication.as_secs_f64() * 1e3 / n,
             b.comm_bytes as f64 / n / 1e6,
-            o.report.peak_allocated_bytes.map_or("-".to_string(), gib)
+            o.report.peak_allocated_bytes.map_or("-".to_string(), gib),
+            o.report.peak_device_bytes.map_or("-".to_string(), gib)
         );
     }
     println!("rank 0 breakdown:\n{}", r0.breakdown.table());
@@ -278,6 +299,7 @@ fn main() -> Result<()> {
                 "comm_bytes_per_epoch": o.report.breakdown.comm_bytes as f64
                     / o.report.breakdown.epochs.max(1) as f64,
                 "peak_allocated_bytes": o.report.peak_allocated_bytes,
+                "peak_device_bytes": o.report.peak_device_bytes,
             })
         })
         .collect();
@@ -459,7 +481,10 @@ fn nccl_run(
         })
         .collect::<Result<Vec<_>>>()?;
     let id = NcclId::new()?;
-    println!("{ranks} ranks on GPUs 0..{ranks}, NCCL");
+    println!(
+        "{ranks} ranks on GPUs 0..{ranks}, NCCL (NCCL_MAX_P2P_NCHANNELS={})",
+        std::env::var("NCCL_MAX_P2P_NCHANNELS").unwrap_or_default()
+    );
     if let Some((_, total)) = gnn::train::device::device_memory_info(&devices[0]) {
         if std::env::var_os(gnn::train::MEMORY_LIMIT_ENV).is_some() {
             println!(

@@ -218,12 +218,14 @@ impl HaloExchange {
     /// ([`Self::aggregates_symmetric`]); `operand` is the local graph with its edge values
     /// ([`Self::symmetric_operand`], or [`SymmetricOperand::whole`]).
     ///
-    /// Forward: all-gather `x` into a temporary, SpMM over the local graph. Backward: since
-    /// `(Âᵀ dY)[own] = Â[own, :] dY` for a symmetric `Â` (`A D⁻¹ dY` for the mean), all-gather
-    /// `dY` (the mean: `D⁻¹ dY`, in f32) and run the *same* SpMM. Against [`Self::forward`]
-    /// followed by the SpMM, the same bytes cross the link, but the local graph needs no
-    /// transpose (as large as itself: the rank's rows with every column are rectangular) and
-    /// no gathered `[N, d]` tensor stays alive from the forward to the backward.
+    /// Forward: every rank's rows of `x` (block by block around a ring on a sliced operand,
+    /// all at once on a whole one), SpMM over the local graph. Backward: since
+    /// `(Âᵀ dY)[own] = Â[own, :] dY` for a symmetric `Â` (`A D⁻¹ dY` for the mean), the same
+    /// exchange of `dY` (the mean: `D⁻¹ dY`, in f32) and the *same* SpMM. Against
+    /// [`Self::forward`] followed by the SpMM, the same bytes cross the link, but the local
+    /// graph needs no transpose (as large as itself: the rank's rows with every column are
+    /// rectangular) and no gathered `[N, d]` tensor stays alive from the forward to the
+    /// backward (nor, on a sliced operand, exists at all: one or two blocks at a time).
     pub fn aggregate_symmetric(
         &self,
         operand: &SymmetricOperand,
@@ -259,7 +261,8 @@ impl HaloExchange {
                 ),
             });
         }
-        let out = operand.product(&p.comm, &p.padded(&x.detach())?, mean)?;
+        p.check_rows(x)?;
+        let out = operand.product(&p.comm, &x.detach().contiguous()?, mean)?;
         Ok(x.apply_op1(SymmetricAggregate {
             plan: p.clone(),
             operand: operand.clone(),
@@ -299,43 +302,61 @@ impl HaloExchange {
         let n_cols = csr.n_cols();
         // Every rank's block of the gathered rows on its own, each cut evenly into pieces of
         // at most `slice_rows`: a slice then reads one owner's rows only, so this rank's own
-        // slices can run while the others' rows are in flight.
+        // slices can run while the others' rows are in flight. A block's padding (after a
+        // shorter range's rows) is a window of its own that no edge reaches.
         let m = part.max_len();
-        let per_block = m.div_ceil(slice_rows.max(1)).max(1);
         let mut bounds = vec![0];
         for b in 0..part.parts() {
-            bounds.extend((1..=per_block).map(|i| b * m + m * i / per_block));
+            let len = part.range(b).len();
+            let pieces = len.div_ceil(slice_rows.max(1)).max(1);
+            bounds.extend((1..=pieces).map(|i| b * m + len * i / pieces));
+            bounds.push((b + 1) * m);
         }
         bounds.dedup();
         if bounds.len() == 1 {
             // No rows at all: one empty slice (the graph's shape).
             bounds.push(n_cols);
         }
+        // Within one block's rows (not its padding): what a slice may read.
+        let real = |w: &[usize]| m == 0 || w[1] <= w[0] / m * m + part.range(w[0] / m).len();
+        let upload = |c: Csr, v: Option<Vec<f32>>, w: &[usize]| -> Result<Slice> {
+            let g = DeviceGraph::upload(&c, device)?;
+            let values = v
+                .map(|v| Tensor::from_vec(v, c.nnz(), device))
+                .transpose()?;
+            Ok(Slice {
+                cols: w[0]..w[1],
+                g,
+                values,
+            })
+        };
         let mut slices = Vec::with_capacity(bounds.len());
+        // An empty slice adds nothing, but one is kept if none has edges (the graph's shape).
+        let mut spare = None;
         for ((c, v), w) in csr
             .column_blocks(&bounds, values)?
             .into_iter()
             .zip(bounds.windows(2))
         {
-            // An empty slice adds nothing; keep one slice whatever happens (the graph's shape).
-            if c.nnz() == 0 && !(slices.is_empty() && w[1] == n_cols) {
-                continue;
+            if c.nnz() > 0 {
+                slices.push(upload(c, v, w)?);
+            } else if spare.is_none() && real(w) {
+                spare = Some((c, v, w));
             }
-            let g = DeviceGraph::upload(&c, device)?;
-            let values = v
-                .map(|v| Tensor::from_vec(v, c.nnz(), device))
-                .transpose()?;
-            slices.push(Slice {
-                cols: w[0]..w[1],
-                g,
-                values,
-            });
+        }
+        if slices.is_empty() {
+            let (c, v, w) = spare.ok_or_else(|| Error::Shape {
+                op: "halo_aggregate",
+                what: "a partition whose blocks have no rows".into(),
+            })?;
+            slices.push(upload(c, v, w)?);
         }
         // A slice never holds a whole row: a mean divides the summed slices by the row's length.
         let blocks = if m > 0 {
             let inv = csr.inverse_row_degrees();
             Some(Blocks {
                 rows: m,
+                lens: (0..part.parts()).map(|b| part.range(b).len()).collect(),
                 inv_degrees: Tensor::from_vec(inv, (csr.n_rows(), 1), device)?,
             })
         } else {
@@ -378,9 +399,12 @@ struct OperandInner {
 /// How a sliced operand lies over the all-gather's blocks.
 #[derive(Debug)]
 struct Blocks {
-    /// Rows per rank's block; no slice crosses a block boundary, so the product overlaps the
-    /// exchange with the slices of this rank's own block.
+    /// Columns per rank's block (the longest range); no slice crosses a block boundary or
+    /// reaches into a block's padding, so the product runs a block's slices on that rank's
+    /// rows alone.
     rows: usize,
+    /// Every rank's row count (its block's rows before the padding).
+    lens: Vec<usize>,
     /// `1 / deg(row)` (`[n_rows, 1]`, f32) of the whole rows: a mean divides the summed
     /// slices by it.
     inv_degrees: Tensor,
@@ -435,12 +459,13 @@ impl SymmetricOperand {
         self.0.slices[0].values.as_ref()
     }
 
-    /// `Â[own, :] · all`, where `all` is every rank's `own` (`[block, d]`, this rank's rows
-    /// padded to the all-gather's block) gathered by `comm`, a mean dividing by the whole
-    /// row's length: one SpMM per slice over its rows, the products added in `own`'s dtype.
-    /// When the slices follow the blocks, the slices of this rank's own block read `own`
-    /// directly and run while the all-gather is in flight
-    /// ([`Communicator::all_gather_overlapped`]); the others follow once it has landed.
+    /// `Â[own, :] · all`, where `all` is every rank's `own` (`[n_local, d]`, this rank's
+    /// rows) in the all-gather's padded layout, a mean dividing by the whole row's length: one
+    /// SpMM per slice over its rows, the products added in `own`'s dtype. When the slices
+    /// follow the blocks, the other ranks' rows come one block at a time around a ring
+    /// ([`Communicator::shift_overlapped`]), each block's slices running while the next block
+    /// is in flight (this rank's own first): the rank holds at most two received blocks, not
+    /// all `P` (at `P = 2`, one), and sends its rows unpadded. Otherwise one all-gather.
     fn product(&self, comm: &Arc<dyn Communicator>, own: &Tensor, mean: bool) -> Result<Tensor> {
         let reduce = |mean| {
             if mean {
@@ -454,7 +479,8 @@ impl SymmetricOperand {
             None => crate::spmm(&s.g, x, r),
         };
         let Some(blocks) = &self.0.blocks else {
-            let all = comm.all_gather(own)?;
+            let m = self.0.n_cols / comm.world();
+            let all = comm.all_gather(&pad_rows(own, m)?)?;
             if let [s] = &self.0.slices[..] {
                 if s.cols == (0..self.0.n_cols) {
                     return run(s, &all, reduce(mean));
@@ -465,38 +491,34 @@ impl SymmetricOperand {
                 what: "a sliced operand without the all-gather's blocks".into(),
             });
         };
-        let first = comm.rank() * blocks.rows;
-        let mine = first..first + blocks.rows;
+        let (rank, world, m) = (comm.rank(), comm.world(), blocks.rows);
         let mut acc: Option<Tensor> = None;
-        let add = |acc: &mut Option<Tensor>, y: Tensor| -> Result<()> {
-            *acc = Some(match acc.take() {
-                Some(a) => (a + y)?,
-                None => y,
-            });
-            Ok(())
-        };
-        let all = comm.all_gather_overlapped(own, &mut || {
-            for s in self
-                .0
-                .slices
-                .iter()
-                .filter(|s| mine.contains(&s.cols.start))
-            {
-                let x = own.narrow(0, s.cols.start - first, s.cols.len())?;
-                add(&mut acc, run(s, &x, reduce(false))?)?;
+        // The slices of block `b` on its rows `x` (`[lens[b], d]`), added onto `acc`.
+        let block = |acc: &mut Option<Tensor>, b: usize, x: &Tensor| -> Result<()> {
+            for s in self.0.slices.iter().filter(|s| s.cols.start / m == b) {
+                let x = x.narrow(0, s.cols.start - b * m, s.cols.len())?;
+                let y = run(s, &x, reduce(false))?;
+                *acc = Some(match acc.take() {
+                    Some(a) => (a + y)?,
+                    None => y,
+                });
             }
             Ok(())
-        })?;
-        for s in self
-            .0
-            .slices
-            .iter()
-            .filter(|s| !mine.contains(&s.cols.start))
-        {
-            let x = all.narrow(0, s.cols.start, s.cols.len())?;
-            add(&mut acc, run(s, &x, reduce(false))?)?;
+        };
+        // Step k brings block `rank - k` while the block before it is multiplied.
+        let mut held: Option<(usize, Tensor)> = None;
+        for k in 1..world {
+            let src = (rank + world - k) % world;
+            let got = comm.shift_overlapped(own, k, blocks.lens[src], &mut || match &held {
+                None => block(&mut acc, rank, own),
+                Some((b, x)) => block(&mut acc, *b, x),
+            })?;
+            held = Some((src, got));
         }
-        drop(all);
+        match held.take() {
+            None => block(&mut acc, rank, own)?,
+            Some((b, x)) => block(&mut acc, b, &x)?,
+        }
         let acc = acc.ok_or_else(|| Error::Shape {
             op: "halo_aggregate",
             what: "a symmetric operand without slices".into(),
@@ -581,7 +603,7 @@ impl candle_core::CustomOp1 for SymmetricAggregate {
         } else {
             dy
         };
-        let dy = p.padded(&dy).map_err(msg)?;
+        p.check_rows(&dy).map_err(msg)?;
         // The exchange runs inside the timed span (overlapped with the own slices): its time
         // is the communicator's, not the aggregation's.
         let (g, c0) = (self.operand.first_graph(), p.comm.time_spent());
@@ -623,17 +645,11 @@ impl Plan {
 
     /// `x` (`[n_local, d]`) padded with zero rows to the all-gather's block.
     fn padded(&self, x: &Tensor) -> Result<Tensor> {
-        let d = self.check_rows(x)?;
+        self.check_rows(x)?;
         let Mode::AllGather { part } = &self.mode else {
             unreachable!("padding is the all-gather's")
         };
-        let m = part.max_len();
-        Ok(if m == self.n_local {
-            x.contiguous()?
-        } else {
-            let pad = Tensor::zeros((m - self.n_local, d), x.dtype(), x.device())?;
-            Tensor::cat(&[x, &pad], 0)?
-        })
+        pad_rows(x, part.max_len())
     }
 
     /// The halo rows `[halo, d]` received for `x`'s rows (no gradient; point-to-point).
@@ -657,6 +673,17 @@ impl Plan {
         let got = self.comm.exchange(&sends, recv_counts)?;
         Ok(Tensor::cat(&got, 0)?)
     }
+}
+
+/// `x` (`[n, d]`, `n <= m`) with zero rows after it up to `m` rows, contiguous.
+fn pad_rows(x: &Tensor, m: usize) -> Result<Tensor> {
+    let (n, d) = x.dims2()?;
+    Ok(if m == n {
+        x.contiguous()?
+    } else {
+        let pad = Tensor::zeros((m - n, d), x.dtype(), x.device())?;
+        Tensor::cat(&[x, &pad], 0)?
+    })
 }
 
 /// `(x, received) -> received` whose backward returns the received rows' gradients to their

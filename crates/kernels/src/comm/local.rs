@@ -245,6 +245,26 @@ mod tests {
                         })?;
                         assert_eq!(runs, 1);
                         assert_eq!(again.flatten_all()?.to_vec1::<f32>()?, all);
+                        // Ring steps: rank r sends r + 1 rows of value r; step k brings rank
+                        // r - k's, with its count, and runs the local work once.
+                        let rows = |q: usize| Tensor::full(q as f32, (q + 1, 2), &dev);
+                        for k in 1..world {
+                            let src = (c.rank() + world - k) % world;
+                            let mut runs = 0;
+                            let got =
+                                c.shift_overlapped(&rows(c.rank())?, k, src + 1, &mut || {
+                                    runs += 1;
+                                    Ok(())
+                                })?;
+                            assert_eq!(runs, 1);
+                            assert_eq!(
+                                got.flatten_all()?.to_vec1::<f32>()?,
+                                rows(src)?.flatten_all()?.to_vec1::<f32>()?
+                            );
+                        }
+                        for k in [0, world] {
+                            assert!(c.shift_overlapped(&x, k, 2, &mut || Ok(())).is_err());
+                        }
                         // Rank r's block b of the reduce-scatter input is b + 100 r.
                         let t = Tensor::arange(0f32, world as f32, &dev)?
                             .reshape((world, 1))?

@@ -67,6 +67,33 @@ pub trait Communicator: Send + Sync + std::fmt::Debug {
         self.all_gather(x)
     }
 
+    /// One step of a ring: sends `x` (`[rows, d]`) to rank `(rank() + k) % world()` and
+    /// returns the `[recv_rows, d]` rows that rank `(rank() - k) % world()` sent here, for `k`
+    /// in `1..world()` (every rank calls it with the same `k`). `local` runs after the
+    /// transfer has started and before it is waited for, as in [`Self::all_gather_overlapped`]:
+    /// `P - 1` steps deliver every other rank's rows one block at a time, so a consumer holds
+    /// one or two blocks instead of all `P`. The default runs `local`, then
+    /// [`Self::exchange`].
+    fn shift_overlapped(
+        &self,
+        x: &Tensor,
+        k: usize,
+        recv_rows: usize,
+        local: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<Tensor> {
+        let (dst, src) = ring_peers("comm shift", self.rank(), self.world(), k)?;
+        local()?;
+        let d = x.dim(1)?;
+        let empty = Tensor::zeros((0, d), x.dtype(), x.device())?;
+        let sends: Vec<Tensor> = (0..self.world())
+            .map(|p| if p == dst { x.clone() } else { empty.clone() })
+            .collect();
+        let rows: Vec<usize> = (0..self.world())
+            .map(|p| if p == src { recv_rows } else { 0 })
+            .collect();
+        Ok(self.exchange(&sends, &rows)?.swap_remove(src))
+    }
+
     /// Block `rank()` (`[m, d]`) of the element-wise sum over ranks of `t` (`[world() * m,
     /// d]`). The default runs through [`Self::exchange`] and sums in rank order.
     fn reduce_scatter_sum(&self, t: &Tensor) -> Result<Tensor> {
@@ -104,6 +131,23 @@ pub trait Communicator: Send + Sync + std::fmt::Debug {
 
     /// Wall time spent inside this communicator's calls so far (waiting for peers included).
     fn time_spent(&self) -> std::time::Duration;
+}
+
+/// The ranks a ring step `k` ([`Communicator::shift_overlapped`]) sends to and receives
+/// from: `(rank + k) % world` and `(rank - k) % world`; an error unless `k` is in `1..world`.
+pub(crate) fn ring_peers(
+    op: &'static str,
+    rank: usize,
+    world: usize,
+    k: usize,
+) -> Result<(usize, usize)> {
+    if k == 0 || k >= world {
+        return Err(crate::Error::Shape {
+            op,
+            what: format!("ring step {k} among {world} ranks (1..{world} are steps)"),
+        });
+    }
+    Ok(((rank + k) % world, (rank + world - k) % world))
 }
 
 /// Checks the arguments of [`Communicator::exchange`] common to every implementation.

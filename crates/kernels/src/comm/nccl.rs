@@ -4,7 +4,7 @@
 //! [`Communicator::all_gather_overlapped`] can run local kernels on candle's stream while a
 //! gather is in flight.
 
-use super::{check_exchange, Communicator, Counter};
+use super::{check_exchange, ring_peers, Communicator, Counter};
 use crate::error::{Error, Result};
 use candle_core::cuda_backend::{CudaDType, CudaDevice, CudaStorage};
 use candle_core::op::BackpropOp;
@@ -371,6 +371,78 @@ impl NcclComm {
         Ok(self.wrap(out, (self.world * m, d)))
     }
 
+    /// `enqueue` (which puts a transfer of `x` on the NCCL stream and returns its output)
+    /// with `local`'s kernels going onto candle's stream meanwhile; candle's stream then waits
+    /// for the transfer. Timed: the launch, and what the transfer adds once the local work is
+    /// done (its exposed time).
+    fn overlapped(
+        &self,
+        x: &Tensor,
+        enqueue: impl FnOnce(&Tensor) -> Result<Tensor>,
+        local: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<Tensor> {
+        self.bind()?;
+        // Held until candle's stream has joined NCCL's: a copy made and dropped inside the
+        // transfer would be freed on candle's stream, where `local`'s outputs could reuse it
+        // while NCCL still reads it.
+        let x = x.contiguous()?;
+        self.sync()?;
+        let t = std::time::Instant::now();
+        let out = enqueue(&x);
+        let launched = t.elapsed();
+        let done = out.and_then(|out| {
+            local()?;
+            Ok(out)
+        });
+        let r = self.sync();
+        let t = std::time::Instant::now();
+        self.leave()?;
+        drop(x);
+        let (out, ()) = (done?, r?);
+        self.sync()?;
+        self.counter.add_time(launched + t.elapsed());
+        Ok(out)
+    }
+
+    /// Sends contiguous `x` to rank `dst` and receives `[recv_rows, d]` from rank `src`, on
+    /// the NCCL stream (one group: the ring's pairs cannot deadlock).
+    fn shift_typed<T>(&self, x: &Tensor, dst: usize, src: usize, recv_rows: usize) -> Result<Tensor>
+    where
+        T: CudaDType + DeviceRepr + ValidAsZeroBits,
+    {
+        let (_, d) = x.dims2()?;
+        let n = x.elem_count();
+        // SAFETY: the receive writes every element (an empty one has none to read).
+        let mut out = unsafe { self.device.cuda_stream().alloc::<T>(recv_rows * d) }
+            .map_err(|e| nccl("shift receive buffer", e))?;
+        let (st, l) = x.storage_and_layout();
+        let Storage::Cuda(cs) = &*st else {
+            return Err(Error::Comm("shift of a tensor not on the GPU".into()));
+        };
+        let view = cs
+            .as_cuda_slice::<T>()?
+            .slice(l.start_offset()..l.start_offset() + n);
+        let size = std::mem::size_of::<T>();
+        let comm = self.lock()?;
+        group_start().map_err(|e| nccl("group start", e))?;
+        if n > 0 {
+            // As bytes (any dtype; a shift only moves them).
+            // SAFETY: the view holds `n` elements of `T`, i.e. `n * size` bytes.
+            let bytes = unsafe { view.transmute::<u8>(n * size) }
+                .ok_or_else(|| Error::Comm("byte view of a shift input".into()))?;
+            comm.send(&bytes, dst as i32).map_err(|e| nccl("send", e))?;
+        }
+        if recv_rows * d > 0 {
+            // SAFETY: the buffer holds `recv_rows * d` elements of `T`.
+            let mut bytes = unsafe { out.transmute_mut::<u8>(recv_rows * d * size) }
+                .ok_or_else(|| Error::Comm("byte view of a shift output".into()))?;
+            comm.recv(&mut bytes, src as i32)
+                .map_err(|e| nccl("recv", e))?;
+        }
+        group_end().map_err(|e| nccl("group end", e))?;
+        Ok(self.wrap(out, (recv_rows, d)))
+    }
+
     fn reduce_scatter_typed<T>(&self, t: &Tensor) -> Result<Tensor>
     where
         T: CudaDType + DeviceRepr + ValidAsZeroBits + cudarc::nccl::safe::NcclType,
@@ -454,29 +526,32 @@ impl Communicator for NcclComm {
         }
         self.count_gather(x);
         let dt = x.dtype();
-        self.bind()?;
-        // Held until candle's stream has joined NCCL's: a copy made and dropped inside the
-        // gather would be freed on candle's stream, where `local`'s outputs could reuse it
-        // while NCCL still reads it.
-        let x = x.contiguous()?;
-        self.sync()?;
-        let t = std::time::Instant::now();
-        // Enqueued on the NCCL stream; `local` goes onto candle's meanwhile.
-        let all = with_cuda_type!(dt, |T| self.all_gather_typed::<T>(&x));
-        let launched = t.elapsed();
-        let done = all.and_then(|all| {
+        self.overlapped(
+            x,
+            |x| with_cuda_type!(dt, |T| self.all_gather_typed::<T>(x)),
+            local,
+        )
+    }
+
+    fn shift_overlapped(
+        &self,
+        x: &Tensor,
+        k: usize,
+        recv_rows: usize,
+        local: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<Tensor> {
+        let (dst, src) = ring_peers("nccl shift", self.rank, self.world, k)?;
+        x.dims2()?;
+        self.counter.add(x);
+        let dt = x.dtype();
+        let shift =
+            |x: &Tensor| with_cuda_type!(dt, |T| self.shift_typed::<T>(x, dst, src, recv_rows));
+        if !self.overlap {
             local()?;
-            Ok(all)
-        });
-        // Timed: what the gather adds once the local work is done (its exposed time).
-        let r = self.sync();
-        let t = std::time::Instant::now();
-        self.leave()?;
-        drop(x);
-        let (all, ()) = (done?, r?);
-        self.sync()?;
-        self.counter.add_time(launched + t.elapsed());
-        Ok(all)
+            let x = x.contiguous()?;
+            return self.timed(|| shift(&x));
+        }
+        self.overlapped(x, shift, local)
     }
 
     fn reduce_scatter_sum(&self, t: &Tensor) -> Result<Tensor> {
