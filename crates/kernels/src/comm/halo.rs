@@ -515,7 +515,7 @@ impl SymmetricOperand {
             })?;
             held = Some((src, got));
         }
-        match held.take() {
+        match held {
             None => block(&mut acc, rank, own)?,
             Some((b, x)) => block(&mut acc, b, &x)?,
         }

@@ -54,25 +54,13 @@ pub trait Communicator: Send + Sync + std::fmt::Debug {
         Ok(Tensor::cat(&got, 0)?)
     }
 
-    /// [`Self::all_gather`] around local work: `local` runs after the gather has started and
-    /// before it is waited for, so an implementation whose transfers run on their own (NCCL,
-    /// on a stream of its own) overlaps the two. `local` must not need the result. The
-    /// default runs `local`, then the gather.
-    fn all_gather_overlapped(
-        &self,
-        x: &Tensor,
-        local: &mut dyn FnMut() -> Result<()>,
-    ) -> Result<Tensor> {
-        local()?;
-        self.all_gather(x)
-    }
-
     /// One step of a ring: sends `x` (`[rows, d]`) to rank `(rank() + k) % world()` and
     /// returns the `[recv_rows, d]` rows that rank `(rank() - k) % world()` sent here, for `k`
     /// in `1..world()` (every rank calls it with the same `k`). `local` runs after the
-    /// transfer has started and before it is waited for, as in [`Self::all_gather_overlapped`]:
-    /// `P - 1` steps deliver every other rank's rows one block at a time, so a consumer holds
-    /// one or two blocks instead of all `P`. The default runs `local`, then
+    /// transfer has started and before it is waited for, so an implementation whose transfers
+    /// run on their own (NCCL, on a stream of its own) overlaps the two; `local` must not need
+    /// the result. `P - 1` steps deliver every other rank's rows one block at a time, so a
+    /// consumer holds one or two blocks instead of all `P`. The default runs `local`, then
     /// [`Self::exchange`].
     fn shift_overlapped(
         &self,

@@ -1,8 +1,8 @@
 //! NCCL communicator (feature `nccl`): the library PyTorch and DGL use, through cudarc's
 //! bindings. Collectives run on a stream of their own, ordered with candle's stream by events
 //! on both sides of every call (nothing synchronises the host), so that
-//! [`Communicator::all_gather_overlapped`] can run local kernels on candle's stream while a
-//! gather is in flight.
+//! [`Communicator::shift_overlapped`] can run local kernels on candle's stream while a
+//! transfer is in flight.
 
 use super::{check_exchange, ring_peers, Communicator, Counter};
 use crate::error::{Error, Result};
@@ -68,8 +68,8 @@ pub struct NcclComm {
     /// Synchronise the stream around each call, so `time_spent` is the transfers' time (not
     /// just their launch): for profiling runs.
     timed: bool,
-    /// Run [`Communicator::all_gather_overlapped`]'s local work while the gather is in
-    /// flight (default); off, it runs first and the gather after, as the trait's default.
+    /// Run [`Communicator::shift_overlapped`]'s local work while the transfer is in
+    /// flight (default); off, it runs first and the transfer after, as the trait's default.
     overlap: bool,
 }
 
@@ -170,8 +170,8 @@ impl NcclComm {
         })
     }
 
-    /// With `on` false, [`Communicator::all_gather_overlapped`] runs its local work before
-    /// the gather instead of during it (to measure what the overlap gains).
+    /// With `on` false, [`Communicator::shift_overlapped`] runs its local work before the
+    /// transfer instead of during it (to measure what the overlap gains).
     pub fn with_overlap(mut self, on: bool) -> Self {
         self.overlap = on;
         self
@@ -513,24 +513,6 @@ impl Communicator for NcclComm {
         self.count_gather(x);
         let dt = x.dtype();
         self.timed(|| with_cuda_type!(dt, |T| self.all_gather_typed::<T>(x)))
-    }
-
-    fn all_gather_overlapped(
-        &self,
-        x: &Tensor,
-        local: &mut dyn FnMut() -> Result<()>,
-    ) -> Result<Tensor> {
-        if !self.overlap {
-            local()?;
-            return self.all_gather(x);
-        }
-        self.count_gather(x);
-        let dt = x.dtype();
-        self.overlapped(
-            x,
-            |x| with_cuda_type!(dt, |T| self.all_gather_typed::<T>(x)),
-            local,
-        )
     }
 
     fn shift_overlapped(
