@@ -14,10 +14,12 @@ pub fn pick_device(force_cpu: bool) -> Result<Device> {
     Ok(device)
 }
 
-/// Applies the process-wide device settings to a freshly opened device: the pool keeps freed
+/// Applies the process-wide device settings to a freshly opened device: candle's kernels start
+/// compiling in the background ([`crate::warmup`]), the pool keeps freed
 /// memory ([`keep_freed_memory`]) and, when [`MEMORY_LIMIT_ENV`] is set, the device is limited
 /// to that much memory ([`limit_device_memory`]). Every example calls it once per GPU it opens.
 pub fn prepare_device(device: &Device) -> Result<()> {
+    crate::warmup::start(device);
     keep_freed_memory(device)?;
     let limit = memory_limit(std::env::var(MEMORY_LIMIT_ENV).ok().as_deref())?;
     if let Some(bytes) = limit {

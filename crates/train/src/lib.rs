@@ -25,6 +25,7 @@ pub mod report;
 pub mod run;
 pub mod sweep;
 pub mod trainer;
+pub mod warmup;
 
 pub use checkpoint::TrainState;
 pub use data::{accuracy, DeviceData};

@@ -589,6 +589,10 @@ pub fn run(cfg: &RunConfig) -> Result<RunOutcome> {
     let ds = &loaded.dataset;
     let data =
         DeviceData::new(ds, &device, cfg.row_normalize)?.with_precision(cfg.train.precision)?;
+    let warm_up = crate::warmup::finish();
+    if let Some(w) = &warm_up {
+        println!("{w}");
+    }
     let gnn = train_seeds(cfg, &cfg.model, ds, &data, &device)?;
     let accs: Vec<f64> = gnn.runs.iter().map(|r| r.report.test_acc).collect();
     let (mean, std) = mean_std(&accs);
@@ -662,6 +666,7 @@ pub fn run(cfg: &RunConfig) -> Result<RunOutcome> {
         "threads": std::thread::available_parallelism().map_or(1, |n| n.get()),
         "args": cfg.note,
         "graph_prep_s": gnn.prep_s,
+        "kernel_warm_up": warm_up,
         "deterministic": cfg.deterministic,
         "model": gnn.model.config(),
         "train": cfg.train,
