@@ -133,7 +133,12 @@ impl std::fmt::Display for WarmUp {
             self.waited_s
         )?;
         for m in self.modules.iter().filter(|m| m.error.is_some()) {
-            write!(f, "; {} failed: {}", m.module, m.error.as_deref().unwrap_or(""))?;
+            write!(
+                f,
+                "; {} failed: {}",
+                m.module,
+                m.error.as_deref().unwrap_or("")
+            )?;
         }
         Ok(())
     }
