@@ -4,6 +4,7 @@
     python3 bench/results.py            # write bench/RESULTS.md
     python3 bench/results.py --check    # exit 1 when bench/RESULTS.md is not what the records give
     python3 bench/results.py --stale    # list record folders no row of RESULTS.md comes from
+    python3 bench/results.py --import A.tar.gz ...   # add records packed by run.py --pack, then write
 
 For every suite and row it takes the newest record (by the record's start time) that measured
 the row, so a record of a few rows (`run.py --only`) updates those rows and leaves the rest.
@@ -13,6 +14,7 @@ The output depends on the records alone (no clock, sorted everywhere): CI checks
 import argparse
 import json
 import os
+import shutil
 import sys
 
 sys.dont_write_bytecode = True  # no __pycache__ beside the harness (it travels with the tree)
@@ -169,13 +171,63 @@ def stale(root):
     return [f"{suite}/{rec}" for suite, rec, _, _ in records if (suite, rec) not in used]
 
 
+def import_pack(pack, root):
+    """Unpacks a record tarball (`run.py --pack`: <suite>/<record>/...) into root/<suite>/,
+    as <record>-2, -3, ... when that name is taken (two device calls on one day each name
+    theirs after the date). Returns the folder it made."""
+    import tarfile
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(pack) as tar:
+            tops = set()
+            for m in tar.getmembers():
+                parts = m.name.split("/")
+                if m.name.startswith("/") or ".." in parts or len(parts) < 2 or not (m.isfile() or m.isdir()):
+                    raise ValueError(f"{pack}: unexpected member {m.name!r} (want <suite>/<record>/...)")
+                tops.add(tuple(parts[:2]))
+            if len(tops) != 1:
+                raise ValueError(f"{pack}: holds {len(tops)} records, want one")
+            try:
+                tar.extractall(tmp, filter="data")
+            except TypeError:  # Python without extraction filters (the members are checked above)
+                tar.extractall(tmp)
+        suite, rec = tops.pop()
+        src = os.path.join(tmp, suite, rec)
+        summary_path = os.path.join(src, "summary.json")
+        if not os.path.isfile(summary_path):
+            raise ValueError(f"{pack}: no {suite}/{rec}/summary.json")
+        dest, n = os.path.join(root, suite, rec), 1
+        while os.path.exists(dest):
+            n += 1
+            dest = os.path.join(root, suite, f"{rec}-{n}")
+        if n > 1:
+            with open(summary_path) as f:
+                summary = json.load(f)
+            summary["record"] = os.path.basename(dest)
+            with open(summary_path, "w") as f:
+                json.dump(summary, f, indent=1, sort_keys=True)
+                f.write("\n")
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        shutil.move(src, dest)
+    return dest
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Regenerate bench/RESULTS.md from bench/records.")
     ap.add_argument("--records", default=os.path.join(HERE, "records"), help="records root [default: bench/records]")
     ap.add_argument("--output", default=os.path.join(HERE, "RESULTS.md"), help="[default: bench/RESULTS.md]")
     ap.add_argument("--check", action="store_true", help="exit 1 if the output file is not up to date")
     ap.add_argument("--stale", action="store_true", help="list record folders no row comes from, and exit")
+    ap.add_argument("--import", dest="packs", nargs="+", metavar="PACK",
+                    help="first unpack these record tarballs (run.py --pack) into the records root")
     o = ap.parse_args(argv)
+    for p in o.packs or []:
+        try:
+            print(f"imported {import_pack(p, o.records)}")
+        except (OSError, ValueError) as e:
+            print(f"bench/results.py: {e}", file=sys.stderr)
+            return 2
     if o.stale:
         for s in stale(o.records):
             print(s)

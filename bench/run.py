@@ -441,6 +441,16 @@ def print_table(rows):
 # ---------------------------------------------------------------- running
 
 
+def shown_path(path):
+    """`path` relative to the repository root (where every command runs) when inside it, so
+    command.txt reads the same on every machine."""
+    full = os.path.abspath(path)
+    if not full.startswith(REPO + os.sep):
+        return path
+    rel = os.path.relpath(full, REPO)
+    return rel if os.sep in rel else os.path.join(".", rel)  # never a bare name (PATH lookup)
+
+
 def fill(args, values):
     return [a.format(**values) if "{" in a else a for a in args]
 
@@ -493,7 +503,7 @@ class Runner:
         g = self.suite.graph
         if g["source"] != "same-graph":
             return True
-        script = os.path.join(self.anchors_dir, g["script"])
+        script = shown_path(os.path.join(self.anchors_dir, g["script"]))
         argv = [sys.executable, script, "--dir", self.graph_dir, "--skip-pyg"] + list(g.get("args", []))
         rc, _ = self.execute("graph", argv)
         facts = None
@@ -516,24 +526,22 @@ class Runner:
     def one(self, run, rep):
         stem = f"{run.name}-r{rep}"
         raw = os.path.join(self.record, stem + ".json")
-        # Commands run from the repository root: a record inside it is named relatively.
-        shown = os.path.relpath(raw, REPO) if os.path.abspath(raw).startswith(REPO + os.sep) else raw
-        values = {"json": shown, "scratch": self.scratch, "graph_dir": self.graph_dir}
+        values = {"json": shown_path(raw), "scratch": self.scratch, "graph_dir": self.graph_dir}
         env_extra = {}
         args = list(run.args)
         if run.kind == "sddmm" and rep > 1 and "--dump" in args:
             i = args.index("--dump")  # the graph is dumped once (same seed every repetition)
             del args[i:i + 2]
         if run.binary:
-            argv = [find_binary(self.o.bin_dir, run.binary)] + fill(args, values)
+            argv = [shown_path(find_binary(self.o.bin_dir, run.binary))] + fill(args, values)
         elif run.kind == "same-graph-peers":
             peer_out = os.path.join(self.scratch, "peer-out")
             os.makedirs(peer_out, exist_ok=True)
             env_extra["OUT"] = peer_out
-            argv = [sys.executable, os.path.join(self.anchors_dir, run.script)] + fill(args, values) + \
+            argv = [sys.executable, shown_path(os.path.join(self.anchors_dir, run.script))] + fill(args, values) + \
                 list(self.suite.graph.get("args", []))
         else:
-            argv = [sys.executable, os.path.join(REPO, run.script)] + fill(args, values)
+            argv = [sys.executable, run.script] + fill(args, values)
         rc, _ = self.execute(stem, argv, env_extra)
         error = None
         doc = None

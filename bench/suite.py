@@ -34,9 +34,10 @@ CASE_KEYS = {
     "spmm": _COMMON_KEYS | {"k"},
     "sddmm": _COMMON_KEYS | {"k", "torch_reps"},
 }
-# same_graph.py's models by (model, layers, hidden): the plain-torch GCN is the tgcn peer.
-SAME_GRAPH_MODELS = {("gcn", 2, 128), ("sage", 2, 128), ("gcn", 4, 256), ("sage", 4, 256)}
-TGCN_MODELS = {("gcn", 2, 128), ("gcn", 4, 256)}
+# The models same_graph.py trains (its --models names; tgcn_* is the plain-torch GCN).
+SAME_GRAPH_NAMES = {"gcn_2x128", "sage_2x128", "gcn_4x256", "sage_4x256", "tgcn_2x128", "tgcn_4x256",
+                    "gcn_2x128_bf16", "sage_2x128_bf16", "gcn_4x256_bf16", "tgcn_2x128_bf16",
+                    "tgcn_4x256_bf16"}
 
 
 class SuiteError(Exception):
@@ -244,11 +245,12 @@ def _expand_train(case, where, name, precisions, peers, flags, graph):
                 raise SuiteError(f"{where}: unknown shortcut {s!r} (known: {sorted(SHORTCUTS)})")
     if peers and graph["source"] != "same-graph":
         raise SuiteError(f"{where}: peers {peers} need [graph] source = \"same-graph\" (the peers read its files)")
-    for p in peers:
-        table = TGCN_MODELS if p == "tgcn" else SAME_GRAPH_MODELS
-        if (model, layers, hidden) not in table:
-            raise SuiteError(f"{where}: peer {p} has no {model} {layers}x{hidden} in same_graph.py")
     spec = {"model": model, "layers": layers, "hidden": hidden, "epochs": epochs}
+    for p in peers:
+        for prec in precisions:
+            probe = Measurement("", "", name, "train", "", prec, [], p, spec=spec)
+            if prec in PEERS["train"][p] and peer_model(probe) not in SAME_GRAPH_NAMES:
+                raise SuiteError(f"{where}: same_graph.py has no model {peer_model(probe)} (peer {p}, {prec})")
     label = f"{model} {layers}x{hidden}"
     ms, runs = [], []
     for prec in precisions:

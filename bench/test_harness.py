@@ -93,6 +93,26 @@ class FloorTests(unittest.TestCase):
             floors.element_bytes("f64")
 
 
+class MachineTests(unittest.TestCase):
+    def test_gpu_names_and_rates(self):
+        import run
+        table = run.load_machines(os.path.join(HERE, "machines.toml"))
+        h100 = {"name": "NVIDIA H100 80GB HBM3", "driver": "580.1", "memory": "81559 MiB"}
+        name, rates = run.identify_machine([h100, h100], table)
+        self.assertEqual((name, rates["hbm"], rates["l1"], rates["l2"]), ("h100x2", 3.35e12, 33e12, 7e12))
+        name, rates = run.identify_machine([{"name": "NVIDIA H200", "driver": "", "memory": ""}], table)
+        self.assertEqual((name, rates["hbm"]), ("h200", 4.8e12))
+        name, rates = run.identify_machine([{"name": "NVIDIA A100-SXM4-80GB", "driver": "", "memory": ""}], table)
+        self.assertEqual((name, rates["hbm"]), ("nvidia-a100-sxm4-80gb", None))
+
+    def test_versions(self):
+        import run
+        self.assertTrue(run.version_matches("2.11.0+cu130", "2.11"))
+        self.assertTrue(run.version_matches("2.8.0.post1", "2.8"))
+        self.assertFalse(run.version_matches("2.1.0", "2.11"))
+        self.assertFalse(run.version_matches(None, "2.8"))
+
+
 class SuiteTests(unittest.TestCase):
     def load(self, name):
         return suites.load(os.path.join(HERE, "suites", name + ".toml"))
@@ -191,6 +211,22 @@ class ResultsTests(unittest.TestCase):
         fake_record(self.root, "headline", "h100-2026-01-03", "2026-01-03T10:00:00Z", [fake_row("a-f32/ours", 9.0)])
         self.assertEqual(results.main(["--records", self.root, "--output", out, "--check"]), 1)
 
+    def test_import_renames_a_taken_record(self):
+        import tarfile
+        src = os.path.join(self.d, "device")
+        fake_record(src, "headline", "h100-2026-01-02", "2026-01-02T12:00:00Z", [fake_row("c-f32/ours", 5.0)])
+        pack = os.path.join(self.d, "rec.tar.gz")
+        with tarfile.open(pack, "w:gz") as t:
+            t.add(os.path.join(src, "headline", "h100-2026-01-02"), arcname="headline/h100-2026-01-02")
+        out = os.path.join(self.d, "RESULTS.md")
+        self.assertEqual(results.main(["--records", self.root, "--output", out, "--import", pack]), 0)
+        with open(os.path.join(self.root, "headline", "h100-2026-01-02-2", "summary.json")) as f:
+            self.assertEqual(json.load(f)["record"], "h100-2026-01-02-2")
+        with open(os.path.join(self.root, "headline", "h100-2026-01-02", "summary.json")) as f:
+            self.assertEqual(len(json.load(f)["rows"]), 2)  # the earlier record is untouched
+        with open(out) as f:
+            self.assertIn("| c-f32 | gcn 2x128 | f32 | none | ours | 5.000 |", f.read())
+
     def test_stale(self):
         fake_record(self.root, "headline", "h100-2026-01-03", "2026-01-03T10:00:00Z",
                     [fake_row("a-f32/ours", 9.0), fake_row("b-f32/ours", 19.0)])
@@ -210,6 +246,10 @@ FAKE_TRAIN = textwrap.dedent("""\
         print("failing on purpose"); sys.exit(3)
     kind = {"sage": "sage_mean"}.get(model, model)
     nodes, edges = 2330, 40000
+    if "--data-dir" in a:
+        with open(os.path.join(val("--data-dir"), "facts.json")) as f:
+            g = json.load(f)
+        nodes, edges = g["nodes"], g["nnz"]
     doc = {"dataset_summary": {"nodes": nodes, "edges": edges, "features": 602, "classes": 41},
            "gnn": {"model": {"kind": kind, "layers": int(val("--layers")), "in_dim": 602,
                              "hidden": int(val("--hidden")), "out_dim": 41, "input_dropout": 0.0,
@@ -222,6 +262,125 @@ FAKE_TRAIN = textwrap.dedent("""\
         json.dump(doc, f)
     print("ok")
     """)
+
+
+# A stand-in for same_graph.py: prints its graph line, writes the files' facts into --dir and,
+# without --skip-pyg, $OUT/same_graph_pyg.json for every model of --models.
+FAKE_SAME_GRAPH = textwrap.dedent("""\
+    import json, os, sys
+    a = sys.argv[1:]
+    def val(flag, default=None):
+        return a[a.index(flag) + 1] if flag in a else default
+    graph = {"nodes": 5000, "nnz": 250000, "max_deg": 300, "train": 3300, "val": 500, "test": 1200}
+    os.makedirs(val("--dir"), exist_ok=True)
+    with open(os.path.join(val("--dir"), "facts.json"), "w") as f:
+        json.dump(graph, f)
+    res = {"device": "fake", "torch": "2.11.0+cu130", "graph": graph}
+    print(json.dumps(res), flush=True)
+    if "--skip-pyg" in a:
+        sys.exit(0)
+    res["pyg"] = "2.8.0"
+    res["pyg_runs"] = {m: {"epoch_ms_median": 100.0 + i, "test_acc": 1.0, "peak_GiB": 9.5}
+                       for i, m in enumerate(val("--models").split(","))}
+    with open(os.path.join(os.environ["OUT"], "same_graph_pyg.json"), "w") as f:
+        json.dump(res, f)
+    """)
+
+# Stand-ins for bench_spmm and bench_sddmm: their JSON documents' shape.
+FAKE_SPMM = textwrap.dedent("""\
+    #!/usr/bin/env python3
+    import json, sys
+    a = sys.argv[1:]
+    ks = [int(k) for k in a[a.index("--k") + 1].split(",")]
+    rows = [{"k": k, "ours_weighted_sum_ms": k / 16, "ours_mean_ms": k / 16, "cusparse_default_ms": k / 4,
+             "cusparse_csr_alg2_ms": k / 5, "speedup_vs_best_cusparse": 3.2, "rel_err_vs_cusparse": 1e-7,
+             "sweep": []} for k in ks]
+    kernels = [{"k": k, "dtype": d, "ge_ms": 1.0, "narrow_ms": 1.0, "hp_ms": 1.0,
+                "auto_ms": k / 32 if d == "bf16" else k / 16} for k in ks for d in ("f32", "bf16")]
+    doc = {"graph": {"name": "synthetic-reddit", "nodes": 1000, "nnz": 50000, "max_row": 99},
+           "reps": 20, "rows": rows, "kernels": kernels if "--kernels" in a else [], "column_blocks": []}
+    json.dump(doc, open(a[a.index("--json") + 1], "w"))
+    """)
+FAKE_SDDMM = textwrap.dedent("""\
+    #!/usr/bin/env python3
+    import json, sys
+    a = sys.argv[1:]
+    ks = [int(k) for k in a[a.index("--k") + 1].split(",")]
+    rows = [{"k": k, "hp_ms": k / 20, "hp_npw": "32", "rows_ms": k / 10, "cusparse_ms": k / 18} for k in ks]
+    doc = {"graph": {"nodes": 1000, "nnz": 50000, "max_row": 99, "scale": 1.0}, "reps": 20, "rows": rows}
+    json.dump(doc, open(a[a.index("--json") + 1], "w"))
+    """)
+
+
+def write_exe(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+
+
+class GpuSuiteTests(unittest.TestCase):
+    """The GPU suites' runs and readers, on stand-ins for the binaries and the peer script."""
+
+    def setUp(self):
+        self.d = tempfile.mkdtemp()
+        self.bin = os.path.join(self.d, "bin")
+        self.anchors = os.path.join(self.d, "anchors")
+        os.makedirs(self.bin)
+        os.makedirs(self.anchors)
+        write_exe(os.path.join(self.bin, "train_reddit"), FAKE_TRAIN)
+        write_exe(os.path.join(self.bin, "bench_spmm"), FAKE_SPMM)
+        write_exe(os.path.join(self.bin, "bench_sddmm"), FAKE_SDDMM)
+        with open(os.path.join(self.anchors, "same_graph.py"), "w") as f:
+            f.write(FAKE_SAME_GRAPH)
+        self.out = os.path.join(self.d, "records")
+
+    def tearDown(self):
+        shutil.rmtree(self.d)
+
+    def run_suite(self, name, *extra):
+        p = subprocess.run([sys.executable, os.path.join(HERE, "run.py"), name, "--bin-dir", self.bin,
+                            "--anchors-dir", self.anchors, "--out", self.out, "--machine", "fakegpu",
+                            "--reps", "1", "--any-versions", *extra],
+                           capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        (rec,) = os.listdir(os.path.join(self.out, name))
+        with open(os.path.join(self.out, name, rec, "summary.json")) as f:
+            return {r["id"]: r for r in json.load(f)["rows"]}, os.path.join(self.out, name, rec)
+
+    def test_headline_case(self):
+        rows, rec = self.run_suite("headline", "--only", "gcn-2x128", "--graph-dir", os.path.join(self.d, "g"))
+        self.assertEqual(sorted(rows), ["gcn-2x128-bf16-input-cache/ours", "gcn-2x128-bf16-no-input-cache/ours",
+                                        "gcn-2x128-bf16/pyg", "gcn-2x128-bf16/tgcn",
+                                        "gcn-2x128-f32-input-cache/ours", "gcn-2x128-f32-no-input-cache/ours",
+                                        "gcn-2x128-f32/pyg", "gcn-2x128-f32/tgcn"])
+        self.assertTrue(all(r["status"] == "ok" for r in rows.values()))
+        # The models in the order same_graph.py was given them: gcn_2x128 first.
+        self.assertEqual(rows["gcn-2x128-f32/pyg"]["median_ms"], 100.0)
+        pyg = rows["gcn-2x128-bf16/pyg"]
+        self.assertEqual(pyg["spmm_widths"], [128, 128, 41, 41])
+        self.assertEqual(pyg["bytes_moved"], floors.epoch_work(5000, 250000, [128, 128, 41, 41], 2, True).compulsory)
+        ours = rows["gcn-2x128-bf16-input-cache/ours"]
+        self.assertEqual((ours["nodes"], ours["nnz"], ours["spmm_widths"]), (5000, 250000, [41, 41]))
+        self.assertTrue(os.path.isfile(os.path.join(rec, "graph.json")))
+        with open(os.path.join(rec, "command.txt")) as f:
+            commands = f.read()
+        self.assertIn("--models gcn_2x128,tgcn_2x128,gcn_2x128_bf16,tgcn_2x128_bf16", commands)
+        self.assertIn("--skip-pyg", commands)
+
+    def test_spmm(self):
+        rows, _ = self.run_suite("spmm")
+        self.assertEqual(len(rows), 18)
+        self.assertEqual(rows["spmm-k128-f32/ours"]["median_ms"], 8.0)
+        self.assertEqual(rows["spmm-k128-bf16/ours"]["median_ms"], 4.0)
+        self.assertEqual(rows["spmm-k128-f32/cusparse"]["median_ms"], 128 / 5)  # the faster algorithm
+        self.assertEqual(rows["spmm-k128-bf16/ours"]["bytes_moved"], floors.spmm_compulsory_bytes(1000, 50000, 128, 2))
+        self.assertIsNone(rows["spmm-k16-f32/ours"]["distance"]["gather_l1"])  # no GPU here: no cache rates
+
+    def test_sddmm_without_torch(self):
+        rows, _ = self.run_suite("sddmm", "--only", "*/ours,*/cusparse")
+        self.assertEqual(len(rows), 10)
+        self.assertAlmostEqual(rows["sddmm-k64-f32/cusparse"]["median_ms"], 64 / 18, places=4)
+        self.assertEqual(rows["sddmm-k64-f32/ours"]["gather_bytes"], floors.sddmm_gather_bytes(50000, 64, 4))
 
 
 class RunnerTests(unittest.TestCase):
