@@ -664,7 +664,7 @@ def main(argv=None):
     try:
         for name in sorted({r.binary for r in s.runs if r.binary}):
             p = find_binary(o.bin_dir, name)
-            binaries[name] = {"path": os.path.relpath(p, REPO), "sha256": sha256(p), "bytes": os.path.getsize(p)}
+            binaries[name] = {"path": shown_path(p), "sha256": sha256(p), "bytes": os.path.getsize(p)}
     except (FileNotFoundError, OSError, lzma.LZMAError) as e:
         die(str(e))
     if s.graph["source"] == "same-graph":
