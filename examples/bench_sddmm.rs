@@ -2,7 +2,7 @@
 //! HP-SDDMM (DTP's partition, and with `--sweep` every edges-per-warp candidate) and our
 //! row-per-warp kernel against cuSPARSE's CSR SDDMM through cudarc, same process, same
 //! stream, same operands; CUDA events, medians after warm-up. `--dump DIR` also writes the
-//! graph's CSR (`indptr.npy`, `indices.npy`) for `scripts/torch_sddmm.py`, which times
+//! graph's CSR (`indptr.npy`, `indices.npy`) for `bench/peers/torch_sddmm.py`, which times
 //! PyTorch's gather formulation `(A[row] * B[col]).sum(-1)` on the same structure.
 //!
 //! ```text
@@ -36,7 +36,7 @@ struct Args {
     /// Also time HP-SDDMM at every edges-per-warp candidate.
     #[arg(long)]
     sweep: bool,
-    /// Write the CSR as .npy files here (for scripts/torch_sddmm.py).
+    /// Write the CSR as .npy files here (for bench/peers/torch_sddmm.py).
     #[arg(long)]
     dump: Option<PathBuf>,
     /// Renumber the nodes first: none, degree, rcm, louvain (the cost is printed).

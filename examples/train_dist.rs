@@ -101,7 +101,7 @@ struct Args {
 /// environment sets it. NCCL's default (up to 64) gives every channel its own buffers on first
 /// use: on two H100s the symmetric aggregation's ring steps took 0.37 GiB more per GPU of
 /// NCCL's own memory than at 4 channels, at the same epoch time (scale 1: 24.1-24.6 ms either
-/// way; scale 4: 175.0 vs 174.6 ms; `docs/perf/h100x2-2026-11-26-dist-ring`).
+/// way; scale 4: 175.0 vs 174.6 ms; `c6f0242:docs/perf/h100x2-2026-11-26-dist-ring`).
 const P2P_CHANNELS: &str = "4";
 
 fn main() -> Result<()> {

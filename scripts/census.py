@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """Per-epoch kernel census from two Nsight Compute runs that differ only in epoch count.
 
-usage: census.py SHORT.csv LONG.csv EPOCHS_DIFF   (the `ncu -i ... --csv --page raw
---metrics gpu__time_duration.sum` output of scripts/maxk-census-gpu.sh)
+usage: census.py SHORT.csv LONG.csv EPOCHS_DIFF
+
+Each CSV is what `ncu -i RUN.ncu-rep --csv --page raw --metrics gpu__time_duration.sum` prints
+for a run recorded on the GPU machine with
+`ncu --clock-control none --metrics gpu__time_duration.sum -o RUN <binary> ... --epochs E`
+(e.g. train_reddit at E = 3 and E = 6, EPOCHS_DIFF = 3).
 
 Sums gpu__time_duration by kernel name (with grid size, which tells apart launches of one
 kernel on different shapes) in each run; (long - short) / EPOCHS_DIFF is one training epoch.

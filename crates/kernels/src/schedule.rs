@@ -97,7 +97,7 @@ fn push_longest_first<const W: usize>(
 }
 
 /// Column-block width of [`ColumnBlockedSchedule`]: 2^18 columns, the slice width the
-/// partitioned aggregation measured best (`docs/perf/h100-2026-11-26-column-blocks`: a
+/// partitioned aggregation measured best (`c6f0242:docs/perf/h100-2026-11-26-column-blocks`: a
 /// Reddit-shaped scale-4 SpMM cut into 233 K-column blocks ran 1.51x faster on an H100;
 /// graphs of at most one block gained nothing).
 pub const COLUMN_BLOCK: usize = 1 << 18;

@@ -87,7 +87,7 @@ pub struct TrainFlags {
     #[arg(long)]
     pub layer_norm: bool,
     /// Residual connections: hidden layers after the first add their input to their output
-    /// (deep models; see docs/perf/h100-2026-11-24-deep-hard).
+    /// (deep models; see c6f0242:docs/perf/h100-2026-11-24-deep-hard).
     #[arg(long)]
     pub residual: bool,
     /// GIN: LayerNorm inside each layer's MLP (Lin -> LayerNorm -> ReLU -> Lin, where PyG's GIN

@@ -168,8 +168,8 @@ impl Rank {
         // A mean over slices divides their sum by the whole rows' lengths afterwards, in f32
         // (three more passes over the output and two temporaries): GraphSAGE 2x128 at scale 1
         // ran 5.8 ms per epoch sliced (for the overlap) against 5.2 whole, on two H100s
-        // (docs/perf/h100x2-2026-11-26-dist-overlap). A mean is sliced only where the gathered
-        // rows outgrow one slice (never under the default, which does not cut blocks
+        // (c6f0242:docs/perf/h100x2-2026-11-26-dist-overlap). A mean is sliced only where the
+        // gathered rows outgrow one slice (never under the default, which does not cut blocks
         // further); whole, the SpMM divides by the row's length itself.
         let gathered = plan.partition.parts() * plan.partition.max_len();
         let slice_rows = plan

@@ -137,7 +137,7 @@ impl Engine {
     }
 }
 
-/// What a node order does to an edge sampler, measured (`docs/perf/
+/// What a node order does to an edge sampler, measured (`c6f0242:docs/perf/
 /// h100-2026-11-24-sampling-reorder`): `Some(warning)` when `aggregation` is known to be biased
 /// on ids ordered by `reorder` (or by communities in the file itself, `community_ids`).
 ///

@@ -279,7 +279,7 @@ impl HaloExchange {
     /// default [`GATHER_SLICE_ROWS`]: not cut further). Each slice's SpMM reads only its rows
     /// of the gathered features; the products add up. Narrower slices read an L2-sized part
     /// of the features each (at Reddit-shaped scale 4, four 233 K-row slices ran the SpMM
-    /// 1.51x faster on an H100, adds included: `docs/perf/h100-2026-11-26-column-blocks`);
+    /// 1.51x faster on an H100, adds included: `c6f0242:docs/perf/h100-2026-11-26-column-blocks`);
     /// the SpMM now gets that locality by itself (column-blocked schedule). Same device
     /// memory as the whole local graph.
     pub fn symmetric_operand(
@@ -374,10 +374,10 @@ impl HaloExchange {
 /// Gathered rows per column slice of [`HaloExchange::symmetric_operand`] in training:
 /// unbounded, i.e. one slice per rank's block of the gathered rows (what the overlap of the
 /// exchange needs). The L2 locality that cutting slices narrower bought (2^18-row slices:
-/// `docs/perf/h100-2026-11-26-column-blocks`) now comes from the SpMM itself, which walks a
+/// `c6f0242:docs/perf/h100-2026-11-26-column-blocks`) now comes from the SpMM itself, which walks a
 /// slice wider than [`crate::schedule::COLUMN_BLOCK`] in column blocks without the adds:
 /// scale-4 GCN 4x256 on two H100s 175.1 ms per epoch with one slice per block against 180.8
-/// with 2^18-row slices (`docs/perf/h100x2-2026-11-26-dist-block-slices`).
+/// with 2^18-row slices (`c6f0242:docs/perf/h100x2-2026-11-26-dist-block-slices`).
 pub const GATHER_SLICE_ROWS: usize = usize::MAX;
 
 /// A rank's local graph (and edge values) for [`HaloExchange::aggregate_symmetric`], as one

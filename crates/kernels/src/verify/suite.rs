@@ -1102,8 +1102,8 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
         check_edge_softmax(c, gname, csr, gpu, scale)?;
         // GAT scores are O(1..10) in practice; at x300 ds_dst (a row sum that cancels to ~0:
         // sum alpha (dalpha - t) = 0 but for the slope) has a bound ~1e8 times its largest
-        // value, a check that cannot fail (H100 seed 1, docs/perf/h100-2026-11-24-hp-spmm), so
-        // the fused op is checked at x4 and x30.
+        // value, a check that cannot fail (H100 seed 1,
+        // c6f0242:docs/perf/h100-2026-11-24-hp-spmm), so the fused op is checked at x4 and x30.
         check_gat_attention(c, gname, csr, gpu, scale.min(30.0))?;
     }
     // HP-SpMM and GE-SpMM, each forced, against the CPU: sum and mean, edge values or not,

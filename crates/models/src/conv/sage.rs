@@ -9,7 +9,7 @@
 //! `lin_r.weight [out, in]`, and for pool `lin.weight [in, in]`, `lin.bias [in]`, drawn as
 //! PyG's `Linear` draws them by default (`U(-1/sqrt(in), 1/sqrt(in))`, biases too). Glorot's
 //! wider draw grows the activations about 2x per layer through the two terms, so a 4-layer
-//! model started with logits large enough not to train (docs/perf/h100-2026-11-24-memory).
+//! model started with logits large enough not to train (c6f0242:docs/perf/h100-2026-11-24-memory).
 //!
 //! Mean aggregation is linear, so when `out < in` the layer runs one GEMM with
 //! `[W_l; W_r]` and aggregates the `W_l` half at width `out`.

@@ -17,7 +17,7 @@
 //! The scale matters: Glorot's is ~2x wider at 602 inputs, so the initial scores are ~4x
 //! larger and each softmax peaks on a few neighbours; on a low-homophily graph, where only
 //! the neighbourhood mean carries the class, the model then learns far less (see
-//! docs/perf/h100-2026-11-24-attention-pyg).
+//! c6f0242:docs/perf/h100-2026-11-24-attention-pyg).
 
 use super::{attend, attention_graph, Linear};
 use crate::dropout::DropoutRng;

@@ -89,7 +89,7 @@ fn spgemm_per(k: usize, d: usize, vec: usize) -> usize {
 
 /// SpGEMM slots per lane: 4 (16-byte loads) from k = 32 on, when k and the operands' offsets
 /// allow; below that one (measured on the H100: at k = 8 and 16 the 4-slot lanes need more
-/// sub-rows than occupancy affords, see docs/perf).
+/// sub-rows than occupancy affords, see c6f0242:docs/perf).
 fn spgemm_vec(k: usize, data_offset: usize, index_offset: usize) -> usize {
     if k >= 32
         && k.is_multiple_of(4)

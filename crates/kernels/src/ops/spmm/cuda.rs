@@ -254,7 +254,7 @@ const L2_BYTES: usize = 48 << 20;
 /// The built-in kernel shape for `k` columns at input `offset` over `n_cols` source rows:
 /// `(vec, cf, n_tiles, tile_major)`, always with an 8-edge unroll.
 ///
-/// From the H100 sweeps in `docs/perf/` (`bench_spmm --sweep`, Reddit shape): one 32-lane
+/// From the H100 sweeps in `c6f0242:docs/perf/` (`bench_spmm --sweep`, Reddit shape): one 32-lane
 /// chunk per warp and 8 edges in flight win at every width; float2 loads beat float4 and
 /// scalar ones for k >= 64 (K=128: 10.46 ms vs 11.44 float4 / 11.04 scalar); scalar loads for
 /// k <= 32 or odd k; tile-major order once the gathered slice of x (`n_cols * k * 4` bytes)

@@ -1,7 +1,7 @@
 //! The sum/mean SpMM dispatcher on CUDA: GE-SpMM's row-scheduled kernel, its narrow-row
 //! kernel or HP-SpMM's nnz-balanced one, per (graph, K, element size), by a rule read off the
 //! measured graph sweeps
-//! (`docs/perf/`, `bench_graphs`). Plain arithmetic over the graph's degree statistics
+//! (`c6f0242:docs/perf/`, `bench_graphs`). Plain arithmetic over the graph's degree statistics
 //! ([`gnn_graph::csr::DegreeStats`], cached per [`crate::DeviceGraph`]), tested without a GPU.
 
 use gnn_graph::csr::DegreeStats;
@@ -21,14 +21,14 @@ pub const HP_SMALL_MAX_K: usize = 128;
 
 /// Widest row, in 16-byte lane loads, that the dispatcher gives GE-SpMM's narrow-row kernel.
 /// From `bench_spmm --kernels` on the Reddit-shaped graph (H100,
-/// `docs/perf/h100-2026-11-25-narrow`): against the row kernel it wins 1.6-1.8x at 1-2 lanes
-/// (K = 8, 16), 1.47x at bf16 K = 32 (4 lanes), 1.84x at bf16 K = 41 (6 lanes), 1.36x at bf16
+/// `c6f0242:docs/perf/h100-2026-11-25-narrow`): against the row kernel it wins 1.6-1.8x at 1-2
+/// lanes (K = 8, 16), 1.47x at bf16 K = 32 (4 lanes), 1.84x at bf16 K = 41 (6 lanes), 1.36x at bf16
 /// K = 64 (8), 1.20x at f32 K = 41 (11); it ties at 8 lanes in f32 (K = 32) and at 16 (f32
 /// K = 64) and loses at 16 lanes in bf16 (K = 128: 0.93x).
 pub const NARROW_MAX_LANES: usize = 12;
 
 /// Non-zeros from which the narrow kernel also takes widths it must pad (a copy of `x` into
-/// 16-byte rows first): on the graph sweep (`docs/perf/h100-2026-11-25-narrow-graphs`) the
+/// 16-byte rows first): on the graph sweep (`c6f0242:docs/perf/h100-2026-11-25-narrow-graphs`) the
 /// padded widths (K = 1, f32 K = 41) lose to HP-SpMM / the row kernel on 1.3 M non-zeros
 /// (0.56-0.61x) and win from 10.2 M (1.1-1.3x); the boundary sits between the two.
 pub const NARROW_PAD_MIN_NNZ: usize = 4_000_000;
@@ -66,8 +66,8 @@ pub enum Pick {
 /// The kernel for a sum/mean SpMM of width `k` over `elem_bytes`-byte features (4: f32, 2:
 /// bf16 / f16) on a graph of `nnz` stored edges whose row degrees `stats` summarises.
 ///
-/// Read off the H100 graph sweeps (`docs/perf/h100-2026-11-24-hp-spmm`: 21 graphs x K =
-/// 16..256 and K = 1..32; `docs/perf/h100-2026-11-25-narrow-graphs`: 12 graphs x K = 1..64
+/// Read off the H100 graph sweeps (`c6f0242:docs/perf/h100-2026-11-24-hp-spmm`: 21 graphs x K =
+/// 16..256 and K = 1..32; `c6f0242:docs/perf/h100-2026-11-25-narrow-graphs`: 12 graphs x K = 1..64
 /// with the narrow kernel):
 /// - Sparse graphs (mean row <= 32): HP-SpMM at every K (1.0-3.5x over the row kernel; the
 ///   narrow kernel does not beat it there).

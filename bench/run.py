@@ -1,0 +1,721 @@
+#!/usr/bin/env python3
+"""Runs one benchmark suite (bench/suites/SUITE.toml) and writes its record folder.
+
+    python3 bench/run.py SUITE [--bin-dir DIR] [--out DIR] [--only ROW ...] [--reps N]
+                               [--pack FILE.tar.gz] [--dry-run]
+
+It builds nothing: it runs the example binaries found in --bin-dir (default .dev/bin, where
+scripts/bench-pack.sh puts them xz-compressed; *.xz are unpacked beside themselves) and the
+peer scripts (--anchors-dir, default .dev/anchors, for same_graph.py; bench/peers/ for the
+rest), every repetition, and writes OUT/<suite>/<machine>-<YYYY-MM-DD>[-N]/:
+
+    command.txt    the runner's command line and every command it ran, with exit status
+    env.json       machine (GPUs, driver, CUDA, CPU), peer versions, git hash, binaries' sha256
+    <run>-r<N>.json / .log   each run's raw JSON and output
+    summary.json   one row per measurement: median, repetitions, bytes moved, achieved
+                   bytes/s, the floors and the distance to each (bench/floors.py)
+
+summary.json and the pack are rewritten after every run, so a run cut off by a time limit
+leaves what it had. Exit status: 0 when every run passed, 1 when one failed (the others still
+ran), 2 when nothing could start (unknown suite or row, missing binary, wrong peer versions).
+README.md beside this file says more; bench/results.py turns the records into RESULTS.md.
+"""
+
+import argparse
+import datetime
+import hashlib
+import json
+import lzma
+import os
+import platform
+import re
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import tomllib
+
+sys.dont_write_bytecode = True  # no __pycache__ beside the harness (it travels with the tree)
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+import floors  # noqa: E402
+import results  # noqa: E402
+import suite as suites  # noqa: E402
+
+# Where the GPU machine keeps the CUDA 13 libraries the binaries link (prepended to
+# LD_LIBRARY_PATH when present).
+CUDA_LIB_DIRS = ("/usr/local/cuda-13.0/targets/x86_64-linux/lib",)
+# same_graph.py's defaults for the widths the peers' floors need (its --feat / --classes).
+SAME_GRAPH_DEFAULTS = {"--feat": 602, "--classes": 41}
+
+
+class Failure(Exception):
+    """A run whose output cannot be used (the message says why)."""
+
+
+def die(msg):
+    print(f"bench/run.py: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+# ---------------------------------------------------------------- machine and environment
+
+
+def nvidia_gpus():
+    """[{name, driver, memory}] from nvidia-smi, [] without one."""
+    try:
+        p = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+                            "--format=csv,noheader"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if p.returncode != 0:
+        return []
+    rows = []
+    for line in p.stdout.splitlines():
+        parts = [x.strip() for x in line.split(",")]
+        if len(parts) == 3:
+            rows.append({"name": parts[0], "driver": parts[1], "memory": parts[2]})
+    return rows
+
+
+def cuda_version():
+    """The driver's CUDA version as nvidia-smi prints it, or None."""
+    try:
+        p = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"CUDA Version:\s*([0-9.]+)", p.stdout)
+    return m.group(1) if m else None
+
+
+def slug(text):
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "machine"
+
+
+def load_machines(path):
+    with open(path, "rb") as f:
+        return tomllib.load(f).get("machine", [])
+
+
+def measure_copy_rate(size=128 << 20, reps=3):
+    """Bytes per second of a large memory copy (read + write) through memoryview slice
+    assignment (memcpy), median of `reps`: the CPU's stand-in for HBM bandwidth."""
+    src = bytearray(size)
+    dst = bytearray(size)
+    view = memoryview(dst)
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        view[:] = src
+        times.append(time.perf_counter() - t)
+    return 2 * size / statistics.median(times)
+
+
+def identify_machine(gpus, table):
+    """The record's machine name and the rates its floors use."""
+    if not gpus:
+        rate = measure_copy_rate()
+        return "cpu", {"hbm": rate, "l1": None, "l2": None,
+                       "source": "hbm: this CPU's memory copy rate, measured by the runner "
+                                 "(memcpy of 128 MiB, read + write, median of 3); no cache rates "
+                                 "known, so no gather floors"}
+    name = gpus[0]["name"]
+    entry = next((m for m in table if m.get("match", "\0") in name), None)
+    base = entry["name"] if entry else slug(name)
+    if len(gpus) > 1:
+        base += f"x{len(gpus)}"
+    if entry is None:
+        return base, {"hbm": None, "l1": None, "l2": None,
+                      "source": f"no entry matches {name!r} in bench/machines.toml: no floors"}
+    return base, {"hbm": entry.get("hbm_bytes_per_s"), "l1": entry.get("l1_bytes_per_s"),
+                  "l2": entry.get("l2_bytes_per_s"), "source": entry.get("source", "bench/machines.toml")}
+
+
+def cpu_info():
+    model = platform.processor() or None
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    mem = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {"model": model, "cores": os.cpu_count(), "memory": mem}
+
+
+PEER_VERSIONS = r"""
+import json
+d = {}
+try:
+    import torch
+    d["torch"] = torch.__version__
+    d["torch_cuda"] = torch.version.cuda
+    d["torch_gpu"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+except Exception as e:
+    d["torch"] = None
+    d["torch_error"] = repr(e)[:200]
+try:
+    import torch_geometric
+    d["torch_geometric"] = torch_geometric.__version__
+except Exception as e:
+    d["torch_geometric"] = None
+    d["torch_geometric_error"] = repr(e)[:200]
+print(json.dumps(d))
+"""
+
+
+def peer_versions(env):
+    try:
+        p = subprocess.run([sys.executable, "-c", PEER_VERSIONS], capture_output=True, text=True,
+                           timeout=300, env=env)
+        return json.loads(p.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as e:
+        return {"torch": None, "torch_geometric": None, "error": repr(e)[:200]}
+
+
+def version_matches(found, want):
+    """`found` (e.g. "2.11.0+cu130") is release `want` (e.g. "2.11")."""
+    if not found:
+        return False
+    release = found.split("+")[0]
+    return release == want or release.startswith(want + ".")
+
+
+def git_head(bin_dir):
+    """The commit the binaries were built from: .dev/GIT_HEAD (written by
+    scripts/bench-pack.sh with the binaries it packs into .dev/bin, and there where the carried
+    checkout has no .git) when the binaries come from .dev/bin, else `git rev-parse HEAD`
+    ("+dirty" when tracked files differ from it)."""
+    path = os.path.join(REPO, ".dev", "GIT_HEAD")
+    packed = os.path.abspath(bin_dir) == os.path.join(REPO, ".dev", "bin")
+
+    def from_file():
+        with open(path) as f:
+            return {"hash": f.read().strip(), "source": ".dev/GIT_HEAD"}
+
+    if packed and os.path.isfile(path):
+        return from_file()
+    try:
+        p = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO, timeout=30)
+        if p.returncode == 0:
+            d = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, cwd=REPO, timeout=30)
+            return {"hash": p.stdout.strip() + ("+dirty" if d.stdout.strip() else ""), "source": "git"}
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    if os.path.isfile(path):
+        return from_file()
+    return {"hash": None, "source": "none: no .dev/GIT_HEAD and no git"}
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def find_binary(bin_dir, name):
+    """`bin_dir/name`, unpacked from `name.xz` when that is all there is or it is newer."""
+    path = os.path.join(bin_dir, name)
+    packed = path + ".xz"
+    if os.path.isfile(packed) and (not os.path.isfile(path) or os.path.getmtime(packed) > os.path.getmtime(path)):
+        tmp = path + ".unpacking"
+        with lzma.open(packed) as src, open(tmp, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, path)
+    if not os.path.isfile(path):
+        have = sorted(os.listdir(bin_dir)) if os.path.isdir(bin_dir) else []
+        raise FileNotFoundError(f"no {name} (or {name}.xz) in {bin_dir} (it holds: {', '.join(have) or 'nothing'}); "
+                                "build and pack it with scripts/bench-pack.sh on the development machine")
+    return path
+
+
+# ---------------------------------------------------------------- records
+
+
+def record_dir(out, suite_name, machine, date):
+    """A new folder OUT/<suite>/<machine>-<date>, suffixed -2, -3, ... when taken."""
+    base = os.path.join(out, suite_name, f"{machine}-{date}")
+    path, n = base, 1
+    while os.path.exists(path):
+        n += 1
+        path = f"{base}-{n}"
+    os.makedirs(path)
+    return path
+
+
+def pack(record, target):
+    """record folder -> target (.tar.gz), as <suite>/<record>/..., atomically."""
+    tmp = target + ".tmp"
+    with tarfile.open(tmp, "w:gz") as tar:
+        rel = os.path.join(os.path.basename(os.path.dirname(record)), os.path.basename(record))
+        tar.add(record, arcname=rel)
+    os.replace(tmp, target)
+
+
+def write_json(path, doc):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------- extraction
+
+
+def _get(doc, *path):
+    cur = doc
+    for key in path:
+        if not isinstance(cur, dict) or key not in cur:
+            raise Failure(f"the run's JSON has no {'.'.join(path)}")
+        cur = cur[key]
+    return cur
+
+
+def cache_applies(model, train):
+    """Whether the input-aggregation cache ran (gnn_models::Gnn::input_aggregate_reduce): asked
+    for, a GCN / GraphSAGE-mean / GIN model, no input dropout, no MaxK from the first layer."""
+    act = model.get("activation")
+    maxk = not (isinstance(act, str) and act.lower() in ("relu", "elu")) and not model.get("maxk_after_first", False)
+    return bool(train.get("cache_input_aggregate")) and model.get("kind") in ("gcn", "sage_mean", "gin") \
+        and model.get("input_dropout", 1.0) == 0.0 and not maxk
+
+
+def extract_train(doc, m, graph_facts):
+    """Ours, one train_reddit report -> the measurement's sample."""
+    report = _get(doc, "gnn", "report")
+    ds = _get(doc, "dataset_summary")
+    model = _get(doc, "gnn", "model")
+    train = _get(doc, "train")
+    prec = train.get("precision")
+    if prec != m.precision:
+        raise Failure(f"the report says precision {prec}, the suite asked for {m.precision}")
+    want_kind = {"sage": "sage_mean"}.get(m.spec["model"], m.spec["model"])
+    if model.get("kind") != want_kind:
+        raise Failure(f"the report's model is {model.get('kind')}, the suite asked for {want_kind}")
+    if graph_facts and (ds["nodes"] != graph_facts["nodes"] or ds["edges"] != graph_facts["nnz"]):
+        raise Failure(f"loaded {ds['nodes']} nodes / {ds['edges']} edges, but the graph step wrote "
+                      f"{graph_facts['nodes']} / {graph_facts['nnz']}")
+    cache = cache_applies(model, train)
+    shortcuts = ["input-cache"] if cache else []
+    if shortcuts != m.shortcuts:
+        raise Failure(f"the run's shortcuts are {shortcuts}, the suite declared {m.shortcuts}")
+    kind = model["kind"]
+    widths = floors.epoch_spmm_widths("ours", kind, model["layers"], model["in_dim"], model["hidden"],
+                                      model["out_dim"], cache)
+    nnz = suites.spmm_operand_nnz(kind, ds["nodes"], ds["edges"])
+    work = None
+    if widths is not None and nnz is not None:
+        work = floors.epoch_work(ds["nodes"], nnz, widths, floors.element_bytes(prec),
+                                 values=kind in floors.GCN_KINDS)
+    info = {"test_acc": report.get("test_acc"), "peak_allocated_bytes": report.get("peak_allocated_bytes")}
+    return {"ms": float(report["epoch_ms_median"]), "work": work,
+            "facts": {"nodes": ds["nodes"], "nnz": nnz, "spmm_widths": widths}, "info": info}
+
+
+def graph_args_value(args, flag):
+    if flag in args:
+        i = args.index(flag)
+        if i + 1 < len(args):
+            return int(args[i + 1])
+    return SAME_GRAPH_DEFAULTS[flag]
+
+
+def extract_same_graph_peer(doc, m, graph_facts, graph_args):
+    """A pyg / tgcn measurement from same_graph.py's JSON."""
+    g = _get(doc, "graph")
+    if graph_facts and any(g.get(k) != graph_facts.get(k) for k in ("nodes", "nnz", "max_deg", "train", "val", "test")):
+        raise Failure(f"the peer's graph {g} differs from the graph step's {graph_facts}")
+    name = suites.peer_model(m)
+    r = _get(doc, "pyg_runs", name)
+    if "error" in r:
+        raise Failure(f"{name}: {r['error']}")
+    s = m.spec
+    kind = "gcn" if m.peer == "tgcn" else s["model"]
+    widths = floors.epoch_spmm_widths(m.peer, kind, s["layers"], graph_args_value(graph_args, "--feat"),
+                                      s["hidden"], graph_args_value(graph_args, "--classes"), False)
+    work = floors.epoch_work(g["nodes"], g["nnz"], widths, floors.element_bytes(m.precision), values=True)
+    info = {"test_acc": r.get("test_acc"), "peak_allocated_bytes":
+            round(r["peak_GiB"] * 2**30) if isinstance(r.get("peak_GiB"), (int, float)) else None}
+    return {"ms": float(r["epoch_ms_median"]), "work": work,
+            "facts": {"nodes": g["nodes"], "nnz": g["nnz"], "spmm_widths": widths}, "info": info}
+
+
+def _row_at(rows, k, what, **match):
+    for r in rows:
+        if r.get("k") == k and all(r.get(a) == b for a, b in match.items()):
+            return r
+    raise Failure(f"no {what} row at K={k} {match or ''}")
+
+
+def extract_spmm(doc, m):
+    g = _get(doc, "graph")
+    n, nnz = g["nodes"], g["nnz"]
+    if m.peer == "cusparse":
+        r = _row_at(_get(doc, "rows"), m.k, "SpMM")
+        ms = min(r["cusparse_default_ms"], r["cusparse_csr_alg2_ms"])
+        info = {"cusparse_default_ms": r["cusparse_default_ms"], "cusparse_csr_alg2_ms": r["cusparse_csr_alg2_ms"]}
+    elif m.precision == "f32":
+        r = _row_at(_get(doc, "rows"), m.k, "SpMM")
+        ms = r["ours_weighted_sum_ms"]
+        info = {"rel_err_vs_cusparse": r.get("rel_err_vs_cusparse")}
+    else:
+        r = _row_at(_get(doc, "kernels"), m.k, "per-kernel", dtype=m.precision)
+        ms = r["auto_ms"]
+        info = {"ge_ms": r.get("ge_ms"), "narrow_ms": r.get("narrow_ms"), "hp_ms": r.get("hp_ms")}
+    work = floors.spmm_work(n, nnz, m.k, floors.element_bytes(m.precision), values=True)
+    return {"ms": float(ms), "work": work, "facts": {"nodes": n, "nnz": nnz}, "info": info}
+
+
+def extract_sddmm(doc, m):
+    if "graph" in doc:
+        n, nnz = doc["graph"]["nodes"], doc["graph"]["nnz"]
+    else:
+        n, nnz = _get(doc, "nodes"), _get(doc, "nnz")
+    r = _row_at(_get(doc, "rows"), m.k, "SDDMM")
+    key = {"ours": "hp_ms", "cusparse": "cusparse_ms", "torch": "torch_gather_ms"}[m.peer]
+    if key not in r:
+        raise Failure(f"the SDDMM row at K={m.k} has no {key}")
+    work = floors.sddmm_work(n, nnz, m.k, floors.element_bytes(m.precision))
+    info = {"hp_npw": r["hp_npw"]} if m.peer == "ours" and "hp_npw" in r else {}
+    return {"ms": float(r[key]), "work": work, "facts": {"nodes": n, "nnz": nnz}, "info": info}
+
+
+# ---------------------------------------------------------------- summary
+
+
+def summarize(measurement, samples, failures, reps_wanted, rates):
+    """One summary row from a measurement's samples (one per passed repetition)."""
+    m = measurement
+    row = {"id": m.id, "name": m.name, "case": m.case, "kind": m.kind, "model": m.model,
+           "precision": m.precision, "shortcuts": m.shortcuts, "peer": m.peer, "k": m.k,
+           "repetitions": len(samples), "repetitions_wanted": reps_wanted,
+           "times_ms": [round(s["ms"], 4) for s in samples], "raw": [s["raw"] for s in samples],
+           "failures": failures, "status": "ok" if samples and not failures else "failed"}
+    if not samples:
+        row.update({"median_ms": None, "bytes_moved": None, "gather_bytes": None, "achieved_bytes_per_s": None,
+                    "floor_ms": None, "distance": None})
+        return row
+    median = statistics.median(s["ms"] for s in samples)
+    row["median_ms"] = round(median, 4)
+    first = samples[0]
+    row.update({k: v for k, v in first["facts"].items()})
+    row["info"] = first["info"]
+    work = first["work"]
+    if work is None:
+        row.update({"bytes_moved": None, "gather_bytes": None, "achieved_bytes_per_s": None,
+                    "floor_ms": None, "distance": None})
+    else:
+        f = floors.floors(work, floors.Rates(rates.get("hbm"), rates.get("l1"), rates.get("l2")), median)
+        row.update(f)
+    return row
+
+
+def print_table(rows):
+    print()
+    print(results.text_table(rows))
+
+
+# ---------------------------------------------------------------- running
+
+
+def shown_path(path):
+    """`path` relative to the repository root (where every command runs) when inside it, so
+    command.txt reads the same on every machine."""
+    full = os.path.abspath(path)
+    if not full.startswith(REPO + os.sep):
+        return path
+    rel = os.path.relpath(full, REPO)
+    return rel if os.sep in rel else os.path.join(".", rel)  # never a bare name (PATH lookup)
+
+
+def fill(args, values):
+    return [a.format(**values) if "{" in a else a for a in args]
+
+
+class Runner:
+    def __init__(self, opts, suite, record, env, rates, graph_dir, anchors_dir, scratch):
+        self.o = opts
+        self.suite = suite
+        self.record = record
+        self.env = env
+        self.env_added = {k: env[k] for k in ("LD_LIBRARY_PATH", "PYTHONUNBUFFERED") if k in env}
+        self.rates = rates
+        self.graph_dir = graph_dir
+        self.anchors_dir = anchors_dir
+        self.scratch = scratch
+        self.samples = {m.id: [] for m in suite.measurements}
+        self.failures = {m.id: [] for m in suite.measurements}
+        self.run_failures = []
+        self.graph_facts = None
+        self.summary_head = {}
+
+    def log_command(self, stem, argv, env_extra, rc, secs):
+        envs = " ".join(f"{k}={shlex.quote(v)}" for k, v in env_extra.items())
+        with open(os.path.join(self.record, "command.txt"), "a") as f:
+            f.write(f"# {stem}: exit {rc}, {secs:.1f} s\n{(envs + ' ') if envs else ''}{shlex.join(argv)}\n")
+
+    def execute(self, stem, argv, env_extra=None):
+        """Runs argv with its output in <stem>.log; returns (exit status or 'timeout', seconds)."""
+        env = dict(self.env)
+        env.update(env_extra or {})
+        log = os.path.join(self.record, stem + ".log")
+        print(f"[{time.strftime('%H:%M:%S')}] {stem}: {shlex.join(argv)}", flush=True)
+        t = time.monotonic()
+        with open(log, "w") as out:
+            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                 env=env, cwd=REPO, start_new_session=True)
+            try:
+                rc = p.wait(timeout=self.suite.timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+                rc = "timeout"
+        secs = time.monotonic() - t
+        self.log_command(stem, argv, {**self.env_added, **(env_extra or {})}, rc, secs)
+        print(f"[{time.strftime('%H:%M:%S')}] {stem}: exit {rc} ({secs:.1f} s)", flush=True)
+        return rc, secs
+
+    def graph_step(self):
+        """same-graph suites: write the graph files once (the peers' runs rewrite the same)."""
+        g = self.suite.graph
+        if g["source"] != "same-graph":
+            return True
+        script = shown_path(os.path.join(self.anchors_dir, g["script"]))
+        argv = [sys.executable, script, "--dir", self.graph_dir, "--skip-pyg"] + list(g.get("args", []))
+        rc, _ = self.execute("graph", argv)
+        facts = None
+        if rc == 0:
+            with open(os.path.join(self.record, "graph.log")) as f:
+                for line in f:
+                    if line.startswith("{"):
+                        try:
+                            facts = json.loads(line).get("graph")
+                        except ValueError:
+                            facts = None
+                        break
+        if rc != 0 or not facts:
+            self.run_failures.append({"run": "graph", "error": f"the graph step failed (exit {rc}); see graph.log"})
+            return False
+        self.graph_facts = facts
+        write_json(os.path.join(self.record, "graph.json"), facts)
+        return True
+
+    def one(self, run, rep):
+        stem = f"{run.name}-r{rep}"
+        raw = os.path.join(self.record, stem + ".json")
+        values = {"json": shown_path(raw), "scratch": self.scratch, "graph_dir": self.graph_dir}
+        env_extra = {}
+        args = list(run.args)
+        if run.kind == "sddmm" and rep > 1 and "--dump" in args:
+            i = args.index("--dump")  # the graph is dumped once (same seed every repetition)
+            del args[i:i + 2]
+        if run.binary:
+            argv = [shown_path(find_binary(self.o.bin_dir, run.binary))] + fill(args, values)
+        elif run.kind == "same-graph-peers":
+            peer_out = os.path.join(self.scratch, "peer-out")
+            os.makedirs(peer_out, exist_ok=True)
+            env_extra["OUT"] = peer_out
+            argv = [sys.executable, shown_path(os.path.join(self.anchors_dir, run.script))] + fill(args, values) + \
+                list(self.suite.graph.get("args", []))
+        else:
+            argv = [sys.executable, run.script] + fill(args, values)
+        rc, _ = self.execute(stem, argv, env_extra)
+        error = None
+        doc = None
+        if run.kind == "same-graph-peers" and rc == 0:
+            src = os.path.join(env_extra["OUT"], "same_graph_pyg.json")
+            if os.path.isfile(src):
+                shutil.move(src, raw)
+        if rc != 0:
+            error = f"exit {rc}; see {stem}.log"
+        elif not os.path.isfile(raw):
+            error = f"exit 0 but no {os.path.basename(raw)}; see {stem}.log"
+        else:
+            try:
+                with open(raw) as f:
+                    doc = json.load(f)
+            except ValueError as e:
+                error = f"{os.path.basename(raw)} is not JSON: {e}"
+        if error:
+            self.run_failures.append({"run": stem, "error": error})
+            for m in run.measurements:
+                self.failures[m.id].append(stem)
+            return
+        for m in run.measurements:
+            try:
+                if run.kind == "train":
+                    s = extract_train(doc, m, self.graph_facts)
+                elif run.kind == "same-graph-peers":
+                    s = extract_same_graph_peer(doc, m, self.graph_facts, self.suite.graph.get("args", []))
+                elif run.kind == "spmm":
+                    s = extract_spmm(doc, m)
+                else:
+                    s = extract_sddmm(doc, m)
+            except (Failure, KeyError, TypeError, ValueError) as e:
+                msg = str(e) if isinstance(e, Failure) else f"unexpected JSON ({type(e).__name__}: {e})"
+                self.run_failures.append({"run": stem, "row": m.id, "error": msg})
+                self.failures[m.id].append(stem)
+                continue
+            s["raw"] = os.path.basename(raw)
+            self.samples[m.id].append(s)
+
+    def rows(self):
+        return [summarize(m, self.samples[m.id], self.failures[m.id], self.reps, self.rates)
+                for m in self.suite.measurements]
+
+    def write_summary(self):
+        doc = dict(self.summary_head)
+        doc["rows"] = self.rows()
+        doc["run_failures"] = self.run_failures
+        write_json(os.path.join(self.record, "summary.json"), doc)
+        if self.o.pack:
+            pack(self.record, self.o.pack)
+
+    def go(self, reps):
+        self.reps = reps
+        self.write_summary()
+        if not self.graph_step():
+            self.write_summary()
+            return
+        for rep in range(1, reps + 1):
+            for run in self.suite.runs:
+                self.one(run, rep)
+                self.write_summary()
+                if self.run_failures and self.o.fail_fast:
+                    return
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Run one benchmark suite and write its record folder.")
+    ap.add_argument("suite", help="a suite name (bench/suites/NAME.toml) or a path to a suite file")
+    ap.add_argument("--bin-dir", default=os.path.join(REPO, ".dev", "bin"),
+                    help="where the example binaries (or their .xz) are [default: .dev/bin]")
+    ap.add_argument("--anchors-dir", default=os.path.join(REPO, ".dev", "anchors"),
+                    help="where same_graph.py is [default: .dev/anchors]")
+    ap.add_argument("--out", default=os.path.join(HERE, "records"),
+                    help="records root: the record goes to OUT/<suite>/<machine>-<date> [default: bench/records]")
+    ap.add_argument("--only", action="append", default=[], metavar="ROW",
+                    help="run only these rows: a case name, a row name or id (fnmatch patterns; repeatable, "
+                         "or comma-separated)")
+    ap.add_argument("--reps", type=int, help="repetitions instead of the suite's")
+    ap.add_argument("--graph-dir", help="where a same-graph suite writes its graph files [default: the suite's]")
+    ap.add_argument("--machine", help="the record's machine name instead of the detected one")
+    ap.add_argument("--pack", metavar="FILE", help="also keep FILE (.tar.gz) holding the record, rewritten after every run")
+    ap.add_argument("--any-versions", action="store_true", help="run even when the peers' versions differ from the suite's")
+    ap.add_argument("--fail-fast", action="store_true", help="stop at the first failed run")
+    ap.add_argument("--dry-run", action="store_true", help="print the runs and exit")
+    o = ap.parse_args(argv)
+
+    path = o.suite if o.suite.endswith(".toml") else os.path.join(HERE, "suites", o.suite + ".toml")
+    if not os.path.isfile(path):
+        have = sorted(f[:-5] for f in os.listdir(os.path.join(HERE, "suites")) if f.endswith(".toml"))
+        die(f"no suite {o.suite!r} (suites: {', '.join(have)})")
+    try:
+        s = suites.load(path).select([p for x in o.only for p in x.split(",") if p])
+    except suites.SuiteError as e:
+        die(str(e))
+    reps = o.reps or s.repetitions
+    if reps < 1:
+        die("--reps must be >= 1")
+    graph_dir = o.graph_dir or s.graph.get("dir", "")
+
+    if o.dry_run:
+        print(f"suite {s.name}: {len(s.measurements)} rows, {len(s.runs)} runs x {reps} repetitions")
+        if s.graph["source"] == "same-graph":
+            print(f"  graph: {os.path.join(o.anchors_dir, s.graph['script'])} --dir {graph_dir} --skip-pyg "
+                  + " ".join(s.graph.get("args", [])))
+        for r in s.runs:
+            exe = os.path.join(o.bin_dir, r.binary) if r.binary else r.script
+            print(f"  {r.name}: {exe} {shlex.join(r.args)}")
+            for m in r.measurements:
+                print(f"      -> {m.id}")
+        return 0
+
+    env = dict(os.environ)
+    libs = [d for d in CUDA_LIB_DIRS if os.path.isdir(d)]
+    if libs:
+        env["LD_LIBRARY_PATH"] = ":".join(libs + [p for p in env.get("LD_LIBRARY_PATH", "").split(":") if p])
+    env["PYTHONUNBUFFERED"] = "1"
+
+    binaries = {}
+    try:
+        for name in sorted({r.binary for r in s.runs if r.binary}):
+            p = find_binary(o.bin_dir, name)
+            binaries[name] = {"path": shown_path(p), "sha256": sha256(p), "bytes": os.path.getsize(p)}
+    except (FileNotFoundError, OSError, lzma.LZMAError) as e:
+        die(str(e))
+    if s.graph["source"] == "same-graph":
+        need = os.path.join(o.anchors_dir, s.graph["script"])
+        if not os.path.isfile(need):
+            die(f"no {need}: scripts/bench-pack.sh copies the anchors there (or pass --anchors-dir)")
+
+    versions = peer_versions(env)
+    python_peers = s.python_peers()
+    if python_peers or s.graph["source"] == "same-graph":
+        bad = {k: (want, versions.get(k)) for k, want in s.versions.items() if not version_matches(versions.get(k), want)}
+        if bad and not o.any_versions:
+            die("peer versions differ from the suite's: " + ", ".join(f"{k} {f} (want {w})" for k, (w, f) in bad.items())
+                + " (--any-versions runs anyway)")
+
+    gpus = nvidia_gpus()
+    machines = load_machines(os.path.join(HERE, "machines.toml"))
+    machine, rates = identify_machine(gpus, machines)
+    machine = o.machine or machine
+    now = datetime.datetime.now(datetime.timezone.utc)
+    record = record_dir(o.out, s.name, machine, now.strftime("%Y-%m-%d"))
+    git = git_head(o.bin_dir)
+    env_doc = {"machine": machine, "gpus": gpus, "cuda_driver_version": cuda_version(), "cuda_lib_dirs": libs,
+               "cpu": cpu_info(), "os": platform.platform(), "python": platform.python_version(),
+               "peers": versions, "expected_versions": s.versions, "git": git, "binaries": binaries,
+               "rates": rates, "started": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    write_json(os.path.join(record, "env.json"), env_doc)
+    with open(os.path.join(record, "command.txt"), "w") as f:
+        f.write(f"# runner: python3 bench/run.py {shlex.join(sys.argv[1:] if argv is None else argv)}\n"
+                f"# cwd: the repository root; every command below ran from there\n")
+    scratch = tempfile.mkdtemp(prefix="gnn-bench-")
+    runner = Runner(o, s, record, env, rates, graph_dir, o.anchors_dir, scratch)
+    runner.summary_head = {"suite": s.name, "description": s.description, "record": os.path.basename(record),
+                           "machine": machine, "date": now.strftime("%Y-%m-%d"),
+                           "started": env_doc["started"], "git": git["hash"], "rates": rates,
+                           "only": [p for x in o.only for p in x.split(",") if p]}
+    try:
+        runner.go(reps)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    runner.write_summary()
+    rows = runner.rows()
+    print_table(rows)
+    print(f"\nrecord: {os.path.relpath(record, REPO) if record.startswith(REPO) else record}")
+    if runner.run_failures:
+        print(f"{len(runner.run_failures)} failed:", file=sys.stderr)
+        for f in runner.run_failures:
+            print(f"  {f['run']}{' ' + f['row'] if 'row' in f else ''}: {f['error']}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,479 @@
+#!/usr/bin/env python3
+"""Tests of the benchmark harness (stdlib unittest, no build needed):
+
+    python3 bench/test_harness.py
+
+Floor arithmetic against hand-computed values and docs' figures, suite loading and row
+selection, RESULTS.md generation (newest record per row, deterministic, --check), and the
+runner end to end on a fake train_reddit that writes a report shaped like the real one.
+"""
+
+import json
+import lzma
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+sys.dont_write_bytecode = True  # no __pycache__ beside the harness (it travels with the tree)
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import floors  # noqa: E402
+import results  # noqa: E402
+import suite as suites  # noqa: E402
+
+# The Reddit-shaped graph of the docs' floor figures.
+N, NNZ = 232_965, 114_500_000
+
+
+class FloorTests(unittest.TestCase):
+    def test_spmm_bytes_by_hand(self):
+        # n=3, nnz=5, K=2, f32: indices 20 + values 20 + X and Y 48 + row pointers 16.
+        self.assertEqual(floors.spmm_compulsory_bytes(3, 5, 2, 4, values=True), 104)
+        self.assertEqual(floors.spmm_compulsory_bytes(3, 5, 2, 4, values=False), 84)
+        self.assertEqual(floors.spmm_gather_bytes(5, 2, 4), 40)
+
+    def test_sddmm_bytes_by_hand(self):
+        # indices 20 + row pointers 16 + both operands 48 + scores 20; gather 2 * 5 * 2 * 4.
+        self.assertEqual(floors.sddmm_compulsory_bytes(3, 5, 2, 4), 104)
+        self.assertEqual(floors.sddmm_gather_bytes(5, 2, 4), 80)
+
+    def test_reddit_figures(self):
+        # The guide's K=128 figures: 1.16 GB f32 with values, 0.70 GB without, 0.58 GB bf16
+        # without; gather 58.6 GB f32 (nnz K s); 0.35 ms at 3.35 TB/s, 1.78 ms at 33 TB/s.
+        self.assertAlmostEqual(floors.spmm_compulsory_bytes(N, NNZ, 128, 4, True) / 1e9, 1.16, delta=0.01)
+        self.assertAlmostEqual(floors.spmm_compulsory_bytes(N, NNZ, 128, 4, False) / 1e9, 0.70, delta=0.01)
+        self.assertAlmostEqual(floors.spmm_compulsory_bytes(N, NNZ, 128, 2, False) / 1e9, 0.58, delta=0.01)
+        self.assertEqual(floors.spmm_gather_bytes(NNZ, 128, 4), 58_624_000_000)
+        f = floors.floors(floors.spmm_work(N, NNZ, 128, 4), floors.Rates(3.35e12, 33e12, 7e12), 8.0)
+        self.assertAlmostEqual(f["floor_ms"]["hbm"], 0.345, delta=0.001)
+        self.assertAlmostEqual(f["floor_ms"]["gather_l1"], 1.776, delta=0.001)
+        self.assertAlmostEqual(f["floor_ms"]["gather_l2"], 8.375, delta=0.001)
+        # An 8.0 ms kernel: 4.5x the L1 gather floor, at 0.96x the L2 one (L2-bound).
+        self.assertAlmostEqual(f["distance"]["gather_l1"], 8.0 / 1.776, delta=0.01)
+        self.assertAlmostEqual(f["distance"]["gather_l2"], 0.955, delta=0.001)
+        self.assertAlmostEqual(f["achieved_bytes_per_s"], f["bytes_moved"] / 8.0e-3)
+
+    def test_missing_rates_give_no_floor(self):
+        f = floors.floors(floors.Work(1000, 5000), floors.Rates(hbm=1e6), 2.0)
+        self.assertEqual(f["floor_ms"], {"hbm": 1.0, "gather_l1": None, "gather_l2": None})
+        self.assertEqual(f["distance"], {"hbm": 2.0, "gather_l1": None, "gather_l2": None})
+        self.assertEqual(f["achieved_bytes_per_s"], 500_000)
+
+    def test_epoch_widths(self):
+        w = floors.epoch_spmm_widths
+        # Ours: GCN aggregates at min(in, out); the cache drops the first layer's products.
+        self.assertEqual(w("ours", "gcn", 2, 602, 128, 41, False), [128, 128, 41, 41])
+        self.assertEqual(w("ours", "gcn", 2, 602, 128, 41, True), [41, 41])
+        self.assertEqual(w("ours", "gcn", 4, 602, 256, 41, True), [256, 256, 256, 256, 41, 41])
+        self.assertEqual(w("ours", "gcn", 4, 602, 256, 41, False), [256, 256] + [256, 256, 256, 256, 41, 41])
+        self.assertEqual(w("ours", "sage_mean", 2, 602, 128, 41, True), [41, 41])
+        # A first layer that widens aggregates its input first: no backward product there.
+        self.assertEqual(w("ours", "gcn", 2, 16, 64, 4, False), [16, 4, 4])
+        # PyG: GCNConv transforms first everywhere, SAGEConv aggregates first everywhere.
+        self.assertEqual(w("pyg", "gcn", 2, 602, 128, 41, False), [128, 128, 41, 41])
+        self.assertEqual(w("pyg", "sage", 2, 602, 128, 41, False), [602, 128, 128])
+        self.assertEqual(w("tgcn", "gcn", 4, 602, 256, 41, False), [256] * 6 + [41, 41])
+        self.assertIsNone(w("ours", "gat", 2, 602, 64, 41, False))
+        self.assertIsNone(w("tgcn", "sage", 2, 602, 128, 41, False))
+
+    def test_epoch_work_sums_spmms(self):
+        work = floors.epoch_work(N, NNZ, [41, 41], 2, values=True)
+        one = floors.spmm_work(N, NNZ, 41, 2, values=True)
+        self.assertEqual(work.compulsory, 2 * one.compulsory)
+        self.assertEqual(work.gather, 2 * one.gather)
+
+    def test_unknown_precision(self):
+        with self.assertRaises(ValueError):
+            floors.element_bytes("f64")
+
+
+class MachineTests(unittest.TestCase):
+    def test_gpu_names_and_rates(self):
+        import run
+        table = run.load_machines(os.path.join(HERE, "machines.toml"))
+        h100 = {"name": "NVIDIA H100 80GB HBM3", "driver": "580.1", "memory": "81559 MiB"}
+        name, rates = run.identify_machine([h100, h100], table)
+        self.assertEqual((name, rates["hbm"], rates["l1"], rates["l2"]), ("h100x2", 3.35e12, 33e12, 7e12))
+        name, rates = run.identify_machine([{"name": "NVIDIA H200", "driver": "", "memory": ""}], table)
+        self.assertEqual((name, rates["hbm"]), ("h200", 4.8e12))
+        name, rates = run.identify_machine([{"name": "NVIDIA A100-SXM4-80GB", "driver": "", "memory": ""}], table)
+        self.assertEqual((name, rates["hbm"]), ("nvidia-a100-sxm4-80gb", None))
+
+    def test_versions(self):
+        import run
+        self.assertTrue(run.version_matches("2.11.0+cu130", "2.11"))
+        self.assertTrue(run.version_matches("2.8.0.post1", "2.8"))
+        self.assertFalse(run.version_matches("2.1.0", "2.11"))
+        self.assertFalse(run.version_matches(None, "2.8"))
+
+
+class SuiteTests(unittest.TestCase):
+    def load(self, name):
+        return suites.load(os.path.join(HERE, "suites", name + ".toml"))
+
+    def test_every_suite_loads(self):
+        names = sorted(f[:-5] for f in os.listdir(os.path.join(HERE, "suites")) if f.endswith(".toml"))
+        self.assertTrue({"headline", "spmm", "sddmm", "cpu-smoke"} <= set(names))
+        for n in names:
+            s = self.load(n)
+            self.assertTrue(s.measurements, n)
+            for r in s.runs:
+                self.assertTrue(r.measurements, f"{n}: run {r.name} yields nothing")
+
+    def test_headline_rows(self):
+        s = self.load("headline")
+        ids = {m.id for m in s.measurements}
+        for want in ("gcn-2x128-f32-input-cache/ours", "gcn-2x128-bf16-no-input-cache/ours",
+                     "gcn-2x128-f32/pyg", "gcn-2x128-bf16/tgcn", "sage-2x128-bf16/ours",
+                     "sage-2x128-f32/pyg", "gcn-4x256-bf16/ours", "gcn-4x256-bf16/tgcn"):
+            self.assertIn(want, ids)
+        self.assertEqual(s.versions, {"torch": "2.11", "torch_geometric": "2.8"})
+        # The peers run first, in one process per repetition.
+        self.assertEqual(s.runs[0].kind, "same-graph-peers")
+        self.assertEqual(sum(r.kind == "same-graph-peers" for r in s.runs), 1)
+
+    def test_only_a_case(self):
+        s = self.load("headline").select(["gcn-4x256"])
+        self.assertEqual(sorted(m.id for m in s.measurements),
+                         ["gcn-4x256-bf16/ours", "gcn-4x256-bf16/pyg", "gcn-4x256-bf16/tgcn"])
+        peers = [r for r in s.runs if r.kind == "same-graph-peers"][0]
+        self.assertIn("gcn_4x256_bf16,tgcn_4x256_bf16", " ".join(peers.args))
+        with self.assertRaises(suites.SuiteError):
+            self.load("headline").select(["no-such-row"])
+
+    def test_only_torch_sddmm_keeps_the_dump(self):
+        s = self.load("sddmm").select(["*/torch"])
+        self.assertEqual([r.kind for r in s.runs], ["sddmm", "torch-sddmm"])
+
+    def test_spmm_bf16_asks_for_the_kernel_table(self):
+        s = self.load("spmm")
+        self.assertIn("--kernels", s.runs[0].args)
+        self.assertNotIn("spmm-k128-bf16/cusparse", {m.id for m in s.measurements})
+
+    def test_bad_suite_names_its_error(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "bad.toml")
+            with open(p, "w") as f:
+                f.write('repetitions = 1\n[graph]\nsource = "generated"\nflags = []\n'
+                        '[[case]]\nname = "x"\nkind = "train"\nmodel = "gcn"\nlayers = 2\nhidden = 8\n'
+                        'epochs = 3\npeers = ["pyg"]\n')
+            with self.assertRaisesRegex(suites.SuiteError, "same-graph"):
+                suites.load(p)
+
+
+def fake_record(root, suite, rec, started, rows, machine="h100"):
+    path = os.path.join(root, suite, rec)
+    os.makedirs(path)
+    with open(os.path.join(path, "summary.json"), "w") as f:
+        json.dump({"suite": suite, "record": rec, "machine": machine, "started": started, "git": "a" * 40,
+                   "rates": {"hbm": 3.35e12, "l1": 33e12, "l2": 7e12, "source": "test"}, "rows": rows}, f)
+
+
+def fake_row(rid, ms, peer="ours", status="ok"):
+    name = rid.split("/")[0]
+    return {"id": rid, "name": name, "case": name.rsplit("-", 1)[0], "kind": "train", "model": "gcn 2x128",
+            "precision": "f32", "shortcuts": [], "peer": peer, "k": None, "median_ms": ms, "repetitions": 3,
+            "repetitions_wanted": 3, "status": status, "achieved_bytes_per_s": 1e12,
+            "distance": {"hbm": 2.0, "gather_l1": 3.0, "gather_l2": 1.5}}
+
+
+class ResultsTests(unittest.TestCase):
+    def setUp(self):
+        self.d = tempfile.mkdtemp()
+        self.root = os.path.join(self.d, "records")
+        fake_record(self.root, "headline", "h100-2026-01-01", "2026-01-01T10:00:00Z",
+                    [fake_row("a-f32/ours", 10.0), fake_row("b-f32/ours", 20.0)])
+        fake_record(self.root, "headline", "h100-2026-01-02", "2026-01-02T10:00:00Z",
+                    [fake_row("a-f32/ours", 11.0), fake_row("b-f32/ours", None, status="failed")])
+
+    def tearDown(self):
+        shutil.rmtree(self.d)
+
+    def test_newest_record_per_row(self):
+        text = results.render(self.root, self.d)
+        self.assertIn("| a-f32 | gcn 2x128 | f32 | none | ours | 11.00 | 3 |", text)
+        self.assertIn("[h100-2026-01-02](records/headline/h100-2026-01-02/)", text)
+        # b failed in the newer record: the older number stays.
+        self.assertIn("| b-f32 | gcn 2x128 | f32 | none | ours | 20.00 | 3 |", text)
+        self.assertIn("[h100-2026-01-01](records/headline/h100-2026-01-01/)", text)
+
+    def test_deterministic_and_check(self):
+        out = os.path.join(self.d, "RESULTS.md")
+        self.assertEqual(results.render(self.root, self.d), results.render(self.root, self.d))
+        self.assertEqual(results.main(["--records", self.root, "--output", out]), 0)
+        self.assertEqual(results.main(["--records", self.root, "--output", out, "--check"]), 0)
+        fake_record(self.root, "headline", "h100-2026-01-03", "2026-01-03T10:00:00Z", [fake_row("a-f32/ours", 9.0)])
+        self.assertEqual(results.main(["--records", self.root, "--output", out, "--check"]), 1)
+
+    def test_import_renames_a_taken_record(self):
+        import tarfile
+        src = os.path.join(self.d, "device")
+        fake_record(src, "headline", "h100-2026-01-02", "2026-01-02T12:00:00Z", [fake_row("c-f32/ours", 5.0)])
+        pack = os.path.join(self.d, "rec.tar.gz")
+        with tarfile.open(pack, "w:gz") as t:
+            t.add(os.path.join(src, "headline", "h100-2026-01-02"), arcname="headline/h100-2026-01-02")
+        out = os.path.join(self.d, "RESULTS.md")
+        self.assertEqual(results.main(["--records", self.root, "--output", out, "--import", pack]), 0)
+        with open(os.path.join(self.root, "headline", "h100-2026-01-02-2", "summary.json")) as f:
+            self.assertEqual(json.load(f)["record"], "h100-2026-01-02-2")
+        with open(os.path.join(self.root, "headline", "h100-2026-01-02", "summary.json")) as f:
+            self.assertEqual(len(json.load(f)["rows"]), 2)  # the earlier record is untouched
+        with open(out) as f:
+            self.assertIn("| c-f32 | gcn 2x128 | f32 | none | ours | 5.000 |", f.read())
+
+    def test_stale(self):
+        fake_record(self.root, "headline", "h100-2026-01-03", "2026-01-03T10:00:00Z",
+                    [fake_row("a-f32/ours", 9.0), fake_row("b-f32/ours", 19.0)])
+        self.assertEqual(results.stale(self.root), ["headline/h100-2026-01-01", "headline/h100-2026-01-02"])
+
+
+# A stand-in for train_reddit: takes the flags the suites pass and writes a report with the
+# fields the runner reads. FAKE_FAIL_MODEL=<model> makes that model's runs exit 3.
+FAKE_TRAIN = textwrap.dedent("""\
+    #!/usr/bin/env python3
+    import json, os, sys
+    a = sys.argv[1:]
+    def val(flag, default=None):
+        return a[a.index(flag) + 1] if flag in a else default
+    model = val("--model", "gcn")
+    if os.environ.get("FAKE_FAIL_MODEL") == model:
+        print("failing on purpose"); sys.exit(3)
+    kind = {"sage": "sage_mean"}.get(model, model)
+    nodes, edges = 2330, 40000
+    if "--data-dir" in a:
+        with open(os.path.join(val("--data-dir"), "facts.json")) as f:
+            g = json.load(f)
+        nodes, edges = g["nodes"], g["nnz"]
+    doc = {"dataset_summary": {"nodes": nodes, "edges": edges, "features": 602, "classes": 41},
+           "gnn": {"model": {"kind": kind, "layers": int(val("--layers")), "in_dim": 602,
+                             "hidden": int(val("--hidden")), "out_dim": 41, "input_dropout": 0.0,
+                             "activation": "relu", "maxk_after_first": False},
+                   "report": {"epoch_ms_median": 2.0 if "--no-input-cache" in a else 1.0,
+                              "test_acc": 0.5, "peak_allocated_bytes": None}},
+           "train": {"precision": val("--precision", "f32"),
+                     "cache_input_aggregate": "--no-input-cache" not in a}}
+    with open(val("--json"), "w") as f:
+        json.dump(doc, f)
+    print("ok")
+    """)
+
+
+# A stand-in for same_graph.py: prints its graph line, writes the files' facts into --dir and,
+# without --skip-pyg, $OUT/same_graph_pyg.json for every model of --models.
+FAKE_SAME_GRAPH = textwrap.dedent("""\
+    import json, os, sys
+    a = sys.argv[1:]
+    def val(flag, default=None):
+        return a[a.index(flag) + 1] if flag in a else default
+    graph = {"nodes": 5000, "nnz": 250000, "max_deg": 300, "train": 3300, "val": 500, "test": 1200}
+    os.makedirs(val("--dir"), exist_ok=True)
+    with open(os.path.join(val("--dir"), "facts.json"), "w") as f:
+        json.dump(graph, f)
+    res = {"device": "fake", "torch": "2.11.0+cu130", "graph": graph}
+    print(json.dumps(res), flush=True)
+    if "--skip-pyg" in a:
+        sys.exit(0)
+    res["pyg"] = "2.8.0"
+    res["pyg_runs"] = {m: {"epoch_ms_median": 100.0 + i, "test_acc": 1.0, "peak_GiB": 9.5}
+                       for i, m in enumerate(val("--models").split(","))}
+    with open(os.path.join(os.environ["OUT"], "same_graph_pyg.json"), "w") as f:
+        json.dump(res, f)
+    """)
+
+# Stand-ins for bench_spmm and bench_sddmm: their JSON documents' shape.
+FAKE_SPMM = textwrap.dedent("""\
+    #!/usr/bin/env python3
+    import json, sys
+    a = sys.argv[1:]
+    ks = [int(k) for k in a[a.index("--k") + 1].split(",")]
+    rows = [{"k": k, "ours_weighted_sum_ms": k / 16, "ours_mean_ms": k / 16, "cusparse_default_ms": k / 4,
+             "cusparse_csr_alg2_ms": k / 5, "speedup_vs_best_cusparse": 3.2, "rel_err_vs_cusparse": 1e-7,
+             "sweep": []} for k in ks]
+    kernels = [{"k": k, "dtype": d, "ge_ms": 1.0, "narrow_ms": 1.0, "hp_ms": 1.0,
+                "auto_ms": k / 32 if d == "bf16" else k / 16} for k in ks for d in ("f32", "bf16")]
+    doc = {"graph": {"name": "synthetic-reddit", "nodes": 1000, "nnz": 50000, "max_row": 99},
+           "reps": 20, "rows": rows, "kernels": kernels if "--kernels" in a else [], "column_blocks": []}
+    json.dump(doc, open(a[a.index("--json") + 1], "w"))
+    """)
+FAKE_SDDMM = textwrap.dedent("""\
+    #!/usr/bin/env python3
+    import json, sys
+    a = sys.argv[1:]
+    ks = [int(k) for k in a[a.index("--k") + 1].split(",")]
+    rows = [{"k": k, "hp_ms": k / 20, "hp_npw": "32", "rows_ms": k / 10, "cusparse_ms": k / 18} for k in ks]
+    doc = {"graph": {"nodes": 1000, "nnz": 50000, "max_row": 99, "scale": 1.0}, "reps": 20, "rows": rows}
+    json.dump(doc, open(a[a.index("--json") + 1], "w"))
+    """)
+
+
+def write_exe(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+
+
+class GpuSuiteTests(unittest.TestCase):
+    """The GPU suites' runs and readers, on stand-ins for the binaries and the peer script."""
+
+    def setUp(self):
+        self.d = tempfile.mkdtemp()
+        self.bin = os.path.join(self.d, "bin")
+        self.anchors = os.path.join(self.d, "anchors")
+        os.makedirs(self.bin)
+        os.makedirs(self.anchors)
+        write_exe(os.path.join(self.bin, "train_reddit"), FAKE_TRAIN)
+        write_exe(os.path.join(self.bin, "bench_spmm"), FAKE_SPMM)
+        write_exe(os.path.join(self.bin, "bench_sddmm"), FAKE_SDDMM)
+        with open(os.path.join(self.anchors, "same_graph.py"), "w") as f:
+            f.write(FAKE_SAME_GRAPH)
+        self.out = os.path.join(self.d, "records")
+
+    def tearDown(self):
+        shutil.rmtree(self.d)
+
+    def run_suite(self, name, *extra):
+        p = subprocess.run([sys.executable, os.path.join(HERE, "run.py"), name, "--bin-dir", self.bin,
+                            "--anchors-dir", self.anchors, "--out", self.out, "--machine", "fakegpu",
+                            "--reps", "1", "--any-versions", *extra],
+                           capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        (rec,) = os.listdir(os.path.join(self.out, name))
+        with open(os.path.join(self.out, name, rec, "summary.json")) as f:
+            return {r["id"]: r for r in json.load(f)["rows"]}, os.path.join(self.out, name, rec)
+
+    def test_headline_case(self):
+        rows, rec = self.run_suite("headline", "--only", "gcn-2x128", "--graph-dir", os.path.join(self.d, "g"))
+        self.assertEqual(sorted(rows), ["gcn-2x128-bf16-input-cache/ours", "gcn-2x128-bf16-no-input-cache/ours",
+                                        "gcn-2x128-bf16/pyg", "gcn-2x128-bf16/tgcn",
+                                        "gcn-2x128-f32-input-cache/ours", "gcn-2x128-f32-no-input-cache/ours",
+                                        "gcn-2x128-f32/pyg", "gcn-2x128-f32/tgcn"])
+        self.assertTrue(all(r["status"] == "ok" for r in rows.values()))
+        # The models in the order same_graph.py was given them: gcn_2x128 first.
+        self.assertEqual(rows["gcn-2x128-f32/pyg"]["median_ms"], 100.0)
+        pyg = rows["gcn-2x128-bf16/pyg"]
+        self.assertEqual(pyg["spmm_widths"], [128, 128, 41, 41])
+        self.assertEqual(pyg["bytes_moved"], floors.epoch_work(5000, 250000, [128, 128, 41, 41], 2, True).compulsory)
+        ours = rows["gcn-2x128-bf16-input-cache/ours"]
+        self.assertEqual((ours["nodes"], ours["nnz"], ours["spmm_widths"]), (5000, 250000, [41, 41]))
+        self.assertTrue(os.path.isfile(os.path.join(rec, "graph.json")))
+        with open(os.path.join(rec, "command.txt")) as f:
+            commands = f.read()
+        self.assertIn("--models gcn_2x128,tgcn_2x128,gcn_2x128_bf16,tgcn_2x128_bf16", commands)
+        self.assertIn("--skip-pyg", commands)
+
+    def test_spmm(self):
+        rows, _ = self.run_suite("spmm")
+        self.assertEqual(len(rows), 18)
+        self.assertEqual(rows["spmm-k128-f32/ours"]["median_ms"], 8.0)
+        self.assertEqual(rows["spmm-k128-bf16/ours"]["median_ms"], 4.0)
+        self.assertEqual(rows["spmm-k128-f32/cusparse"]["median_ms"], 128 / 5)  # the faster algorithm
+        self.assertEqual(rows["spmm-k128-bf16/ours"]["bytes_moved"], floors.spmm_compulsory_bytes(1000, 50000, 128, 2))
+        self.assertIsNone(rows["spmm-k16-f32/ours"]["distance"]["gather_l1"])  # no GPU here: no cache rates
+
+    def test_sddmm_without_torch(self):
+        rows, _ = self.run_suite("sddmm", "--only", "*/ours,*/cusparse")
+        self.assertEqual(len(rows), 10)
+        self.assertAlmostEqual(rows["sddmm-k64-f32/cusparse"]["median_ms"], 64 / 18, places=4)
+        self.assertEqual(rows["sddmm-k64-f32/ours"]["gather_bytes"], floors.sddmm_gather_bytes(50000, 64, 4))
+
+
+class RunnerTests(unittest.TestCase):
+    def setUp(self):
+        self.d = tempfile.mkdtemp()
+        self.bin = os.path.join(self.d, "bin")
+        os.makedirs(self.bin)
+        # Packed only: the runner must unpack it.
+        with lzma.open(os.path.join(self.bin, "train_reddit.xz"), "wb") as f:
+            f.write(FAKE_TRAIN.encode())
+        self.out = os.path.join(self.d, "records")
+
+    def tearDown(self):
+        shutil.rmtree(self.d)
+
+    def run_suite(self, *extra, env=None):
+        e = dict(os.environ)
+        e.update(env or {})
+        return subprocess.run([sys.executable, os.path.join(HERE, "run.py"), "cpu-smoke", "--bin-dir", self.bin,
+                               "--out", self.out, "--machine", "testbox", *extra],
+                              capture_output=True, text=True, env=e, timeout=300)
+
+    def record(self):
+        (rec,) = os.listdir(os.path.join(self.out, "cpu-smoke"))
+        return os.path.join(self.out, "cpu-smoke", rec)
+
+    def test_end_to_end(self):
+        p = self.run_suite("--reps", "2")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertTrue(os.access(os.path.join(self.bin, "train_reddit"), os.X_OK))
+        rec = self.record()
+        self.assertRegex(os.path.basename(rec), r"^testbox-\d{4}-\d{2}-\d{2}$")
+        with open(os.path.join(rec, "summary.json")) as f:
+            summary = json.load(f)
+        rows = {r["id"]: r for r in summary["rows"]}
+        self.assertEqual(sorted(rows), ["gcn-2x16-f32-input-cache/ours", "gcn-2x16-f32-no-input-cache/ours",
+                                        "sage-2x16-f32/ours"])
+        cached = rows["gcn-2x16-f32-input-cache/ours"]
+        self.assertEqual((cached["median_ms"], cached["repetitions"], cached["status"]), (1.0, 2, "ok"))
+        self.assertEqual(cached["spmm_widths"], [16, 16])  # 602 -> 16 -> 16: layer 2 only
+        self.assertEqual(rows["gcn-2x16-f32-no-input-cache/ours"]["spmm_widths"], [16, 16, 16, 16])
+        want = floors.epoch_work(2330, 40000, [16, 16], 4, values=True)
+        self.assertEqual(cached["bytes_moved"], want.compulsory)
+        self.assertAlmostEqual(cached["achieved_bytes_per_s"], want.compulsory / 1e-3)
+        self.assertEqual(rows["sage-2x16-f32/ours"]["nnz"], 40000 - 2330)  # A without self loops
+        self.assertIsNone(cached["distance"]["gather_l1"])  # the CPU has no cache rates
+        for i in (1, 2):
+            for stem in ("gcn-2x16-f32-input-cache", "sage-2x16-f32"):
+                self.assertTrue(os.path.isfile(os.path.join(rec, f"{stem}-r{i}.json")))
+                self.assertTrue(os.path.isfile(os.path.join(rec, f"{stem}-r{i}.log")))
+        with open(os.path.join(rec, "command.txt")) as f:
+            commands = f.read()
+        self.assertIn("--no-input-cache", commands)
+        self.assertEqual(commands.count("exit 0"), 6)
+        with open(os.path.join(rec, "env.json")) as f:
+            env = json.load(f)
+        self.assertEqual(env["machine"], "testbox")
+        self.assertIn("hash", env["git"])
+        self.assertEqual(set(env["binaries"]), {"train_reddit"})
+        self.assertIn("sage-2x16-f32/ours", p.stdout)  # the closing table
+        # The results page of this record.
+        text = results.render(self.out, self.d)
+        self.assertIn("| gcn-2x16-f32-input-cache | gcn 2x16 | f32 | input-cache | ours | 1.000 | 2 |", text)
+
+    def test_failed_run_exits_nonzero(self):
+        p = self.run_suite("--reps", "1", env={"FAKE_FAIL_MODEL": "sage"})
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("sage-2x16-f32-r1: exit 3", p.stderr)
+        with open(os.path.join(self.record(), "summary.json")) as f:
+            rows = {r["id"]: r for r in json.load(f)["rows"]}
+        self.assertEqual(rows["sage-2x16-f32/ours"]["status"], "failed")
+        self.assertEqual(rows["gcn-2x16-f32-input-cache/ours"]["status"], "ok")
+
+    def test_only_and_pack(self):
+        pack = os.path.join(self.d, "rec.tar.gz")
+        p = self.run_suite("--reps", "1", "--only", "sage-2x16", "--pack", pack)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(os.path.join(self.record(), "summary.json")) as f:
+            self.assertEqual([r["id"] for r in json.load(f)["rows"]], ["sage-2x16-f32/ours"])
+        import tarfile
+        with tarfile.open(pack) as t:
+            names = t.getnames()
+        self.assertIn(f"cpu-smoke/{os.path.basename(self.record())}/summary.json", names)
+
+    def test_missing_binary_and_unknown_row(self):
+        os.remove(os.path.join(self.bin, "train_reddit.xz"))
+        p = self.run_suite()
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("bench-pack.sh", p.stderr)
+        p = self.run_suite("--only", "nope")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("matches no row", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

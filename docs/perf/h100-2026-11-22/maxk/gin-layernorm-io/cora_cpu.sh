@@ -1,2 +1,0 @@
-R=./target/release/examples/train_cora; A="--layers 4 --hidden 256 --seeds 2"
-for v in "--model gcn" "--model gcn --io-linear" "--model gcn --io-linear --layer-norm" "--model gin --lr 0.001" "--model gin --lr 0.001 --io-linear --layer-norm" "--model gin --lr 0.01 --io-linear --layer-norm" "--model gin --lr 0.01 --io-linear --layer-norm --maxk 64" "--model gin --lr 0.001 --io-linear --layer-norm --maxk 64"; do echo "== $v"; $R $A $v 2>&1 | grep -v "^\s*\[" | grep -i "±\|accuracy" | tail -2; done
