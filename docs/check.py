@@ -18,7 +18,8 @@ What it checks, in README.md and docs/src/**/*.md:
                one is included into src/lib.rs under #[cfg(doctest)]
     text, toml, json   output, layouts and config samples: not commands
 - SUMMARY.md lists every page of docs/src and every page it lists exists;
-- every guide page with a ```rust block is hooked into src/lib.rs (else it would not run).
+- every guide page with a ```rust block is hooked into src/lib.rs (else it would not run);
+- README.md stays within 200 lines.
 
 Exit status 0 when all is well, 1 with one line per problem otherwise.
 """
@@ -33,9 +34,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK_SRC = ROOT / "docs" / "src"
+README_MAX_LINES = 200
 LABELS = {"sh", "sh,gpu", "rust", "text", "toml", "json"}
 FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
-HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
+HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 INLINE_LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 REF_DEF = re.compile(r"^ {0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+.*)?$")
 CODE_SPAN = re.compile(r"(`+)((?:(?!\n[ \t]*\n)[\s\S])+?)\1")
@@ -253,6 +255,9 @@ def main():
     problems += check_labels(all_pages)
     problems += check_summary(all_pages)
     problems += check_doctest_hooks(all_pages)
+    readme_lines = len((ROOT / "README.md").read_text(encoding="utf-8").splitlines())
+    if readme_lines > README_MAX_LINES:
+        problems.append(f"README.md: {readme_lines} lines, over {README_MAX_LINES}")
     n_links = sum(1 for p in all_pages for _ in links(p))
     n_blocks = sum(len(p.blocks) for p in all_pages)
     print(f"docs/check.py: {len(all_pages)} pages, {n_links} links, {n_blocks} code blocks")
