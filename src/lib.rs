@@ -13,3 +13,8 @@ pub use gnn_graph as graph;
 pub use gnn_kernels as kernels;
 pub use gnn_models as models;
 pub use gnn_train as train;
+
+/// The user guide's Rust examples (`docs/src/embedding.md`), run as doctests by `cargo test`.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/src/embedding.md")]
+pub struct GuideEmbedding;
