@@ -20,9 +20,9 @@ use candle_core::{DType, Device, Tensor};
 use clap::Parser;
 use gnn::graph::{generate, Csr, Reorder, SyntheticSpec};
 use gnn::kernels::ops::spmm::dispatch::{pick, Pick};
-use gnn::kernels::ops::spmm::tuning::{set_kernel_override, SpmmKernel};
 use gnn::kernels::partition::NPW_CANDIDATES;
 use gnn::kernels::peer::{gcn_operand, rel_diff, time_ms, Cusparse, CusparseSddmm};
+use gnn::kernels::SpmmKernel;
 use gnn::kernels::{sddmm, spmm_weighted, Reduce};
 use gnn::train::report::chart::{draw_svg, Line, Panel};
 use gnn::train::report::{write_json, write_text, Table};
@@ -195,13 +195,11 @@ fn main() -> Result<()> {
         for &k in &args.k {
             let x = Tensor::randn(0f32, 1.0, (a.n_cols(), k), &device)?;
             let time_spmm = |kernel: SpmmKernel| -> Result<f64> {
-                set_kernel_override(kernel);
-                let ms = time_ms(&stream, args.reps, || {
-                    spmm_weighted(&g, &x, &vals, Reduce::Sum)?;
+                let gk = g.with_policy(g.policy().with_spmm(kernel));
+                Ok(time_ms(&stream, args.reps, || {
+                    spmm_weighted(&gk, &x, &vals, Reduce::Sum)?;
                     Ok(())
-                });
-                set_kernel_override(SpmmKernel::Auto);
-                Ok(ms?)
+                })?)
             };
             let ge = time_spmm(SpmmKernel::Ge)?;
             let narrow = time_spmm(SpmmKernel::Narrow)?;
@@ -221,10 +219,9 @@ fn main() -> Result<()> {
             // Both kernels against cuSPARSE's product (time_both leaves CSR_ALG2's in c).
             let mut errs = Vec::new();
             for kernel in [SpmmKernel::Ge, SpmmKernel::Hp(0), SpmmKernel::Narrow] {
-                set_kernel_override(kernel);
-                let out = spmm_weighted(&g, &x, &vals, Reduce::Sum);
-                set_kernel_override(SpmmKernel::Auto);
-                errs.push(rel_diff(&out?, &c)?);
+                let gk = g.with_policy(g.policy().with_spmm(kernel));
+                let out = spmm_weighted(&gk, &x, &vals, Reduce::Sum)?;
+                errs.push(rel_diff(&out, &c)?);
             }
             // The dispatcher's choice (HP-SpMM by its rule, else GE-SpMM's narrow-row kernel
             // where a row fits, else its row kernel), timed as it runs.

@@ -14,9 +14,7 @@ use candle_core::{Device, Tensor};
 use clap::Parser;
 use gnn::graph::io::npz::{write_npy, NpyArray, NpyData};
 use gnn::graph::{generate, SyntheticSpec};
-use gnn::kernels::ops::sddmm::tuning::{
-    auto_npw, set_kernel_override, SddmmKernel, NPW_CANDIDATES,
-};
+use gnn::kernels::ops::sddmm::tuning::{auto_npw, SddmmKernel, NPW_CANDIDATES};
 use gnn::kernels::peer::{gcn_operand, rel_diff, time_ms, CusparseSddmm};
 use gnn::kernels::sddmm;
 use gnn::train::report::{write_json, Table};
@@ -49,6 +47,9 @@ struct Args {
     /// JSON output.
     #[arg(long, default_value = "runs/bench_sddmm.json")]
     json: PathBuf,
+    /// The kernel policy of the graph (the HP and rows columns force their SDDMM kernel).
+    #[command(flatten)]
+    kernels: gnn::train::cli::KernelFlags,
 }
 
 fn main() -> Result<()> {
@@ -67,6 +68,8 @@ fn main() -> Result<()> {
     let reorder_s = t.elapsed().as_secs_f64();
     println!("reorder {}: {reorder_s:.2} s", args.reorder);
     let (a, g, _) = gcn_operand(&graph, &device)?;
+    let g = g.with_policy(args.kernels.policy());
+    println!("kernels: {}", g.policy());
     drop((ds, graph));
     let nnz = a.nnz();
     if let Some(dir) = &args.dump {
@@ -95,13 +98,11 @@ fn main() -> Result<()> {
         let x = Tensor::randn(0f32, 1.0, (a.n_rows(), k), &device)?;
         let y = Tensor::randn(0f32, 1.0, (a.n_cols(), k), &device)?;
         let time_kernel = |kernel: SddmmKernel| -> Result<f64> {
-            set_kernel_override(kernel);
-            let ms = time_ms(&stream, args.reps, || {
-                sddmm(&g, &x, &y)?;
+            let gk = g.with_policy(g.policy().with_sddmm(kernel));
+            Ok(time_ms(&stream, args.reps, || {
+                sddmm(&gk, &x, &y)?;
                 Ok(())
-            });
-            set_kernel_override(SddmmKernel::Auto);
-            Ok(ms?)
+            })?)
         };
         let hp = time_kernel(SddmmKernel::Auto)?;
         let rows_ms = time_kernel(SddmmKernel::Rows)?;
@@ -147,6 +148,7 @@ fn main() -> Result<()> {
         "graph": {"nodes": a.n_rows(), "nnz": nnz, "max_row": a.degree_stats().max, "scale": args.scale,
                   "reorder": args.reorder, "reorder_s": reorder_s, "community_order": args.community_order},
         "reps": args.reps, "timing": "CUDA events on candle's stream, median after 3 warm-ups",
+        "kernel_policy": g.policy(), "kernels_used": g.kernels_used(),
         "rows": rows,
     });
     write_json(&args.json, &doc)?;

@@ -46,6 +46,9 @@ struct Args {
     /// JSON output.
     #[arg(long, default_value = "runs/bench_spmm.json")]
     json: PathBuf,
+    /// The kernel policy of the main rows (`--kernels` and `--sweep` force theirs).
+    #[command(flatten)]
+    policy: gnn::train::cli::KernelFlags,
 }
 
 fn main() -> Result<()> {
@@ -60,6 +63,8 @@ fn main() -> Result<()> {
     println!("{rep}");
     // GCN operand: A + I with symmetric normalisation (what the GCN layer aggregates with).
     let (a, g, vals) = gcn_operand(&ds.graph, &device)?;
+    let g = g.with_policy(args.policy.policy());
+    println!("kernels: {}", g.policy());
     let nnz = a.nnz();
     let sp = Cusparse::new(&g, &vals, &stream)?;
     println!(
@@ -101,7 +106,7 @@ fn main() -> Result<()> {
         let best = cusp[0].min(cusp[1]);
         let mut sweep = Vec::new();
         if args.sweep {
-            use gnn::kernels::ops::spmm::tuning::{set_tiling_override, SpmmTiling, CFS};
+            use gnn::kernels::ops::spmm::tuning::{SpmmTiling, CFS};
             for (vi, vec) in [1usize, 2, 4].into_iter().enumerate() {
                 for &cf in CFS[vi] {
                     for (tile_major, unroll, schedule) in [
@@ -122,16 +127,18 @@ fn main() -> Result<()> {
                         if !t.valid(k, 0) || 32 * vec * cf > 2 * k.max(32) {
                             continue;
                         }
-                        set_tiling_override(Some(t));
+                        let gt = g.with_policy(gnn::kernels::KernelPolicy {
+                            spmm_tiling: Some(t),
+                            ..*g.policy()
+                        });
                         let ms = time_ms(&stream, args.reps.min(10), || {
-                            spmm_weighted(&g, &x, &vals, Reduce::Sum)?;
+                            spmm_weighted(&gt, &x, &vals, Reduce::Sum)?;
                             Ok(())
                         })?;
                         sweep.push(serde_json::json!({"vec": vec, "cf": cf, "tile_major": tile_major, "unroll": unroll, "schedule": schedule, "ms": ms}));
                     }
                 }
             }
-            set_tiling_override(None);
             let mut v: Vec<(f64, String)> = sweep
                 .iter()
                 .map(|r| {
@@ -200,6 +207,7 @@ fn main() -> Result<()> {
     let doc = serde_json::json!({
         "graph": {"name": ds.name, "nodes": a.n_rows(), "nnz": nnz, "max_row": a.degree_stats().max},
         "reps": args.reps, "timing": "CUDA events on candle's stream, median after 3 warm-ups",
+        "kernel_policy": g.policy(), "kernels_used": g.kernels_used(),
         "rows": rows, "kernels": kernels, "column_blocks": column_blocks,
     });
     gnn::train::report::write_json(&args.json, &doc)?;
@@ -219,7 +227,7 @@ fn compare_kernels(
     device: &Device,
 ) -> Result<Vec<serde_json::Value>> {
     use candle_core::DType;
-    use gnn::kernels::ops::spmm::tuning::{set_kernel_override, SpmmKernel};
+    use gnn::kernels::SpmmKernel;
     let kernels = [
         ("ge", SpmmKernel::Ge),
         ("narrow", SpmmKernel::Narrow),
@@ -236,21 +244,15 @@ fn compare_kernels(
             let x = Tensor::randn(0f32, 1.0, (g.n_cols(), k), device)?.to_dtype(dt)?;
             let mut ms = Vec::new();
             let mut outs = Vec::new();
-            for (_, kernel) in kernels {
-                set_kernel_override(kernel);
-                let run = || -> Result<(f64, Tensor)> {
-                    let t = time_ms(stream, reps, || {
-                        spmm_weighted(g, &x, vals, Reduce::Sum)?;
-                        Ok(())
-                    })?;
-                    Ok((
-                        t,
-                        spmm_weighted(g, &x, vals, Reduce::Sum)?.to_dtype(DType::F32)?,
-                    ))
-                };
-                let r = run();
-                set_kernel_override(SpmmKernel::Auto);
-                let (t, out) = r?;
+            let mut used = serde_json::Map::new();
+            for (name, kernel) in kernels {
+                let gk = g.with_policy(g.policy().with_spmm(kernel));
+                let t = time_ms(stream, reps, || {
+                    spmm_weighted(&gk, &x, vals, Reduce::Sum)?;
+                    Ok(())
+                })?;
+                let out = spmm_weighted(&gk, &x, vals, Reduce::Sum)?.to_dtype(DType::F32)?;
+                used.insert(name.into(), serde_json::to_value(gk.kernels_used())?);
                 ms.push(t);
                 outs.push(out);
             }
@@ -271,6 +273,7 @@ fn compare_kernels(
             rows.push(serde_json::json!({
                 "k": k, "dtype": name, "ge_ms": ms[0], "narrow_ms": ms[1], "hp_ms": ms[2],
                 "auto_ms": ms[3], "narrow_rel_diff": e_narrow, "hp_rel_diff": e_hp,
+                "kernels_used": used,
             }));
         }
     }
@@ -308,7 +311,7 @@ fn compare_column_blocks(
             .map(|(csr, v)| -> Result<_> {
                 let v = v.context("values")?;
                 Ok((
-                    gnn::kernels::DeviceGraph::upload(&csr, device)?,
+                    gnn::kernels::DeviceGraph::upload(&csr, device)?.with_policy_of(g),
                     Tensor::from_vec(v, csr.nnz(), device)?,
                 ))
             })

@@ -25,15 +25,16 @@ struct Args {
     /// JSON output.
     #[arg(long, default_value = "runs/gpu_check.json")]
     json: PathBuf,
-    /// Check the deterministic-mode kernels (`gnn_kernels::set_deterministic`): no float
-    /// atomics in the sums, max/min backward refused (skipped here).
+    /// Check the deterministic-mode kernels (every graph under a deterministic
+    /// `gnn_kernels::KernelPolicy`): no float atomics in the sums, max/min backward refused
+    /// (skipped here).
     #[arg(long)]
     deterministic: bool,
 }
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    gnn::kernels::set_deterministic(args.deterministic);
+    let policy = gnn::kernels::KernelPolicy::default().with_deterministic(args.deterministic);
     let gpu = Device::new_cuda(0).context("no CUDA device")?;
     let det = if args.deterministic {
         "; deterministic kernels"
@@ -41,7 +42,7 @@ fn main() -> Result<()> {
         ""
     };
     println!("seed {0} (replay a miss with --seed {0}){det}", args.seed);
-    let mut c = Checker::new(args.seed);
+    let mut c = Checker::new(args.seed).with_policy(policy);
     verify::run(&mut c, &gpu, args.reddit_scale, args.seed)?;
     let misses = c.misses();
     println!(
@@ -52,6 +53,7 @@ fn main() -> Result<()> {
     );
     let doc = serde_json::json!({
         "device": "cuda:0", "seed": args.seed, "deterministic": args.deterministic,
+        "kernel_policy": policy,
         "checks": c.rows, "misses": misses,
     });
     gnn::train::report::write_json(&args.json, &doc)?;

@@ -114,6 +114,7 @@ fn main() -> Result<()> {
         predictions: args.predictions,
         new_of_old: loaded.new_of_old.take(),
         precision: args.precision,
+        kernels: args.device.policy()?,
     };
     sweep.run(&loaded.dataset, &device)?;
     Ok(())

@@ -93,6 +93,7 @@ fn main() -> Result<()> {
         seeds: args.seeds,
         profile_epochs: args.profile_epochs,
         pyg: args.pyg.clone(),
+        kernels: args.train.device.policy()?,
     };
     let device = args.train.device.pick()?;
     println!("device: {}", gnn::train::device_name(&device));

@@ -75,7 +75,7 @@ fn main() -> Result<()> {
     cfg.json = args.json.clone();
     cfg.print_breakdown = args.profile;
     cfg.cpu = args.train.device.cpu;
-    args.train.device.apply_kernel()?;
+    cfg.kernels = args.train.device.policy()?;
     cfg.note = format!("{args:?}");
     run(&cfg)?;
     Ok(())

@@ -61,9 +61,6 @@ struct Args {
     /// One GPU per rank (GPUs 0..ranks), NCCL between them (needs --features nccl).
     #[arg(long)]
     nccl: bool,
-    /// GPU: no float atomics in the sparse reductions (see gnn_kernels::set_deterministic).
-    #[arg(long)]
-    deterministic: bool,
     /// Print the halo statistics and stop.
     #[arg(long)]
     stats_only: bool,
@@ -119,7 +116,8 @@ fn main() -> Result<()> {
         std::env::set_var("NCCL_MAX_P2P_NCHANNELS", P2P_CHANNELS);
     }
     let device = args.train.device.pick()?;
-    gnn::kernels::set_deterministic(args.deterministic);
+    let kernels = args.train.device.policy()?;
+    println!("kernels: {kernels}");
     let src = args.data.source("reddit", args.seed)?;
     let mut loaded = gnn::train::run::load(&src, device.is_cpu())?;
     // Contiguous ranges of a community order keep most edges inside a rank (smaller halos).
@@ -206,6 +204,7 @@ fn main() -> Result<()> {
         train: &train,
         seed: args.seed,
         row_normalize: !loaded.raw_features,
+        kernels,
     };
     let t = Instant::now();
     let on_epoch = |log: &gnn::train::EpochLog| {
@@ -300,15 +299,23 @@ fn main() -> Result<()> {
                     / o.report.breakdown.epochs.max(1) as f64,
                 "peak_allocated_bytes": o.report.peak_allocated_bytes,
                 "peak_device_bytes": o.report.peak_device_bytes,
+                "kernels_used": o.kernels_used,
             })
         })
         .collect();
+    let mut kernels_used = gnn::kernels::KernelsUsed::default();
+    for o in &outcomes {
+        kernels_used.merge(&o.kernels_used);
+    }
+    println!("kernels used: {kernels_used}");
     let report = json!({
         "args": format!("{args:?}"),
         "dataset": ds.summary(),
         "source": loaded.provenance,
         "model": model,
         "train": train,
+        "kernel_policy": kernels,
+        "kernels_used": kernels_used,
         "comm": if procs.is_some() {
             "nccl, one process per rank"
         } else if args.nccl {

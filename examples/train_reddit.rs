@@ -66,10 +66,6 @@ struct Args {
     /// state goes when training stops on a non-finite value.
     #[arg(long)]
     checkpoint: Option<PathBuf>,
-    /// GPU: no float atomics in the sparse reductions, so runs with the same seed are
-    /// bit-identical (see gnn_kernels::set_deterministic for what it costs and covers).
-    #[arg(long)]
-    deterministic: bool,
     /// Continue from this training checkpoint (same model, data and recipe; --epochs may grow).
     #[arg(long)]
     resume: Option<PathBuf>,
@@ -97,8 +93,7 @@ fn main() -> Result<()> {
     cfg.epoch_lines = true;
     cfg.print_breakdown = true;
     cfg.cpu = args.train.device.cpu;
-    args.train.device.apply_kernel()?;
-    cfg.deterministic = args.deterministic;
+    cfg.kernels = args.train.device.policy()?;
     cfg.note = format!("{args:?}");
     run(&cfg)?;
     Ok(())

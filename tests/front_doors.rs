@@ -97,6 +97,10 @@ fn run_trains_seeds_saves_and_reports() {
     assert_eq!(v["runs"].as_array().unwrap().len(), 2);
     assert_eq!(v["gnn"]["seed"], best.seed);
     assert!(v["mlp"]["test_acc"].is_number());
+    // The policy the run asked for and the kernels it ran.
+    assert_eq!(v["kernel_policy"]["spmm"], "auto");
+    assert_eq!(v["kernel_policy"]["deterministic"], false);
+    assert_eq!(v["kernels_used"]["spmm"], serde_json::json!(["cpu"]));
     // The saved weights are the best seed's and load back.
     let engine = gnn::train::Engine::load(
         dir.path().join("w/gcn"),
@@ -176,6 +180,7 @@ fn maxk_sweep_writes_rows_tables_and_charts() {
         seeds: 1,
         profile_epochs: 4,
         pyg: None,
+        kernels: Default::default(),
     };
     let device = candle_core::Device::Cpu;
     let ds = load(&DataSource::bundled_cora(), true).unwrap().dataset;
@@ -249,8 +254,12 @@ fn inference_sweep_measures_every_setting() {
         predictions: None,
         new_of_old: None,
         precision: Default::default(),
+        kernels: Default::default(),
     };
     let doc = sweep.run(&ds, &device).unwrap();
+    // The report names the policy and the kernels that ran (the CPU's).
+    assert_eq!(doc["kernel_policy"]["spmm"], "auto");
+    assert_eq!(doc["kernels_used"]["spmm"], serde_json::json!(["cpu"]));
     // exact x 2 encodings + 2 strategies x 2 widths x 2 encodings.
     let rows = doc["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 10);
@@ -311,6 +320,7 @@ fn predictions_map_back_to_the_file_order() {
         predictions: None,
         new_of_old: None,
         precision: Default::default(),
+        kernels: Default::default(),
     };
     let mut outs = Vec::new();
     for (tag, orders) in [

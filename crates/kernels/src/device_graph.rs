@@ -4,9 +4,11 @@
 //! views (the transpose with its edge permutation, inverse degrees) are built on first use
 //! and cached, as DGL caches sparse formats on its graphs.
 
-use crate::error::Result;
 #[cfg(feature = "cuda")]
-use crate::schedule::RowSchedule;
+mod cuda;
+
+use crate::error::Result;
+use crate::policy::{KernelLog, KernelPolicy, KernelsUsed};
 use candle_core::{DType, Device, Tensor};
 use gnn_graph::Csr;
 use rayon::prelude::*;
@@ -43,9 +45,18 @@ fn timed_setup<T>(f: impl FnOnce() -> T) -> T {
     out
 }
 
-/// A CSR graph resident on a candle device (row = target, column = source).
+/// A CSR graph resident on a candle device (row = target, column = source), with the
+/// [`KernelPolicy`] its ops run under and the record of the kernels they ran.
+///
+/// A handle is cheap to clone; [`DeviceGraph::with_policy`] gives another handle on the same
+/// uploaded structure (and its cached views) under another policy, so one upload can serve
+/// several policies side by side.
 #[derive(Clone)]
-pub struct DeviceGraph(Arc<Inner>);
+pub struct DeviceGraph {
+    inner: Arc<Inner>,
+    policy: KernelPolicy,
+    log: Arc<KernelLog>,
+}
 
 struct Inner {
     csr: Arc<Csr>,
@@ -65,7 +76,7 @@ struct Inner {
     bwd_deduct_ns: AtomicU64,
     #[cfg(feature = "cuda")]
     cuda: Option<crate::cuda::CudaCsr>,
-    /// The row schedule with split rows, and the one without (deterministic mode).
+    /// The row schedule with split rows, and the one without (a deterministic policy).
     #[cfg(feature = "cuda")]
     schedule: [OnceLock<Schedule>; 2],
     /// The column-blocked schedule for the block width it was built for (`None` inside when
@@ -104,7 +115,7 @@ impl std::fmt::Debug for DeviceGraph {
             self.n_rows(),
             self.n_cols(),
             self.nnz(),
-            self.0.device.location()
+            self.inner.device.location()
         )
     }
 }
@@ -122,7 +133,7 @@ impl DeviceGraph {
             Device::Cuda(d) => Some(crate::cuda::CudaCsr::upload(&csr, d)?),
             _ => None,
         };
-        Ok(Self(Arc::new(Inner {
+        let inner = Arc::new(Inner {
             csr,
             device: device.clone(),
             transpose: OnceLock::new(),
@@ -142,34 +153,78 @@ impl DeviceGraph {
             blocked: std::sync::Mutex::new(None),
             #[cfg(feature = "cuda")]
             bwd_events: std::sync::Mutex::new(Vec::new()),
-        })))
+        });
+        Ok(Self {
+            inner,
+            policy: KernelPolicy::default(),
+            log: Arc::default(),
+        })
+    }
+
+    /// The same structure (no copy, shared cached views) under `policy`, with a record of
+    /// kernels of its own ([`Self::kernels_used`] starts empty).
+    pub fn with_policy(&self, policy: KernelPolicy) -> DeviceGraph {
+        Self {
+            inner: self.inner.clone(),
+            policy,
+            log: Arc::default(),
+        }
+    }
+
+    /// This structure under `parent`'s policy, recording into `parent`'s record: for a graph
+    /// derived from another (a partition's slices, head-expanded copies, a halo's scatter), so
+    /// that one policy governs every op of a model and one record lists them.
+    pub fn with_policy_of(&self, parent: &DeviceGraph) -> DeviceGraph {
+        Self {
+            inner: self.inner.clone(),
+            policy: parent.policy,
+            log: parent.log.clone(),
+        }
+    }
+
+    /// The kernel policy this graph's ops run under.
+    pub fn policy(&self) -> &KernelPolicy {
+        &self.policy
+    }
+
+    /// The kernels this graph's ops have run so far (its transpose's and the graphs that
+    /// follow it by [`Self::with_policy_of`] included).
+    pub fn kernels_used(&self) -> KernelsUsed {
+        self.log.snapshot()
+    }
+
+    /// Records that `op` ran `kernel` on this graph.
+    pub(crate) fn record(&self, op: &'static str, kernel: &'static str) {
+        self.log.record(op, kernel);
     }
 
     /// The host structure.
     pub fn csr(&self) -> &Csr {
-        &self.0.csr
+        &self.inner.csr
     }
     /// The device.
     pub fn device(&self) -> &Device {
-        &self.0.device
+        &self.inner.device
     }
     /// Rows (targets, output rows of aggregation).
     pub fn n_rows(&self) -> usize {
-        self.0.csr.n_rows()
+        self.inner.csr.n_rows()
     }
     /// Columns (sources, input rows of aggregation).
     pub fn n_cols(&self) -> usize {
-        self.0.csr.n_cols()
+        self.inner.csr.n_cols()
     }
     /// Stored edges.
     pub fn nnz(&self) -> usize {
-        self.0.csr.nnz()
+        self.inner.csr.nnz()
     }
 
     /// The rows' degree statistics ([`Csr::degree_stats`], for the kernel dispatchers),
     /// computed on first use.
     pub fn degree_stats(&self) -> &gnn_graph::csr::DegreeStats {
-        self.0.stats.get_or_init(|| self.0.csr.degree_stats())
+        self.inner
+            .stats
+            .get_or_init(|| self.inner.csr.degree_stats())
     }
 
     /// The transpose (CSC of this graph as a CSR of `A^T`) and, as a `u32` tensor of length
@@ -179,7 +234,7 @@ impl DeviceGraph {
     pub fn transpose(&self) -> Result<(DeviceGraph, Tensor)> {
         let t = self.transposed()?;
         Ok(match t {
-            Transposed::Other(g, p) => (g.clone(), p.clone()),
+            Transposed::Other(g, p) => (g.with_policy_of(self), p.clone()),
             Transposed::Symmetric(slot) => {
                 let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
                 let perm = match slot.as_ref() {
@@ -201,16 +256,16 @@ impl DeviceGraph {
     /// SpMM backward without edge values, or with values already permuted, runs on.
     pub fn transpose_graph(&self) -> Result<DeviceGraph> {
         Ok(match self.transposed()? {
-            Transposed::Other(g, _) => g.clone(),
+            Transposed::Other(g, _) => g.with_policy_of(self),
             Transposed::Symmetric(_) => self.clone(),
         })
     }
 
     fn transposed(&self) -> Result<&Transposed> {
-        if self.0.transpose.get().is_none() {
+        if self.inner.transpose.get().is_none() {
             timed_setup(|| self.build_transpose())?;
         }
-        Ok(self.0.transpose.get().expect("set above"))
+        Ok(self.inner.transpose.get().expect("set above"))
     }
 
     /// On a GPU, a symmetric structure's transpose permutation from one device-side search
@@ -218,8 +273,8 @@ impl DeviceGraph {
     /// strictly increasing rows.
     fn device_symmetric_perm(&self) -> Result<Option<Tensor>> {
         #[cfg(feature = "cuda")]
-        if let (Some(c), Device::Cuda(dev)) = (&self.0.cuda, &self.0.device) {
-            return Ok(c.symmetric_perm(&self.0.csr, dev)?);
+        if let (Some(c), Device::Cuda(dev)) = (&self.inner.cuda, &self.inner.device) {
+            return Ok(c.symmetric_perm(&self.inner.csr, dev)?);
         }
         Ok(None)
     }
@@ -230,8 +285,8 @@ impl DeviceGraph {
         if let Some(perm) = self.device_symmetric_perm()? {
             return Ok(perm);
         }
-        let (_, perm) = self.0.csr.transpose();
-        Ok(Tensor::from_vec(perm, self.nnz(), &self.0.device)?)
+        let (_, perm) = self.inner.csr.transpose();
+        Ok(Tensor::from_vec(perm, self.nnz(), &self.inner.device)?)
     }
 
     /// Builds the cached transpose: for a symmetric structure (undirected graphs, GCN's
@@ -239,21 +294,24 @@ impl DeviceGraph {
     fn build_transpose(&self) -> Result<()> {
         if let Some(perm) = self.device_symmetric_perm()? {
             let tr = Transposed::Symmetric(std::sync::Mutex::new(Some(perm)));
-            let _ = self.0.transpose.set(tr);
+            let _ = self.inner.transpose.set(tr);
             return Ok(());
         }
-        let (t, perm) = self.0.csr.transpose();
-        let perm = Tensor::from_vec(perm, self.nnz(), &self.0.device)?;
-        let csr = &self.0.csr;
+        let (t, perm) = self.inner.csr.transpose();
+        let perm = Tensor::from_vec(perm, self.nnz(), &self.inner.device)?;
+        let csr = &self.inner.csr;
         let symmetric = t.n_rows() == csr.n_rows()
             && t.indptr() == csr.indptr()
             && t.indices() == csr.indices();
         let tr = if symmetric {
             Transposed::Symmetric(std::sync::Mutex::new(Some(perm)))
         } else {
-            Transposed::Other(DeviceGraph::from_arc(Arc::new(t), &self.0.device)?, perm)
+            Transposed::Other(
+                DeviceGraph::from_arc(Arc::new(t), &self.inner.device)?,
+                perm,
+            )
         };
-        let _ = self.0.transpose.set(tr);
+        let _ = self.inner.transpose.set(tr);
         Ok(())
     }
 
@@ -275,7 +333,7 @@ impl DeviceGraph {
             return Ok(v.index_select(&perm, 0)?);
         }
         let mut cache = self
-            .0
+            .inner
             .transposed_values
             .lock()
             .unwrap_or_else(|e| e.into_inner());
@@ -315,7 +373,7 @@ impl DeviceGraph {
     /// True while a symmetric graph's transpose permutation is held on the device.
     #[cfg(test)]
     fn holds_transpose_perm(&self) -> bool {
-        match self.0.transpose.get() {
+        match self.inner.transpose.get() {
             Some(Transposed::Symmetric(slot)) => {
                 slot.lock().unwrap_or_else(|e| e.into_inner()).is_some()
             }
@@ -328,18 +386,18 @@ impl DeviceGraph {
     /// scale as edge values, so a half-precision mean backward applies it in fp32 inside the
     /// kernel instead of narrowing `dy / deg` (which underflows f16 for rows of ~16 K+ edges).
     pub fn inv_degree_edge_values(&self) -> Result<Tensor> {
-        if self.0.inv_deg_edges.get().is_none() {
+        if self.inner.inv_deg_edges.get().is_none() {
             let t = timed_setup(|| {
-                let csr = &self.0.csr;
+                let csr = &self.inner.csr;
                 let mut v = Vec::with_capacity(csr.nnz());
                 for &d in csr.row_degrees().iter() {
                     v.extend(std::iter::repeat_n(1.0 / d.max(1) as f32, d as usize));
                 }
-                Tensor::from_vec(v, csr.nnz(), &self.0.device)
+                Tensor::from_vec(v, csr.nnz(), &self.inner.device)
             })?;
-            let _ = self.0.inv_deg_edges.set(t);
+            let _ = self.inner.inv_deg_edges.set(t);
         }
-        Ok(self.0.inv_deg_edges.get().expect("set above").clone())
+        Ok(self.inner.inv_deg_edges.get().expect("set above").clone())
     }
 
     /// [`Self::inv_degree_edge_values`] in the order of the transpose (`1 / deg(source row)`
@@ -349,10 +407,10 @@ impl DeviceGraph {
     /// values nor the transpose's permutation (released; rebuilt on request) are kept on the
     /// device (2 x `nnz` x 4 bytes).
     pub fn transposed_inv_degree_edge_values(&self) -> Result<Tensor> {
-        if self.0.inv_deg_edges_t.get().is_none() {
+        if self.inner.inv_deg_edges_t.get().is_none() {
             let t = if self.is_symmetric()? {
                 timed_setup(|| {
-                    let csr = &self.0.csr;
+                    let csr = &self.inner.csr;
                     let inv: Vec<f32> = csr
                         .row_degrees()
                         .iter()
@@ -360,168 +418,52 @@ impl DeviceGraph {
                         .collect();
                     let v: Vec<f32> = csr.indices().par_iter().map(|&r| inv[r as usize]).collect();
                     self.release_transpose_perm()?;
-                    Tensor::from_vec(v, csr.nnz(), &self.0.device)
+                    Tensor::from_vec(v, csr.nnz(), &self.inner.device)
                 })?
             } else {
                 self.transposed_values(&self.inv_degree_edge_values()?)?
             };
-            let _ = self.0.inv_deg_edges_t.set(t);
+            let _ = self.inner.inv_deg_edges_t.set(t);
         }
-        Ok(self.0.inv_deg_edges_t.get().expect("set above").clone())
+        Ok(self.inner.inv_deg_edges_t.get().expect("set above").clone())
     }
 
     /// `1 / row_len` as an `[n_rows, 1]` tensor of `dtype` (0 for empty rows). Cached in f32.
     pub fn inv_degrees(&self, dtype: DType) -> Result<Tensor> {
-        if self.0.inv_deg.get().is_none() {
-            let v = self.0.csr.inverse_row_degrees();
-            let t = Tensor::from_vec(v, (self.n_rows(), 1), &self.0.device)?;
-            let _ = self.0.inv_deg.set(t);
+        if self.inner.inv_deg.get().is_none() {
+            let v = self.inner.csr.inverse_row_degrees();
+            let t = Tensor::from_vec(v, (self.n_rows(), 1), &self.inner.device)?;
+            let _ = self.inner.inv_deg.set(t);
         }
-        Ok(self.0.inv_deg.get().expect("set above").to_dtype(dtype)?)
+        Ok(self
+            .inner
+            .inv_deg
+            .get()
+            .expect("set above")
+            .to_dtype(dtype)?)
     }
 
     /// True when both handles share one uploaded structure.
     pub fn same(&self, other: &DeviceGraph) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-
-    /// The device copy of the structure (CUDA graphs only).
-    #[cfg(feature = "cuda")]
-    pub(crate) fn cuda_csr(&self) -> candle_core::Result<&crate::cuda::CudaCsr> {
-        self.0.cuda.as_ref().ok_or_else(|| {
-            candle_core::Error::Msg(format!(
-                "graph lives on {:?}, not on a CUDA device",
-                self.0.device.location()
-            ))
-        })
-    }
-
-    /// The device copy of the graph's [`RowSchedule`] and its item count and edge-group
-    /// length. Normally groups of [`crate::schedule::CHUNK`] edges (long rows split, their
-    /// partial sums added atomically); in [`crate::deterministic`] mode one group per row,
-    /// so every output row is written once, in a fixed order. Built on first use.
-    #[cfg(feature = "cuda")]
-    pub(crate) fn cuda_schedule(
-        &self,
-    ) -> candle_core::Result<(
-        &candle_core::cuda_backend::cudarc::driver::CudaSlice<u32>,
-        usize,
-        usize,
-    )> {
-        let det = crate::deterministic();
-        let slot = &self.0.schedule[det as usize];
-        if slot.get().is_none() {
-            let chunk = if det {
-                self.0
-                    .csr
-                    .row_degrees()
-                    .into_iter()
-                    .max()
-                    .unwrap_or(1)
-                    .max(1) as usize
-            } else {
-                crate::schedule::CHUNK
-            };
-            let (buf, len) = timed_setup(|| -> candle_core::Result<_> {
-                let s = RowSchedule::build(self.0.csr.indptr(), chunk);
-                Ok((self.upload_items(&s.items, 2)?, s.len()))
-            })?;
-            let _ = slot.set((buf, len, chunk));
-        }
-        let (b, n, c) = slot.get().expect("set above");
-        Ok((b, *n, *c))
-    }
-
-    /// The device copy of the graph's [`crate::schedule::ColumnBlockedSchedule`] over blocks
-    /// of `block` columns, with its item count; `None` where the graph has at most one block,
-    /// in [`crate::deterministic`] mode (its items meet through atomics) or when a row's
-    /// columns are unsorted. Built on first use for a width (its columns are read back from
-    /// the host copy) and kept.
-    #[cfg(feature = "cuda")]
-    pub(crate) fn cuda_blocked_schedule(
-        &self,
-        block: usize,
-    ) -> candle_core::Result<Option<Arc<Schedule>>> {
-        if block == 0 || self.n_cols() <= block || crate::deterministic() {
-            return Ok(None);
-        }
-        let mut slot = self.0.blocked.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((b, s)) = &*slot {
-            if *b == block {
-                return Ok(s.clone());
-            }
-        }
-        let csr = &self.0.csr;
-        let built = timed_setup(|| -> candle_core::Result<_> {
-            let Some(s) = crate::schedule::ColumnBlockedSchedule::build(
-                csr.indptr(),
-                csr.indices(),
-                csr.n_cols(),
-                block,
-                crate::schedule::CHUNK,
-            ) else {
-                return Ok(None);
-            };
-            Ok(Some(Arc::new((
-                self.upload_items(&s.items, 4)?,
-                s.len(),
-                s.chunk,
-            ))))
-        })?;
-        *slot = Some((block, built.clone()));
-        Ok(built)
-    }
-
-    /// A schedule's `items` on the graph's CUDA device; a zeroed item of `width` words when
-    /// there are none (a launch needs a valid pointer, and reads no item).
-    #[cfg(feature = "cuda")]
-    fn upload_items(
-        &self,
-        items: &[u32],
-        width: usize,
-    ) -> candle_core::Result<candle_core::cuda_backend::cudarc::driver::CudaSlice<u32>> {
-        let Device::Cuda(dev) = &self.0.device else {
-            candle_core::bail!(
-                "graph lives on {:?}, not on a CUDA device",
-                self.0.device.location()
-            );
-        };
-        if items.is_empty() {
-            dev.alloc_zeros::<u32>(width)
-        } else {
-            dev.clone_htod(items)
-        }
-    }
-
-    /// Device buffers `(indptr, indices)` of a CUDA graph, for interop with other libraries
-    /// (e.g. building a cuSPARSE descriptor over the same structure).
-    #[cfg(feature = "cuda")]
-    pub fn cuda_buffers(
-        &self,
-    ) -> candle_core::Result<(
-        &candle_core::cuda_backend::cudarc::driver::CudaSlice<u32>,
-        &candle_core::cuda_backend::cudarc::driver::CudaSlice<u32>,
-    )> {
-        let c = self.cuda_csr()?;
-        Ok((&c.indptr, &c.indices))
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// Turns on accounting of the time spent in the backward passes of ops on this graph
     /// (they run inside candle's autograd, where the caller cannot time them): wall clock on
     /// the CPU, CUDA events on candle's stream on a GPU (no synchronisation in the pass).
     pub fn set_backward_timing(&self, on: bool) {
-        self.0.timing.store(on, Ordering::Relaxed);
+        self.inner.timing.store(on, Ordering::Relaxed);
     }
 
     /// Backward time accumulated since the last call, and resets it (on CUDA, waits for the
     /// recorded events).
     pub fn take_backward_time(&self) -> Result<Duration> {
-        let ns = self.0.bwd_ns.swap(0, Ordering::Relaxed);
+        let ns = self.inner.bwd_ns.swap(0, Ordering::Relaxed);
         #[cfg(feature = "cuda")]
         let mut ns = ns;
         #[cfg(feature = "cuda")]
         for (a, b) in self
-            .0
+            .inner
             .bwd_events
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -534,7 +476,7 @@ impl DeviceGraph {
                 .map_err(|e| candle_core::Error::Msg(format!("cuda event: {e}")))?;
             ns += (ms as f64 * 1e6) as u64;
         }
-        let deduct = self.0.bwd_deduct_ns.swap(0, Ordering::Relaxed);
+        let deduct = self.inner.bwd_deduct_ns.swap(0, Ordering::Relaxed);
         Ok(Duration::from_nanos(ns.saturating_sub(deduct)))
     }
 
@@ -542,8 +484,8 @@ impl DeviceGraph {
     /// (the halo exchange inside a partitioned aggregation's backward, which the trainer
     /// reports as communication).
     pub(crate) fn deduct_backward_time(&self, d: Duration) {
-        if self.0.timing.load(Ordering::Relaxed) {
-            self.0
+        if self.inner.timing.load(Ordering::Relaxed) {
+            self.inner
                 .bwd_deduct_ns
                 .fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
         }
@@ -551,11 +493,11 @@ impl DeviceGraph {
 
     /// A guard that adds its lifetime to the backward clock when timing is on.
     pub(crate) fn backward_timer(&self) -> Option<BackwardTimer<'_>> {
-        if !self.0.timing.load(Ordering::Relaxed) {
+        if !self.inner.timing.load(Ordering::Relaxed) {
             return None;
         }
         #[cfg(feature = "cuda")]
-        if let Device::Cuda(d) = &self.0.device {
+        if let Device::Cuda(d) = &self.inner.device {
             let ev = d
                 .cuda_stream()
                 .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
@@ -589,19 +531,19 @@ impl Drop for BackwardTimer<'_> {
         match std::mem::replace(&mut self.start, Start::Wall(Instant::now())) {
             Start::Wall(t) => {
                 self.g
-                    .0
+                    .inner
                     .bwd_ns
                     .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
             }
             #[cfg(feature = "cuda")]
             Start::Event(a) => {
-                if let Device::Cuda(d) = &self.g.0.device {
+                if let Device::Cuda(d) = &self.g.inner.device {
                     if let Ok(b) = d
                         .cuda_stream()
                         .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
                     {
                         self.g
-                            .0
+                            .inner
                             .bwd_events
                             .lock()
                             .unwrap_or_else(|e| e.into_inner())
@@ -682,7 +624,7 @@ mod tests {
             assert_eq!(got, want, "undirected {undirected}");
             // The symmetric path builds neither the forward-order values nor keeps a
             // permutation.
-            assert_eq!(g.0.inv_deg_edges.get().is_some(), !undirected);
+            assert_eq!(g.inner.inv_deg_edges.get().is_some(), !undirected);
             assert_eq!(g.holds_transpose_perm(), !undirected);
         }
     }
@@ -699,6 +641,34 @@ mod tests {
         assert!(spent >= Duration::from_millis(50), "{spent:?}");
         assert!(spent < Duration::from_millis(100), "{spent:?}");
         assert_eq!(SETUP_DEPTH.with(|d| d.get()), 0);
+    }
+
+    #[test]
+    fn each_policy_handle_keeps_its_own_record_and_derived_graphs_share_it() {
+        use crate::{spmm, KernelPolicy, Reduce, SpmmKernel};
+        let g = DeviceGraph::upload(&graph(false), &Device::Cpu).unwrap();
+        let forced = g.with_policy(KernelPolicy::default().with_spmm(SpmmKernel::Ge));
+        assert!(forced.same(&g) && g.kernels_used().is_empty());
+        let x = candle_core::Var::ones((4, 3), DType::F32, &Device::Cpu).unwrap();
+        let y = spmm(&forced, x.as_tensor(), Reduce::Sum).unwrap();
+        // The backward runs on the transpose, a graph of its own here (directed), which
+        // records into the forward graph's record under its policy.
+        let (t, _) = forced.transpose().unwrap();
+        assert!(!t.same(&forced));
+        assert_eq!(t.policy(), forced.policy());
+        y.sum_all().unwrap().backward().unwrap();
+        assert_eq!(forced.kernels_used().kernels("spmm"), ["cpu"]);
+        assert_eq!(t.kernels_used(), forced.kernels_used());
+        assert!(g.kernels_used().is_empty(), "{}", g.kernels_used());
+        // A derived graph follows its parent's policy and record.
+        let other = DeviceGraph::upload(&graph(true), &Device::Cpu).unwrap();
+        let follower = other.with_policy_of(&forced);
+        assert_eq!(follower.policy(), forced.policy());
+        let a = x.as_tensor().detach();
+        crate::sddmm(&follower, &a, &a).unwrap();
+        assert!(forced.kernels_used().contains("sddmm", "cpu"));
+        assert!(g.kernels_used().is_empty());
+        assert!(other.kernels_used().is_empty());
     }
 
     #[test]

@@ -24,6 +24,10 @@
 //! | [`LinearProduct::maxk`] + [`MaxkProduct::aggregate`] | `Â · dropout(maxk(x wᵀ)) + b [+ x]`, one op from `x` to the output (a MaxK-GNN hidden layer): one gradient for `x`, no product kept |
 //! | [`Aggregate`] + [`LinearProduct::of_aggregate`] | `dropout(relu((Â h) wᵀ + b)) [+ h]`, one op from `h` to the output (a GCN hidden layer that aggregates first): one gradient for `h`, none kept for `Â h` |
 //!
+//! On a GPU, which kernel an op runs is the [`KernelPolicy`] of the graph it runs on
+//! ([`DeviceGraph::with_policy`]; the default is the measured dispatcher), and the graph
+//! records the kernels that ran ([`DeviceGraph::kernels_used`]).
+//!
 //! The `cuda` feature enables candle's CUDA backend; GPU kernels plug into the same ops.
 #![deny(missing_docs)]
 
@@ -36,27 +40,13 @@ pub mod ops;
 pub mod partition;
 #[cfg(feature = "cuda")]
 pub mod peer;
+pub mod policy;
 pub mod schedule;
 pub mod verify;
 
 pub use device_graph::{setup_time, DeviceGraph};
+pub use policy::{ColumnBlock, KernelPolicy, KernelsUsed, SddmmKernel, SpmmKernel};
 
-static DETERMINISTIC: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Deterministic mode for the GPU kernels (process-wide): no float atomics in any reduction,
-/// so a run with fixed seeds is bit-identical to the next. Sum/mean SpMM and the MaxK SpGEMM
-/// give each output row to one warp (no split rows: slower on graphs with hub rows), and the
-/// MaxK SSpMM backward becomes the transpose SpMM followed by a gather at the CBSR pattern.
-/// The max/min backward (argmax scatter) has no deterministic kernel and returns an error in
-/// this mode. The CPU kernels are deterministic either way.
-pub fn set_deterministic(on: bool) {
-    DETERMINISTIC.store(on, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// Whether [`set_deterministic`] is on.
-pub fn deterministic() -> bool {
-    DETERMINISTIC.load(std::sync::atomic::Ordering::Relaxed)
-}
 pub use error::{Error, Result};
 pub use ops::adam::{adam_step, AdamStep};
 pub use ops::dropout::{bias_relu_dropout, dropout, relu_dropout};

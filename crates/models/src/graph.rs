@@ -6,7 +6,8 @@ use candle_core::{Device, Tensor};
 use gnn_graph::{BuildOptions, Csr, LocalGraph, Normalization, SelfLoops};
 use gnn_kernels::{
     comm::{HaloExchange, SymmetricOperand},
-    spgemm_bias, spmm, spmm_sampled, spmm_weighted, Cbsr, DeviceGraph, Reduce, Sampling,
+    spgemm_bias, spmm, spmm_sampled, spmm_weighted, Cbsr, DeviceGraph, KernelPolicy, KernelsUsed,
+    Reduce, Sampling,
 };
 use serde::{Deserialize, Serialize};
 
@@ -214,6 +215,26 @@ impl ModelGraph {
         Ok(g)
     }
 
+    /// The same operands under the kernel `policy` (set once, after construction): the
+    /// structure, its slices, the halo's scatter and every head-expanded copy then run under
+    /// it, and all of them record into one record ([`Self::kernels_used`]).
+    pub fn with_policy(mut self, policy: KernelPolicy) -> Self {
+        self.graph = self.graph.with_policy(policy);
+        self.halo = self.halo.map(|h| h.with_policy_of(&self.graph));
+        self.symmetric = self.symmetric.map(|op| op.with_policy_of(&self.graph));
+        self
+    }
+
+    /// The kernel policy the operands run under.
+    pub fn policy(&self) -> &KernelPolicy {
+        self.graph.policy()
+    }
+
+    /// The kernels the operands' ops have run so far.
+    pub fn kernels_used(&self) -> KernelsUsed {
+        self.graph.kernels_used()
+    }
+
     /// The whole graph for a product other than the symmetric aggregation; an error on a
     /// partitioned graph stored as column slices.
     fn whole(&self) -> Result<&DeviceGraph> {
@@ -278,14 +299,14 @@ impl ModelGraph {
         }
         let mut map = self.expanded.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(g) = map.get(&heads) {
-            return Ok(g.clone());
+            return Ok(g.with_policy_of(&self.graph));
         }
         let csr = self
             .graph
             .csr()
             .expand_heads(heads)
             .map_err(gnn_kernels::Error::from)?;
-        let g = DeviceGraph::upload(&csr, self.graph.device())?;
+        let g = DeviceGraph::upload(&csr, self.graph.device())?.with_policy_of(&self.graph);
         map.insert(heads, g.clone());
         Ok(g)
     }

@@ -8,6 +8,7 @@ use crate::error::Result;
 use crate::optim::OptimizerKind;
 use crate::run::{DataSource, ModelSpec};
 use crate::trainer::TrainConfig;
+use gnn_kernels::{ColumnBlock, KernelPolicy, SddmmKernel, SpmmKernel};
 use gnn_models::{Activation, ConvKind};
 use std::path::PathBuf;
 
@@ -119,63 +120,38 @@ pub struct TrainFlags {
     /// input is constant and the layer is linear in it up to its first non-linearity).
     #[arg(long)]
     pub no_input_cache: bool,
-    /// `--cpu`.
+    /// `--cpu` and the kernel policy.
     #[command(flatten)]
     pub device: DeviceFlag,
 }
 
-/// Where to run, for every example that can run on either device.
+/// Where to run, and the kernel policy, for every example that can run on either device.
 #[derive(clap::Args, Debug, Clone)]
 pub struct DeviceFlag {
     /// Run on the CPU even when a CUDA device is available.
     #[arg(long)]
     pub cpu: bool,
-    /// GPU kernel of the sum/mean SpMMs: auto (the measured dispatcher), ge (GE-SpMM's row
-    /// kernel), narrow (GE-SpMM's narrow-row kernel where the width allows, else the row
-    /// kernel), hp (HP-SpMM, DTP's edges per group) or hp:N (N in 8, 32, 64, 128, 256, 512).
-    #[arg(long, default_value = "auto")]
-    pub spmm_kernel: String,
+    /// `--spmm-kernel`, `--sddmm-kernel`, `--column-block`, `--deterministic`.
+    #[command(flatten)]
+    pub kernels: KernelFlags,
 }
 
 impl DeviceFlag {
-    /// The device: the first GPU of a CUDA build unless `--cpu`, else the CPU; applies
-    /// `--spmm-kernel` ([`Self::apply_kernel`]).
+    /// The device: the first GPU of a CUDA build unless `--cpu`, else the CPU.
     pub fn pick(&self) -> Result<candle_core::Device> {
-        self.apply_kernel()?;
         crate::device::pick_device(self.cpu)
     }
 
-    /// Sets the process-wide SpMM kernel `--spmm-kernel` names; anything but `auto` needs a
-    /// CUDA build and a GPU run (the CPU has one kernel).
-    pub fn apply_kernel(&self) -> Result<()> {
-        /// The kernel `--spmm-kernel` names (a CUDA build's `SpmmKernel`, spelled without it).
-        #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-        enum Pick {
-            Ge,
-            Narrow,
-            Hp(u32),
-        }
-        let want = self.spmm_kernel.trim().to_ascii_lowercase();
-        let pick = match want.as_str() {
-            "auto" => return Ok(()),
-            "ge" => Pick::Ge,
-            "narrow" => Pick::Narrow,
-            "hp" => Pick::Hp(0),
-            s => match s.strip_prefix("hp:").map(str::parse::<u32>) {
-                Some(Ok(n)) if gnn_kernels::partition::NPW_CANDIDATES.contains(&n) => Pick::Hp(n),
-                _ => {
-                    return Err(crate::Error::Invalid(format!(
-                        "--spmm-kernel `{}`: expected auto, ge, narrow, hp or hp:N with N in {:?}",
-                        self.spmm_kernel,
-                        gnn_kernels::partition::NPW_CANDIDATES
-                    )))
-                }
-            },
-        };
-        if self.cpu || !cfg!(feature = "cuda") {
+    /// The kernel policy the flags name ([`KernelFlags::policy`]); a forced kernel needs a
+    /// CUDA build and a GPU run (the CPU has one kernel per op).
+    pub fn policy(&self) -> Result<KernelPolicy> {
+        let policy = self.kernels.policy();
+        if !policy.is_auto() && (self.cpu || !cfg!(feature = "cuda")) {
             return Err(crate::Error::Invalid(format!(
-                "--spmm-kernel {} picks a CUDA kernel, but this run is on the CPU{}",
-                self.spmm_kernel,
+                "--spmm-kernel {} --sddmm-kernel {} --column-block {} pick CUDA kernels, but                  this run is on the CPU{}",
+                policy.spmm,
+                policy.sddmm,
+                policy.column_block,
                 if self.cpu {
                     ""
                 } else {
@@ -183,18 +159,53 @@ impl DeviceFlag {
                 }
             )));
         }
-        #[cfg(feature = "cuda")]
-        {
-            use gnn_kernels::ops::spmm::tuning::{set_kernel_override, SpmmKernel};
-            set_kernel_override(match pick {
-                Pick::Ge => SpmmKernel::Ge,
-                Pick::Narrow => SpmmKernel::Narrow,
-                Pick::Hp(n) => SpmmKernel::Hp(n),
-            });
+        Ok(policy)
+    }
+}
+
+/// The flags of a [`KernelPolicy`]: which GPU kernel each sparse op runs.
+#[derive(clap::Args, Debug, Clone)]
+pub struct KernelFlags {
+    /// GPU kernel of the sum/mean SpMMs: auto (the measured dispatcher), ge (GE-SpMM's row
+    /// kernel), narrow (GE-SpMM's narrow-row kernel where the width allows, else the row
+    /// kernel), hp (HP-SpMM, DTP's edges per group) or hp:N (N in 8, 32, 64, 128, 256, 512).
+    #[arg(
+        long,
+        default_value = "auto",
+        ignore_case = true,
+        hide_possible_values = true
+    )]
+    pub spmm_kernel: SpmmKernel,
+    /// GPU kernel of the SDDMMs (attention scores, edge-value gradients): auto (HP-SDDMM with
+    /// DTP's partition up to K = 1024, else the row kernel), rows (one warp per row) or hp:N.
+    #[arg(
+        long,
+        default_value = "auto",
+        ignore_case = true,
+        hide_possible_values = true
+    )]
+    pub sddmm_kernel: SddmmKernel,
+    /// Column blocking of GE-SpMM's row kernel on graphs wider than a block: auto (2^18
+    /// columns), off, or a width in columns.
+    #[arg(long, default_value = "auto")]
+    pub column_block: ColumnBlock,
+    /// GPU: no float atomics in the sparse reductions, so runs with the same seed are
+    /// bit-identical (see gnn_kernels::KernelPolicy::deterministic for what it costs and
+    /// covers).
+    #[arg(long)]
+    pub deterministic: bool,
+}
+
+impl KernelFlags {
+    /// The policy these flags name.
+    pub fn policy(&self) -> KernelPolicy {
+        KernelPolicy {
+            spmm: self.spmm_kernel,
+            spmm_tiling: None,
+            column_block: self.column_block,
+            sddmm: self.sddmm_kernel,
+            deterministic: self.deterministic,
         }
-        #[cfg(not(feature = "cuda"))]
-        let _ = pick;
-        Ok(())
     }
 }
 
@@ -327,5 +338,66 @@ impl DataFlags {
                  one, `cora` (bundled) and `reddit` (generated) are available"
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        device: DeviceFlag,
+    }
+
+    fn parse(args: &[&str]) -> std::result::Result<Cmd, clap::Error> {
+        Cmd::try_parse_from(std::iter::once("x").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn kernel_flags_parse_into_one_policy() {
+        let d = parse(&[]).unwrap().device;
+        assert_eq!(d.kernels.policy(), KernelPolicy::default());
+        assert_eq!(d.policy().unwrap(), KernelPolicy::default());
+        let d = parse(&[
+            "--spmm-kernel",
+            "HP:64",
+            "--sddmm-kernel",
+            "rows",
+            "--column-block",
+            "off",
+            "--deterministic",
+        ])
+        .unwrap()
+        .device;
+        let want = KernelPolicy {
+            spmm: SpmmKernel::Hp(64),
+            spmm_tiling: None,
+            column_block: ColumnBlock::Off,
+            sddmm: SddmmKernel::Rows,
+            deterministic: true,
+        };
+        assert_eq!(d.kernels.policy(), want);
+        // The policy parsed from the flags survives the report's JSON.
+        let json = serde_json::to_value(want).unwrap();
+        assert_eq!(serde_json::from_value::<KernelPolicy>(json).unwrap(), want);
+        for bad in [
+            &["--spmm-kernel", "hp:7"][..],
+            &["--sddmm-kernel", "narrow"],
+            &["--column-block", "wide"],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn forced_kernels_are_refused_on_the_cpu_determinism_is_not() {
+        let d = parse(&["--cpu", "--spmm-kernel", "ge"]).unwrap().device;
+        let e = d.policy().unwrap_err().to_string();
+        assert!(e.contains("--spmm-kernel ge") && e.contains("CPU"), "{e}");
+        let d = parse(&["--cpu", "--deterministic"]).unwrap().device;
+        assert!(d.policy().unwrap().deterministic);
     }
 }

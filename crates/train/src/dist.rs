@@ -16,6 +16,7 @@ use crate::trainer::{train, EpochLog, TrainConfig, TrainReport};
 use candle_core::Device;
 use gnn_graph::{Dataset, Exchange, HaloStats, LocalGraph, RowPartition};
 use gnn_kernels::comm::{Communicator, HaloExchange};
+use gnn_kernels::{KernelPolicy, KernelsUsed};
 use gnn_models::{ConvKind, Gnn, ModelConfig, ModelGraph, Operands};
 use std::ops::Range;
 use std::sync::Arc;
@@ -113,6 +114,8 @@ pub struct Recipe<'a> {
     pub seed: u64,
     /// Divide each feature row by its sum first (GCN's bag-of-words preprocessing).
     pub row_normalize: bool,
+    /// The kernel policy of every rank's graphs.
+    pub kernels: KernelPolicy,
 }
 
 /// One rank's model, graph share and data, ready for [`train`].
@@ -183,7 +186,8 @@ impl Rank {
             plan.symmetric,
             slice_rows,
             device,
-        )?;
+        )?
+        .with_policy(recipe.kernels);
         drop(local);
         let data = DeviceData::partitioned(ds, rows.clone(), device, recipe.row_normalize)?
             .with_precision(recipe.train.precision)?;
@@ -209,6 +213,8 @@ pub struct RankOutcome {
     /// Its training report (accuracies and losses are global, the same on every rank; times
     /// and memory are this rank's).
     pub report: TrainReport,
+    /// The kernels its graph's ops ran.
+    pub kernels_used: KernelsUsed,
 }
 
 /// Makes rank `r`'s communicator on its device, inside the rank's thread (NCCL's join is
@@ -258,6 +264,7 @@ pub fn train_rank(
         rows: r.rows,
         halo: r.halo,
         report,
+        kernels_used: r.graph.kernels_used(),
     })
 }
 
@@ -375,6 +382,7 @@ mod tests {
             train,
             seed: 3,
             row_normalize: true,
+            kernels: KernelPolicy::default(),
         }
     }
 

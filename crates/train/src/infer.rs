@@ -57,6 +57,20 @@ impl Engine {
         Self::new(Gnn::load(weights, device)?, graph, device)
     }
 
+    /// The same engine with its graph under the kernel `policy` (which GPU kernel each
+    /// sparse op runs; [`gnn_kernels::KernelPolicy`]).
+    pub fn with_policy(self, policy: gnn_kernels::KernelPolicy) -> Self {
+        Self {
+            graph: self.graph.with_policy(policy),
+            ..self
+        }
+    }
+
+    /// The kernels the engine's sparse ops have run so far.
+    pub fn kernels_used(&self) -> gnn_kernels::KernelsUsed {
+        self.graph.kernels_used()
+    }
+
     /// Chooses the aggregation kernel; sampled kernels are refused for GraphSAGE-pool (max
     /// has no sampled estimator) and for invalid widths.
     pub fn set_aggregation(&mut self, aggregation: Aggregation) -> Result<()> {

@@ -315,8 +315,8 @@ pub struct RunConfig {
     pub print_breakdown: bool,
     /// Stay on the CPU even when a GPU is there.
     pub cpu: bool,
-    /// Bit-identical GPU runs (see `gnn_kernels::set_deterministic`).
-    pub deterministic: bool,
+    /// The GPU kernel policy of the run's graphs (`--spmm-kernel`, `--deterministic`, ...).
+    pub kernels: gnn_kernels::KernelPolicy,
     /// The command line or other note recorded in the report.
     pub note: String,
 }
@@ -339,7 +339,7 @@ impl RunConfig {
             epoch_lines: false,
             print_breakdown: false,
             cpu: false,
-            deterministic: false,
+            kernels: Default::default(),
             note: String::new(),
         }
     }
@@ -364,6 +364,8 @@ pub struct Trained {
     pub model: Gnn,
     /// Seconds to upload and prepare the graph for the layer type.
     pub prep_s: f64,
+    /// The kernels the graph's ops ran, over every seed.
+    pub kernels_used: gnn_kernels::KernelsUsed,
 }
 
 /// The outcome of [`run`].
@@ -409,7 +411,8 @@ pub fn train_seeds(
             format!("uploading the graph ({} edges) for {kind}", ds.graph.nnz()),
             None,
         )
-    })?;
+    })?
+    .with_policy(cfg.kernels);
     let prep_s = t.elapsed().as_secs_f64();
     // Checkpoints and resumption belong to the run's model, not to its baseline.
     let own = kind == cfg.model.kind;
@@ -564,16 +567,16 @@ pub fn train_seeds(
         best,
         model,
         prep_s,
+        kernels_used: graph.kernels_used(),
     })
 }
 
 /// Runs `cfg` end to end; see the module docs.
 pub fn run(cfg: &RunConfig) -> Result<RunOutcome> {
-    gnn_kernels::set_deterministic(cfg.deterministic);
     let device = pick_device(cfg.cpu)?;
     cfg.train.precision.check_device(&device)?;
     crate::device::set_tf32(&device, cfg.train.tf32)?;
-    println!("device: {}", device_name(&device));
+    println!("device: {}\nkernels: {}", device_name(&device), cfg.kernels);
     if std::env::var_os(crate::device::MEMORY_LIMIT_ENV).is_some() {
         if let Some((_, total)) = crate::device::device_memory_info(&device) {
             println!(
@@ -594,6 +597,7 @@ pub fn run(cfg: &RunConfig) -> Result<RunOutcome> {
         println!("{w}");
     }
     let gnn = train_seeds(cfg, &cfg.model, ds, &data, &device)?;
+    println!("kernels used: {}", gnn.kernels_used);
     let accs: Vec<f64> = gnn.runs.iter().map(|r| r.report.test_acc).collect();
     let (mean, std) = mean_std(&accs);
     let kind = cfg.model.kind;
@@ -667,7 +671,8 @@ pub fn run(cfg: &RunConfig) -> Result<RunOutcome> {
         "args": cfg.note,
         "graph_prep_s": gnn.prep_s,
         "kernel_warm_up": warm_up,
-        "deterministic": cfg.deterministic,
+        "kernel_policy": cfg.kernels,
+        "kernels_used": gnn.kernels_used,
         "model": gnn.model.config(),
         "train": cfg.train,
         "runs": runs,

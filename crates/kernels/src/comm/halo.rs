@@ -24,7 +24,7 @@ struct Plan {
     mode: Mode,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Mode {
     PointToPoint {
         /// Local rows to send to each rank (`u32`, on the device); `None` where empty.
@@ -131,6 +131,23 @@ impl HaloExchange {
             Exchange::PointToPoint => Self::new(local, comm, device),
             Exchange::AllGather => Self::all_gather(local, part, comm),
         }
+    }
+
+    /// This exchange with its own graph (the backward's scatter) under `g`'s kernel policy,
+    /// recording into `g`'s record ([`DeviceGraph::with_policy_of`]).
+    pub fn with_policy_of(&self, g: &DeviceGraph) -> Self {
+        let mut mode = self.0.mode.clone();
+        if let Mode::PointToPoint {
+            scatter: Some(s), ..
+        } = &mut mode
+        {
+            *s = s.with_policy_of(g);
+        }
+        Self(Arc::new(Plan {
+            comm: self.0.comm.clone(),
+            n_local: self.0.n_local,
+            mode,
+        }))
     }
 
     /// Which exchange this is.
@@ -397,7 +414,7 @@ struct OperandInner {
 }
 
 /// How a sliced operand lies over the all-gather's blocks.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Blocks {
     /// Columns per rank's block (the longest range); no slice crosses a block boundary or
     /// reaches into a block's padding, so the product runs a block's slices on that rank's
@@ -430,6 +447,27 @@ impl SymmetricOperand {
                 values,
             }],
             blocks: None,
+        }))
+    }
+
+    /// The same operand with every slice's graph under `g`'s kernel policy, recording into
+    /// `g`'s record ([`DeviceGraph::with_policy_of`]).
+    pub fn with_policy_of(&self, g: &DeviceGraph) -> Self {
+        let slices = self
+            .0
+            .slices
+            .iter()
+            .map(|s| Slice {
+                cols: s.cols.clone(),
+                g: s.g.with_policy_of(g),
+                values: s.values.clone(),
+            })
+            .collect();
+        Self(Arc::new(OperandInner {
+            n_rows: self.0.n_rows,
+            n_cols: self.0.n_cols,
+            slices,
+            blocks: self.0.blocks.clone(),
         }))
     }
 

@@ -14,8 +14,10 @@
 //! dense matmul keep 1e-5 of the largest output (f64 references; worst seen 1.4e-6 over 20
 //! seeds). The edge-scaled SDDMM runs under each CUDA kernel choice (HP-SDDMM at several
 //! partitions, DTP's own, the row kernel) for K up to 1024 and a misaligned start. Max/min
-//! forward, the MaxK selection, dropout and dequantisation are exact. With
-//! [`crate::set_deterministic`] on it checks the deterministic-mode kernels the same way.
+//! forward, the MaxK selection, dropout and dequantisation are exact. Every device graph runs
+//! under the checker's [`KernelPolicy`] ([`Checker::with_policy`]), and the checks that cover
+//! several kernels build graphs under policies that force each one; with a deterministic
+//! policy it checks the deterministic-mode kernels the same way.
 //!
 //! Every input derives from the run's seed, so a miss is replayed by running that seed again.
 
@@ -24,7 +26,7 @@ mod suite;
 pub use suite::run;
 
 use crate::error::{Error, Result};
-use crate::{spmm, spmm_sampled, spmm_weighted, DeviceGraph, Reduce, Sampling};
+use crate::{spmm, spmm_sampled, spmm_weighted, DeviceGraph, KernelPolicy, Reduce, Sampling};
 use candle_core::{DType, Device, Tensor, Var};
 use gnn_graph::Csr;
 use rand::{Rng, SeedableRng};
@@ -98,19 +100,38 @@ fn rel_err(gpu: &Tensor, cpu: &Tensor) -> Result<f64> {
 pub struct Checker {
     /// The checks so far.
     pub rows: Vec<Row>,
+    /// The policy of the device graphs (checks of several kernels vary it).
+    policy: KernelPolicy,
     run_seed: u64,
     inputs: Xoshiro256PlusPlus,
 }
 
 impl Checker {
-    /// A checker whose inputs all derive from `seed`.
+    /// A checker whose inputs all derive from `seed`, device graphs under the default policy.
     pub fn new(seed: u64) -> Self {
         let run_seed = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         Self {
             rows: Vec::new(),
+            policy: KernelPolicy::default(),
             run_seed,
             inputs: Xoshiro256PlusPlus::seed_from_u64(run_seed),
         }
+    }
+
+    /// The same checker with device graphs under `policy` (e.g. deterministic).
+    pub fn with_policy(self, policy: KernelPolicy) -> Self {
+        Self { policy, ..self }
+    }
+
+    /// The policy of the device graphs.
+    pub fn policy(&self) -> &KernelPolicy {
+        &self.policy
+    }
+
+    /// Whether the sum/mean SpMMs add a row in groups that meet through atomics (not under a
+    /// deterministic policy): what [`sum_depth`]'s `grouped` asks.
+    fn grouped(&self) -> bool {
+        !self.policy.deterministic
     }
 
     /// A standard-normal f32 CPU tensor from the seeded input stream.
@@ -243,15 +264,15 @@ fn max_degrees(csr: &Csr) -> (usize, usize) {
 }
 
 /// Depth of the GPU's summation tree for sums of up to `terms` products, plus one rounding for
-/// each product and the mean's division. `scheduled`: the sum/mean SpMM kernels, which add a
+/// each product and the mean's division. `grouped`: the sum/mean SpMM kernels, which add a
 /// row in sequential groups whose partial sums meet through atomic adds: GE-SpMM's row
 /// schedule in groups of `CHUNK` edges, HP-SpMM in groups of at most 512 edges and at least 8
 /// (a row shares at most `terms / 8 + 1` groups), so the depth covers both whichever the
-/// dispatcher picks; deterministic mode runs each row as one group. Otherwise any order
-/// (atomics), `terms` deep.
-fn sum_depth(terms: usize, scheduled: bool) -> f64 {
+/// dispatcher picks (a deterministic policy runs each row as one group: pass
+/// [`Checker::grouped`]). Otherwise any order (atomics, or one group), `terms` deep.
+fn sum_depth(terms: usize, grouped: bool) -> f64 {
     let chunk = crate::schedule::CHUNK;
-    let depth = if scheduled && !crate::deterministic() {
+    let depth = if grouped {
         (terms.min(chunk) + terms.div_ceil(8) + 1).min(terms)
     } else {
         terms
@@ -313,11 +334,12 @@ fn spmm_run(
     Ok((out, Some((dx, dv))))
 }
 
-/// The graph on both sides: the CPU reference's copy and the device's.
-fn upload_both(csr: &Csr, gpu: &Device) -> Result<(DeviceGraph, DeviceGraph)> {
+/// The graph on both sides: the CPU reference's copy and the device's, under the checker's
+/// policy.
+fn upload_both(c: &Checker, csr: &Csr, gpu: &Device) -> Result<(DeviceGraph, DeviceGraph)> {
     Ok((
         DeviceGraph::upload(csr, &Device::Cpu)?,
-        DeviceGraph::upload(csr, gpu)?,
+        DeviceGraph::upload(csr, gpu)?.with_policy(c.policy),
     ))
 }
 

@@ -7,7 +7,8 @@ use super::{
 use crate::error::Result;
 use crate::{
     dequantize, dropout, masked_cross_entropy, matmul_nt, maxk, sddmm, spgemm, spgemm_bias, spmm,
-    spmm_sampled, spmm_weighted, sspmm, Cbsr, DeviceGraph, QuantizedFeatures, Reduce, Sampling,
+    spmm_sampled, spmm_weighted, sspmm, Cbsr, ColumnBlock, DeviceGraph, KernelPolicy,
+    QuantizedFeatures, Reduce, Sampling, SddmmKernel, SpmmKernel,
 };
 use candle_core::{DType, Device, Tensor, Var};
 use gnn_graph::{generate, Csr, Normalization, SyntheticSpec};
@@ -108,19 +109,14 @@ fn check_spmm_half(
                 };
                 let (dxc, _) = gcpu.ok_or_else(|| missing("cpu half grads"))?;
                 let (abs_dx, _) = abs_g.ok_or_else(|| missing("abs half grads"))?;
-                let lim_out = bound(&abs_out, sum_depth(deg_rows, true))?;
-                let lim_dx = bound(&abs_dx, sum_depth(deg_cols, true))?;
+                let lim_out = bound(&abs_out, sum_depth(deg_rows, c.grouped()))?;
+                let lim_dx = bound(&abs_dx, sum_depth(deg_cols, c.grouped()))?;
                 // The dispatcher's pick, and GE-SpMM's row and narrow-row kernels forced.
-                #[cfg(feature = "cuda")]
-                let kernels = {
-                    use crate::ops::spmm::tuning::SpmmKernel;
-                    [SpmmKernel::Auto, SpmmKernel::Ge, SpmmKernel::Narrow]
-                };
-                #[cfg(not(feature = "cuda"))]
-                let kernels = [()];
-                for (ki, kernel) in kernels.into_iter().enumerate() {
-                    #[cfg(feature = "cuda")]
-                    crate::ops::spmm::tuning::set_kernel_override(kernel);
+                for (ki, kernel) in [SpmmKernel::Auto, SpmmKernel::Ge, SpmmKernel::Narrow]
+                    .into_iter()
+                    .enumerate()
+                {
+                    let gg = &gg.with_policy(gg.policy().with_spmm(kernel));
                     let run = || -> Result<(Tensor, Tensor)> {
                         let xg = Var::from_tensor(&x.to_dtype(dt)?.to_device(gpu)?)?;
                         let vg = v.to_device(gpu)?;
@@ -138,19 +134,14 @@ fn check_spmm_half(
                             .clone();
                         Ok((og, dxg))
                     };
-                    let got = run();
-                    #[cfg(feature = "cuda")]
-                    crate::ops::spmm::tuning::set_kernel_override(
-                        crate::ops::spmm::tuning::SpmmKernel::Auto,
-                    );
-                    let (og, dxg) = got?;
+                    let (og, dxg) = run()?;
                     if og.dtype() != dt {
                         return Err(missing(&format!("{tag}: output is {:?}", og.dtype())));
                     }
                     let tag = if ki == 0 {
                         tag.clone()
                     } else {
-                        format!("{tag} {kernel:?}").to_lowercase()
+                        format!("{tag} {kernel}")
                     };
                     c.check_within(name, format!("{tag} fwd"), k, &og, &oc, &lim_out)?;
                     c.check_within(name, format!("{tag} bwd dx"), k, &dxg, &dxc, &lim_dx)?;
@@ -177,7 +168,7 @@ fn check_spmm_half_extreme(
     (x, v, w): (&Tensor, &Tensor, &Tensor),
     (gc, gg): (&DeviceGraph, &DeviceGraph),
 ) -> Result<()> {
-    if crate::deterministic() {
+    if c.policy.deterministic {
         return Ok(());
     }
     let cpu = Device::Cpu;
@@ -312,7 +303,7 @@ fn check_spmm(
     backward: bool,
 ) -> Result<()> {
     let cpu = Device::Cpu;
-    let (gc, gg) = upload_both(csr, gpu)?;
+    let (gc, gg) = upload_both(c, csr, gpu)?;
     let x = c.randn((csr.n_cols(), k))?;
     let vals: Vec<f32> = {
         let mut r = Xoshiro256PlusPlus::seed_from_u64(seed ^ c.run_seed);
@@ -332,7 +323,7 @@ fn check_spmm(
         let exact = matches!(reduce, Reduce::Max | Reduce::Min);
         let ref_dt = if exact { DType::F32 } else { DType::F64 };
         // Max/min backward is refused in deterministic mode (it needs scatter atomics).
-        let backward = backward && !(exact && crate::deterministic());
+        let backward = backward && !(exact && c.policy.deterministic);
         for weighted in [false, true] {
             let tag =
                 format!("{reduce:?}{}", if weighted { " weighted" } else { "" }).to_lowercase();
@@ -359,7 +350,7 @@ fn check_spmm(
                 if exact {
                     c.check(name, op, k, og, oc, 0.0)
                 } else {
-                    let lim = sum_bound(abs_out, sum_depth(deg_rows, true))?;
+                    let lim = sum_bound(abs_out, sum_depth(deg_rows, c.grouped()))?;
                     c.check_within(name, op, k, og, oc, &lim)
                 }
             };
@@ -377,7 +368,7 @@ fn check_spmm(
                 // dx: transposed sums (sum/mean) or argmax scatter atomics (max/min) over a
                 // column's edges; dvalues: K-term dot products.
                 let (abs_dx, abs_dv) = abs_grads.as_ref().ok_or_else(|| missing("abs grads"))?;
-                let lim = sum_bound(abs_dx, sum_depth(deg_cols, !exact))?;
+                let lim = sum_bound(abs_dx, sum_depth(deg_cols, !exact && c.grouped()))?;
                 c.check_within(name, format!("{tag} bwd dx"), k, &dxg, &dxc, &lim)?;
                 if weighted {
                     let lim = sum_bound(abs_dv, k as f64 + 2.0)?;
@@ -455,9 +446,9 @@ fn check_spmm(
         let (ea, daa, dba) = sd(&cpu, &gc, &a.abs()?, &xa, &va)?;
         let lim = sum_bound(&ea, sum_depth(k, false))?;
         c.check_within(name, "sddmm fwd".into(), k, &eg, &ec, &lim)?;
-        let lim = sum_bound(&daa, sum_depth(deg_rows, true))?;
+        let lim = sum_bound(&daa, sum_depth(deg_rows, c.grouped()))?;
         c.check_within(name, "sddmm bwd da".into(), k, &dag, &dac, &lim)?;
-        let lim = sum_bound(&dba, sum_depth(deg_cols, true))?;
+        let lim = sum_bound(&dba, sum_depth(deg_cols, c.grouped()))?;
         c.check_within(name, "sddmm bwd db".into(), k, &dbg, &dbc, &lim)?;
     }
     Ok(())
@@ -516,7 +507,7 @@ fn check_maxk(
     let h = Tensor::from_vec(hv, (csr.n_cols(), d), &cpu)?;
     let w = c.randn((csr.n_rows(), d))?;
     let vals = c.randn(csr.nnz())?;
-    let (gc, gg) = upload_both(csr, gpu)?;
+    let (gc, gg) = upload_both(c, csr, gpu)?;
     let xc = maxk(&h, k)?;
     let xg = maxk(&h.to_device(gpu)?, k)?;
     let tag = format!("maxk d={d} k={k}");
@@ -710,7 +701,7 @@ fn check_maxk_half(
             .get(bv.as_tensor())
             .ok_or_else(|| missing("half dbias"))?
             .unsqueeze(0)?;
-        let lim = (sum_bound(&ya, sum_depth(deg_rows + 1, true))? + st.narrowing(&ya)?)?;
+        let lim = (sum_bound(&ya, sum_depth(deg_rows + 1, c.grouped()))? + st.narrowing(&ya)?)?;
         c.check_within(name, format!("{tag} spgemm+bias"), d, &y, &yc, &lim)?;
         // dh: the SSpMM (atomics, any order) then the exact scatter.
         let lim = (sum_bound(&dha, sum_depth(deg_cols, false))? + st.narrowing(&dha)?)?;
@@ -756,11 +747,7 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
     // GE-SpMM's row kernel over column-blocked schedules (the built-in block is 2^18
     // columns, wider than these graphs, so narrow blocks are forced): f32 and half, sum and
     // mean, forward and backward (the transpose is blocked too). Blocking needs sorted rows.
-    #[cfg(feature = "cuda")]
-    if gpu.is_cuda() && !crate::deterministic() {
-        use crate::ops::spmm::tuning::{
-            set_column_block_override, set_kernel_override, SpmmKernel,
-        };
+    if gpu.is_cuda() && !c.policy.deterministic {
         let sorted = |g: &Csr| {
             let mut g = g.clone();
             g.sort_rows();
@@ -780,21 +767,22 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
                     return Err(missing("a column-blocked schedule of the sorted graph"));
                 }
             }
-            set_column_block_override(Some(block));
+            // GE-SpMM's row kernel over blocks of `block` columns (check_spmm_half's sweep
+            // forces each kernel in turn under the same blocks).
+            let base = c.policy;
+            c.policy = base
+                .with_spmm(SpmmKernel::Ge)
+                .with_column_block(ColumnBlock::Fixed(block));
             let r = (|| -> Result<()> {
                 for (i, k) in [1usize, 33, 128, 256].into_iter().enumerate() {
-                    // check_spmm_half resets the kernel choice after its own sweep.
-                    set_kernel_override(SpmmKernel::Ge);
                     let name = format!("random+50K-row blk{block}");
                     check_spmm(c, &name, &s1, k, gpu, 40 + i as u64, true)?;
-                    set_kernel_override(SpmmKernel::Ge);
                     let name = format!("random-rect blk{block}");
                     check_spmm(c, &name, &s2, k, gpu, 50 + i as u64, true)?;
                 }
                 Ok(())
             })();
-            set_kernel_override(SpmmKernel::Auto);
-            set_column_block_override(None);
+            c.policy = base;
             r?;
         }
     }
@@ -1057,7 +1045,7 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
         )?;
         let (norm64, normg) = (norm.to_dtype(DType::F64)?, norm.to_device(gpu)?);
         check_transpose(c, &name, &a, gpu)?;
-        let (gc, gg) = upload_both(&a, gpu)?;
+        let (gc, gg) = upload_both(c, &a, gpu)?;
         let (deg_rows, _) = max_degrees(&a);
         for k in [41usize, 128] {
             let x = c.randn((a.n_cols(), k))?;
@@ -1068,7 +1056,7 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
             let x64a = x64.abs()?;
             let lim = sum_bound(
                 &spmm_weighted(&gc, &x64a, &norm64.abs()?, Reduce::Sum)?,
-                sum_depth(deg_rows, true),
+                sum_depth(deg_rows, c.grouped()),
             )?;
             c.check_within(&name, "gcn-normalised sum fwd".into(), k, &og, &oc, &lim)?;
             for sampling in [
@@ -1091,7 +1079,8 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
                 if reduce == Reduce::Max {
                     c.check(&name, op, k, &og, &oc, 0.0)?;
                 } else {
-                    let lim = sum_bound(&spmm(&gc, &x64a, reduce)?, sum_depth(deg_rows, true))?;
+                    let lim =
+                        sum_bound(&spmm(&gc, &x64a, reduce)?, sum_depth(deg_rows, c.grouped()))?;
                     c.check_within(&name, op, k, &og, &oc, &lim)?;
                 }
             }
@@ -1371,45 +1360,46 @@ fn check_aggregate_layer(c: &mut Checker, gname: &str, csr: &Csr, gpu: &Device) 
                     continue;
                 }
                 // (y, dh, dw, db), fused or composed, on `dev`.
-                let run = |dev: &Device, fused: bool| -> Result<[Tensor; 4]> {
-                    let g = DeviceGraph::upload(csr, dev)?;
-                    let v = values.to_device(dev)?;
-                    let v = weighted.then_some(&v);
-                    let hv = Var::from_tensor(&h.to_device(dev)?)?;
-                    let wv = Var::from_tensor(&w.to_device(dev)?)?;
-                    let bv = Var::from_tensor(&b.to_device(dev)?)?;
-                    let (ht, wt, bt) = (hv.as_tensor(), wv.as_tensor(), bv.as_tensor());
-                    let y = if fused {
-                        let z = crate::LinearProduct::of_aggregate(
-                            crate::Aggregate::new(&g, ht, v, reduce)?,
-                            wt,
-                        )?;
-                        if residual {
-                            z.bias_relu_dropout_residual(bt, p, 41)?
+                let run =
+                    |dev: &Device, fused: bool, policy: KernelPolicy| -> Result<[Tensor; 4]> {
+                        let g = DeviceGraph::upload(csr, dev)?.with_policy(policy);
+                        let v = values.to_device(dev)?;
+                        let v = weighted.then_some(&v);
+                        let hv = Var::from_tensor(&h.to_device(dev)?)?;
+                        let wv = Var::from_tensor(&w.to_device(dev)?)?;
+                        let bv = Var::from_tensor(&b.to_device(dev)?)?;
+                        let (ht, wt, bt) = (hv.as_tensor(), wv.as_tensor(), bv.as_tensor());
+                        let y = if fused {
+                            let z = crate::LinearProduct::of_aggregate(
+                                crate::Aggregate::new(&g, ht, v, reduce)?,
+                                wt,
+                            )?;
+                            if residual {
+                                z.bias_relu_dropout_residual(bt, p, 41)?
+                            } else {
+                                z.bias_relu_dropout(bt, p, 41)?
+                            }
                         } else {
-                            z.bias_relu_dropout(bt, p, 41)?
-                        }
-                    } else {
-                        let a = match v {
-                            Some(v) => spmm_weighted(&g, ht, v, reduce)?,
-                            None => spmm(&g, ht, reduce)?,
+                            let a = match v {
+                                Some(v) => spmm_weighted(&g, ht, v, reduce)?,
+                                None => spmm(&g, ht, reduce)?,
+                            };
+                            let y = crate::bias_relu_dropout(&matmul_nt(&a, wt)?, bt, p, 41)?;
+                            if residual {
+                                (y + ht)?
+                            } else {
+                                y
+                            }
                         };
-                        let y = crate::bias_relu_dropout(&matmul_nt(&a, wt)?, bt, p, 41)?;
-                        if residual {
-                            (y + ht)?
-                        } else {
-                            y
-                        }
+                        let grads = (&y * dy.to_device(dev)?)?.sum_all()?.backward()?;
+                        let grad = |v: &Var| -> Result<Tensor> {
+                            grads
+                                .get(v.as_tensor())
+                                .cloned()
+                                .ok_or_else(|| missing("aggregate layer: a gradient"))
+                        };
+                        Ok([y.clone(), grad(&hv)?, grad(&wv)?, grad(&bv)?])
                     };
-                    let grads = (&y * dy.to_device(dev)?)?.sum_all()?.backward()?;
-                    let grad = |v: &Var| -> Result<Tensor> {
-                        grads
-                            .get(v.as_tensor())
-                            .cloned()
-                            .ok_or_else(|| missing("aggregate layer: a gradient"))
-                    };
-                    Ok([y.clone(), grad(&hv)?, grad(&wv)?, grad(&bv)?])
-                };
                 let tag = format!(
                     "aggregate_layer {dt:?} {i}->{o} {reduce:?}{}{} p={p}",
                     if weighted { " w" } else { "" },
@@ -1468,37 +1458,38 @@ fn check_maxk_layer(c: &mut Checker, gname: &str, csr: &Csr, gpu: &Device) -> Re
                     continue;
                 }
                 // (y, dx, dw, db), fused or composed, on `dev`.
-                let run = |dev: &Device, fused: bool| -> Result<[Tensor; 4]> {
-                    let g = DeviceGraph::upload(csr, dev)?;
-                    let v = values.to_device(dev)?;
-                    let v = weighted.then_some(&v);
-                    let xv = Var::from_tensor(&x.to_device(dev)?)?;
-                    let wv = Var::from_tensor(&w.to_device(dev)?)?;
-                    let bv = Var::from_tensor(&b.to_device(dev)?)?;
-                    let (xt, wt, bt) = (xv.as_tensor(), wv.as_tensor(), bv.as_tensor());
-                    let y = if fused {
-                        crate::LinearProduct::new(xt, wt)?
-                            .maxk(k)?
-                            .dropout(p, 43)?
-                            .aggregate(&g, v, reduce, bt, residual)?
-                    } else {
-                        let m = maxk(&matmul_nt(xt, wt)?, k)?;
-                        let m = m.with_data(dropout(m.data(), p, 43)?)?;
-                        if residual {
-                            crate::spgemm_bias_residual(&g, &m, v, reduce, bt, xt)?
+                let run =
+                    |dev: &Device, fused: bool, policy: KernelPolicy| -> Result<[Tensor; 4]> {
+                        let g = DeviceGraph::upload(csr, dev)?.with_policy(policy);
+                        let v = values.to_device(dev)?;
+                        let v = weighted.then_some(&v);
+                        let xv = Var::from_tensor(&x.to_device(dev)?)?;
+                        let wv = Var::from_tensor(&w.to_device(dev)?)?;
+                        let bv = Var::from_tensor(&b.to_device(dev)?)?;
+                        let (xt, wt, bt) = (xv.as_tensor(), wv.as_tensor(), bv.as_tensor());
+                        let y = if fused {
+                            crate::LinearProduct::new(xt, wt)?
+                                .maxk(k)?
+                                .dropout(p, 43)?
+                                .aggregate(&g, v, reduce, bt, residual)?
                         } else {
-                            spgemm_bias(&g, &m, v, reduce, Some(bt))?
-                        }
+                            let m = maxk(&matmul_nt(xt, wt)?, k)?;
+                            let m = m.with_data(dropout(m.data(), p, 43)?)?;
+                            if residual {
+                                crate::spgemm_bias_residual(&g, &m, v, reduce, bt, xt)?
+                            } else {
+                                spgemm_bias(&g, &m, v, reduce, Some(bt))?
+                            }
+                        };
+                        let grads = (&y * dy.to_device(dev)?)?.sum_all()?.backward()?;
+                        let grad = |v: &Var| -> Result<Tensor> {
+                            grads
+                                .get(v.as_tensor())
+                                .cloned()
+                                .ok_or_else(|| missing("maxk layer: a gradient"))
+                        };
+                        Ok([y.clone(), grad(&xv)?, grad(&wv)?, grad(&bv)?])
                     };
-                    let grads = (&y * dy.to_device(dev)?)?.sum_all()?.backward()?;
-                    let grad = |v: &Var| -> Result<Tensor> {
-                        grads
-                            .get(v.as_tensor())
-                            .cloned()
-                            .ok_or_else(|| missing("maxk layer: a gradient"))
-                    };
-                    Ok([y.clone(), grad(&xv)?, grad(&wv)?, grad(&bv)?])
-                };
                 let tag = format!(
                     "maxk_layer {dt:?} {i}->{o} k={k} {reduce:?}{}{} p={p}",
                     if weighted { " w" } else { "" },
@@ -1535,56 +1526,38 @@ struct FusedLayer<'a> {
 }
 
 /// A fused layer op against the composed ops it replaces on the GPU, within the dtype's bound,
-/// and in f32 against the CPU (1e-5). `run(device, fused)` gives the output and the three
-/// gradients. `deterministic`: the comparison with the composed ops runs without float
-/// atomics (for layers where an ulp can flip a decision), and the CPU comparison takes a run
-/// of the default kernels.
+/// and in f32 against the CPU (1e-5). `run(device, fused, policy)` gives the output and the
+/// three gradients, its graph under `policy`. `deterministic`: the comparison with the
+/// composed ops runs under a deterministic policy, without float atomics (for layers where an
+/// ulp can flip a decision), and the CPU comparison takes a run under the checker's policy.
 fn check_fused_layer(
     c: &mut Checker,
     gpu: &Device,
     l: &FusedLayer<'_>,
     deterministic: bool,
-    run: impl Fn(&Device, bool) -> Result<[Tensor; 4]>,
+    run: impl Fn(&Device, bool, KernelPolicy) -> Result<[Tensor; 4]>,
 ) -> Result<()> {
-    let (fused, composed) = {
-        let _exact = deterministic.then(Deterministic::on);
-        (run(gpu, true)?, run(gpu, false)?)
-    };
+    let exact = c
+        .policy
+        .with_deterministic(deterministic || c.policy.deterministic);
+    let (fused, composed) = (run(gpu, true, exact)?, run(gpu, false, exact)?);
     for (j, name) in l.rows.into_iter().enumerate() {
         let what = format!("{} {name} vs composed", l.tag);
         c.check(l.gname, what, l.width, &fused[j], &composed[j], l.bound)?;
     }
     if l.dt == DType::F32 {
         let fused = if deterministic {
-            run(gpu, true)?
+            run(gpu, true, c.policy)?
         } else {
             fused
         };
-        let cpu = run(&Device::Cpu, true)?;
+        let cpu = run(&Device::Cpu, true, c.policy)?;
         for (j, name) in l.rows.into_iter().enumerate() {
             let what = format!("{} {name}", l.tag);
             c.check(l.gname, what, l.width, &fused[j], &cpu[j], 1e-5)?;
         }
     }
     Ok(())
-}
-
-/// Deterministic mode for a scope ([`crate::set_deterministic`]), the previous setting restored
-/// when dropped (also on an early return).
-struct Deterministic(bool);
-
-impl Deterministic {
-    fn on() -> Self {
-        let was = crate::deterministic();
-        crate::set_deterministic(true);
-        Self(was)
-    }
-}
-
-impl Drop for Deterministic {
-    fn drop(&mut self) {
-        crate::set_deterministic(self.0);
-    }
 }
 
 fn check_transpose(c: &mut Checker, gname: &str, csr: &Csr, gpu: &Device) -> Result<()> {
@@ -1607,6 +1580,15 @@ fn check_transpose(c: &mut Checker, gname: &str, csr: &Csr, gpu: &Device) -> Res
     Ok(())
 }
 
+/// A forced SpMM kernel as the check names have always spelled it (`hp(64)`, `ge`, `auto`),
+/// so that runs before and after policies compare row by row.
+fn kernel_label(kernel: SpmmKernel) -> String {
+    match kernel {
+        SpmmKernel::Hp(n) => format!("hp({n})"),
+        other => other.to_string(),
+    }
+}
+
 /// Sum/mean SpMM under each CUDA kernel choice (HP-SpMM at the smallest, a middle and the
 /// largest partition and DTP's own, GE-SpMM, the dispatcher), with and without edge values,
 /// forward and `dx`, against f64 CPU runs within the summation bound of their grouping (any
@@ -1621,16 +1603,15 @@ fn check_hp_spmm(
     offset: bool,
 ) -> Result<()> {
     let cpu = Device::Cpu;
-    let (gc, gg) = upload_both(csr, gpu)?;
+    let (gc, gg) = upload_both(c, csr, gpu)?;
     let (n, m, nnz) = (csr.n_rows(), csr.n_cols(), csr.nnz());
     let x = OffsetOperand::new(c, m, k, offset)?;
     let v = c.randn(nnz)?;
     let w = c.randn((n, k))?;
     let (deg_rows, deg_cols) = max_degrees(csr);
-    #[cfg(feature = "cuda")]
-    let kernels = {
-        use crate::ops::spmm::tuning::SpmmKernel;
-        [
+    // The CPU has one kernel whatever the policy: one pass there.
+    let kernels: &[SpmmKernel] = if gpu.is_cuda() {
+        &[
             SpmmKernel::Hp(8),
             SpmmKernel::Hp(64),
             SpmmKernel::Hp(512),
@@ -1639,9 +1620,9 @@ fn check_hp_spmm(
             SpmmKernel::Narrow,
             SpmmKernel::Auto,
         ]
+    } else {
+        &[SpmmKernel::Auto]
     };
-    #[cfg(not(feature = "cuda"))]
-    let kernels = [()];
     for reduce in [Reduce::Sum, Reduce::Mean] {
         for weighted in [false, true] {
             let run = |g: &DeviceGraph, x: Tensor, v: &Tensor, w: &Tensor, dt: DType| {
@@ -1669,18 +1650,13 @@ fn check_hp_spmm(
             )?;
             let lim_out = sum_bound(&abs.0, sum_depth(deg_rows, false))?;
             let lim_dx = sum_bound(&abs.1, sum_depth(deg_cols, false))?;
-            for kernel in kernels {
-                #[cfg(feature = "cuda")]
-                crate::ops::spmm::tuning::set_kernel_override(kernel);
-                let got = run(&gg, x.on(gpu, DType::F32)?, &v, &w, DType::F32);
-                #[cfg(feature = "cuda")]
-                crate::ops::spmm::tuning::set_kernel_override(
-                    crate::ops::spmm::tuning::SpmmKernel::Auto,
-                );
-                let got = got?;
+            for &kernel in kernels {
+                let gk = gg.with_policy(gg.policy().with_spmm(kernel));
+                let got = run(&gk, x.on(gpu, DType::F32)?, &v, &w, DType::F32)?;
                 let tag = format!(
-                    "spmm {reduce:?}{} {kernel:?}{}",
+                    "spmm {reduce:?}{} {}{}",
                     if weighted { " weighted" } else { "" },
+                    kernel_label(kernel),
                     if offset { " +1" } else { "" }
                 )
                 .to_lowercase();
@@ -1708,7 +1684,7 @@ fn check_sddmm(
     offset: bool,
 ) -> Result<()> {
     let cpu = Device::Cpu;
-    let (gc, gg) = upload_both(csr, gpu)?;
+    let (gc, gg) = upload_both(c, csr, gpu)?;
     let (n, m, nnz) = (csr.n_rows(), csr.n_cols(), csr.nnz());
     let a = OffsetOperand::new(c, n, k, offset)?;
     let b = c.randn((m, k))?;
@@ -1734,8 +1710,8 @@ fn check_sddmm(
     let (deg_rows, deg_cols) = max_degrees(csr);
     let depths = [
         sum_depth(k, false),
-        sum_depth(deg_rows, true),
-        sum_depth(deg_cols, true),
+        sum_depth(deg_rows, c.grouped()),
+        sum_depth(deg_cols, c.grouped()),
         sum_depth(k, false),
     ];
     let tags = ["fwd", "bwd da", "bwd db", "bwd dvalues"];
@@ -1748,36 +1724,33 @@ fn check_sddmm(
         let want = run(&gc, ar.clone(), br.clone(), &v64, &w64)?;
         // The same on magnitudes (the edge gradients' weights too): what each output sums.
         let abs = run(&gc, ar.abs()?, br.abs()?, &v64.abs()?, &w64.abs()?)?;
-        #[cfg(feature = "cuda")]
-        let kernels = {
-            use crate::ops::sddmm::tuning::SddmmKernel;
-            vec![
+        // The CPU has one kernel whatever the policy: one pass there.
+        let kernels: &[SddmmKernel] = if gpu.is_cuda() {
+            &[
                 SddmmKernel::Auto,
                 SddmmKernel::Hp(8),
                 SddmmKernel::Hp(64),
                 SddmmKernel::Hp(512),
                 SddmmKernel::Rows,
             ]
+        } else {
+            &[SddmmKernel::Auto]
         };
-        #[cfg(not(feature = "cuda"))]
-        let kernels = vec![()];
-        for (i, kernel) in kernels.into_iter().enumerate() {
-            #[cfg(feature = "cuda")]
-            crate::ops::sddmm::tuning::set_kernel_override(kernel);
+        for (i, &kernel) in kernels.iter().enumerate() {
+            let gk = gg.with_policy(gg.policy().with_sddmm(kernel));
             let got = run(
-                &gg,
+                &gk,
                 a.on(gpu, DType::F32)?.to_dtype(dt)?,
                 b.to_dtype(dt)?.to_device(gpu)?,
                 &v,
                 &w,
-            );
-            #[cfg(feature = "cuda")]
-            crate::ops::sddmm::tuning::set_kernel_override(
-                crate::ops::sddmm::tuning::SddmmKernel::Auto,
-            );
-            let got = got?;
+            )?;
             let dtypes = [DType::F32, dt, dt, DType::F32];
-            let label = format!("{kernel:?}").to_lowercase();
+            let label = match kernel {
+                SddmmKernel::Auto => "auto".to_string(),
+                SddmmKernel::Rows => "rows".to_string(),
+                SddmmKernel::Hp(n) => format!("hp({n})"),
+            };
             let prefix = if dt == DType::F32 {
                 String::new()
             } else {
@@ -1826,7 +1799,7 @@ fn check_edge_softmax(
     scale: f64,
 ) -> Result<()> {
     let cpu = Device::Cpu;
-    let (gc, gg) = upload_both(csr, gpu)?;
+    let (gc, gg) = upload_both(c, csr, gpu)?;
     let s = (c.randn(csr.nnz())? * scale)?;
     let d = c.randn(csr.nnz())?;
     let run = |dev: &Device, g: &DeviceGraph, dt: DType| -> Result<(Tensor, Tensor)> {
@@ -1888,7 +1861,7 @@ fn check_gat_attention(
 ) -> Result<()> {
     const SLOPE: f64 = 0.2;
     let cpu = Device::Cpu;
-    let (gc, gg) = upload_both(csr, gpu)?;
+    let (gc, gg) = upload_both(c, csr, gpu)?;
     let (n, m) = (csr.n_rows(), csr.n_cols());
     let sd = (c.randn(n)? * scale)?;
     let ss = (c.randn(m)? * scale)?;
@@ -1952,7 +1925,7 @@ fn check_gat_attention(
     let (_, deg_cols) = max_degrees(csr);
     let mut src_lim = vec![1e-30f64; m];
     for (p, &j) in csr.indices().iter().enumerate() {
-        src_lim[j as usize] += dz_err[p] + 2.0 * u * sum_depth(deg_cols, true) * dz_abs[p];
+        src_lim[j as usize] += dz_err[p] + 2.0 * u * sum_depth(deg_cols, c.grouped()) * dz_abs[p];
     }
     let tag = format!("gat_attention x{scale}");
     let t = |v: Vec<f64>| -> Result<Tensor> {

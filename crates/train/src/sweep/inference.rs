@@ -53,6 +53,9 @@ pub struct InferSweep {
     /// Device storage of the features and activations for exact inference (bf16 / f16 need a
     /// CUDA device and run neither INT8 features nor sampled aggregation nor `sweep`).
     pub precision: crate::Precision,
+    /// Which GPU kernel each sparse op runs (written into the report with the kernels that
+    /// ran).
+    pub kernels: gnn_kernels::KernelPolicy,
 }
 
 /// Writes per-node predictions of `logits` (`[N, C]`, rows in the dataset's current order) to
@@ -552,9 +555,10 @@ impl InferSweep {
             );
         }
         let (mut rows, mut models) = (Vec::new(), Vec::new());
+        let mut kernels_used = gnn_kernels::KernelsUsed::default();
         for w in &self.weights {
             check_provenance(w, ds);
-            let mut engine = Engine::load(w, &ds.graph, device)?;
+            let mut engine = Engine::load(w, &ds.graph, device)?.with_policy(self.kernels);
             let cfg = engine.model().config().clone();
             let width = if cfg.layers > 1 {
                 cfg.hidden
@@ -609,10 +613,12 @@ impl InferSweep {
                 .map(|(agg, int8)| run_setting(&mut engine, &ctx, agg, int8))
                 .collect::<Result<Vec<_>>>()?;
             print!("{}", table(&mine).text());
+            let used = engine.kernels_used();
+            kernels_used.merge(&used);
             models.push(json!({
                 "weights": w, "model": model, "config": cfg, "exact_test_acc": exact_acc,
                 "exact_aggregation_ms": exact_agg, "cusparse_ms": cusp,
-                "aggregation_widths": layer_widths(&engine),
+                "aggregation_widths": layer_widths(&engine), "kernels_used": used,
             }));
             rows.extend(mine);
         }
@@ -636,6 +642,7 @@ impl InferSweep {
         );
         let doc = json!({
             "device": crate::device_name(device),
+            "kernel_policy": self.kernels, "kernels_used": kernels_used,
             "dataset": ds.name, "nodes": ds.num_nodes(), "edges": ds.graph.nnz(),
             "features": ds.features.cols(), "reps": self.reps,
             "loading": [l32, l8], "int8_loading_cut_pct": cut,

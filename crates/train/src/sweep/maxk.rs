@@ -41,6 +41,8 @@ pub struct MaxkSweep {
     pub profile_epochs: usize,
     /// PyG reference JSON (`pyg_epochs.<model>_<layers>x<hidden>.train_epoch_ms`).
     pub pyg: Option<PathBuf>,
+    /// Which GPU kernel each sparse op runs.
+    pub kernels: gnn_kernels::KernelPolicy,
 }
 
 /// One configuration's result.
@@ -134,7 +136,7 @@ impl MaxkSweep {
         let (m, t) = (&self.model, &self.train);
         format!(
             "{}x{} layers, lr {} ({:?}), weight decay {}, dropout {} (input {}), layer norm {}, \
-             residual {}, MaxK after the first layer {}, {} epochs, {} seed(s)",
+             residual {}, MaxK after the first layer {}, {} epochs, {} seed(s), kernels: {}",
             m.layers,
             m.hidden,
             t.lr,
@@ -146,7 +148,8 @@ impl MaxkSweep {
             m.residual,
             m.maxk_after_first,
             t.epochs,
-            self.seeds
+            self.seeds,
+            self.kernels
         )
     }
 
@@ -169,7 +172,7 @@ impl MaxkSweep {
         doc.setup.insert(self.dataset.clone(), self.setup());
         println!("{}", self.setup());
         for &kind in &self.models {
-            let graph = ModelGraph::new(&ds.graph, kind, device)?;
+            let graph = ModelGraph::new(&ds.graph, kind, device)?.with_policy(self.kernels);
             let pyg = match &self.pyg {
                 Some(p) => pyg_ms(
                     p,

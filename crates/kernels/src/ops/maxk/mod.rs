@@ -316,9 +316,10 @@ fn sspmm_raw(
     values: Option<&Tensor>,
     mean: bool,
 ) -> candle_core::Result<Tensor> {
-    if crate::deterministic() && dout.device().is_cuda() {
+    if g.policy().deterministic && dout.device().is_cuda() {
         // No atomics: the dense transpose product (one warp per output row) sampled at the
         // pattern. Costs a dense `[n_cols, D]` temporary.
+        g.record("sspmm", "transpose");
         let dense = crate::ops::spmm::transpose_product(g, dout, values, mean)?;
         return dense.apply_op2_no_bwd(
             index,
@@ -329,6 +330,14 @@ fn sspmm_raw(
             },
         );
     }
+    g.record(
+        "sspmm",
+        if dout.device().is_cuda() {
+            "cbsr"
+        } else {
+            "cpu"
+        },
+    );
     let op = CbsrRowOp {
         g: g.clone(),
         k,

@@ -4,39 +4,15 @@
 //! Hierarchical Vectorized Memory Access (HVMA: index tiles and feature rows read 2 or 4 wide
 //! where the partition and the layouts guarantee the alignment).
 
+use super::dispatch::{sddmm_choice_for, SddmmChoice};
 use crate::cuda::{f32_view_opt, launched, warp_per_row_cfg, zeros, FloatView};
 use crate::device_graph::DeviceGraph;
-use crate::partition::{
-    dynamic_task_partition, index_vector_width, HpShape, HP_WARPS, NPW_CANDIDATES,
-};
+use crate::partition::{dynamic_task_partition, index_vector_width, HpShape, HP_WARPS};
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::sys::CUdevice_attribute;
 use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
 use candle_core::cuda_backend::CudaDevice;
 use candle_core::{CudaStorage, Layout, Result, Shape};
-
-/// Which SDDMM kernel runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SddmmKernel {
-    /// HP-SDDMM with DTP's edges per warp (K <= 1024), else the row kernel.
-    Auto,
-    /// One warp per row.
-    Rows,
-    /// HP-SDDMM with this many edges per warp (one of [`NPW_CANDIDATES`]).
-    Hp(u32),
-}
-
-static OVERRIDE: std::sync::Mutex<SddmmKernel> = std::sync::Mutex::new(SddmmKernel::Auto);
-
-/// Forces the kernel of every CUDA SDDMM of this process (benchmarks; `Auto` restores the
-/// built-in choice). HP with K > 1024 falls back to the row kernel.
-pub fn set_kernel_override(k: SddmmKernel) {
-    *OVERRIDE.lock().unwrap_or_else(|e| e.into_inner()) = k;
-}
-
-fn kernel_override() -> SddmmKernel {
-    *OVERRIDE.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 pub(crate) fn sm_count(dev: &CudaDevice) -> Result<usize> {
     let n = dev
@@ -130,20 +106,17 @@ impl Operands<'_> {
         }
         let csr = g.cuda_csr()?;
         let aligned_to = 1 << (self.aligned_to | 4).trailing_zeros().min(2);
-        let choice = kernel_override();
-        let hp = match choice {
-            SddmmKernel::Rows => None,
-            _ => HpShape::new(k, aligned_to),
-        };
+        let choice = sddmm_choice_for(g, k, aligned_to);
+        g.record("sddmm", choice.name());
         let (n_i, k_i) = (n as i32, k as i32);
         // A null pointer for "no values" (the kernels test it).
         let no_vals = 0u64;
-        match hp {
-            Some(shape) => {
+        match choice {
+            SddmmChoice::Hp { shape, npw } => {
                 let func = hp_func(dev, prefix, shape)?;
-                let npw = match choice {
-                    SddmmKernel::Hp(npw) if NPW_CANDIDATES.contains(&npw) => npw,
-                    _ => dtp(dev, &func, nnz)?,
+                let npw = match npw {
+                    Some(npw) => npw,
+                    None => dtp(dev, &func, nnz)?,
                 };
                 let warps = nnz.div_ceil(npw as usize);
                 let cfg = LaunchConfig {
@@ -174,7 +147,7 @@ impl Operands<'_> {
                 // of npw.
                 launched(unsafe { bld.launch(cfg) }.map(|_| ()))?;
             }
-            None => {
+            SddmmChoice::Rows => {
                 let name = format!("sddmm_{prefix}rows");
                 let func = crate::cuda::kernel(dev, &name, &crate::cuda::SDDMM)?;
                 let cfg = warp_per_row_cfg(n);

@@ -17,14 +17,17 @@
 pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
+pub mod dispatch;
 
-/// HP-SDDMM's knobs (for `bench_sddmm`): the kernel override, the partition rule, the shapes.
+/// HP-SDDMM's knobs (for `bench_sddmm`): the kernel choice (a graph's
+/// [`crate::KernelPolicy::sddmm`]), the partition rule, the shapes.
 pub mod tuning {
     #[cfg(feature = "cuda")]
-    pub use super::cuda::{auto_npw, set_kernel_override, SddmmKernel};
+    pub use super::cuda::auto_npw;
     pub use crate::partition::{
         dynamic_task_partition, index_vector_width, HpShape, DTP_WAVES, HP_WARPS, NPW_CANDIDATES,
     };
+    pub use crate::policy::SddmmKernel;
 }
 
 use super::{check_device, check_float_or_half, cpu_slice};
@@ -121,6 +124,7 @@ fn sddmm_cpu<T: WithDType>(
     vals: Option<(&CpuStorage, &Layout)>,
 ) -> candle_core::Result<(CpuStorage, Shape)> {
     let (_, k) = l1.shape().dims2()?;
+    g.record("sddmm", "cpu");
     let a = cpu_slice::<T>("sddmm", s1, l1)?;
     let b = cpu_slice::<T>("sddmm", s2, l2)?;
     let v = vals

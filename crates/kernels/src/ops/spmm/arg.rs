@@ -16,6 +16,7 @@ fn arg_cpu<T: WithDType>(
     v: Option<(&CpuStorage, &Layout)>,
 ) -> candle_core::Result<(CpuStorage, Shape)> {
     let (_, k) = l.shape().dims2()?;
+    op.g.record("spmm", "cpu");
     let x = cpu_slice::<T>("spmm_arg", s, l)?;
     let vals = cpu_slice_opt::<T>("spmm_arg", v)?;
     let (_, arg) = cpu::spmm_extreme(op.g.csr(), x, k, vals, op.reduce == Reduce::Max, true);
@@ -131,7 +132,7 @@ fn gather_cpu3<T: WithDType>(
 
 impl GatherArgOp {
     fn dx(&self, dy: &Tensor, arg: &Tensor, v: Option<&Tensor>) -> candle_core::Result<Tensor> {
-        refuse_atomics_if_deterministic(dy)?;
+        refuse_atomics_if_deterministic(&self.g, dy)?;
         let op = ArgScatterOp { g: self.g.clone() };
         match v {
             Some(v) => dy.apply_op3_no_bwd(arg, v, &op),
@@ -227,7 +228,7 @@ impl CustomOp3 for GatherArgOp {
             None
         };
         let dv = if v.track_op() {
-            refuse_atomics_if_deterministic(&dy)?;
+            refuse_atomics_if_deterministic(&self.g, &dy)?;
             Some(dy.apply_op3_no_bwd(arg, x, &ArgEdgeGradOp { g: self.g.clone() })?)
         } else {
             None
@@ -238,8 +239,8 @@ impl CustomOp3 for GatherArgOp {
 
 /// The max/min backward scatters with float atomics on the GPU: in deterministic mode it is
 /// refused instead of silently breaking the promise.
-fn refuse_atomics_if_deterministic(dy: &Tensor) -> candle_core::Result<()> {
-    if crate::deterministic() && dy.device().is_cuda() {
+fn refuse_atomics_if_deterministic(g: &DeviceGraph, dy: &Tensor) -> candle_core::Result<()> {
+    if g.policy().deterministic && dy.device().is_cuda() {
         candle_core::bail!(
             "deterministic mode: the max/min aggregation backward (GraphSAGE-pool) uses float \
              atomics on the GPU and has no deterministic kernel yet; use sum/mean models \

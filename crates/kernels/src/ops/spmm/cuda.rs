@@ -1,8 +1,9 @@
-//! Host side of the CUDA SpMM family (`cuda/spmm.cu`): picks the kernel (GE-SpMM's
-//! row-scheduled kernel or HP-SpMM's nnz-balanced one) and its shape from `k`, checks shapes,
-//! launches, and wraps the results as candle storages.
+//! Host side of the CUDA SpMM family (`cuda/spmm.cu`): runs the kernel the graph's policy
+//! and the dispatcher pick ([`super::dispatch::spmm_choice`]: GE-SpMM's row-scheduled or
+//! narrow-row kernel, or HP-SpMM's nnz-balanced one) in its shape for `k`, checks shapes,
+//! launches, records the kernel on the graph, and wraps the results as candle storages.
 
-use super::dispatch::{self, narrow_shape, narrow_shape_upto};
+use super::dispatch::{spmm_choice_for, SpmmChoice as Choice};
 use super::Reduce;
 use crate::cuda::{
     elementwise_cfg, f32_view, f32_view_opt, launched, narrowed, u32_view, zeros, FloatView,
@@ -16,60 +17,6 @@ use candle_core::cuda_backend::cudarc::driver::{
 };
 use candle_core::cuda_backend::CudaDevice;
 use candle_core::{CudaStorage, DType, Layout, Result, Shape};
-
-/// A kernel shape: floats per lane per load, column chunks per warp, block order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SpmmTiling {
-    /// Floats per lane per load (1, 2 or 4; `k` and the input offset must be multiples).
-    pub vec: usize,
-    /// 32*vec-column chunks per warp (a compiled factor for `vec`, see [`SpmmTiling::valid`]).
-    pub cf: usize,
-    /// Tile-major block order instead of node-major.
-    pub tile_major: bool,
-    /// Edges unrolled per step (4, or 8 when `cf == 1`).
-    pub unroll: usize,
-    /// Walk the graph's row schedule (nnz-balanced work items, see [`crate::schedule`])
-    /// instead of one warp per row; sum and mean only (max/min always run per row).
-    pub schedule: bool,
-}
-
-impl SpmmTiling {
-    /// True when this shape is compiled and legal for `k` at `offset`.
-    pub fn valid(&self, k: usize, offset: usize) -> bool {
-        matches!(self.vec, 1 | 2 | 4)
-            && k.is_multiple_of(self.vec)
-            && offset.is_multiple_of(self.vec)
-            && CFS[self.vec.trailing_zeros() as usize].contains(&self.cf)
-            && (self.unroll == 4 || (self.unroll == 8 && self.cf == 1))
-    }
-}
-
-static OVERRIDE: std::sync::Mutex<Option<SpmmTiling>> = std::sync::Mutex::new(None);
-
-/// Which kernel runs a sum/mean SpMM (max/min always run GE-SpMM's row kernel, as their
-/// shared rows cannot meet through atomic adds).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SpmmKernel {
-    /// The dispatcher's choice ([`super::dispatch`]).
-    Auto,
-    /// GE-SpMM's row kernel over the row schedule (or the forced [`SpmmTiling`]).
-    Ge,
-    /// HP-SpMM with this many edges per lane group (one of
-    /// [`crate::partition::NPW_CANDIDATES`]; anything else: DTP's choice).
-    Hp(u32),
-    /// GE-SpMM's narrow-row kernel (lane groups of 16-byte loads, several edges per step)
-    /// where a row fits 16 lanes; GE-SpMM's row kernel otherwise.
-    Narrow,
-}
-
-static KERNEL: std::sync::Mutex<SpmmKernel> = std::sync::Mutex::new(SpmmKernel::Auto);
-
-/// Forces the kernel of every sum/mean CUDA SpMM of this process (benchmarks; `Auto`
-/// restores the dispatcher). Deterministic mode always runs GE-SpMM (HP-SpMM adds shared rows
-/// atomically).
-pub fn set_kernel_override(k: SpmmKernel) {
-    *KERNEL.lock().unwrap_or_else(|e| e.into_inner()) = k;
-}
 
 /// `prefix`: "" for f32 storage, "bf16_" / "f16_" for half-precision storage.
 fn hp_func(dev: &CudaDevice, shape: HpSpmmShape, prefix: &str) -> Result<CudaFunction> {
@@ -111,6 +58,7 @@ fn hp_spmm<T: DeviceRepr>(
     let Some(shape) = HpSpmmShape::new(k, offset | 4) else {
         return Ok(());
     };
+    g.record("spmm", "hp");
     let func = hp_func(dev, shape, prefix)?;
     let npw = match npw {
         Some(n) if NPW_CANDIDATES.contains(&n) => n,
@@ -157,41 +105,7 @@ fn hp_spmm<T: DeviceRepr>(
     launched(unsafe { b.launch(cfg) }.map(|_| ()))
 }
 
-/// Forces every CUDA SpMM launch of this process to `tiling` (`None`: the built-in choice).
-/// For tuning sweeps (`bench_spmm --sweep`); a shape invalid for a call falls back to the
-/// built-in choice.
-pub fn set_tiling_override(tiling: Option<SpmmTiling>) {
-    *OVERRIDE.lock().unwrap_or_else(|e| e.into_inner()) = tiling;
-}
 const WARPS_PER_BLOCK: u32 = 8;
-
-static BLOCK_OVERRIDE: std::sync::Mutex<Option<usize>> = std::sync::Mutex::new(None);
-
-/// Sets the column-block width of the row kernel's schedule for later sum/mean launches
-/// (`Some(0)`: never blocked; `None`: the built-in choice). For tests on small graphs and
-/// for measuring what blocking gains.
-pub fn set_column_block_override(block: Option<usize>) {
-    *BLOCK_OVERRIDE.lock().unwrap_or_else(|e| e.into_inner()) = block;
-}
-
-/// Environment variable that sets the column-block width (`0` turns blocking off), read
-/// once; [`set_column_block_override`] takes precedence.
-pub const COLUMN_BLOCK_ENV: &str = "GNN_SPMM_COLUMN_BLOCK";
-
-/// The column-block width the row kernel's schedule uses on graphs wider than it.
-fn column_block() -> usize {
-    static ENV: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    let forced = *BLOCK_OVERRIDE.lock().unwrap_or_else(|e| e.into_inner());
-    forced
-        .or_else(|| {
-            *ENV.get_or_init(|| {
-                std::env::var(COLUMN_BLOCK_ENV)
-                    .ok()
-                    .and_then(|v| v.trim().parse().ok())
-            })
-        })
-        .unwrap_or(crate::schedule::COLUMN_BLOCK)
-}
 
 /// The work items a sum/mean row-kernel launch walks: the graph's column-blocked schedule
 /// when it is wider than a block ([`crate::schedule::ColumnBlockedSchedule`]: the gathered
@@ -203,13 +117,24 @@ enum Items<'a> {
 
 impl Items<'_> {
     fn of(g: &DeviceGraph) -> Result<Items<'_>> {
-        Ok(match g.cuda_blocked_schedule(column_block())? {
-            Some(s) => Items::Blocked(s),
-            None => {
-                let (b, n, c) = g.cuda_schedule()?;
-                Items::Rows(b, n, c)
-            }
-        })
+        Ok(
+            match g.cuda_blocked_schedule(g.policy().column_block.width())? {
+                Some(s) => Items::Blocked(s),
+                None => {
+                    let (b, n, c) = g.cuda_schedule()?;
+                    Items::Rows(b, n, c)
+                }
+            },
+        )
+    }
+
+    /// The row kernel's name in the graph's kernel record: `ge-blocked` over a
+    /// column-blocked schedule, `ge` otherwise.
+    fn kernel_name(items: Option<&Self>) -> &'static str {
+        match items {
+            Some(Items::Blocked(_)) => "ge-blocked",
+            _ => "ge",
+        }
     }
 
     fn buf(&self) -> &CudaSlice<u32> {
@@ -234,13 +159,6 @@ impl Items<'_> {
         }
     }
 }
-
-/// Coarsening factors compiled for each vector width (`cf * vec <= 16`).
-pub const CFS: [&[usize]; 3] = [
-    &[1, 2, 3, 4, 5, 6, 8],
-    &[1, 2, 3, 4, 5, 6, 8],
-    &[1, 2, 3, 4],
-];
 
 /// Edges per unrolled step of the built-in shape.
 const UNROLL: usize = 8;
@@ -293,43 +211,6 @@ fn i32_arg(what: &str, v: usize) -> Result<i32> {
     })
 }
 
-/// Widest row of a forced narrow kernel (two edges per step).
-const NARROW_FORCED_MAX_LANES: usize = 16;
-
-/// The kernel of one sum/mean SpMM.
-#[derive(Clone, Copy)]
-enum Choice {
-    /// HP-SpMM with a forced edges-per-group, or `None` for DTP's.
-    Hp(Option<u32>),
-    /// GE-SpMM's narrow-row kernel over rows padded to this stride.
-    Narrow(usize),
-    /// GE-SpMM's row kernel (the built-in or a forced tiling).
-    Row,
-}
-
-/// The kernel a sum/mean SpMM of width `k` over `elem_bytes`-byte features runs: the
-/// `--spmm-kernel` override, else the dispatcher ([`dispatch::pick`]). Deterministic mode
-/// never takes HP-SpMM (its shared rows meet through atomics); a forced GE tiling takes the
-/// row kernel; a forced narrow kernel runs up to 16 lanes, the row kernel beyond.
-fn choice(g: &DeviceGraph, k: usize, elem_bytes: usize, forced_tiling: bool) -> Choice {
-    let narrow =
-        |shape: Option<(usize, usize)>| shape.map_or(Choice::Row, |(kp, _)| Choice::Narrow(kp));
-    match *KERNEL.lock().unwrap_or_else(|e| e.into_inner()) {
-        SpmmKernel::Hp(npw) if !crate::deterministic() => Choice::Hp(Some(npw)),
-        SpmmKernel::Narrow if !forced_tiling => {
-            narrow(narrow_shape_upto(k, elem_bytes, NARROW_FORCED_MAX_LANES))
-        }
-        SpmmKernel::Auto if !forced_tiling => {
-            match dispatch::pick(g.degree_stats(), g.nnz(), k, elem_bytes) {
-                dispatch::Pick::Hp if !crate::deterministic() => Choice::Hp(None),
-                dispatch::Pick::Narrow => narrow(narrow_shape(k, elem_bytes)),
-                _ => Choice::Row,
-            }
-        }
-        _ => Choice::Row,
-    }
-}
-
 /// Runs the narrow kernel (`name` "f32" / "bf16" / "f16") into `out` (`n_rows * k` fp32,
 /// zeroed: split rows of the schedule add into it). `x` (`n_cols` rows of `k` from `offset`
 /// elements into its buffer) is first copied to rows of `kp` (zero-padded, 16-byte aligned)
@@ -346,6 +227,7 @@ fn spmm_narrow_into<T: DeviceRepr>(
     mean: bool,
     out: &CudaSlice<f32>,
 ) -> Result<()> {
+    g.record("spmm", "narrow");
     let n = g.n_rows();
     let elem = std::mem::size_of::<T>();
     let vec = 16 / elem;
@@ -445,11 +327,11 @@ pub(crate) fn spmm_fwd(
     } else {
         None
     };
-    let forced_tiling = *OVERRIDE.lock().unwrap_or_else(|e| e.into_inner());
+    let forced_tiling = g.policy().spmm_tiling;
     let choice = if extreme {
         Choice::Row
     } else {
-        choice(g, k, 4, forced_tiling.is_some())
+        spmm_choice_for(g, k, 4)
     };
     if let (Choice::Hp(npw), true) = (choice, n > 0 && k > 0) {
         hp_spmm(
@@ -497,6 +379,7 @@ pub(crate) fn spmm_fwd(
         } else {
             None
         };
+        g.record("spmm", Items::kernel_name(sched.as_ref()));
         let mode = match (extreme, arg.is_some()) {
             (false, _) => 0,
             (true, false) => 1,
@@ -642,11 +525,11 @@ fn spmm_half_into<T: DeviceRepr>(
     }
     let mean = reduce == Reduce::Mean;
     let extreme = matches!(reduce, Reduce::Max | Reduce::Min);
-    let forced_tiling = *OVERRIDE.lock().unwrap_or_else(|e| e.into_inner());
+    let forced_tiling = g.policy().spmm_tiling;
     let pick = if extreme {
         Choice::Row
     } else {
-        choice(g, k, 2, forced_tiling.is_some())
+        spmm_choice_for(g, k, 2)
     };
     match pick {
         Choice::Hp(npw) => {
@@ -674,6 +557,7 @@ fn spmm_half_into<T: DeviceRepr>(
     // Split rows meet through atomic adds, which only a sum (or mean) can take: max/min run
     // one warp per row (a null `items` pointer).
     let sched = if extreme { None } else { Some(Items::of(g)?) };
+    g.record("spmm", Items::kernel_name(sched.as_ref()));
     let items = sched.as_ref().map_or(0, Items::len);
     let mode = match (extreme, arg.is_some()) {
         (false, _) => 0,
@@ -857,7 +741,7 @@ mod tests {
                     k.is_multiple_of(vec) && off.is_multiple_of(vec),
                     "k {k} vec {vec}"
                 );
-                assert!(super::CFS[vec.trailing_zeros() as usize].contains(&cf));
+                assert!(super::super::dispatch::CFS[vec.trailing_zeros() as usize].contains(&cf));
             }
         }
         let reddit = 232_965;

@@ -2,9 +2,14 @@
 //! kernel or HP-SpMM's nnz-balanced one, per (graph, K, element size), by a rule read off the
 //! measured graph sweeps
 //! (`c6f0242:docs/perf/`, `bench_graphs`). Plain arithmetic over the graph's degree statistics
-//! ([`gnn_graph::csr::DegreeStats`], cached per [`crate::DeviceGraph`]), tested without a GPU.
+//! ([`gnn_graph::csr::DegreeStats`], cached per [`crate::DeviceGraph`]) and the graph's
+//! [`KernelPolicy`] ([`spmm_choice`]), tested without a GPU.
 
+use crate::device_graph::DeviceGraph;
+use crate::partition::NPW_CANDIDATES;
+use crate::policy::{KernelPolicy, SpmmKernel};
 use gnn_graph::csr::DegreeStats;
+use serde::{Deserialize, Serialize};
 
 /// Widest K at which HP-SpMM wins on every graph of the sweep but the smallest ones.
 pub const HP_ALWAYS_K: usize = 16;
@@ -99,6 +104,103 @@ pub fn pick(stats: &DegreeStats, nnz: usize, k: usize, elem_bytes: usize) -> Pic
     }
 }
 
+/// Widest row of a forced narrow kernel (two edges per step).
+pub const NARROW_FORCED_MAX_LANES: usize = 16;
+
+/// The kernel one sum/mean SpMM runs, and its shape where the choice fixes one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpmmChoice {
+    /// HP-SpMM with a forced edges-per-group (one of [`NPW_CANDIDATES`]), or `None` for DTP's.
+    Hp(Option<u32>),
+    /// GE-SpMM's narrow-row kernel over rows padded to this stride.
+    Narrow(usize),
+    /// GE-SpMM's row kernel (the built-in shape or the policy's forced tiling).
+    Row,
+}
+
+impl SpmmChoice {
+    /// The kernel's name in a [`crate::policy::KernelsUsed`] record: `hp`, `narrow`, `ge`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Hp(_) => "hp",
+            Self::Narrow(_) => "narrow",
+            Self::Row => "ge",
+        }
+    }
+}
+
+/// The kernel a sum/mean SpMM of width `k` over `elem_bytes`-byte features runs under
+/// `policy` on a graph of `nnz` edges whose row degrees `stats` summarises: a forced kernel,
+/// else [`pick`]'s. Deterministic mode never takes HP-SpMM (its shared rows meet through
+/// atomics); a forced tiling takes the row kernel unless HP-SpMM is forced; a forced narrow
+/// kernel runs up to [`NARROW_FORCED_MAX_LANES`] lanes, the row kernel beyond. A pure
+/// function: what it returns for a graph depends on that graph's policy alone.
+pub fn spmm_choice(
+    policy: &KernelPolicy,
+    stats: &DegreeStats,
+    nnz: usize,
+    k: usize,
+    elem_bytes: usize,
+) -> SpmmChoice {
+    let det = policy.deterministic;
+    let forced_tiling = policy.spmm_tiling.is_some();
+    let narrow = |shape: Option<(usize, usize)>| {
+        shape.map_or(SpmmChoice::Row, |(kp, _)| SpmmChoice::Narrow(kp))
+    };
+    match policy.spmm {
+        SpmmKernel::Hp(npw) if !det => SpmmChoice::Hp(NPW_CANDIDATES.contains(&npw).then_some(npw)),
+        SpmmKernel::Narrow if !forced_tiling => {
+            narrow(narrow_shape_upto(k, elem_bytes, NARROW_FORCED_MAX_LANES))
+        }
+        SpmmKernel::Auto if !forced_tiling => match pick(stats, nnz, k, elem_bytes) {
+            Pick::Hp if !det => SpmmChoice::Hp(None),
+            Pick::Narrow => narrow(narrow_shape(k, elem_bytes)),
+            _ => SpmmChoice::Row,
+        },
+        _ => SpmmChoice::Row,
+    }
+}
+
+/// [`spmm_choice`] on `g` under its own policy.
+pub fn spmm_choice_for(g: &DeviceGraph, k: usize, elem_bytes: usize) -> SpmmChoice {
+    spmm_choice(g.policy(), g.degree_stats(), g.nnz(), k, elem_bytes)
+}
+
+/// A forced shape of GE-SpMM's row kernel ([`KernelPolicy::spmm_tiling`]): floats per lane
+/// per load, column chunks per warp, block order, unroll and schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SpmmTiling {
+    /// Floats per lane per load (1, 2 or 4; `k` and the input offset must be multiples).
+    pub vec: usize,
+    /// 32*vec-column chunks per warp (a compiled factor for `vec`, see [`SpmmTiling::valid`]).
+    pub cf: usize,
+    /// Tile-major block order instead of node-major.
+    pub tile_major: bool,
+    /// Edges unrolled per step (4, or 8 when `cf == 1`).
+    pub unroll: usize,
+    /// Walk the graph's row schedule (nnz-balanced work items, see [`crate::schedule`])
+    /// instead of one warp per row; sum and mean only (max/min always run per row).
+    pub schedule: bool,
+}
+
+impl SpmmTiling {
+    /// True when this shape is compiled and legal for `k` at `offset`.
+    pub fn valid(&self, k: usize, offset: usize) -> bool {
+        matches!(self.vec, 1 | 2 | 4)
+            && k.is_multiple_of(self.vec)
+            && offset.is_multiple_of(self.vec)
+            && CFS[self.vec.trailing_zeros() as usize].contains(&self.cf)
+            && (self.unroll == 4 || (self.unroll == 8 && self.cf == 1))
+    }
+}
+
+/// Coarsening factors compiled for each vector width (`cf * vec <= 16`).
+pub const CFS: [&[usize]; 3] = [
+    &[1, 2, 3, 4, 5, 6, 8],
+    &[1, 2, 3, 4, 5, 6, 8],
+    &[1, 2, 3, 4],
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,5 +256,215 @@ mod tests {
         assert_eq!(narrow_shape(41, 4), Some((44, 11)));
         assert_eq!(narrow_shape(49, 4), None);
         assert_eq!(narrow_shape(0, 4), None);
+    }
+
+    /// Degree statistics of `rows` rows averaging `nnz / rows`, and `nnz`.
+    fn shape(rows: usize, nnz: usize) -> (DegreeStats, usize) {
+        let deg: Vec<u32> = (0..rows)
+            .map(|i| (nnz * (i + 1) / rows - nnz * i / rows) as u32)
+            .collect();
+        (DegreeStats::from_degrees(&deg), nnz)
+    }
+
+    const WIDTHS: [usize; 13] = [1, 4, 6, 8, 16, 32, 41, 48, 64, 96, 128, 256, 602];
+
+    /// `choices` in the short form of the table below: `H` HP-SpMM (DTP), `Hn` HP-SpMM at n
+    /// edges per group, `Nkp` the narrow kernel at stride kp, `R` the row kernel.
+    fn short(c: SpmmChoice) -> String {
+        match c {
+            SpmmChoice::Hp(None) => "H".into(),
+            SpmmChoice::Hp(Some(n)) => format!("H{n}"),
+            SpmmChoice::Narrow(kp) => format!("N{kp}"),
+            SpmmChoice::Row => "R".into(),
+        }
+    }
+
+    fn row(p: &KernelPolicy, (s, nnz): &(DegreeStats, usize), elem: usize) -> String {
+        WIDTHS
+            .iter()
+            .map(|&k| short(spmm_choice(p, s, *nnz, k, elem)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn the_default_policy_makes_the_choices_of_the_process_wide_rule() {
+        // Written down from the rule before policies (`spmm/cuda.rs`'s `choice` under the
+        // `Auto` override, no forced tiling, deterministic mode off), at K = 1, 4, 6, 8, 16,
+        // 32, 41, 48, 64, 96, 128, 256, 602, f32 then half.
+        let want = [
+            (
+                (232_965, 114_543_559),
+                "N4 N4 N8 N8 N16 N32 N44 N48 R R R R R",
+                "N8 N8 N8 N8 N16 N32 N48 N48 N64 N96 R R R",
+            ),
+            (
+                (46_593, 10_226_785),
+                "N4 N4 N8 N8 N16 N32 N44 N48 R R R R R",
+                "N8 N8 N8 N8 N16 N32 N48 N48 N64 N96 R R R",
+            ),
+            (
+                (11_646, 1_280_344),
+                "H N4 H N8 N16 N32 R N48 R R R R R",
+                "H H H N8 N16 N32 R N48 N64 N96 R R R",
+            ),
+            (
+                (1_000_000, 11_993_340),
+                "H H H H H H H H H H H H H",
+                "H H H H H H H H H H H H H",
+            ),
+            (
+                (2_329, 114_376),
+                "H H H H H H H H H H H R R",
+                "H H H H H H H H H H H R R",
+            ),
+        ];
+        let d = KernelPolicy::default();
+        for ((rows, nnz), f32_row, half_row) in want {
+            let g = shape(rows, nnz);
+            assert_eq!(row(&d, &g, 4), f32_row, "{rows} rows, {nnz} nnz, f32");
+            assert_eq!(row(&d, &g, 2), half_row, "{rows} rows, {nnz} nnz, half");
+        }
+        let empty = (DegreeStats::from_degrees(&[]), 0);
+        assert_eq!(row(&d, &empty, 4), "H H H H H H H H H H H R R");
+    }
+
+    #[test]
+    fn forced_kernels_make_the_choices_of_the_old_overrides() {
+        // Written down from the rule before policies under `set_kernel_override`,
+        // `set_deterministic` and `set_tiling_override`, on the Reddit-shaped degrees in f32
+        // (the old `Hp(0)` forced "DTP's", which is `Hp(None)` here).
+        let reddit = shape(232_965, 114_543_559);
+        let tiling = Some(SpmmTiling {
+            vec: 2,
+            cf: 1,
+            tile_major: false,
+            unroll: 8,
+            schedule: true,
+        });
+        let d = KernelPolicy::default();
+        let cases = [
+            (d.with_spmm(SpmmKernel::Ge), "R R R R R R R R R R R R R"),
+            (
+                d.with_spmm(SpmmKernel::Narrow),
+                "N4 N4 N8 N8 N16 N32 N44 N48 N64 R R R R",
+            ),
+            (
+                d.with_spmm(SpmmKernel::Hp(64)),
+                "H64 H64 H64 H64 H64 H64 H64 H64 H64 H64 H64 H64 H64",
+            ),
+            (d.with_spmm(SpmmKernel::Hp(0)), "H H H H H H H H H H H H H"),
+            (d.with_spmm(SpmmKernel::Hp(7)), "H H H H H H H H H H H H H"),
+            (
+                d.with_deterministic(true),
+                "N4 N4 N8 N8 N16 N32 N44 N48 R R R R R",
+            ),
+            (
+                d.with_spmm(SpmmKernel::Narrow).with_deterministic(true),
+                "N4 N4 N8 N8 N16 N32 N44 N48 N64 R R R R",
+            ),
+            (
+                d.with_spmm(SpmmKernel::Hp(64)).with_deterministic(true),
+                "R R R R R R R R R R R R R",
+            ),
+            (
+                KernelPolicy {
+                    spmm_tiling: tiling,
+                    ..d
+                },
+                "R R R R R R R R R R R R R",
+            ),
+            (
+                KernelPolicy {
+                    spmm_tiling: tiling,
+                    ..d.with_spmm(SpmmKernel::Hp(64))
+                },
+                "H64 H64 H64 H64 H64 H64 H64 H64 H64 H64 H64 H64 H64",
+            ),
+            (
+                KernelPolicy {
+                    spmm_tiling: tiling,
+                    ..d.with_spmm(SpmmKernel::Narrow)
+                },
+                "R R R R R R R R R R R R R",
+            ),
+        ];
+        for (p, want) in cases {
+            assert_eq!(row(&p, &reddit, 4), want, "{p}");
+        }
+        // Sparse graphs: HP everywhere by default, the row kernel when deterministic.
+        let sparse = shape(1_000_000, 11_993_340);
+        assert_eq!(
+            row(&d.with_deterministic(true), &sparse, 2),
+            "R R R R R R R R R R R R R"
+        );
+        assert_eq!(
+            row(&d.with_spmm(SpmmKernel::Narrow), &sparse, 2),
+            "N8 N8 N8 N8 N16 N32 N48 N48 N64 N96 N128 R R"
+        );
+    }
+
+    /// A graph of `rows` rows of `deg` edges each (dense enough that the dispatcher's pick
+    /// depends on K), on the CPU.
+    fn graph(rows: usize, deg: usize) -> DeviceGraph {
+        let indptr: Vec<u32> = (0..=rows).map(|i| (i * deg) as u32).collect();
+        let indices: Vec<u32> = (0..rows * deg).map(|p| (p % rows) as u32).collect();
+        let csr = gnn_graph::Csr::new_checked(rows, rows, indptr, indices).unwrap();
+        DeviceGraph::upload(&csr, &candle_core::Device::Cpu).unwrap()
+    }
+
+    #[test]
+    fn two_graphs_with_different_policies_get_their_own_kernels() {
+        // 2,000 rows of 64 edges: dense and small, so the dispatcher takes HP-SpMM to K = 128.
+        let base = graph(2_000, 64);
+        let d = KernelPolicy::default();
+        let graphs = [
+            (base.clone(), "H H H H H H H H H H H R R"),
+            (
+                base.with_policy(d.with_spmm(SpmmKernel::Ge)),
+                "R R R R R R R R R R R R R",
+            ),
+            (
+                base.with_policy(d.with_spmm(SpmmKernel::Narrow)),
+                "N4 N4 N8 N8 N16 N32 N44 N48 N64 R R R R",
+            ),
+            (
+                base.with_policy(d.with_deterministic(true)),
+                "R R R R R R R R R R R R R",
+            ),
+            (
+                base.with_policy(d.with_spmm(SpmmKernel::Hp(256))),
+                "H256 H256 H256 H256 H256 H256 H256 H256 H256 H256 H256 H256 H256",
+            ),
+        ];
+        let choices = |g: &DeviceGraph| {
+            WIDTHS
+                .iter()
+                .map(|&k| short(spmm_choice_for(g, k, 4)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        // One structure, several handles: each answers by its own policy ...
+        for (g, want) in &graphs {
+            assert!(g.same(&base));
+            assert_eq!(choices(g), *want, "{}", g.policy());
+        }
+        assert_eq!(*base.policy(), KernelPolicy::default());
+        // ... also when asked from several threads at once, interleaved.
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    for _ in 0..50 {
+                        for (g, want) in graphs.iter().rev() {
+                            assert_eq!(choices(g), *want);
+                        }
+                    }
+                });
+            }
+        });
+        // The transpose (a symmetric structure's is itself) keeps the policy.
+        for (g, want) in &graphs {
+            assert_eq!(choices(&g.transpose_graph().unwrap()), *want);
+        }
     }
 }

@@ -14,16 +14,13 @@ pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 
-/// Tuning knobs of the CUDA SpMM (for `bench_spmm --sweep`): a forced tiling is checked
-/// against each call's shape and alignment at launch, and an invalid one falls back to the
-/// built-in choice, so no setting can make a kernel read out of bounds.
-#[cfg(feature = "cuda")]
+/// Tuning knobs of the CUDA SpMM (for `bench_spmm --sweep`), all set through a graph's
+/// [`crate::KernelPolicy`]: a forced tiling is checked against each call's shape and
+/// alignment at launch, and an invalid one falls back to the built-in choice, so no setting
+/// can make a kernel read out of bounds.
 pub mod tuning {
-    pub use super::cuda::{
-        set_column_block_override, set_kernel_override, set_tiling_override, SpmmKernel,
-        SpmmTiling, CFS, COLUMN_BLOCK_ENV,
-    };
-    pub use super::dispatch::{narrow_shape, NARROW_MAX_LANES};
+    pub use super::dispatch::{narrow_shape, SpmmTiling, CFS, NARROW_MAX_LANES};
+    pub use crate::policy::{ColumnBlock, SpmmKernel};
 }
 pub mod dispatch;
 pub mod reference;

@@ -16,6 +16,7 @@ impl SpmmOp {
         v: Option<(&CpuStorage, &Layout)>,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
         let (_, k) = l.shape().dims2()?;
+        self.g.record("spmm", "cpu");
         let x = cpu_slice::<T>("spmm", s, l)?;
         let vals = cpu_slice_opt::<T>("spmm", v)?;
         let csr = self.g.csr();

@@ -1,0 +1,126 @@
+//! The CUDA side of a [`DeviceGraph`]: its device copy of the structure and the row
+//! schedules the kernels walk, built on first use under the graph's policy.
+
+use super::{timed_setup, DeviceGraph, Schedule};
+use crate::schedule::RowSchedule;
+use candle_core::Device;
+use std::sync::Arc;
+
+impl DeviceGraph {
+    /// The device copy of the structure (CUDA graphs only).
+    pub(crate) fn cuda_csr(&self) -> candle_core::Result<&crate::cuda::CudaCsr> {
+        self.inner.cuda.as_ref().ok_or_else(|| {
+            candle_core::Error::Msg(format!(
+                "graph lives on {:?}, not on a CUDA device",
+                self.inner.device.location()
+            ))
+        })
+    }
+
+    /// The device copy of the graph's [`RowSchedule`] and its item count and edge-group
+    /// length. Normally groups of [`crate::schedule::CHUNK`] edges (long rows split, their
+    /// partial sums added atomically); under a deterministic policy
+    /// ([`crate::KernelPolicy::deterministic`]) one group per row,
+    /// so every output row is written once, in a fixed order. Built on first use.
+    pub(crate) fn cuda_schedule(
+        &self,
+    ) -> candle_core::Result<(
+        &candle_core::cuda_backend::cudarc::driver::CudaSlice<u32>,
+        usize,
+        usize,
+    )> {
+        let det = self.policy.deterministic;
+        let slot = &self.inner.schedule[det as usize];
+        if slot.get().is_none() {
+            let chunk = if det {
+                self.inner
+                    .csr
+                    .row_degrees()
+                    .into_iter()
+                    .max()
+                    .unwrap_or(1)
+                    .max(1) as usize
+            } else {
+                crate::schedule::CHUNK
+            };
+            let (buf, len) = timed_setup(|| -> candle_core::Result<_> {
+                let s = RowSchedule::build(self.inner.csr.indptr(), chunk);
+                Ok((self.upload_items(&s.items, 2)?, s.len()))
+            })?;
+            let _ = slot.set((buf, len, chunk));
+        }
+        let (b, n, c) = slot.get().expect("set above");
+        Ok((b, *n, *c))
+    }
+
+    /// The device copy of the graph's [`crate::schedule::ColumnBlockedSchedule`] over blocks
+    /// of `block` columns, with its item count; `None` where the graph has at most one block,
+    /// under a deterministic policy (its items meet through atomics) or when a row's
+    /// columns are unsorted. Built on first use for a width (its columns are read back from
+    /// the host copy) and kept.
+    pub(crate) fn cuda_blocked_schedule(
+        &self,
+        block: usize,
+    ) -> candle_core::Result<Option<Arc<Schedule>>> {
+        if block == 0 || self.n_cols() <= block || self.policy.deterministic {
+            return Ok(None);
+        }
+        let mut slot = self.inner.blocked.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((b, s)) = &*slot {
+            if *b == block {
+                return Ok(s.clone());
+            }
+        }
+        let csr = &self.inner.csr;
+        let built = timed_setup(|| -> candle_core::Result<_> {
+            let Some(s) = crate::schedule::ColumnBlockedSchedule::build(
+                csr.indptr(),
+                csr.indices(),
+                csr.n_cols(),
+                block,
+                crate::schedule::CHUNK,
+            ) else {
+                return Ok(None);
+            };
+            Ok(Some(Arc::new((
+                self.upload_items(&s.items, 4)?,
+                s.len(),
+                s.chunk,
+            ))))
+        })?;
+        *slot = Some((block, built.clone()));
+        Ok(built)
+    }
+
+    /// A schedule's `items` on the graph's CUDA device; a zeroed item of `width` words when
+    /// there are none (a launch needs a valid pointer, and reads no item).
+    fn upload_items(
+        &self,
+        items: &[u32],
+        width: usize,
+    ) -> candle_core::Result<candle_core::cuda_backend::cudarc::driver::CudaSlice<u32>> {
+        let Device::Cuda(dev) = &self.inner.device else {
+            candle_core::bail!(
+                "graph lives on {:?}, not on a CUDA device",
+                self.inner.device.location()
+            );
+        };
+        if items.is_empty() {
+            dev.alloc_zeros::<u32>(width)
+        } else {
+            dev.clone_htod(items)
+        }
+    }
+
+    /// Device buffers `(indptr, indices)` of a CUDA graph, for interop with other libraries
+    /// (e.g. building a cuSPARSE descriptor over the same structure).
+    pub fn cuda_buffers(
+        &self,
+    ) -> candle_core::Result<(
+        &candle_core::cuda_backend::cudarc::driver::CudaSlice<u32>,
+        &candle_core::cuda_backend::cudarc::driver::CudaSlice<u32>,
+    )> {
+        let c = self.cuda_csr()?;
+        Ok((&c.indptr, &c.indices))
+    }
+}
