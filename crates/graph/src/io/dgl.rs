@@ -12,6 +12,9 @@ use crate::dataset::{Dataset, DenseMatrix, Features, Split};
 use crate::error::{Error, Result};
 use std::path::Path;
 
+/// The name of the dataset [`load_dgl_reddit`] loads.
+pub const NAME: &str = "reddit";
+
 /// Loads `<dir>/reddit_data.npz` and `<dir>/reddit_graph.npz`.
 pub fn load_dgl_reddit(dir: impl AsRef<Path>) -> Result<Dataset> {
     let dir = dir.as_ref();
@@ -84,7 +87,7 @@ pub fn load_dgl_reddit(dir: impl AsRef<Path>) -> Result<Dataset> {
 
     let graph = load_scipy_graph(&pgraph, n)?;
     let ds = Dataset {
-        name: "reddit".into(),
+        name: NAME.into(),
         graph,
         features: Features::Dense(features),
         labels: label.into_iter().map(|l| l as i32).collect(),
