@@ -1,5 +1,5 @@
-//! DGL's Reddit files: `reddit_data.npz` (`feature` f32 [N, 602], `label` int [N],
-//! `node_types` int [N] with 1/2/3 = train/val/test) and `reddit_graph.npz` (a
+//! DGL's Reddit files: `reddit_data.npz` (`feature` f32 `[N, 602]`, `label` int `[N]`,
+//! `node_types` int `[N]` with 1/2/3 = train/val/test) and `reddit_graph.npz` (a
 //! `scipy.sparse.save_npz` COO matrix: `row`, `col`, `shape`, `format`; CSR is accepted too).
 //!
 //! Edges go `row -> col` as DGL's `from_scipy` reads them; the graph is kept as stored (it
