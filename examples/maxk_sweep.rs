@@ -80,8 +80,10 @@ fn main() -> Result<()> {
         weight_decay: if small { 5e-4 } else { 0.0 },
         input_dropout: Some(if small { 0.5 } else { 0.0 }),
         eval_every: 5,
+        source: "maxk_sweep's 4 x 256",
+        ..Recipe::PLANETOID
     };
-    let sweep = MaxkSweep {
+    let mut sweep = MaxkSweep {
         dataset,
         models: args.models.clone(),
         ks: args.k.clone(),
@@ -98,6 +100,10 @@ fn main() -> Result<()> {
     let device = args.train.device.pick()?;
     println!("device: {}", gnn::train::device_name(&device));
     let ds = load(&source, device.is_cpu())?.dataset;
+    if args.data.dataset.is_none() && args.data.data_dir.is_some() {
+        // A folder's rows carry its dataset's name, not the default `cora`.
+        sweep.dataset = ds.name.clone();
+    }
     let data = DeviceData::new(&ds, &device, small)?.with_precision(args.train.precision)?;
     let mut doc = match (args.append, json.exists()) {
         (true, true) => Doc::load(&json)?,

@@ -24,7 +24,7 @@
 use anyhow::Result;
 use clap::Parser;
 use gnn::models::ConvKind;
-use gnn::train::cli::{DataFlags, MaxkFlag, Recipe, TrainFlags};
+use gnn::train::cli::{DataFlags, Hinted, MaxkFlag, Recipe, TrainFlags};
 use gnn::train::run::{run, RunConfig, Save};
 use std::path::PathBuf;
 
@@ -95,6 +95,6 @@ fn main() -> Result<()> {
     cfg.cpu = args.train.device.cpu;
     cfg.kernels = args.train.device.policy()?;
     cfg.note = format!("{args:?}");
-    run(&cfg)?;
+    run(&cfg).map_err(Hinted)?;
     Ok(())
 }

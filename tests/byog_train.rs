@@ -162,3 +162,88 @@ fn cora_as_gnn_benchmark_and_as_edge_list_trains_like_cora() {
         "edge-list Cora (Planetoid split): test accuracy {acc}"
     );
 }
+
+/// `features.npy` as `np.save(f, x.astype(np.float16))` writes it, for 0/1 features (Cora's
+/// bag of words): f16 0x0000 and 0x3C00, little-endian, header padded to 64 bytes.
+fn write_binary_features_f16(x: &gnn::graph::DenseMatrix, path: &Path) {
+    let mut header = format!(
+        "{{'descr': '<f2', 'fortran_order': False, 'shape': ({}, {}), }}",
+        x.rows, x.cols
+    );
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend((header.len() as u16).to_le_bytes());
+    out.extend(header.as_bytes());
+    for &v in &x.data {
+        assert!(v == 0.0 || v == 1.0, "Cora's raw features are 0/1");
+        out.extend(if v == 1.0 { 0x3C00u16 } else { 0 }.to_le_bytes());
+    }
+    std::fs::write(path, out).unwrap();
+}
+
+/// Cora as a two-class edge-list folder (class 3, 30 % of the nodes, against the rest) with
+/// f16 features, through `run` as `train_cora --data-dir` runs it: ROC-AUC beside accuracy in
+/// the report, and load errors naming the folder's dataset rather than the default `cora`.
+#[test]
+fn a_two_class_folder_reports_roc_auc() {
+    use gnn::train::run::{run, DataSource, ModelSpec, RunConfig, Save};
+    let ds = cora();
+    let tmp = tempfile::tempdir().unwrap();
+    let folder = tmp.path().join("cora_binary");
+    std::fs::create_dir(&folder).unwrap();
+    write_edge_list(&ds, &folder);
+    // No split files: the stratified 20 / 30 per class split.
+    for part in ["train", "val", "test"] {
+        std::fs::remove_file(folder.join(format!("{part}.npy"))).unwrap();
+    }
+    write_binary_features_f16(&ds.features.to_dense(), &folder.join("features.npy"));
+    let binary = |labels: &[i32]| ints(labels.iter().map(|&l| (l == 3) as i64));
+    write_npy(folder.join("labels.npy"), &binary(&ds.labels)).unwrap();
+
+    let source = DataSource::Files {
+        path: folder.clone(),
+        name: "cora".into(),
+        split_seed: 0,
+    };
+    let mut cfg = RunConfig::new(source, ModelSpec::new(ConvKind::Gcn, 2, 16));
+    cfg.train.epochs = 60;
+    cfg.seeds = 2;
+    cfg.baseline = true;
+    cfg.cpu = true;
+    cfg.save = Save::No;
+    cfg.json = Some(tmp.path().join("r.json"));
+    let out = run(&cfg).unwrap();
+    let v = &out.report;
+    assert_eq!(v["dataset"], "cora_binary");
+    assert_eq!(v["dataset_summary"]["classes"], 2);
+    for r in &out.gnn.runs {
+        let auc = r.roc_auc.expect("two classes: an AUC per seed");
+        assert!(auc.test.unwrap() > 0.8, "{auc}");
+    }
+    let runs = v["runs"].as_array().unwrap();
+    assert!(runs.iter().all(|r| r["roc_auc"]["test"].is_number()));
+    let mean = v["mean_test_roc_auc"].as_f64().unwrap();
+    assert!(mean > 0.8 && mean <= 1.0, "{mean}");
+    assert!(v["std_test_roc_auc"].as_f64().unwrap() >= 0.0);
+    assert_eq!(
+        v["gnn"]["roc_auc"]["test"].as_f64(),
+        out.gnn.runs[out.gnn.best].roc_auc.unwrap().test
+    );
+    assert!(v["mlp"]["roc_auc"]["test"].as_f64().unwrap() > 0.5);
+
+    // A bad label: the error names the folder's dataset and the class range.
+    let mut bad = binary(&ds.labels);
+    if let NpyData::I64(v) = &mut bad.data {
+        v[12] = -1;
+    }
+    write_npy(folder.join("labels.npy"), &bad).unwrap();
+    let e = run(&cfg).err().expect("label -1").to_string();
+    assert!(
+        e.contains("loading cora_binary (edge list) from")
+            && e.contains("label -1 at node 12 outside 0..2 (2 classes"),
+        "{e}"
+    );
+}

@@ -354,9 +354,9 @@ impl Dataset {
             // Bounds the model's output layer by the data: a stray huge label would otherwise
             // size a classifier the machine cannot hold.
             return Err(bad(format!(
-                "{} classes for {n} nodes (the largest label is {})",
+                "{} classes for {n} nodes: at most one class per node (the largest label is {})",
                 self.num_classes,
-                self.num_classes - 1
+                self.labels.iter().max().copied().unwrap_or(-1)
             )));
         }
         let stored = match &self.features {
@@ -383,8 +383,8 @@ impl Dataset {
             .find(|(_, &l)| l < -1 || l >= self.num_classes as i32)
         {
             return Err(bad(format!(
-                "label {l} of node {i} is outside 0..{} (or -1 for unlabeled)",
-                self.num_classes
+                "label {l} at node {i} outside 0..{c} ({c} classes; -1 marks an unlabeled node)",
+                c = self.num_classes
             )));
         }
         let mut seen = vec![0u8; n];

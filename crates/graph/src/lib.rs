@@ -11,7 +11,7 @@
 //!   folders ([`load_ogb_node`]), gnn-benchmark `.npz` files ([`load_gnn_benchmark`]: PyG's
 //!   CitationFull / Amazon / Coauthor), edge-list folders ([`load_edge_list_dir`]), one door
 //!   that detects which of these a path holds ([`load_auto`]), and a seeded synthetic
-//!   generator ([`generate`]).
+//!   generator ([`generate()`]).
 //! - [`RowPartition`] / [`LocalGraph`]: nnz-balanced 1-D row partitions with halo exchange
 //!   lists, for multi-device training.
 //!

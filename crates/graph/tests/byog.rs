@@ -327,19 +327,149 @@ fn the_front_door_detects_each_format() {
         Format::GnnBenchmark(d.join("computers.npz"))
     );
     write_benchmark(&d.join("photo.npz"), 2, 60, false);
-    expect_err(detect(d, "anything"), &["2 gnn-benchmark files"]);
+    expect_err(
+        detect(d, "anything"),
+        &["2 gnn-benchmark files", "name one of them"],
+    );
+    let msg = detect(d, "anything").unwrap_err().to_string();
+    assert!(!msg.contains("--"), "no flag advice in the library: {msg}");
     assert_eq!(
         detect(d, "photo").unwrap(),
         Format::GnnBenchmark(d.join("photo.npz"))
     );
-    let (ds, _) = load_auto(d, "photo", 3).unwrap();
+    let (ds, f) = load_auto(d, "photo", 3).unwrap();
     assert_eq!((ds.name.as_str(), ds.num_nodes()), ("photo", 120));
+    assert_eq!(f.dataset_name(d, "cora"), "photo");
 
     let e = tempfile::tempdir().unwrap();
     write_edge_folder(e.path(), "0 1\n");
     assert_eq!(detect(e.path(), "x").unwrap(), Format::EdgeList);
+    // An edge-list folder is named after the folder, whatever Planetoid prefix is passed.
+    let folder = e.path().file_name().unwrap().to_string_lossy().into_owned();
+    assert_eq!(Format::EdgeList.dataset_name(e.path(), "cora"), folder);
+    let (ds, _) = load_auto(e.path(), "cora", 0).unwrap();
+    assert_eq!(ds.name, folder);
+    assert_eq!(Format::Planetoid.dataset_name(&cora, "cora"), "cora");
+    assert_eq!(Format::DglReddit.dataset_name(d, "cora"), "reddit");
     expect_err(
         detect(&e.path().join("nope"), "x"),
         &["nope", "no such file"],
+    );
+}
+
+/// A `.npy` file of half floats, byte for byte as `np.save(f, x.astype(np.float16))` writes
+/// it (version 1.0 header padded to 64 bytes), little- or big-endian (`'<f2'` / `'>f2'`).
+fn f16_npy(shape: &[usize], bits: &[u16], big_endian: bool) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let dims = if dims.len() == 1 {
+        format!("{},", dims[0])
+    } else {
+        dims.join(", ")
+    };
+    let order = if big_endian { '>' } else { '<' };
+    let mut header =
+        format!("{{'descr': '{order}f2', 'fortran_order': False, 'shape': ({dims}), }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend((header.len() as u16).to_le_bytes());
+    out.extend(header.as_bytes());
+    for b in bits {
+        out.extend(if big_endian {
+            b.to_be_bytes()
+        } else {
+            b.to_le_bytes()
+        });
+    }
+    out
+}
+
+#[test]
+fn half_precision_features_are_read_as_f32() {
+    // 0, 1, -2, 0.5, 65504 (f16's largest), 2^-24 (its smallest subnormal), 1/3 rounded to
+    // f16 (0x3555 = 1365/4096), then the rest of a 6 x 2 matrix.
+    let bits = [
+        0x0000, 0x3C00, 0xC000, 0x3800, 0x7BFF, 0x0001, 0x3555, 0x4000, 0x4200, 0x4400, 0x4500,
+        0x4600,
+    ];
+    let want = [
+        0.0,
+        1.0,
+        -2.0,
+        0.5,
+        65504.0,
+        2f32.powi(-24),
+        1365.0 / 4096.0,
+        2.0,
+        3.0,
+        4.0,
+        5.0,
+        6.0,
+    ];
+    for big_endian in [false, true] {
+        let a = gnn_graph::io::npz::parse_npy(&f16_npy(&[6, 2], &bits, big_endian)).unwrap();
+        assert_eq!(a.shape, vec![6, 2]);
+        assert_eq!(
+            a.data,
+            NpyData::F32(want.to_vec()),
+            "big endian: {big_endian}"
+        );
+    }
+    // Through an edge-list folder, as `np.save("features.npy", x.astype(np.float16))` leaves it.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_edge_folder(d, "0 1\n1 2\n");
+    std::fs::write(d.join("features.npy"), f16_npy(&[6, 2], &bits, false)).unwrap();
+    let ds = load_edge_list_dir(d, BuildOptions::undirected(), 0).unwrap();
+    assert_eq!(ds.features.to_dense().data, want.to_vec());
+    // A truncated file is refused, naming the file.
+    let mut short = f16_npy(&[6, 2], &bits, false);
+    short.truncate(short.len() - 2);
+    std::fs::write(d.join("features.npy"), short).unwrap();
+    expect_err(
+        load_edge_list_dir(d, BuildOptions::undirected(), 0),
+        &["features.npy"],
+    );
+}
+
+#[test]
+fn label_errors_give_the_real_class_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_edge_folder(d, "0 1\n");
+    // Classes come from the largest label (4: five classes); -1 is outside them.
+    write_npy(d.join("labels.npy"), &i64s(&[0, 0, 0, -1, 1, 4])).unwrap();
+    expect_err(
+        load_edge_list_dir(d, BuildOptions::undirected(), 0),
+        &[
+            "labels.npy",
+            "label -1 at node 3 outside 0..5 (5 classes, from the largest label 4)",
+        ],
+    );
+    // A label that would give more classes than nodes.
+    write_npy(d.join("labels.npy"), &i64s(&[0, 0, 7, 1, 1, 1])).unwrap();
+    expect_err(
+        load_edge_list_dir(d, BuildOptions::undirected(), 0),
+        &["label 7 at node 2 would make 8 classes for 6 nodes"],
+    );
+    // A dataset built in code, checked against its own class count.
+    let ds = gnn_graph::Dataset {
+        name: "mine".into(),
+        graph: gnn_graph::Csr::empty(13, 13).unwrap(),
+        features: gnn_graph::Features::Dense(
+            gnn_graph::DenseMatrix::new(13, 1, vec![0.0; 13]).unwrap(),
+        ),
+        labels: [vec![0; 12], vec![7]].concat(),
+        num_classes: 5,
+        split: gnn_graph::Split::default(),
+    };
+    expect_err(
+        ds.validate(),
+        &[
+            "dataset `mine`",
+            "label 7 at node 12 outside 0..5 (5 classes",
+        ],
     );
 }

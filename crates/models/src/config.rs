@@ -193,12 +193,14 @@ impl ModelConfig {
         }
         if self.maxk_after_first && !matches!(self.activation, Activation::MaxK { .. }) {
             return Err(Error::Config(
-                "maxk_after_first (--maxk-after-first) needs MaxK (--maxk K)".into(),
+                "maxk_after_first (the first layer as ReLU's, MaxK from the second) needs the \
+                 MaxK activation"
+                    .into(),
             ));
         }
         if self.mlp_norm && self.kind != ConvKind::Gin {
             return Err(Error::Config(format!(
-                "mlp_norm (--gin-norm) normalises inside GIN's MLP; {} has no MLP",
+                "mlp_norm (a LayerNorm inside GIN's MLP) applies to GIN only; {} has no MLP",
                 self.kind
             )));
         }

@@ -157,11 +157,9 @@ pub fn keep_freed_memory(device: &Device) -> Result<()> {
 /// the CPU is an error; turning it off always succeeds.
 pub fn set_tf32(device: &Device, on: bool) -> Result<()> {
     if on && !device.is_cuda() {
-        return Err(Error::Invalid(
-            "--tf32 picks cuBLAS's TF32 tensor-core mode, but this run is on the CPU (drop \
-             --cpu with a --features cuda build, or drop --tf32)"
-                .into(),
-        ));
+        return Err(Error::CudaOnly {
+            what: "TF32 (cuBLAS's tensor-core mode for f32 GEMMs)".into(),
+        });
     }
     #[cfg(feature = "cuda")]
     candle_core::cuda_backend::set_gemm_reduced_precision_f32(on);
@@ -385,7 +383,10 @@ mod tests {
     fn tf32_is_refused_on_the_cpu() {
         assert!(set_tf32(&Device::Cpu, false).is_ok());
         let e = set_tf32(&Device::Cpu, true).unwrap_err().to_string();
-        assert!(e.contains("--tf32") && e.contains("CPU"), "{e}");
+        assert!(
+            e.contains("TF32") && e.contains("CPU") && !e.contains("--"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -401,7 +402,7 @@ mod tests {
             msg.contains("allocating x") && msg.contains("3.00 GiB requested"),
             "{msg}"
         );
-        assert!(msg.contains("--hidden"), "{msg}");
+        assert!(!msg.contains("--"), "no flag advice in the library: {msg}");
         // Other errors pass through untouched.
         let other: Result<()> = Err(Error::Invalid("bad".into()));
         let e = on_oom(other, &Device::Cpu, || ("y".into(), None)).unwrap_err();

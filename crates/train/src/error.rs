@@ -26,10 +26,11 @@ pub enum Error {
         /// What is wrong (naming the field when one is at fault).
         problem: String,
     },
-    /// Training produced a NaN or infinite loss or gradient.
+    /// Training produced a NaN or infinite loss or gradient. (The examples add the flags
+    /// that may help: `gnn_train::cli::hint`.)
     #[error(
-        "non-finite value at epoch {epoch}: {tensor}; training stopped{}. Try a lower \
-         learning rate, gradient-friendly inputs (row-normalised features) or --layer-norm",
+        "non-finite value at epoch {epoch}: {tensor}; training stopped{}. A lower learning \
+         rate, row-normalised features or LayerNorm between layers may keep it finite",
         checkpoint.as_ref().map(|p| format!(" (the state before this epoch is saved in {p})")).unwrap_or_default()
     )]
     NonFinite {
@@ -40,11 +41,10 @@ pub enum Error {
         /// Where the last good state was saved, if a checkpoint path was set.
         checkpoint: Option<String>,
     },
-    /// The GPU ran out of memory.
+    /// The GPU ran out of memory. (The examples add the flags that may help:
+    /// `gnn_train::cli::hint`.)
     #[error(
-        "out of GPU memory while {what}{}; the device has {} free of {}. Try a smaller --hidden \
-         or fewer --layers, or a smaller graph (--scale), or --precision bf16 (half the bytes of features and \
-         activations), or split the graph over several GPUs (the train_dist example, --nccl)",
+        "out of GPU memory while {what}{}; the device has {} free of {}",
         bytes.map(|b| format!(" ({} requested)", crate::device::gib(b))).unwrap_or_default(),
         free.map(crate::device::gib).unwrap_or_else(|| "?".into()),
         total.map(crate::device::gib).unwrap_or_else(|| "?".into())
@@ -58,6 +58,12 @@ pub enum Error {
         free: Option<u64>,
         /// Device memory in all, bytes.
         total: Option<u64>,
+    },
+    /// A setting that needs a CUDA device on a run without one.
+    #[error("{what} runs on a CUDA device only, and this run is on the CPU")]
+    CudaOnly {
+        /// The setting, e.g. `precision bf16`.
+        what: String,
     },
     /// Writing a report failed.
     #[error("{path}: {source}")]

@@ -5,7 +5,8 @@
 //! validation accuracy and early stopping; the inference engine ([`Engine`]) with exact or
 //! edge-sampled aggregation and f32 or INT8 features ([`HostFeatures`]). The front doors the
 //! examples are thin wrappers of: [`run`] (one training run from one config), [`sweep`]
-//! (parameter sweeps), [`report`] (breakdown tables, JSON, the SVG charts) and, with the `cli`
+//! (parameter sweeps), [`report`] (breakdown tables, JSON, the SVG charts), [`metrics`]
+//! (ROC-AUC of two-class models, beside accuracy) and, with the `cli`
 //! feature, [`cli`] (the shared command-line flags).
 #![deny(missing_docs)]
 
@@ -18,6 +19,7 @@ pub mod dist;
 pub mod error;
 pub mod features;
 pub mod infer;
+pub mod metrics;
 pub mod optim;
 pub mod precision;
 pub mod progress;

@@ -47,10 +47,9 @@ impl Precision {
     /// Errors when half precision is asked for on the CPU.
     pub fn check_device(self, device: &candle_core::Device) -> Result<()> {
         if self.is_half() && !device.is_cuda() {
-            return Err(Error::Invalid(format!(
-                "--precision {self} runs on a CUDA device only; the CPU path computes in f32 \
-                 (drop --cpu with a --features cuda build, or use --precision f32)"
-            )));
+            return Err(Error::CudaOnly {
+                what: format!("precision {self} (the CPU path computes in f32)"),
+            });
         }
         Ok(())
     }
@@ -152,7 +151,11 @@ mod tests {
         let cpu = candle_core::Device::Cpu;
         assert!(Precision::F32.check_device(&cpu).is_ok());
         let e = Precision::Bf16.check_device(&cpu).unwrap_err().to_string();
-        assert!(e.contains("CUDA") && e.contains("f32"), "{e}");
+        assert_eq!(
+            e,
+            "precision bf16 (the CPU path computes in f32) runs on a CUDA device only, and this \
+             run is on the CPU"
+        );
     }
 
     #[test]

@@ -17,6 +17,7 @@
 use crate::data::DeviceData;
 use crate::device::{device_name, on_oom, pick_device};
 use crate::error::{Error, Result};
+use crate::metrics::RocAuc;
 use crate::progress::{self, EpochProgress};
 use crate::report::{mean_std, write_json};
 use crate::trainer::{train_from, TrainConfig, TrainReport};
@@ -113,7 +114,15 @@ pub fn load(src: &DataSource, cpu: bool) -> Result<Loaded> {
             let (ds, format) = progress::step(format!("loading {}", path.display()), || {
                 load_auto(path, name, *split_seed)
             })
-            .map_err(|e| Error::Invalid(format!("loading {name} from {}: {e}", path.display())))?;
+            .map_err(|e| {
+                // Named as the loader names it (an edge-list folder after the folder, not after
+                // the Planetoid prefix `name`).
+                let what = gnn_graph::detect(path, name).map_or_else(
+                    |_| String::new(),
+                    |f| format!("{} ({f}) from ", f.dataset_name(path, name)),
+                );
+                Error::Invalid(format!("loading {what}{}: {e}", path.display()))
+            })?;
             println!(
                 "loaded {} ({format}) in {:.1} s; {}",
                 ds.summary(),
@@ -352,6 +361,9 @@ pub struct SeedRun {
     pub seed: u64,
     /// What training reported.
     pub report: TrainReport,
+    /// Two-class data: the ROC-AUC of the kept (best validation epoch's) weights.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub roc_auc: Option<RocAuc>,
 }
 
 /// A trained configuration: its seeds and the best one's model.
@@ -490,6 +502,7 @@ pub fn train_seeds(
             bar.epoch(log)
         })?;
         drop(bar);
+        let roc_auc = crate::metrics::model_roc_auc(&model, &graph, data)?;
         if let Some(s) = &rep.loss_scale {
             println!(
                 "{kind} seed {seed}: f16 loss scale {} at the end, {} step(s) skipped on overflow",
@@ -505,6 +518,9 @@ pub fn train_seeds(
             rep.epoch_ms_median,
             rep.inference_ms_median
         );
+        if let Some(a) = roc_auc {
+            println!("{kind} seed {seed}: {a}");
+        }
         if let Some(t) = rep.time_to_accuracy {
             println!(
                 "{kind} seed {seed}: time to accuracy (val >= best - 0.5 points = {:.2} %): epoch \
@@ -556,7 +572,11 @@ pub fn train_seeds(
         let better = best
             .as_ref()
             .is_none_or(|(i, _)| rep.best_val_acc > runs[*i].report.best_val_acc);
-        runs.push(SeedRun { seed, report: rep });
+        runs.push(SeedRun {
+            seed,
+            report: rep,
+            roc_auc,
+        });
         if better {
             best = Some((runs.len() - 1, model));
         }
@@ -601,6 +621,8 @@ pub fn run(cfg: &RunConfig) -> Result<RunOutcome> {
     let accs: Vec<f64> = gnn.runs.iter().map(|r| r.report.test_acc).collect();
     let (mean, std) = mean_std(&accs);
     let kind = cfg.model.kind;
+    let aucs: Vec<Option<RocAuc>> = gnn.runs.iter().map(|r| r.roc_auc).collect();
+    let auc = crate::metrics::mean_std_test(&aucs);
     if gnn.runs.len() > 1 {
         println!(
             "mean test accuracy: {:.1} ± {:.1} % over {} seeds ({kind} on {})",
@@ -609,6 +631,12 @@ pub fn run(cfg: &RunConfig) -> Result<RunOutcome> {
             accs.len(),
             ds.name
         );
+        if let Some((m, s)) = auc {
+            println!(
+                "mean test ROC-AUC: {m:.4} ± {s:.4} over {} seeds",
+                accs.len()
+            );
+        }
     }
     let baseline = if cfg.baseline && kind != ConvKind::Mlp {
         let spec = ModelSpec {
@@ -616,22 +644,31 @@ pub fn run(cfg: &RunConfig) -> Result<RunOutcome> {
             ..cfg.model.clone()
         };
         let t = train_seeds(cfg, &spec, ds, &data, &device)?;
-        Some(t.runs[t.best].report.clone())
+        Some((t.runs[t.best].report.clone(), t.runs[t.best].roc_auc))
     } else {
         None
     };
+    let (baseline, baseline_auc) = baseline.unzip();
     let best = &gnn.runs[gnn.best];
     if let Some(m) = &baseline {
+        // Two-class data: the test ROC-AUC beside the accuracy.
+        let auc_of = |a: Option<RocAuc>| {
+            a.and_then(|a| a.test)
+                .map(|t| format!(", ROC-AUC {t:.4}"))
+                .unwrap_or_default()
+        };
         println!("\nresult on {}:", ds.name);
         println!(
-            "  {:<6} test accuracy {:>6.2} %",
+            "  {:<6} test accuracy {:>6.2} %{}",
             kind.to_string(),
-            100.0 * best.report.test_acc
+            100.0 * best.report.test_acc,
+            auc_of(best.roc_auc)
         );
         println!(
-            "  {:<6} test accuracy {:>6.2} %  (features only, same data)",
+            "  {:<6} test accuracy {:>6.2} %{}  (features only, same data)",
             "mlp",
-            100.0 * m.test_acc
+            100.0 * m.test_acc,
+            auc_of(baseline_auc.flatten())
         );
         println!(
             "  gain over MLP: {:+.2} points",
@@ -642,8 +679,12 @@ pub fn run(cfg: &RunConfig) -> Result<RunOutcome> {
         .runs
         .iter()
         .map(|r| {
-            json!({"seed": r.seed, "test_acc": r.report.test_acc, "val_acc": r.report.best_val_acc,
-                   "best_epoch": r.report.best_epoch, "epoch_ms_median": r.report.epoch_ms_median})
+            let mut v = json!({"seed": r.seed, "test_acc": r.report.test_acc, "val_acc": r.report.best_val_acc,
+                   "best_epoch": r.report.best_epoch, "epoch_ms_median": r.report.epoch_ms_median});
+            if let (Some(a), Some(o)) = (r.roc_auc, v.as_object_mut()) {
+                o.insert("roc_auc".into(), json!(a));
+            }
+            v
         })
         .collect();
     let saved = match &cfg.save {
@@ -662,7 +703,7 @@ pub fn run(cfg: &RunConfig) -> Result<RunOutcome> {
         let (st, _) = gnn.model.save(stem, info)?;
         println!("saved weights to {}", st.display());
     }
-    let report = json!({
+    let mut report = json!({
         "dataset": ds.name,
         "dataset_summary": ds.summary(),
         "source": loaded.provenance,
@@ -685,6 +726,16 @@ pub fn run(cfg: &RunConfig) -> Result<RunOutcome> {
         "mlp": baseline.as_ref().map(without_history),
         "total_s": t_all.elapsed().as_secs_f64(),
     });
+    // Two-class data: ROC-AUC beside the accuracies (fractions, as the per-run ones).
+    if let (Some((m, s)), Some(o)) = (auc, report.as_object_mut()) {
+        o.insert("mean_test_roc_auc".into(), json!(m));
+        o.insert("std_test_roc_auc".into(), json!(s));
+        for (key, a) in [("gnn", best.roc_auc), ("mlp", baseline_auc.flatten())] {
+            if let (Some(a), Some(part)) = (a, o.get_mut(key).and_then(Value::as_object_mut)) {
+                part.insert("roc_auc".into(), json!(a));
+            }
+        }
+    }
     if let Some(p) = &cfg.json {
         write_json(p, &report)?;
         println!(

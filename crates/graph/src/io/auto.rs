@@ -44,6 +44,22 @@ impl std::fmt::Display for Format {
     }
 }
 
+impl Format {
+    /// The name the dataset at `path` is loaded under, which its load errors call it:
+    /// Planetoid's prefix `name`, `reddit` for DGL's files, the folder's name for OGB and
+    /// edge-list folders, the file's stem for gnn-benchmark (`name` is not used by the last
+    /// three).
+    pub fn dataset_name(&self, path: &Path, name: &str) -> String {
+        match self {
+            Format::Planetoid => name.to_string(),
+            Format::DglReddit => super::dgl::NAME.to_string(),
+            Format::Ogb => super::file_name(path, false, "ogb"),
+            Format::GnnBenchmark(file) => super::file_name(file, true, "gnn-benchmark"),
+            Format::EdgeList => super::file_name(path, false, "edge-list"),
+        }
+    }
+}
+
 /// True when `path` is a `.npz` archive holding a gnn-benchmark adjacency.
 fn is_gnn_benchmark(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "npz")
@@ -107,8 +123,8 @@ pub fn detect(path: &Path, name: &str) -> Result<Format> {
             path,
             "<folder>",
             format!(
-                "{} gnn-benchmark files and none named `{name}.npz`; pick one with --dataset \
-                 or pass the file: {:?}",
+                "{} gnn-benchmark files and none named `{name}.npz`; name one of them or \
+                 give its file: {:?}",
                 npz.len(),
                 npz.iter().filter_map(|p| p.file_name()).collect::<Vec<_>>()
             ),

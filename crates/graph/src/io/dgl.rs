@@ -1,5 +1,5 @@
-//! DGL's Reddit files: `reddit_data.npz` (`feature` f32 [N, 602], `label` int [N],
-//! `node_types` int [N] with 1/2/3 = train/val/test) and `reddit_graph.npz` (a
+//! DGL's Reddit files: `reddit_data.npz` (`feature` f32 `[N, 602]`, `label` int `[N]`,
+//! `node_types` int `[N]` with 1/2/3 = train/val/test) and `reddit_graph.npz` (a
 //! `scipy.sparse.save_npz` COO matrix: `row`, `col`, `shape`, `format`; CSR is accepted too).
 //!
 //! Edges go `row -> col` as DGL's `from_scipy` reads them; the graph is kept as stored (it
@@ -11,6 +11,9 @@ use crate::csr::Csr;
 use crate::dataset::{Dataset, DenseMatrix, Features, Split};
 use crate::error::{Error, Result};
 use std::path::Path;
+
+/// The name of the dataset [`load_dgl_reddit`] loads.
+pub const NAME: &str = "reddit";
 
 /// Loads `<dir>/reddit_data.npz` and `<dir>/reddit_graph.npz`.
 pub fn load_dgl_reddit(dir: impl AsRef<Path>) -> Result<Dataset> {
@@ -84,7 +87,7 @@ pub fn load_dgl_reddit(dir: impl AsRef<Path>) -> Result<Dataset> {
 
     let graph = load_scipy_graph(&pgraph, n)?;
     let ds = Dataset {
-        name: "reddit".into(),
+        name: NAME.into(),
         graph,
         features: Features::Dense(features),
         labels: label.into_iter().map(|l| l as i32).collect(),

@@ -2,7 +2,8 @@
 //! - `edges.txt` or `edges.csv`: one edge `source target` per line, node ids from 0, separated
 //!   by whitespace or a comma; blank lines and `#` comments are skipped, and a first line
 //!   without numbers (`src,dst`) is taken as a header;
-//! - `features.npy`: `[nodes, features]` floats (the node count comes from here);
+//! - `features.npy`: `[nodes, features]` floats, `f2`, `f4` or `f8` (read as f32; the node
+//!   count comes from here);
 //! - `labels.npy`: `[nodes]` integer classes;
 //! - optional `train.npy`, `val.npy`, `test.npy`: boolean masks of length `nodes` (PyG's
 //!   `train_mask`, ...) or arrays of node ids. Without them the split is
@@ -89,10 +90,7 @@ pub fn load_edge_list_dir(
             ));
         }
     };
-    let name = dir
-        .file_name()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "edge-list".into());
+    let name = super::file_name(dir, false, "edge-list");
     let ds = Dataset {
         name,
         graph,

@@ -108,10 +108,7 @@ pub fn load_gnn_benchmark(path: impl AsRef<Path>, split_seed: u64) -> Result<Dat
     let labels = read_labels(&z.read("labels")?, path, "labels", n)?;
     let num_classes = labels.iter().max().map_or(0, |&m| m as usize + 1);
     let split = Split::stratified(&labels, TRAIN_PER_CLASS, VAL_PER_CLASS, split_seed);
-    let name = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "gnn-benchmark".into());
+    let name = super::file_name(path, true, "gnn-benchmark");
     let ds = Dataset {
         name,
         graph,
@@ -179,19 +176,41 @@ pub(crate) fn read_labels(a: &NpyArray, path: &Path, field: &str, n: usize) -> R
     let v = a
         .to_i64()
         .map_err(|k| Error::format(path, field, format!("entry {k} is not an integer")))?;
+    // The class count is the largest label + 1; every label must fall in 0..count, and the
+    // count must not exceed the nodes (a stray huge label would size a classifier the machine
+    // cannot hold).
+    let Some(&max) = v.iter().max() else {
+        return Ok(Vec::new());
+    };
+    if max >= n as i64 {
+        let i = v.iter().position(|&l| l == max).unwrap_or(0);
+        return Err(Error::format(
+            path,
+            field,
+            format!(
+                "label {max} at node {i} would make {} classes for {n} nodes (class ids are \
+                 0..classes, at most one class per node)",
+                max as i128 + 1
+            ),
+        ));
+    }
+    if let Some((i, &l)) = v.iter().enumerate().find(|(_, &l)| l < 0) {
+        let problem = if max < 0 {
+            format!("label {l} at node {i} is negative, as every label (class ids count from 0)")
+        } else {
+            format!(
+                "label {l} at node {i} outside 0..{c} ({c} classes, from the largest label {max})",
+                c = max + 1
+            )
+        };
+        return Err(Error::format(path, field, problem));
+    }
+    // 0 <= l <= max < n <= usize: each fits an i32 when n does.
     v.iter()
-        .enumerate()
-        .map(|(i, &l)| {
-            i32::try_from(l)
-                .ok()
-                .filter(|&l| l >= 0 && (l as usize) < n)
-                .ok_or_else(|| {
-                    Error::format(
-                        path,
-                        field,
-                        format!("node {i} has class {l} (classes are 0..{n})"),
-                    )
-                })
+        .map(|&l| {
+            i32::try_from(l).map_err(|_| {
+                Error::format(path, field, format!("label {l} is not a 32-bit class id"))
+            })
         })
         .collect()
 }

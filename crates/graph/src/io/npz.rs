@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 /// Typed contents of one `.npy` member.
 #[derive(Debug, Clone, PartialEq)]
 pub enum NpyData {
-    /// `f4`.
+    /// `f4`, and `f2` (half precision) widened exactly on reading: the datasets' features
+    /// are f32 on the host, and a half-precision run narrows them on the device.
     F32(Vec<f32>),
     /// `f8`.
     F64(Vec<f64>),
@@ -191,6 +192,13 @@ pub fn parse_npy(bytes: &[u8]) -> std::result::Result<NpyArray, String> {
     let shape: Vec<usize> = npy.shape().iter().map(|&d| d as usize).collect();
     let bad = |e: std::io::Error| format!("bad .npy data ({ts}): {e}");
     let data = match (ts.type_char(), ts.size_field()) {
+        (TypeChar::Float, 2) => NpyData::F32(
+            npy.into_vec::<npyz::half::f16>()
+                .map_err(bad)?
+                .into_iter()
+                .map(f32::from)
+                .collect(),
+        ),
         (TypeChar::Float, 4) => NpyData::F32(npy.into_vec::<f32>().map_err(bad)?),
         (TypeChar::Float, 8) => NpyData::F64(npy.into_vec::<f64>().map_err(bad)?),
         (TypeChar::Int, 1) => NpyData::I64(

@@ -28,10 +28,7 @@ pub fn load_ogb_node(
 ) -> Result<Dataset> {
     let root = root.as_ref();
     let raw = root.join("raw");
-    let name = root
-        .file_name()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "ogb".into());
+    let name = super::file_name(root, false, "ogb");
 
     let pfeat = raw.join("node-feat.csv.gz");
     let rows: Vec<Vec<f32>> = parse_lines(&pfeat, |line| {

@@ -505,7 +505,9 @@ impl InferSweep {
         }
         if matches!(host, HostFeatures::Int8 { .. }) && (self.sweep || !self.int8) {
             return Err(Error::Invalid(
-                "--features holds INT8 codes: use it with --int8 and without --sweep".into(),
+                "the features file holds INT8 codes, which serve INT8 inference only (int8 \
+                 set, no sweep)"
+                    .into(),
             ));
         }
         Ok(host)
@@ -516,15 +518,15 @@ impl InferSweep {
     pub fn run(&self, ds: &Dataset, device: &Device) -> Result<Value> {
         if self.predictions.is_some() && (self.sweep || self.weights.len() != 1) {
             return Err(Error::Invalid(
-                "per-node predictions are written for one model without --sweep".into(),
+                "per-node predictions are written for one model and no sweep".into(),
             ));
         }
         if self.precision.is_half() {
             self.precision.check_device(device)?;
             if self.sweep || self.int8 {
                 return Err(Error::Invalid(format!(
-                    "--precision {} runs over the dataset's features (exact or sampled \
-                     aggregation); INT8 features and --sweep run in f32 (use --precision f32)",
+                    "precision {} runs over the dataset's features (exact or sampled \
+                     aggregation); INT8 features and sweeps run in f32 only",
                     self.precision
                 )));
             }

@@ -164,7 +164,7 @@ impl MaxkSweep {
     ) -> Result<()> {
         if let Some(k) = self.ks.iter().find(|&&k| k == 0 || k > self.model.hidden) {
             return Err(Error::Invalid(format!(
-                "--k {k}: every k must be in 1..={} (the hidden width)",
+                "MaxK k = {k}: every k must be in 1..={} (the hidden width)",
                 self.model.hidden
             )));
         }
