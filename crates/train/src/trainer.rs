@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::optim::{Adam, OptimizerKind};
 use crate::report::PhaseSums;
 use candle_core::Tensor;
-use gnn_models::{DropoutRng, Forward, Gnn, ModelGraph, Timer};
+use gnn_models::{DropoutRng, Forward, Gnn, ModelGraph};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -381,11 +381,8 @@ fn train_inner(
             "checkpoint_every is set but no checkpoint path is".into(),
         ));
     }
-    let timer = if cfg.profile {
-        Timer::enabled(&device)
-    } else {
-        Timer::disabled()
-    };
+    graph.set_phase_timing(cfg.profile);
+    graph.take_phase_times()?;
     graph.graph.set_backward_timing(cfg.profile);
     graph.graph.take_backward_time()?;
     // A partitioned graph: this is one rank of a multi-device run. Its halo exchanges run
@@ -468,14 +465,13 @@ fn train_inner(
         let t0 = Instant::now();
         *phase = format!("running training epoch {epoch} (forward{need})");
         if cfg.cache_input_aggregate && epoch == start + 1 {
-            input_agg = timer.time(gnn_models::Phase::Aggregation, || {
-                model.input_aggregate(graph, &data.x)
-            })?;
+            let _t = graph.phase(gnn_models::Phase::Aggregation);
+            input_agg = model.input_aggregate(graph, &data.x)?;
         }
         let logits = model.forward(
             graph,
             &data.x,
-            &mut Forward::train(&mut rng, &timer).with_input_aggregate(input_agg.as_ref()),
+            &mut Forward::train(&mut rng).with_input_aggregate(input_agg.as_ref()),
         )?;
         sync(&device)?;
         let t_fwd = t0.elapsed();
@@ -580,7 +576,7 @@ fn train_inner(
         mark_peak(&device, &mut peaks[3])?;
         let total = t0.elapsed();
 
-        let phases = timer.take()?;
+        let phases = graph.take_phase_times()?;
         let bwd_agg = graph.graph.take_backward_time()?;
         let measured = phases.aggregation + phases.gemm + phases.elementwise;
         // Communication is taken out of the phase it ran in: the forward's halo exchanges out
@@ -619,12 +615,15 @@ fn train_inner(
             sync(&device)?;
             let te = Instant::now();
             *phase = format!("evaluating after epoch {epoch}");
-            let eval_timer = Timer::disabled();
+            // Evaluations are timed whole (`infer_ms`), not by phase.
+            graph.set_phase_timing(false);
             let logits = model.forward(
                 graph,
                 &data.x,
-                &mut Forward::eval(&eval_timer).with_input_aggregate(input_agg.as_ref()),
-            )?;
+                &mut Forward::eval().with_input_aggregate(input_agg.as_ref()),
+            );
+            graph.set_phase_timing(cfg.profile);
+            let logits = logits?;
             sync(&device)?;
             infer_ms.push(te.elapsed().as_secs_f64() * 1e3);
             let (tr, va, te) = split_accuracy(&logits, data, comm.as_deref())?;
@@ -671,6 +670,7 @@ fn train_inner(
             break;
         }
     }
+    graph.set_phase_timing(false);
     graph.graph.set_backward_timing(false);
     if let Some(w) = best_weights {
         for ((_, v), t) in vars.iter().zip(w) {
@@ -825,8 +825,7 @@ pub fn masked_cross_entropy(logits: &Tensor, labels: &Tensor, weight: &Tensor) -
 
 /// Logits of every node in evaluation mode (no dropout): the inference path.
 pub fn predict(model: &Gnn, graph: &ModelGraph, x: &Tensor) -> Result<Tensor> {
-    let t = Timer::disabled();
-    Ok(model.forward(graph, x, &mut Forward::eval(&t))?)
+    Ok(model.forward(graph, x, &mut Forward::eval())?)
 }
 
 #[cfg(test)]
