@@ -392,6 +392,25 @@ fn without_history(r: &TrainReport) -> Value {
     v
 }
 
+/// Prints the model a run trains (kind, activation, precision, shape, parameters) and how
+/// long its graph took to prepare.
+fn print_model_header(cfg: &RunConfig, spec: &ModelSpec, model: &Gnn, prep_s: f64) {
+    let kind = spec.kind;
+    println!(
+        "{kind} ({}, {}), {} layers x {} hidden, {} parameters (graph prepared in \
+         {prep_s:.2} s)",
+        model.config().activation,
+        if cfg.train.tf32 && !cfg.train.precision.is_half() {
+            "f32, TF32 GEMMs".to_string()
+        } else {
+            cfg.train.precision.to_string()
+        },
+        spec.layers,
+        spec.hidden,
+        model.num_params()
+    );
+}
+
 /// Trains `spec` on `data` over `cfg.seeds` seeds (an MLP when `spec.kind` is one, with no
 /// checkpoints unless the run's own model is an MLP).
 pub fn train_seeds(
@@ -454,19 +473,7 @@ pub fn train_seeds(
             )
         })?;
         if seed == cfg.train.seed {
-            println!(
-                "{kind} ({}, {}), {} layers x {} hidden, {} parameters (graph prepared in \
-                 {prep_s:.2} s)",
-                model.config().activation,
-                if cfg.train.tf32 && !cfg.train.precision.is_half() {
-                    "f32, TF32 GEMMs".to_string()
-                } else {
-                    cfg.train.precision.to_string()
-                },
-                spec.layers,
-                spec.hidden,
-                model.num_params()
-            );
+            print_model_header(cfg, spec, &model, prep_s);
         }
         if seed == cfg.train.seed
             && tc.cache_input_aggregate
@@ -487,66 +494,11 @@ pub fn train_seeds(
             bar.epoch(log)
         })?;
         drop(bar);
-        if let Some(s) = &rep.loss_scale {
-            println!(
-                "{kind} seed {seed}: f16 loss scale {} at the end, {} step(s) skipped on overflow",
-                s.scale, s.skipped
-            );
-        }
-        println!(
-            "{kind} seed {seed}: test {:.2} % (val {:.2} % at epoch {}), median epoch {:.2} ms, \
-             inference {:.1} ms",
-            100.0 * rep.test_acc,
-            100.0 * rep.best_val_acc,
-            rep.best_epoch,
-            rep.epoch_ms_median,
-            rep.inference_ms_median
+        rep.print_summary(
+            &kind.to_string(),
+            seed,
+            cfg.print_breakdown && tc.profile && own,
         );
-        if let Some(t) = rep.time_to_accuracy {
-            println!(
-                "{kind} seed {seed}: time to accuracy (val >= best - 0.5 points = {:.2} %): epoch \
-                 {}, {:.2} s of training",
-                100.0 * t.target,
-                t.epoch,
-                t.train_s
-            );
-        }
-        if let Some(b) = rep.peak_allocated_bytes {
-            println!(
-                "peak device memory allocated (the allocator's accounting, as torch's \
-                 max_memory_allocated): {:.2} GiB",
-                b as f64 / (1u64 << 30) as f64
-            );
-        }
-        if let Some(p) = rep.peak_allocated_by_phase {
-            let parts: Vec<String> = p
-                .phases()
-                .iter()
-                .map(|(name, b)| format!("{name} {:.2}", *b as f64 / (1u64 << 30) as f64))
-                .collect();
-            println!("  highest in each phase (GiB): {}", parts.join(", "));
-        }
-        if let Some(b) = rep.peak_device_bytes {
-            println!(
-                "peak device memory in use (sampled, driver view): {:.2} GiB",
-                b as f64 / (1u64 << 30) as f64
-            );
-        }
-        if cfg.print_breakdown && tc.profile && own {
-            println!(
-                "timing breakdown ({kind}, mean over {} epochs after warm-up):\n{}",
-                rep.breakdown.epochs,
-                rep.breakdown.table()
-            );
-            if let Some(f) = &rep.first_epoch {
-                println!(
-                    "first epoch ({kind}, its one-off set-up included; of it {:.0} ms on the \
-                     host building the graph's transpose, schedules and degree tables):\n{}",
-                    rep.first_epoch_graph_setup_ms.unwrap_or(0.0),
-                    f.table()
-                );
-            }
-        }
         if let (true, Some(p)) = (tc.checkpoint_every > 0, &tc.checkpoint) {
             println!("{kind}: checkpoints in {}", p.display());
         }
@@ -565,6 +517,25 @@ pub fn train_seeds(
         model,
         prep_s,
     })
+}
+
+/// Prints the GNN's test accuracy beside the MLP baseline's on `dataset`.
+fn print_comparison(dataset: &str, kind: ConvKind, gnn: &TrainReport, mlp: &TrainReport) {
+    println!("\nresult on {dataset}:");
+    println!(
+        "  {:<6} test accuracy {:>6.2} %",
+        kind.to_string(),
+        100.0 * gnn.test_acc
+    );
+    println!(
+        "  {:<6} test accuracy {:>6.2} %  (features only, same data)",
+        "mlp",
+        100.0 * mlp.test_acc
+    );
+    println!(
+        "  gain over MLP: {:+.2} points",
+        100.0 * (gnn.test_acc - mlp.test_acc)
+    );
 }
 
 /// Runs `cfg` end to end; see the module docs.
@@ -614,21 +585,7 @@ pub fn run(cfg: &RunConfig) -> Result<RunOutcome> {
     };
     let best = &gnn.runs[gnn.best];
     if let Some(m) = &baseline {
-        println!("\nresult on {}:", ds.name);
-        println!(
-            "  {:<6} test accuracy {:>6.2} %",
-            kind.to_string(),
-            100.0 * best.report.test_acc
-        );
-        println!(
-            "  {:<6} test accuracy {:>6.2} %  (features only, same data)",
-            "mlp",
-            100.0 * m.test_acc
-        );
-        println!(
-            "  gain over MLP: {:+.2} points",
-            100.0 * (best.report.test_acc - m.test_acc)
-        );
+        print_comparison(&ds.name, kind, &best.report, m);
     }
     let runs: Vec<Value> = gnn
         .runs

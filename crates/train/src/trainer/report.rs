@@ -75,6 +75,74 @@ pub struct TrainReport {
     pub history: Vec<EpochLog>,
 }
 
+impl TrainReport {
+    /// Prints what the run of `model` with `seed` reached on stdout: accuracy, times,
+    /// memory peaks and, with `breakdown`, the per-phase timing tables.
+    pub fn print_summary(&self, model: &str, seed: u64, breakdown: bool) {
+        let kind = model;
+        if let Some(s) = &self.loss_scale {
+            println!(
+                "{kind} seed {seed}: f16 loss scale {} at the end, {} step(s) skipped on overflow",
+                s.scale, s.skipped
+            );
+        }
+        println!(
+            "{kind} seed {seed}: test {:.2} % (val {:.2} % at epoch {}), median epoch {:.2} ms, \
+             inference {:.1} ms",
+            100.0 * self.test_acc,
+            100.0 * self.best_val_acc,
+            self.best_epoch,
+            self.epoch_ms_median,
+            self.inference_ms_median
+        );
+        if let Some(t) = self.time_to_accuracy {
+            println!(
+                "{kind} seed {seed}: time to accuracy (val >= best - 0.5 points = {:.2} %): epoch \
+                 {}, {:.2} s of training",
+                100.0 * t.target,
+                t.epoch,
+                t.train_s
+            );
+        }
+        if let Some(b) = self.peak_allocated_bytes {
+            println!(
+                "peak device memory allocated (the allocator's accounting, as torch's \
+                 max_memory_allocated): {:.2} GiB",
+                b as f64 / (1u64 << 30) as f64
+            );
+        }
+        if let Some(p) = self.peak_allocated_by_phase {
+            let parts: Vec<String> = p
+                .phases()
+                .iter()
+                .map(|(name, b)| format!("{name} {:.2}", *b as f64 / (1u64 << 30) as f64))
+                .collect();
+            println!("  highest in each phase (GiB): {}", parts.join(", "));
+        }
+        if let Some(b) = self.peak_device_bytes {
+            println!(
+                "peak device memory in use (sampled, driver view): {:.2} GiB",
+                b as f64 / (1u64 << 30) as f64
+            );
+        }
+        if breakdown {
+            println!(
+                "timing breakdown ({kind}, mean over {} epochs after warm-up):\n{}",
+                self.breakdown.epochs,
+                self.breakdown.table()
+            );
+            if let Some(f) = &self.first_epoch {
+                println!(
+                    "first epoch ({kind}, its one-off set-up included; of it {:.0} ms on the \
+                     host building the graph's transpose, schedules and degree tables):\n{}",
+                    self.first_epoch_graph_setup_ms.unwrap_or(0.0),
+                    f.table()
+                );
+            }
+        }
+    }
+}
+
 /// The allocator's high-water mark (bytes) of each phase of a training epoch, the highest
 /// over the run's epochs; [`TrainReport::peak_allocated_bytes`] is their maximum.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
