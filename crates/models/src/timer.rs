@@ -80,6 +80,12 @@ pub(crate) struct Timer {
     gathered: Mutex<Gathered>,
 }
 
+// Every pass over a graph shares its clock: it must leave `ModelGraph` Send and Sync.
+const _: () = {
+    const fn shareable<T: Send + Sync>() {}
+    shareable::<Timer>();
+};
+
 impl Timer {
     /// A clock for work on `device`, off.
     pub(crate) fn new(device: &Device) -> Self {
