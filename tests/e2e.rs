@@ -144,7 +144,7 @@ fn early_stopping_stops_and_restores_best_weights() {
 #[test]
 fn residual_adds_the_hidden_input_past_each_hidden_layer() {
     use candle_core::{Tensor, D};
-    use gnn::models::{Forward, Timer};
+    use gnn::models::Forward;
     let dev = Device::Cpu;
     let ds = load_planetoid(cora_dir(), "cora").unwrap();
     let graph = ModelGraph::new(&ds.graph, ConvKind::Mlp, &dev).unwrap();
@@ -153,9 +153,8 @@ fn residual_adds_the_hidden_input_past_each_hidden_layer() {
     let plain = Gnn::new(cfg.clone(), &dev, 3).unwrap();
     cfg.residual = true;
     let res = Gnn::new(cfg, &dev, 3).unwrap();
-    let t = Timer::disabled();
-    let yp = plain.forward(&graph, &x, &mut Forward::eval(&t)).unwrap();
-    let yr = res.forward(&graph, &x, &mut Forward::eval(&t)).unwrap();
+    let yp = plain.forward(&graph, &x, &mut Forward::eval()).unwrap();
+    let yr = res.forward(&graph, &x, &mut Forward::eval()).unwrap();
     let var = |name: &str| -> Tensor {
         res.named_vars()
             .into_iter()

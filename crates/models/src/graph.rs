@@ -2,6 +2,7 @@
 
 use crate::config::ConvKind;
 use crate::error::{Error, Result};
+use crate::timer::{Phase, PhaseSpan, PhaseTimes, Timer};
 use candle_core::{Device, Tensor};
 use gnn_graph::{BuildOptions, Csr, LocalGraph, Normalization, SelfLoops};
 use gnn_kernels::{
@@ -67,6 +68,9 @@ impl std::str::FromStr for Aggregation {
 /// | GAT | `A + I`, and per head count its head-expanded graph ([`ModelGraph::heads`]) | none |
 /// | transformer | `A` as given (PyG keeps the file's self loops), and its head-expanded graphs | none |
 /// | MLP | `A` as given (unused) | none |
+///
+/// It is also the forward context a layer receives: its phase clock times the pass
+/// ([`ModelGraph::phase`]).
 pub struct ModelGraph {
     /// The structure on the device.
     pub graph: DeviceGraph,
@@ -86,6 +90,8 @@ pub struct ModelGraph {
     /// `graph` is only the first column slice of `symmetric` (the local graph is stored as
     /// slices): every product but the symmetric aggregation is refused.
     sliced: bool,
+    /// The phase clock of the passes over this graph (off unless [`Self::set_phase_timing`]).
+    timer: Timer,
 }
 
 /// The host-side operands of one model kind (structure and edge values, before upload):
@@ -273,6 +279,7 @@ impl ModelGraph {
 
     fn plain(graph: DeviceGraph) -> Self {
         Self {
+            timer: Timer::new(graph.device()),
             graph,
             values: None,
             aggregation: Aggregation::Exact,
@@ -282,6 +289,24 @@ impl ModelGraph {
             symmetric: None,
             sliced: false,
         }
+    }
+
+    /// Opens a span of `phase` on this graph's clock: the time until the span is dropped is
+    /// added to the phase when timing is on (`let _t = g.phase(Phase::Gemm);`).
+    pub fn phase(&self, phase: Phase) -> PhaseSpan<'_> {
+        self.timer.phase(phase)
+    }
+
+    /// Turns the forward passes' phase timing on or off ([`Self::phase`]). The clock belongs
+    /// to the graph: passes over it on several threads at once would share it.
+    pub fn set_phase_timing(&self, on: bool) {
+        self.timer.set_enabled(on);
+    }
+
+    /// The phase times gathered since the last call, reset to zero (on a CUDA device this
+    /// waits for the last recorded event), or the first error a span met.
+    pub fn take_phase_times(&self) -> Result<PhaseTimes> {
+        self.timer.take()
     }
 
     /// The graph with each row repeated per head ([`gnn_graph::Csr::expand_heads`]), on the

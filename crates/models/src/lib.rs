@@ -23,4 +23,4 @@ pub use error::{Error, Result};
 pub use graph::{Aggregation, ModelGraph, Operands};
 pub use model::{Forward, Gnn, PygLayout};
 pub use params::{Init, ParamStore};
-pub use timer::{Phase, PhaseTimes, Timer};
+pub use timer::{Phase, PhaseSpan, PhaseTimes};

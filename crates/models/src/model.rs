@@ -13,7 +13,7 @@ use crate::dropout::DropoutRng;
 use crate::error::{Error, Result};
 use crate::graph::ModelGraph;
 use crate::params::{Init, ParamStore};
-use crate::timer::{Phase, Timer};
+use crate::timer::Phase;
 use candle_core::{DType, Device, Tensor, Var};
 use candle_nn::VarMap;
 use std::collections::HashMap;
@@ -29,15 +29,14 @@ enum Conv {
     Lin(Linear),
 }
 
-/// How a forward pass runs: training (dropout on) or evaluation, and where time goes.
+/// How a forward pass runs: training (dropout on) or evaluation. Where its time goes is
+/// measured on the graph ([`ModelGraph::set_phase_timing`]).
 pub struct Forward<'a> {
     /// Training mode: dropout active, the result differentiable; otherwise evaluation
     /// ([`Forward::eval`]).
     pub train: bool,
     /// Dropout masks (required when `train` and dropout > 0).
     pub rng: Option<&'a mut DropoutRng>,
-    /// Phase timer.
-    pub timer: &'a Timer,
     /// The first layer's aggregation of this input, from [`Gnn::input_aggregate`] on the same
     /// input and graph: the first layer then skips its sparse products (they are constant
     /// over epochs).
@@ -48,20 +47,18 @@ impl<'a> Forward<'a> {
     /// Evaluation mode: no dropout, and a result outside the autograd graph (each layer's
     /// output is detached, so the pass holds one layer's intermediates at a time). For
     /// gradients without dropout, train with dropout 0.
-    pub fn eval(timer: &'a Timer) -> Self {
+    pub fn eval() -> Self {
         Self {
             train: false,
             rng: None,
-            timer,
             input_aggregate: None,
         }
     }
     /// Training mode with dropout from `rng`.
-    pub fn train(rng: &'a mut DropoutRng, timer: &'a Timer) -> Self {
+    pub fn train(rng: &'a mut DropoutRng) -> Self {
         Self {
             train: true,
             rng: Some(rng),
-            timer,
             input_aggregate: None,
         }
     }
@@ -255,9 +252,9 @@ impl Gnn {
         self.named_vars().iter().map(|(_, v)| v.elem_count()).sum()
     }
 
-    /// Logits `[N, out_dim]` for every node.
+    /// Logits `[N, out_dim]` for every node. `g` is also the pass's context: its clock times
+    /// the phases when on ([`ModelGraph::set_phase_timing`]).
     pub fn forward(&self, g: &ModelGraph, x: &Tensor, ctx: &mut Forward<'_>) -> Result<Tensor> {
-        let t = ctx.timer;
         if ctx.train && g.aggregation != crate::Aggregation::Exact {
             return Err(Error::Config(format!(
                 "{} aggregation is for inference only (it has no backward); train with exact",
@@ -268,7 +265,8 @@ impl Gnn {
         if let Some((rng, p)) =
             layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.input_dropout)?
         {
-            h = t.time(Phase::Elementwise, || rng.dropout(&h, p))?;
+            let _t = g.phase(Phase::Elementwise);
+            h = rng.dropout(&h, p)?;
         }
         let last = self.convs.len() - 1;
         for l in 0..=last {
@@ -278,7 +276,8 @@ impl Gnn {
             let agg = if l == 0 { ctx.input_aggregate } else { None };
             h = self.layer(l, g, h, agg, &mut skip, ctx)?;
             if let Some(s) = skip.filter(|s| s.dims() == h.dims()) {
-                h = t.time(Phase::Elementwise, || Ok((h + s)?))?;
+                let _t = g.phase(Phase::Elementwise);
+                h = (h + s)?;
             }
             if !ctx.train {
                 // Nothing differentiates an evaluation: cut the graph so that this layer's
@@ -290,6 +289,14 @@ impl Gnn {
         Ok(h)
     }
 
+    /// The activation after layer `l`: ReLU for the first layer of a MaxK-after-first model.
+    fn activation(&self, l: usize) -> Activation {
+        match self.cfg.activation {
+            Activation::MaxK { .. } if l == 0 && self.cfg.maxk_after_first => Activation::Relu,
+            a => a,
+        }
+    }
+
     /// Layer `l` with its norm, activation and dropout (the output layer has none); `agg`: the
     /// layer's aggregation of `h`, precomputed (first layer only); `skip`: the residual to add
     /// to the output, which a GCN layer may fuse (MaxK: into its SpGEMM; ReLU: into its
@@ -299,98 +306,109 @@ impl Gnn {
         &self,
         l: usize,
         g: &ModelGraph,
-        mut h: Tensor,
+        h: Tensor,
         agg: Option<&Tensor>,
         skip: &mut Option<Tensor>,
         ctx: &mut Forward<'_>,
     ) -> Result<Tensor> {
-        let t = ctx.timer;
         let conv = &self.convs[l];
         let last = l + 1 == self.convs.len();
-        // The activation after this layer: ReLU for the first layer of a MaxK-after-first model.
-        let activation = match self.cfg.activation {
-            Activation::MaxK { .. } if l == 0 && self.cfg.maxk_after_first => Activation::Relu,
-            a => a,
-        };
+        let activation = self.activation(l);
         if let (Activation::MaxK { k }, false) = (activation, last) {
-            // linear -> MaxK -> dropout -> aggregation inside the layer; nothing after it
-            // but the optional LayerNorm.
-            let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
-            // Without LayerNorm a GCN layer takes the residual into its SpGEMM when the widths
-            // match (output rows = this graph's rows, width = the layer's out).
-            let fits = match (conv, skip.as_ref()) {
-                (Conv::Gcn(c), Some(s)) => {
-                    self.norms.get(l).is_none() && s.dims() == [g.graph.n_rows(), c.out_dim()]
-                }
-                _ => false,
-            };
-            let residual = if fits { skip.take() } else { None };
-            h = match conv {
-                Conv::Gcn(c) => c.forward_maxk(g, &h, k, drop, residual.as_ref(), t)?,
-                Conv::Sage(c) => c.forward_maxk(g, &h, k, drop, t)?,
-                Conv::Gin(c) => c.forward_maxk(g, &h, k, drop, t)?,
-                Conv::Lin(_) | Conv::Gat(_) | Conv::Transformer(_) => {
-                    return Err(Error::Config("MaxK needs a graph convolution".into()))
-                }
-            };
-            if let Some(norm) = self.norms.get(l) {
-                h = t.time(Phase::Elementwise, || norm.forward(&h))?;
-            }
-            return Ok(h);
+            return self.layer_maxk(l, g, h, k, skip, ctx);
         }
         // GCN and GraphSAGE hand back their bias, to ride in the activation's pass when ReLU
         // follows directly (no LayerNorm in between).
         let fuse = !last && self.norms.get(l).is_none() && activation == Activation::Relu;
         if let (Conv::Gcn(c), true) = (conv, fuse) {
             let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
-            return c.forward_relu_dropout(g, &h, agg, drop, skip, t);
+            return c.forward_relu_dropout(g, &h, agg, drop, skip);
         }
         let unbiased = match conv {
-            Conv::Sage(c) if fuse => Some(c.forward_unbiased(g, &h, agg, t)?),
+            Conv::Sage(c) if fuse => Some(c.forward_unbiased(g, &h, agg)?),
             _ => None,
         };
         if let Some((y, b)) = unbiased {
             let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
-            return crate::conv::bias_relu_dropout(&y, &b, drop, t);
+            return crate::conv::bias_relu_dropout(g, &y, &b, drop);
         }
-        h = match conv {
-            Conv::Gcn(c) => c.forward(g, &h, agg, t)?,
-            Conv::Sage(c) => c.forward(g, &h, agg, t)?,
-            Conv::Gin(c) => c.forward(g, &h, agg, t)?,
+        let mut h = match conv {
+            Conv::Gcn(c) => c.forward(g, &h, agg)?,
+            Conv::Sage(c) => c.forward(g, &h, agg)?,
+            Conv::Gin(c) => c.forward(g, &h, agg)?,
             Conv::Gat(c) => {
                 let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.att_dropout)?;
-                c.forward(g, &h, drop, t)?
+                c.forward(g, &h, drop)?
             }
             Conv::Transformer(c) => {
                 let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.att_dropout)?;
-                c.forward(g, &h, drop, t)?
+                c.forward(g, &h, drop)?
             }
-            Conv::Lin(c) => c.forward(&h, t)?,
+            Conv::Lin(c) => c.forward(g, &h)?,
         };
         if last {
             return Ok(h);
         }
         if let Some(norm) = self.norms.get(l) {
-            h = t.time(Phase::Elementwise, || norm.forward(&h))?;
+            let _t = g.phase(Phase::Elementwise);
+            h = norm.forward(&h)?;
         }
         let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
+        let _t = g.phase(Phase::Elementwise);
         match (activation, drop) {
             // Training's hidden activation: ReLU and dropout in one pass each way.
-            (Activation::Relu, Some((rng, p))) => {
-                t.time(Phase::Elementwise, || rng.relu_dropout(&h, p))
-            }
+            (Activation::Relu, Some((rng, p))) => rng.relu_dropout(&h, p),
             (activation, drop) => {
                 h = match activation {
-                    Activation::Relu => t.time(Phase::Elementwise, || Ok(h.relu()?))?,
-                    Activation::Elu => t.time(Phase::Elementwise, || Ok(h.elu(1.0)?))?,
+                    Activation::Relu => h.relu()?,
+                    Activation::Elu => h.elu(1.0)?,
                     // Applied inside each layer but the last (above); never reached.
                     Activation::MaxK { .. } => h,
                 };
                 match drop {
-                    Some((rng, p)) => t.time(Phase::Elementwise, || rng.dropout(&h, p)),
+                    Some((rng, p)) => rng.dropout(&h, p),
                     None => Ok(h),
                 }
             }
+        }
+    }
+
+    /// Hidden layer `l` of a MaxK model: linear -> MaxK -> dropout -> aggregation inside the
+    /// layer; nothing after it but the optional LayerNorm.
+    fn layer_maxk(
+        &self,
+        l: usize,
+        g: &ModelGraph,
+        mut h: Tensor,
+        k: usize,
+        skip: &mut Option<Tensor>,
+        ctx: &mut Forward<'_>,
+    ) -> Result<Tensor> {
+        let conv = &self.convs[l];
+        let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
+        // Without LayerNorm a GCN layer takes the residual into its SpGEMM when the widths
+        // match (output rows = this graph's rows, width = the layer's out).
+        let fits = match (conv, skip.as_ref()) {
+            (Conv::Gcn(c), Some(s)) => {
+                self.norms.get(l).is_none() && s.dims() == [g.graph.n_rows(), c.out_dim()]
+            }
+            _ => false,
+        };
+        let residual = if fits { skip.take() } else { None };
+        h = match conv {
+            Conv::Gcn(c) => c.forward_maxk(g, &h, k, drop, residual.as_ref())?,
+            Conv::Sage(c) => c.forward_maxk(g, &h, k, drop)?,
+            Conv::Gin(c) => c.forward_maxk(g, &h, k, drop)?,
+            Conv::Lin(_) | Conv::Gat(_) | Conv::Transformer(_) => {
+                return Err(Error::Config("MaxK needs a graph convolution".into()))
+            }
+        };
+        match self.norms.get(l) {
+            Some(norm) => {
+                let _t = g.phase(Phase::Elementwise);
+                norm.forward(&h)
+            }
+            None => Ok(h),
         }
     }
 

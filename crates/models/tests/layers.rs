@@ -2,7 +2,7 @@
 
 use candle_core::{DType, Device, Tensor};
 use gnn_graph::{BuildOptions, Coo, Csr};
-use gnn_models::{ConvKind, DropoutRng, Forward, Gnn, ModelConfig, ModelGraph, Timer};
+use gnn_models::{ConvKind, DropoutRng, Forward, Gnn, ModelConfig, ModelGraph};
 use rand::{Rng, SeedableRng};
 
 fn small_graph() -> Csr {
@@ -97,8 +97,7 @@ fn run_cfg(cfg: ModelConfig) -> (Vec<Vec<f32>>, Vec<Vec<f32>>, Gnn) {
     let model = Gnn::new(cfg, &dev, 3).unwrap();
     let g = ModelGraph::new(&csr, kind, &dev).unwrap();
     let x = Tensor::randn(0f32, 1.0, (30, in_dim), &dev).unwrap();
-    let timer = Timer::disabled();
-    let y = model.forward(&g, &x, &mut Forward::eval(&timer)).unwrap();
+    let y = model.forward(&g, &x, &mut Forward::eval()).unwrap();
     (mat(&x), mat(&y), model)
 }
 
@@ -239,9 +238,8 @@ fn train_pass(
     agg: Option<&Tensor>,
     seed: u64,
 ) -> (Tensor, Vec<(String, Option<Tensor>)>) {
-    let timer = Timer::disabled();
     let mut rng = DropoutRng::new(seed);
-    let mut ctx = Forward::train(&mut rng, &timer).with_input_aggregate(agg);
+    let mut ctx = Forward::train(&mut rng).with_input_aggregate(agg);
     let y = model.forward(g, x, &mut ctx).unwrap();
     let grads = y.sqr().unwrap().sum_all().unwrap().backward().unwrap();
     let gs = model
@@ -308,16 +306,15 @@ fn sampled_aggregation_is_refused_in_training() {
     let mut g = ModelGraph::new(&csr, ConvKind::Gcn, &dev).unwrap();
     g.aggregation = "aes:32".parse().unwrap();
     let x = Tensor::randn(0f32, 1.0, (30, 7), &dev).unwrap();
-    let timer = Timer::disabled();
     let mut rng = DropoutRng::new(0);
     let e = model
-        .forward(&g, &x, &mut Forward::train(&mut rng, &timer))
+        .forward(&g, &x, &mut Forward::train(&mut rng))
         .unwrap_err();
     assert!(e.to_string().contains("inference only"), "{e}");
     // Evaluation runs, and at a width above every degree it equals the exact forward.
-    let y = model.forward(&g, &x, &mut Forward::eval(&timer)).unwrap();
+    let y = model.forward(&g, &x, &mut Forward::eval()).unwrap();
     g.aggregation = gnn_models::Aggregation::Exact;
-    let z = model.forward(&g, &x, &mut Forward::eval(&timer)).unwrap();
+    let z = model.forward(&g, &x, &mut Forward::eval()).unwrap();
     close(&mat(&y), &mat(&z), 1e-5);
 }
 
@@ -333,9 +330,8 @@ fn half_precision_models_are_refused_on_the_cpu() {
         let g = ModelGraph::new(&csr, kind, &dev).unwrap();
         for dt in [DType::BF16, DType::F16] {
             let x = Tensor::ones((30, 7), dt, &dev).unwrap();
-            let timer = Timer::disabled();
             let e = model
-                .forward(&g, &x, &mut Forward::eval(&timer))
+                .forward(&g, &x, &mut Forward::eval())
                 .unwrap_err()
                 .to_string();
             assert!(
@@ -361,9 +357,8 @@ fn checkpoint_round_trip_and_errors() {
     assert_eq!(loaded.config(), &cfg);
     let g = ModelGraph::new(&csr, ConvKind::SageMean, &dev).unwrap();
     let x = Tensor::randn(0f32, 1.0, (30, 7), &dev).unwrap();
-    let t = Timer::disabled();
-    let a = mat(&model.forward(&g, &x, &mut Forward::eval(&t)).unwrap());
-    let b = mat(&loaded.forward(&g, &x, &mut Forward::eval(&t)).unwrap());
+    let a = mat(&model.forward(&g, &x, &mut Forward::eval()).unwrap());
+    let b = mat(&loaded.forward(&g, &x, &mut Forward::eval()).unwrap());
     assert_eq!(a, b);
     // Missing file, garbage file.
     let e = Gnn::load(tmp.path().join("nope"), &dev)
@@ -468,13 +463,12 @@ fn maxk_layers_match_dense_formulas() {
         })
         .unwrap();
     let x = Tensor::randn(0f32, 1.0, (30, 6), &dev).unwrap();
-    let timer = Timer::disabled();
     for kind in [ConvKind::Gcn, ConvKind::SageMean, ConvKind::Gin] {
         let mut cfg = ModelConfig::new(kind, 6, 10, 3, 2, 0.0);
         cfg.activation = Activation::MaxK { k: 4 };
         let m = Gnn::new(cfg, &dev, 5).unwrap();
         let g = ModelGraph::new(&csr, kind, &dev).unwrap();
-        let y = mat(&m.forward(&g, &x, &mut Forward::eval(&timer)).unwrap());
+        let y = mat(&m.forward(&g, &x, &mut Forward::eval()).unwrap());
         // Layer 0 by hand: linear, MaxK, aggregation; layer 1 as the ReLU model's last layer.
         let xs = mat(&x);
         let h0 = match kind {
@@ -524,7 +518,7 @@ fn maxk_layers_match_dense_formulas() {
             v.set(&param(&m, &src)).unwrap();
         }
         let h0 = Tensor::new(h0, &dev).unwrap();
-        let want = mat(&relu.forward(&g, &h0, &mut Forward::eval(&timer)).unwrap());
+        let want = mat(&relu.forward(&g, &h0, &mut Forward::eval()).unwrap());
         close(&y, &want, 1e-4);
 
         // Training: every parameter gets a gradient through MaxK, dropout and SpGEMM/SSpMM.
@@ -533,9 +527,7 @@ fn maxk_layers_match_dense_formulas() {
         cfg.dropout = 0.3;
         cfg.layers = 3;
         let m3 = Gnn::new(cfg, &dev, 5).unwrap();
-        let y = m3
-            .forward(&g, &x, &mut Forward::train(&mut rng, &timer))
-            .unwrap();
+        let y = m3.forward(&g, &x, &mut Forward::train(&mut rng)).unwrap();
         let grads = y.sqr().unwrap().sum_all().unwrap().backward().unwrap();
         for (name, v) in m3.named_vars() {
             let gr = grads
@@ -590,8 +582,7 @@ fn gat_matches_dense_formula_and_pyg_names() {
     let model = Gnn::new(cfg, &dev, 3).unwrap();
     let g = ModelGraph::new(&csr, ConvKind::Gat, &dev).unwrap();
     let x = Tensor::randn(0f32, 1.0, (n, in_dim), &dev).unwrap();
-    let timer = Timer::disabled();
-    let y = model.forward(&g, &x, &mut Forward::eval(&timer)).unwrap();
+    let y = model.forward(&g, &x, &mut Forward::eval()).unwrap();
     // The last layer has one head of width `out`, averaged (PyG's concat=False).
     let w = mat(&param(&model, "convs.0.lin.weight"));
     let a_src = param(&model, "convs.0.att_src")
@@ -664,7 +655,7 @@ fn gat_matches_dense_formula_and_pyg_names() {
     let mut gs = ModelGraph::new(&csr, ConvKind::Gat, &dev).unwrap();
     gs.aggregation = "aes:4".parse().unwrap();
     let e = model
-        .forward(&gs, &x, &mut Forward::eval(&timer))
+        .forward(&gs, &x, &mut Forward::eval())
         .err()
         .unwrap()
         .to_string();
@@ -687,8 +678,7 @@ fn transformer_matches_dense_formula_and_pyg_names() {
     let model = Gnn::new(cfg, &dev, 3).unwrap();
     let g = ModelGraph::new(&csr, ConvKind::Transformer, &dev).unwrap();
     let x = Tensor::randn(0f32, 1.0, (n, in_dim), &dev).unwrap();
-    let timer = Timer::disabled();
-    let y = model.forward(&g, &x, &mut Forward::eval(&timer)).unwrap();
+    let y = model.forward(&g, &x, &mut Forward::eval()).unwrap();
     let lin = |name: &str| -> Vec<Vec<f32>> {
         let w = mat(&param(&model, &format!("convs.0.{name}.weight")));
         let b = param(&model, &format!("convs.0.{name}.bias"))
@@ -881,7 +871,6 @@ fn maxk_after_first_runs_the_first_layer_as_relu() {
         for (a, b) in g1.iter().zip(&g0) {
             assert!(*b > 0.0 && (a - b).abs() <= 1e-3 * b, "{kind}: {a} vs {b}");
         }
-        let timer = Timer::disabled();
         // Two layers: the only hidden layer is the first, so the model is the ReLU model
         // (same seed, same parameters), and differs from plain MaxK.
         let two = |maxk: bool, after_first: bool| {
@@ -891,7 +880,7 @@ fn maxk_after_first_runs_the_first_layer_as_relu() {
             }
             c.maxk_after_first = after_first;
             let m = Gnn::new(c, &dev, 5).unwrap();
-            mat(&m.forward(&g, &x, &mut Forward::eval(&timer)).unwrap())
+            mat(&m.forward(&g, &x, &mut Forward::eval()).unwrap())
         };
         let relu = two(false, false);
         close(&two(true, true), &relu, 1e-6);
@@ -997,8 +986,7 @@ fn gcn_hidden_layers_vs_composed(layers: usize, residual: bool) {
         }
     }
     // An evaluation's logits are outside the graph (each layer is detached as it finishes).
-    let timer = Timer::disabled();
-    let e = model.forward(&g, &x, &mut Forward::eval(&timer)).unwrap();
+    let e = model.forward(&g, &x, &mut Forward::eval()).unwrap();
     assert!(!e.track_op(), "evaluation logits keep no graph");
     assert!(y.track_op());
 }

@@ -19,6 +19,7 @@
 
 use crate::error::{Error, Result};
 use crate::optim::Adam;
+pub use crate::trainer::BestSoFar;
 use crate::trainer::{EpochLog, TrainConfig};
 use candle_core::{Device, Tensor, Var};
 use gnn_models::{DropoutRng, Gnn, ModelConfig};
@@ -28,33 +29,6 @@ use std::path::{Path, PathBuf};
 
 const FORMAT: &str = "gnn-train-state-v1";
 const META_KEY: &str = "gnn.train_state";
-
-/// The best validation result seen so far, as model selection tracks it.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct BestSoFar {
-    /// Best validation accuracy (-1 before the first evaluation).
-    pub val: f64,
-    /// Its epoch.
-    pub epoch: usize,
-    /// Test accuracy then.
-    pub test: f64,
-    /// Train accuracy then.
-    pub train: f64,
-    /// Evaluations since (for early stopping).
-    pub since: usize,
-}
-
-impl Default for BestSoFar {
-    fn default() -> Self {
-        Self {
-            val: -1.0,
-            epoch: 0,
-            test: 0.0,
-            train: 0.0,
-            since: 0,
-        }
-    }
-}
 
 /// The scalar part of a checkpoint (the header JSON).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -330,7 +330,7 @@ mod tests {
     use crate::trainer::all_reduce_grads;
     use candle_core::Tensor;
     use gnn_kernels::comm::LocalComm;
-    use gnn_models::{Activation, DropoutRng, Forward, Timer};
+    use gnn_models::{Activation, DropoutRng, Forward};
     use std::collections::BTreeMap;
 
     fn cora() -> Dataset {
@@ -392,10 +392,9 @@ mod tests {
         graph: &ModelGraph,
         data: &DeviceData,
     ) -> (Tensor, candle_core::backprop::GradStore) {
-        let t = Timer::disabled();
         let mut rng = DropoutRng::new(7).with_row_offset(graph.row_offset() as u64);
         let logits = model
-            .forward(graph, &data.x, &mut Forward::train(&mut rng, &t))
+            .forward(graph, &data.x, &mut Forward::train(&mut rng))
             .unwrap();
         let loss = crate::masked_cross_entropy(&logits, &data.labels, &data.train_weight).unwrap();
         let grads = loss.backward().unwrap();

@@ -17,7 +17,7 @@
 use crate::error::{Error, Result};
 use candle_core::{Device, Tensor};
 use gnn_graph::Csr;
-use gnn_models::{Aggregation, ConvKind, Forward, Gnn, ModelGraph, PhaseTimes, Timer};
+use gnn_models::{Aggregation, ConvKind, Forward, Gnn, ModelGraph, PhaseTimes};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -123,8 +123,7 @@ impl Engine {
     /// Logits `[N, classes]` of every node.
     pub fn predict(&self, x: &Tensor) -> Result<Tensor> {
         self.check_features(x)?;
-        let t = Timer::disabled();
-        Ok(self.model.forward(&self.graph, x, &mut Forward::eval(&t))?)
+        Ok(self.model.forward(&self.graph, x, &mut Forward::eval())?)
     }
 
     /// The predicted class of every node.
@@ -135,17 +134,23 @@ impl Engine {
     /// [`Engine::predict`] with the per-phase split and the synchronised wall time.
     pub fn run_timed(&self, x: &Tensor) -> Result<Inference> {
         self.check_features(x)?;
-        let timer = Timer::enabled(&self.device);
-        self.device.synchronize()?;
-        let t0 = Instant::now();
-        let logits = self
-            .model
-            .forward(&self.graph, x, &mut Forward::eval(&timer))?;
-        self.device.synchronize()?;
-        let total = t0.elapsed();
+        let g = &self.graph;
+        let pass = || -> Result<(Tensor, Duration)> {
+            self.device.synchronize()?;
+            let t0 = Instant::now();
+            let logits = self.model.forward(g, x, &mut Forward::eval())?;
+            self.device.synchronize()?;
+            Ok((logits, t0.elapsed()))
+        };
+        g.set_phase_timing(true);
+        let done = pass();
+        g.set_phase_timing(false);
+        // Taken whatever the pass did, so that a failed pass leaves nothing behind.
+        let phases = g.take_phase_times();
+        let (logits, total) = done?;
         Ok(Inference {
             logits,
-            phases: timer.take()?,
+            phases: phases?,
             total,
         })
     }

@@ -13,7 +13,8 @@
 //! needs none. The CPU path computes in f32: asking for half precision there is an error.
 
 use crate::error::{Error, Result};
-use candle_core::DType;
+use candle_core::backprop::GradStore;
+use candle_core::{DType, Tensor, Var};
 use serde::{Deserialize, Serialize};
 
 /// Storage dtype of features and activations.
@@ -124,6 +125,37 @@ impl LossScale {
         }
         self.scale >= Self::MIN_SCALE
     }
+
+    /// The gradients of `loss` times the scale ([`Self::unscale`] divides them back).
+    pub fn backward(&self, loss: &Tensor) -> Result<GradStore> {
+        Ok((loss * self.scale)?.backward()?)
+    }
+
+    /// Divides the gradients of `vars` in `grads` by the scale.
+    pub fn unscale(&self, vars: &[(String, Var)], grads: &mut GradStore) -> Result<()> {
+        for (_, v) in vars {
+            if let Some(g) = grads.remove(v.as_tensor()) {
+                grads.insert(v.as_tensor(), (g / self.scale)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// Records a step whose loss is `loss_finite` and whose loss and gradients are all
+    /// `finite`, and says whether to skip its update: an overflow of the scaled gradients
+    /// under a finite loss halves the scale and skips the step while the scale is usable
+    /// (false once it is not: the run must stop); a clean step counts towards growth; a
+    /// non-finite loss is no overflow of the scale (false, nothing recorded).
+    pub fn skip_step(&mut self, loss_finite: bool, finite: bool) -> bool {
+        if finite {
+            self.update(true);
+            false
+        } else if loss_finite {
+            self.update(false)
+        } else {
+            false
+        }
+    }
 }
 
 impl Default for LossScale {
@@ -172,5 +204,36 @@ mod tests {
             assert!(s.update(false));
         }
         assert!(!s.update(false));
+    }
+
+    #[test]
+    fn skip_step_skips_only_overflows_of_a_usable_scale() {
+        let mut s = LossScale::new();
+        assert!(!s.skip_step(true, true));
+        assert_eq!((s.clean, s.skipped), (1, 0));
+        // Overflowed gradients, finite loss: skipped, scale halved.
+        assert!(s.skip_step(true, false));
+        assert_eq!((s.scale, s.clean, s.skipped), (32768.0, 0, 1));
+        // A non-finite loss is not the scale's doing: not skipped, nothing recorded.
+        assert!(!s.skip_step(false, false));
+        assert_eq!((s.scale, s.skipped), (32768.0, 1));
+        // At the last usable scale an overflow is no longer skipped.
+        s.scale = 1.0;
+        assert!(!s.skip_step(true, false));
+    }
+
+    #[test]
+    fn scaled_backward_and_unscale_give_the_plain_gradients() {
+        let dev = candle_core::Device::Cpu;
+        let w = Var::new(&[1f32, -2.0, 3.0], &dev).unwrap();
+        let loss = (w.as_tensor() * w.as_tensor()).unwrap().sum_all().unwrap();
+        let s = LossScale::new();
+        let mut grads = s.backward(&loss).unwrap();
+        let scaled = grads.get(w.as_tensor()).unwrap().to_vec1::<f32>().unwrap();
+        assert_eq!(scaled, [131072.0, -262144.0, 393216.0]);
+        let vars = vec![("w".to_string(), w.clone())];
+        s.unscale(&vars, &mut grads).unwrap();
+        let g = grads.get(w.as_tensor()).unwrap().to_vec1::<f32>().unwrap();
+        assert_eq!(g, [2.0, -4.0, 6.0]);
     }
 }

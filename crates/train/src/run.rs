@@ -406,6 +406,25 @@ fn without_history(r: &TrainReport) -> Value {
     v
 }
 
+/// Prints the model a run trains (kind, activation, precision, shape, parameters) and how
+/// long its graph took to prepare.
+fn print_model_header(cfg: &RunConfig, spec: &ModelSpec, model: &Gnn, prep_s: f64) {
+    let kind = spec.kind;
+    println!(
+        "{kind} ({}, {}), {} layers x {} hidden, {} parameters (graph prepared in \
+         {prep_s:.2} s)",
+        model.config().activation,
+        if cfg.train.tf32 && !cfg.train.precision.is_half() {
+            "f32, TF32 GEMMs".to_string()
+        } else {
+            cfg.train.precision.to_string()
+        },
+        spec.layers,
+        spec.hidden,
+        model.num_params()
+    );
+}
+
 /// Trains `spec` on `data` over `cfg.seeds` seeds (an MLP when `spec.kind` is one, with no
 /// checkpoints unless the run's own model is an MLP).
 pub fn train_seeds(
@@ -469,19 +488,7 @@ pub fn train_seeds(
             )
         })?;
         if seed == cfg.train.seed {
-            println!(
-                "{kind} ({}, {}), {} layers x {} hidden, {} parameters (graph prepared in \
-                 {prep_s:.2} s)",
-                model.config().activation,
-                if cfg.train.tf32 && !cfg.train.precision.is_half() {
-                    "f32, TF32 GEMMs".to_string()
-                } else {
-                    cfg.train.precision.to_string()
-                },
-                spec.layers,
-                spec.hidden,
-                model.num_params()
-            );
+            print_model_header(cfg, spec, &model, prep_s);
         }
         if seed == cfg.train.seed
             && tc.cache_input_aggregate
@@ -503,68 +510,13 @@ pub fn train_seeds(
         })?;
         drop(bar);
         let roc_auc = crate::metrics::model_roc_auc(&model, &graph, data)?;
-        if let Some(s) = &rep.loss_scale {
-            println!(
-                "{kind} seed {seed}: f16 loss scale {} at the end, {} step(s) skipped on overflow",
-                s.scale, s.skipped
-            );
-        }
-        println!(
-            "{kind} seed {seed}: test {:.2} % (val {:.2} % at epoch {}), median epoch {:.2} ms, \
-             inference {:.1} ms",
-            100.0 * rep.test_acc,
-            100.0 * rep.best_val_acc,
-            rep.best_epoch,
-            rep.epoch_ms_median,
-            rep.inference_ms_median
+        rep.print_summary(
+            &kind.to_string(),
+            seed,
+            cfg.print_breakdown && tc.profile && own,
         );
         if let Some(a) = roc_auc {
             println!("{kind} seed {seed}: {a}");
-        }
-        if let Some(t) = rep.time_to_accuracy {
-            println!(
-                "{kind} seed {seed}: time to accuracy (val >= best - 0.5 points = {:.2} %): epoch \
-                 {}, {:.2} s of training",
-                100.0 * t.target,
-                t.epoch,
-                t.train_s
-            );
-        }
-        if let Some(b) = rep.peak_allocated_bytes {
-            println!(
-                "peak device memory allocated (the allocator's accounting, as torch's \
-                 max_memory_allocated): {:.2} GiB",
-                b as f64 / (1u64 << 30) as f64
-            );
-        }
-        if let Some(p) = rep.peak_allocated_by_phase {
-            let parts: Vec<String> = p
-                .phases()
-                .iter()
-                .map(|(name, b)| format!("{name} {:.2}", *b as f64 / (1u64 << 30) as f64))
-                .collect();
-            println!("  highest in each phase (GiB): {}", parts.join(", "));
-        }
-        if let Some(b) = rep.peak_device_bytes {
-            println!(
-                "peak device memory in use (sampled, driver view): {:.2} GiB",
-                b as f64 / (1u64 << 30) as f64
-            );
-        }
-        if cfg.print_breakdown && tc.profile && own {
-            println!(
-                "timing breakdown ({kind}, mean over {} epochs after warm-up):\n{}",
-                rep.breakdown.epochs,
-                rep.breakdown.table()
-            );
-            if let Some(f) = &rep.first_epoch {
-                println!(
-                    "first epoch ({kind}, its one-off set-up included; of it {:.0} ms on the \
-                     host building the graph's transpose, schedules and degree tables):\n{}",
-                    rep.first_epoch_graph_setup_ms.unwrap_or(0.0),
-                    f.table()
-                );
-            }
         }
         if let (true, Some(p)) = (tc.checkpoint_every > 0, &tc.checkpoint) {
             println!("{kind}: checkpoints in {}", p.display());
@@ -589,6 +541,38 @@ pub fn train_seeds(
         prep_s,
         kernels_used: graph.kernels_used(),
     })
+}
+
+/// Prints the GNN's test accuracy beside the MLP baseline's on `dataset`, each with its test
+/// ROC-AUC on two-class data.
+fn print_comparison(
+    dataset: &str,
+    kind: ConvKind,
+    (gnn, gnn_auc): (&TrainReport, Option<RocAuc>),
+    (mlp, mlp_auc): (&TrainReport, Option<RocAuc>),
+) {
+    let auc_of = |a: Option<RocAuc>| {
+        a.and_then(|a| a.test)
+            .map(|t| format!(", ROC-AUC {t:.4}"))
+            .unwrap_or_default()
+    };
+    println!("\nresult on {dataset}:");
+    println!(
+        "  {:<6} test accuracy {:>6.2} %{}",
+        kind.to_string(),
+        100.0 * gnn.test_acc,
+        auc_of(gnn_auc)
+    );
+    println!(
+        "  {:<6} test accuracy {:>6.2} %{}  (features only, same data)",
+        "mlp",
+        100.0 * mlp.test_acc,
+        auc_of(mlp_auc)
+    );
+    println!(
+        "  gain over MLP: {:+.2} points",
+        100.0 * (gnn.test_acc - mlp.test_acc)
+    );
 }
 
 /// Runs `cfg` end to end; see the module docs.
@@ -651,28 +635,11 @@ pub fn run(cfg: &RunConfig) -> Result<RunOutcome> {
     let (baseline, baseline_auc) = baseline.unzip();
     let best = &gnn.runs[gnn.best];
     if let Some(m) = &baseline {
-        // Two-class data: the test ROC-AUC beside the accuracy.
-        let auc_of = |a: Option<RocAuc>| {
-            a.and_then(|a| a.test)
-                .map(|t| format!(", ROC-AUC {t:.4}"))
-                .unwrap_or_default()
-        };
-        println!("\nresult on {}:", ds.name);
-        println!(
-            "  {:<6} test accuracy {:>6.2} %{}",
-            kind.to_string(),
-            100.0 * best.report.test_acc,
-            auc_of(best.roc_auc)
-        );
-        println!(
-            "  {:<6} test accuracy {:>6.2} %{}  (features only, same data)",
-            "mlp",
-            100.0 * m.test_acc,
-            auc_of(baseline_auc.flatten())
-        );
-        println!(
-            "  gain over MLP: {:+.2} points",
-            100.0 * (best.report.test_acc - m.test_acc)
+        print_comparison(
+            &ds.name,
+            kind,
+            (&best.report, best.roc_auc),
+            (m, baseline_auc.flatten()),
         );
     }
     let runs: Vec<Value> = gnn

@@ -18,7 +18,7 @@ use crate::dropout::DropoutRng;
 use crate::error::Result;
 use crate::graph::ModelGraph;
 use crate::params::{Init, ParamStore};
-use crate::timer::{Phase, Timer};
+use crate::timer::Phase;
 use candle_core::{DType, Tensor};
 use gnn_kernels::gat_attention;
 
@@ -85,12 +85,12 @@ impl GatConv {
         g: &ModelGraph,
         x: &Tensor,
         att_drop: Option<(&mut DropoutRng, f32)>,
-        t: &Timer,
     ) -> Result<Tensor> {
         let (n, h, f) = (x.dim(0)?, self.heads, self.width);
         let gh = attention_graph(g, h, "GAT")?;
-        let xw = self.lin.forward_no_bias(x, t)?;
-        let alpha = t.time(Phase::Aggregation, || {
+        let xw = self.lin.forward_no_bias(g, x)?;
+        let alpha = {
+            let _t = g.phase(Phase::Aggregation);
             // Both node scores of every head in one GEMM: xw [N, H F] times the
             // block-diagonal [H F, 2H] of att_src | att_dst (fp32 accumulation in cuBLAS under
             // half precision, and no [N, H, F] product). The attention itself runs in fp32.
@@ -100,17 +100,11 @@ impl GatConv {
             let head_scores = |first: usize| -> Result<Tensor> {
                 Ok(s.narrow(1, first, h)?.contiguous()?.reshape(n * h)?)
             };
-            Ok(gat_attention(
-                &gh,
-                &head_scores(h)?,
-                &head_scores(0)?,
-                NEGATIVE_SLOPE,
-            )?)
-        })?;
-        let out = attend(&gh, &xw, alpha, (h, f, self.concat), att_drop, t)?;
-        t.time(Phase::Elementwise, || {
-            Ok(out.broadcast_add(&like(&self.bias, &out)?)?)
-        })
+            gat_attention(&gh, &head_scores(h)?, &head_scores(0)?, NEGATIVE_SLOPE)?
+        };
+        let out = attend(g, &gh, &xw, alpha, (h, f, self.concat), att_drop)?;
+        let _t = g.phase(Phase::Elementwise);
+        Ok(out.broadcast_add(&like(&self.bias, &out)?)?)
     }
 }
 

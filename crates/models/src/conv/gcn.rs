@@ -15,7 +15,7 @@ use crate::dropout::DropoutRng;
 use crate::error::Result;
 use crate::graph::ModelGraph;
 use crate::params::{Init, ParamStore};
-use crate::timer::{Phase, Timer};
+use crate::timer::Phase;
 use candle_core::Tensor;
 use gnn_kernels::{Aggregate, LinearProduct, Reduce};
 
@@ -40,15 +40,10 @@ impl GcnConv {
     }
 
     /// Applies the layer; `agg`: its aggregation of `x`, precomputed ([`crate::Gnn::input_aggregate`]).
-    pub fn forward(
-        &self,
-        g: &ModelGraph,
-        x: &Tensor,
-        agg: Option<&Tensor>,
-        t: &Timer,
-    ) -> Result<Tensor> {
-        let (y, b) = self.forward_unbiased(g, x, agg, t)?;
-        t.time(Phase::Elementwise, || Ok(y.broadcast_add(&b)?))
+    pub fn forward(&self, g: &ModelGraph, x: &Tensor, agg: Option<&Tensor>) -> Result<Tensor> {
+        let (y, b) = self.forward_unbiased(g, x, agg)?;
+        let _t = g.phase(Phase::Elementwise);
+        Ok(y.broadcast_add(&b)?)
     }
 
     /// The layer without its bias, and the bias in the output's dtype: the caller adds it
@@ -58,17 +53,20 @@ impl GcnConv {
         g: &ModelGraph,
         x: &Tensor,
         agg: Option<&Tensor>,
-        t: &Timer,
     ) -> Result<(Tensor, Tensor)> {
         let (out_dim, in_dim) = self.lin.weight.dims2()?;
         let y = if let Some(a) = agg {
-            self.lin.forward_no_bias(a, t)?
+            self.lin.forward_no_bias(g, a)?
         } else if out_dim < in_dim {
-            let h = self.lin.forward_no_bias(x, t)?;
-            t.time(Phase::Aggregation, || g.aggregate(&h, Reduce::Sum))?
+            let h = self.lin.forward_no_bias(g, x)?;
+            let _t = g.phase(Phase::Aggregation);
+            g.aggregate(&h, Reduce::Sum)?
         } else {
-            let h = t.time(Phase::Aggregation, || g.aggregate(x, Reduce::Sum))?;
-            self.lin.forward_no_bias(&h, t)?
+            let h = {
+                let _t = g.phase(Phase::Aggregation);
+                g.aggregate(x, Reduce::Sum)?
+            };
+            self.lin.forward_no_bias(g, &h)?
         };
         let b = like(&self.bias, &y)?;
         Ok((y, b))
@@ -91,45 +89,54 @@ impl GcnConv {
         agg: Option<&Tensor>,
         drop: Option<(&mut DropoutRng, f32)>,
         skip: &mut Option<Tensor>,
-        t: &Timer,
     ) -> Result<Tensor> {
         let (out_dim, in_dim) = self.lin.weight.dims2()?;
         let whole = g
             .exact_operands()
             .filter(|_| agg.is_none() && out_dim >= in_dim);
         if let Some((graph, values)) = whole {
-            let a = t.time(Phase::Aggregation, || {
-                Ok(Aggregate::new(graph, x, values, Reduce::Sum)?)
-            })?;
+            let a = {
+                let _t = g.phase(Phase::Aggregation);
+                Aggregate::new(graph, x, values, Reduce::Sum)?
+            };
             let w = like(&self.lin.weight, x)?;
-            let z = t.time(Phase::Gemm, || Ok(LinearProduct::of_aggregate(a, &w)?))?;
+            let z = {
+                let _t = g.phase(Phase::Gemm);
+                LinearProduct::of_aggregate(a, &w)?
+            };
             let b = like(&self.bias, x)?;
             let residual = skip.take_if(|s| s.id() == x.id()).is_some();
-            return t.time(Phase::Elementwise, || match (drop, residual) {
+            let _t = g.phase(Phase::Elementwise);
+            return match (drop, residual) {
                 (Some((rng, p)), false) => rng.linear_bias_relu_dropout(z, &b, p),
                 (Some((rng, p)), true) => rng.linear_bias_relu_dropout_residual(z, &b, p),
                 (None, false) => Ok(z.bias_relu_dropout(&b, 0.0, 0)?),
                 (None, true) => Ok(z.bias_relu_dropout_residual(&b, 0.0, 0)?),
-            });
+            };
         }
         let a = match agg {
             Some(a) => Some(a.clone()),
             None if out_dim >= in_dim => {
-                Some(t.time(Phase::Aggregation, || g.aggregate(x, Reduce::Sum))?)
+                let _t = g.phase(Phase::Aggregation);
+                Some(g.aggregate(x, Reduce::Sum)?)
             }
             None => None,
         };
         let Some(a) = a else {
-            let (y, b) = self.forward_unbiased(g, x, None, t)?;
-            return bias_relu_dropout(&y, &b, drop, t);
+            let (y, b) = self.forward_unbiased(g, x, None)?;
+            return bias_relu_dropout(g, &y, &b, drop);
         };
         let w = like(&self.lin.weight, &a)?;
-        let z = t.time(Phase::Gemm, || Ok(LinearProduct::new(&a, &w)?))?;
+        let z = {
+            let _t = g.phase(Phase::Gemm);
+            LinearProduct::new(&a, &w)?
+        };
         let b = like(&self.bias, &a)?;
-        t.time(Phase::Elementwise, || match drop {
+        let _t = g.phase(Phase::Elementwise);
+        match drop {
             Some((rng, p)) => rng.linear_bias_relu_dropout(z, &b, p),
             None => Ok(z.bias_relu_dropout(&b, 0.0, 0)?),
-        })
+        }
     }
 
     /// MaxK-GNN order: `A · dropout(MaxK(x W^T)) + b`, the aggregation over CBSR (SpGEMM, with
@@ -145,7 +152,6 @@ impl GcnConv {
         k: usize,
         drop: Option<(&mut DropoutRng, f32)>,
         residual: Option<&Tensor>,
-        t: &Timer,
     ) -> Result<Tensor> {
         let own_residual = match residual {
             None => Some(false),
@@ -154,25 +160,30 @@ impl GcnConv {
         };
         if let (Some((graph, values)), Some(res)) = (g.exact_operands(), own_residual) {
             let w = like(&self.lin.weight, x)?;
-            let z = t.time(Phase::Gemm, || Ok(LinearProduct::new(x, &w)?))?;
-            let mut m = t.time(Phase::Elementwise, || Ok(z.maxk(k)?))?;
+            let z = {
+                let _t = g.phase(Phase::Gemm);
+                LinearProduct::new(x, &w)?
+            };
+            let mut m = {
+                let _t = g.phase(Phase::Elementwise);
+                z.maxk(k)?
+            };
             if let Some((rng, p)) = drop {
-                m = t.time(Phase::Elementwise, || rng.maxk_dropout(m, p))?;
+                let _t = g.phase(Phase::Elementwise);
+                m = rng.maxk_dropout(m, p)?;
             }
             let b = like(&self.bias, x)?;
-            return t.time(Phase::Aggregation, || {
-                Ok(m.aggregate(graph, values, Reduce::Sum, &b, res)?)
-            });
+            let _t = g.phase(Phase::Aggregation);
+            return Ok(m.aggregate(graph, values, Reduce::Sum, &b, res)?);
         }
-        let h = self.lin.forward_no_bias(x, t)?;
-        let c = maxk_dropout(&h, k, drop, t)?;
+        let h = self.lin.forward_no_bias(g, x)?;
+        let c = maxk_dropout(g, &h, k, drop)?;
         // The bias (and residual) ride in the SpGEMM's output (no separate adds).
-        t.time(Phase::Aggregation, || {
-            let b = like(&self.bias, &h)?;
-            match residual {
-                Some(r) => g.aggregate_cbsr_bias_residual(&c, Reduce::Sum, &b, r),
-                None => g.aggregate_cbsr_bias(&c, Reduce::Sum, &b),
-            }
-        })
+        let _t = g.phase(Phase::Aggregation);
+        let b = like(&self.bias, &h)?;
+        match residual {
+            Some(r) => g.aggregate_cbsr_bias_residual(&c, Reduce::Sum, &b, r),
+            None => g.aggregate_cbsr_bias(&c, Reduce::Sum, &b),
+        }
     }
 }

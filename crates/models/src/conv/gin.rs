@@ -23,7 +23,7 @@ use crate::error::Result;
 use crate::graph::ModelGraph;
 use crate::model::LayerNorm;
 use crate::params::{Init, ParamStore};
-use crate::timer::{Phase, Timer};
+use crate::timer::Phase;
 use candle_core::Tensor;
 use gnn_kernels::Reduce;
 
@@ -69,13 +69,7 @@ impl GinConv {
     }
 
     /// Applies the layer; `agg`: its aggregation of `x`, precomputed ([`crate::Gnn::input_aggregate`]).
-    pub fn forward(
-        &self,
-        g: &ModelGraph,
-        x: &Tensor,
-        agg: Option<&Tensor>,
-        t: &Timer,
-    ) -> Result<Tensor> {
+    pub fn forward(&self, g: &ModelGraph, x: &Tensor, agg: Option<&Tensor>) -> Result<Tensor> {
         let (out_dim, in_dim) = self.nn0.weight.dims2()?;
         let combine = |h: &Tensor, agg: Tensor| -> Result<Tensor> {
             let self_term = h.broadcast_mul(&like(&(self.eps.clone() + 1.0)?, h)?)?;
@@ -84,20 +78,33 @@ impl GinConv {
         let z = if agg.is_some() || out_dim <= in_dim {
             // The first product before the sum, so the sum and the element-wise work (eps's
             // gradient included) run at the MLP's width.
-            let hx = self.nn0.forward_no_bias(x, t)?;
+            let hx = self.nn0.forward_no_bias(g, x)?;
             let ha = match agg {
                 // `(sum x) W`: a product of the precomputed sum instead of a sparse one.
-                Some(a) => self.nn0.forward_no_bias(a, t)?,
-                None => t.time(Phase::Aggregation, || g.aggregate(&hx, Reduce::Sum))?,
+                Some(a) => self.nn0.forward_no_bias(g, a)?,
+                None => {
+                    let _t = g.phase(Phase::Aggregation);
+                    g.aggregate(&hx, Reduce::Sum)?
+                }
             };
-            t.time(Phase::Elementwise, || combine(&hx, ha))?
+            let _t = g.phase(Phase::Elementwise);
+            combine(&hx, ha)?
         } else {
-            let agg = t.time(Phase::Aggregation, || g.aggregate(x, Reduce::Sum))?;
-            let z = t.time(Phase::Elementwise, || combine(x, agg))?;
-            self.nn0.forward_no_bias(&z, t)?
+            let agg = {
+                let _t = g.phase(Phase::Aggregation);
+                g.aggregate(x, Reduce::Sum)?
+            };
+            let z = {
+                let _t = g.phase(Phase::Elementwise);
+                combine(x, agg)?
+            };
+            self.nn0.forward_no_bias(g, &z)?
         };
-        let h = t.time(Phase::Elementwise, || self.middle(z))?;
-        self.nn2.forward(&h, t)
+        let h = {
+            let _t = g.phase(Phase::Elementwise);
+            self.middle(z)?
+        };
+        self.nn2.forward(g, &h)
     }
 
     /// MaxK-GNN order: `MLP`'s first product, MaxK, dropout, then the GIN sum over CBSR
@@ -109,16 +116,19 @@ impl GinConv {
         x: &Tensor,
         k: usize,
         drop: Option<(&mut DropoutRng, f32)>,
-        t: &Timer,
     ) -> Result<Tensor> {
-        let h = self.nn0.forward_no_bias(x, t)?;
-        let c = maxk_dropout(&h, k, drop, t)?;
-        let agg = t.time(Phase::Aggregation, || g.aggregate_cbsr(&c, Reduce::Sum))?;
-        let h = t.time(Phase::Elementwise, || {
+        let h = self.nn0.forward_no_bias(g, x)?;
+        let c = maxk_dropout(g, &h, k, drop)?;
+        let agg = {
+            let _t = g.phase(Phase::Aggregation);
+            g.aggregate_cbsr(&c, Reduce::Sum)?
+        };
+        let h = {
+            let _t = g.phase(Phase::Elementwise);
             let own = c.to_dense()?;
             let own = own.broadcast_mul(&like(&(self.eps.clone() + 1.0)?, &own)?)?;
-            self.middle((agg + own)?)
-        })?;
-        self.nn2.forward(&h, t)
+            self.middle((agg + own)?)?
+        };
+        self.nn2.forward(g, &h)
     }
 }

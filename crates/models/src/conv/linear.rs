@@ -2,8 +2,9 @@
 
 use super::like;
 use crate::error::Result;
+use crate::graph::ModelGraph;
 use crate::params::{Init, ParamStore};
-use crate::timer::{Phase, Timer};
+use crate::timer::Phase;
 use candle_core::Tensor;
 use gnn_kernels::matmul_nt;
 
@@ -48,17 +49,22 @@ impl Linear {
         })
     }
 
-    /// `x W^T` (GEMM phase) `+ b` (element-wise phase), in `x`'s dtype.
-    pub fn forward(&self, x: &Tensor, t: &Timer) -> Result<Tensor> {
-        let y = self.forward_no_bias(x, t)?;
+    /// `x W^T` (GEMM phase) `+ b` (element-wise phase), in `x`'s dtype, timed on `g` (the
+    /// forward context: a dense layer reads only its clock).
+    pub fn forward(&self, g: &ModelGraph, x: &Tensor) -> Result<Tensor> {
+        let y = self.forward_no_bias(g, x)?;
         match &self.bias {
-            Some(b) => t.time(Phase::Elementwise, || Ok(y.broadcast_add(&like(b, &y)?)?)),
+            Some(b) => {
+                let _t = g.phase(Phase::Elementwise);
+                Ok(y.broadcast_add(&like(b, &y)?)?)
+            }
             None => Ok(y),
         }
     }
 
     /// `x W^T` only.
-    pub fn forward_no_bias(&self, x: &Tensor, t: &Timer) -> Result<Tensor> {
-        t.time(Phase::Gemm, || Ok(matmul_nt(x, &like(&self.weight, x)?)?))
+    pub fn forward_no_bias(&self, g: &ModelGraph, x: &Tensor) -> Result<Tensor> {
+        let _t = g.phase(Phase::Gemm);
+        Ok(matmul_nt(x, &like(&self.weight, x)?)?)
     }
 }

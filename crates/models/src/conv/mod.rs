@@ -17,7 +17,7 @@ pub use transformer::TransformerConv;
 use crate::dropout::DropoutRng;
 use crate::error::{Error, Result};
 use crate::graph::ModelGraph;
-use crate::timer::{Phase, Timer};
+use crate::timer::Phase;
 use candle_core::Tensor;
 use gnn_kernels::{maxk, spmm_weighted, Cbsr, DeviceGraph, Reduce};
 
@@ -30,30 +30,38 @@ pub(crate) fn like(p: &Tensor, x: &Tensor) -> Result<Tensor> {
 
 /// A hidden layer's epilogue on its unbiased output `y`: `dropout(relu(y + b), p)` with
 /// `drop`'s rate and mask stream (training), else `relu(y + b)`, one fused pass
-/// ([`gnn_kernels::bias_relu_dropout`]), timed as element-wise work.
+/// ([`gnn_kernels::bias_relu_dropout`]), timed as element-wise work on `g`.
 pub(crate) fn bias_relu_dropout(
+    g: &ModelGraph,
     y: &Tensor,
     b: &Tensor,
     drop: Option<(&mut DropoutRng, f32)>,
-    t: &Timer,
 ) -> Result<Tensor> {
-    t.time(Phase::Elementwise, || match drop {
+    let _t = g.phase(Phase::Elementwise);
+    match drop {
         Some((rng, p)) => rng.bias_relu_dropout(y, b, p),
         None => Ok(gnn_kernels::bias_relu_dropout(y, b, 0.0, 0)?),
-    })
+    }
 }
 
-/// MaxK of `h` then dropout on the kept values (MaxK-GNN's order), timed as element-wise work.
+/// MaxK of `h` then dropout on the kept values (MaxK-GNN's order), timed as element-wise work
+/// on `g`.
 pub(crate) fn maxk_dropout(
+    g: &ModelGraph,
     h: &Tensor,
     k: usize,
     drop: Option<(&mut DropoutRng, f32)>,
-    t: &Timer,
 ) -> Result<Cbsr> {
-    let c = t.time(Phase::Elementwise, || Ok(maxk(h, k)?))?;
+    let c = {
+        let _t = g.phase(Phase::Elementwise);
+        maxk(h, k)?
+    };
     match drop {
         Some((rng, p)) if p > 0.0 => {
-            let d = t.time(Phase::Elementwise, || rng.dropout(c.data(), p))?;
+            let d = {
+                let _t = g.phase(Phase::Elementwise);
+                rng.dropout(c.data(), p)?
+            };
             Ok(c.with_data(d)?)
         }
         _ => Ok(c),
@@ -75,33 +83,31 @@ pub(crate) fn attention_graph(g: &ModelGraph, heads: usize, what: &str) -> Resul
 
 /// The attention layers' second half: dropout on `alpha` (training), the per-head weighted sum
 /// of `v` (`[n, heads * width]`) over the head-expanded graph `gh`, heads joined (`concat`) or
-/// averaged.
+/// averaged; timed on `g`.
 pub(crate) fn attend(
+    g: &ModelGraph,
     gh: &DeviceGraph,
     v: &Tensor,
     alpha: Tensor,
     (heads, width, concat): (usize, usize, bool),
     att_drop: Option<(&mut DropoutRng, f32)>,
-    t: &Timer,
 ) -> Result<Tensor> {
     let n = v.dim(0)?;
     let alpha = match att_drop {
-        Some((rng, p)) if p > 0.0 => t.time(Phase::Elementwise, || rng.dropout(&alpha, p))?,
+        Some((rng, p)) if p > 0.0 => {
+            let _t = g.phase(Phase::Elementwise);
+            rng.dropout(&alpha, p)?
+        }
         _ => alpha,
     };
-    let out = t.time(Phase::Aggregation, || {
-        Ok(spmm_weighted(
-            gh,
-            &v.reshape((n * heads, width))?,
-            &alpha,
-            Reduce::Sum,
-        )?)
-    })?;
-    t.time(Phase::Elementwise, || {
-        Ok(if concat {
-            out.reshape((n, heads * width))?
-        } else {
-            out.reshape((n, heads, width))?.mean(1)?
-        })
+    let out = {
+        let _t = g.phase(Phase::Aggregation);
+        spmm_weighted(gh, &v.reshape((n * heads, width))?, &alpha, Reduce::Sum)?
+    };
+    let _t = g.phase(Phase::Elementwise);
+    Ok(if concat {
+        out.reshape((n, heads * width))?
+    } else {
+        out.reshape((n, heads, width))?.mean(1)?
     })
 }

@@ -19,7 +19,7 @@ use crate::dropout::DropoutRng;
 use crate::error::Result;
 use crate::graph::ModelGraph;
 use crate::params::ParamStore;
-use crate::timer::{Phase, Timer};
+use crate::timer::Phase;
 use candle_core::Tensor;
 use gnn_kernels::Reduce;
 
@@ -50,15 +50,16 @@ impl SageConv {
     }
 
     /// Applies the layer; `agg`: its aggregation of `x`, precomputed ([`crate::Gnn::input_aggregate`]).
-    pub fn forward(
-        &self,
-        g: &ModelGraph,
-        x: &Tensor,
-        agg: Option<&Tensor>,
-        t: &Timer,
-    ) -> Result<Tensor> {
-        let (y, b) = self.forward_unbiased(g, x, agg, t)?;
-        t.time(Phase::Elementwise, || Ok(y.broadcast_add(&b)?))
+    pub fn forward(&self, g: &ModelGraph, x: &Tensor, agg: Option<&Tensor>) -> Result<Tensor> {
+        let (y, b) = self.forward_unbiased(g, x, agg)?;
+        let _t = g.phase(Phase::Elementwise);
+        Ok(y.broadcast_add(&b)?)
+    }
+
+    /// `l + r`, timed as element-wise work on `g`.
+    fn add(g: &ModelGraph, l: Tensor, r: Tensor) -> Result<Tensor> {
+        let _t = g.phase(Phase::Elementwise);
+        Ok((l + r)?)
     }
 
     /// The layer without `lin_l`'s bias, and the bias in the output's dtype: the caller adds
@@ -68,39 +69,51 @@ impl SageConv {
         g: &ModelGraph,
         x: &Tensor,
         agg: Option<&Tensor>,
-        t: &Timer,
     ) -> Result<(Tensor, Tensor)> {
         let (out_dim, in_dim) = self.lin_l.weight.dims2()?;
         let bias = like(self.lin_l.bias.as_ref().expect("lin_l has a bias"), x)?;
         if let (Some(a), None) = (agg, &self.pool) {
-            let l = self.lin_l.forward_no_bias(a, t)?;
-            let r = self.lin_r.forward_no_bias(x, t)?;
-            return Ok((t.time(Phase::Elementwise, || Ok((l + r)?))?, bias));
+            let l = self.lin_l.forward_no_bias(g, a)?;
+            let r = self.lin_r.forward_no_bias(g, x)?;
+            return Ok((Self::add(g, l, r)?, bias));
         }
         if let Some(pool) = &self.pool {
-            let p = pool.forward(x, t)?;
-            let p = t.time(Phase::Elementwise, || Ok(p.relu()?))?;
-            let agg = t.time(Phase::Aggregation, || g.aggregate(&p, Reduce::Max))?;
-            let l = self.lin_l.forward_no_bias(&agg, t)?;
-            let r = self.lin_r.forward_no_bias(x, t)?;
-            return Ok((t.time(Phase::Elementwise, || Ok((l + r)?))?, bias));
+            let p = pool.forward(g, x)?;
+            let p = {
+                let _t = g.phase(Phase::Elementwise);
+                p.relu()?
+            };
+            let agg = {
+                let _t = g.phase(Phase::Aggregation);
+                g.aggregate(&p, Reduce::Max)?
+            };
+            let l = self.lin_l.forward_no_bias(g, &agg)?;
+            let r = self.lin_r.forward_no_bias(g, x)?;
+            return Ok((Self::add(g, l, r)?, bias));
         }
         let y = if out_dim < in_dim {
             let w = like(
                 &Tensor::cat(&[&self.lin_l.weight, &self.lin_r.weight], 0)?,
                 x,
             )?;
-            let h = t.time(Phase::Gemm, || {
-                Ok(gnn_kernels::matmul_nt(x, &like(&w, x)?)?)
-            })?;
+            let h = {
+                let _t = g.phase(Phase::Gemm);
+                gnn_kernels::matmul_nt(x, &like(&w, x)?)?
+            };
             let (hl, hr) = (h.narrow(1, 0, out_dim)?, h.narrow(1, out_dim, out_dim)?);
-            let agg = t.time(Phase::Aggregation, || g.aggregate(&hl, Reduce::Mean))?;
-            t.time(Phase::Elementwise, || Ok((agg + hr)?))?
+            let agg = {
+                let _t = g.phase(Phase::Aggregation);
+                g.aggregate(&hl, Reduce::Mean)?
+            };
+            Self::add(g, agg, hr)?
         } else {
-            let agg = t.time(Phase::Aggregation, || g.aggregate(x, Reduce::Mean))?;
-            let l = self.lin_l.forward_no_bias(&agg, t)?;
-            let r = self.lin_r.forward_no_bias(x, t)?;
-            t.time(Phase::Elementwise, || Ok((l + r)?))?
+            let agg = {
+                let _t = g.phase(Phase::Aggregation);
+                g.aggregate(x, Reduce::Mean)?
+            };
+            let l = self.lin_l.forward_no_bias(g, &agg)?;
+            let r = self.lin_r.forward_no_bias(g, x)?;
+            Self::add(g, l, r)?
         };
         Ok((y, bias))
     }
@@ -113,7 +126,6 @@ impl SageConv {
         x: &Tensor,
         k: usize,
         drop: Option<(&mut DropoutRng, f32)>,
-        t: &Timer,
     ) -> Result<Tensor> {
         if self.pool.is_some() {
             return Err(crate::Error::Config(
@@ -123,14 +135,17 @@ impl SageConv {
         let (out_dim, _) = self.lin_l.weight.dims2()?;
         let bias = self.lin_l.bias.as_ref().expect("lin_l has a bias");
         let w = Tensor::cat(&[&self.lin_l.weight, &self.lin_r.weight], 0)?;
-        let h = t.time(Phase::Gemm, || {
-            Ok(gnn_kernels::matmul_nt(x, &like(&w, x)?)?)
-        })?;
+        let h = {
+            let _t = g.phase(Phase::Gemm);
+            gnn_kernels::matmul_nt(x, &like(&w, x)?)?
+        };
         let (hl, hr) = (h.narrow(1, 0, out_dim)?, h.narrow(1, out_dim, out_dim)?);
-        let c = maxk_dropout(&hl, k, drop, t)?;
-        let agg = t.time(Phase::Aggregation, || g.aggregate_cbsr(&c, Reduce::Mean))?;
-        t.time(Phase::Elementwise, || {
-            Ok((agg + hr)?.broadcast_add(&like(bias, x)?)?)
-        })
+        let c = maxk_dropout(g, &hl, k, drop)?;
+        let agg = {
+            let _t = g.phase(Phase::Aggregation);
+            g.aggregate_cbsr(&c, Reduce::Mean)?
+        };
+        let _t = g.phase(Phase::Elementwise);
+        Ok((agg + hr)?.broadcast_add(&like(bias, x)?)?)
     }
 }

@@ -24,7 +24,7 @@ use crate::dropout::DropoutRng;
 use crate::error::Result;
 use crate::graph::ModelGraph;
 use crate::params::ParamStore;
-use crate::timer::{Phase, Timer};
+use crate::timer::Phase;
 use candle_core::Tensor;
 use gnn_kernels::{edge_softmax, sddmm};
 
@@ -71,19 +71,20 @@ impl TransformerConv {
         g: &ModelGraph,
         x: &Tensor,
         att_drop: Option<(&mut DropoutRng, f32)>,
-        t: &Timer,
     ) -> Result<Tensor> {
         let (n, h, c) = (x.dim(0)?, self.heads, self.width);
         let gh = attention_graph(g, h, "transformer")?;
-        let q = (self.query.forward(x, t)? / (c as f64).sqrt())?;
-        let k = self.key.forward(x, t)?;
-        let v = self.value.forward(x, t)?;
-        let alpha = t.time(Phase::Aggregation, || {
+        let q = (self.query.forward(g, x)? / (c as f64).sqrt())?;
+        let k = self.key.forward(g, x)?;
+        let v = self.value.forward(g, x)?;
+        let alpha = {
+            let _t = g.phase(Phase::Aggregation);
             let s = sddmm(&gh, &q.reshape((n * h, c))?, &k.reshape((n * h, c))?)?;
-            Ok(edge_softmax(&gh, &s)?)
-        })?;
-        let out = attend(&gh, &v, alpha, (h, c, self.concat), att_drop, t)?;
-        let skip = self.skip.forward(x, t)?;
-        t.time(Phase::Elementwise, || Ok((out + skip)?))
+            edge_softmax(&gh, &s)?
+        };
+        let out = attend(g, &gh, &v, alpha, (h, c, self.concat), att_drop)?;
+        let skip = self.skip.forward(g, x)?;
+        let _t = g.phase(Phase::Elementwise);
+        Ok((out + skip)?)
     }
 }

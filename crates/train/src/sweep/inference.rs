@@ -513,9 +513,9 @@ impl InferSweep {
         Ok(host)
     }
 
-    /// Runs every model under every setting on `ds`; writes the JSON, Markdown and (for a
-    /// sweep) the chart in `out`, and returns the JSON document.
-    pub fn run(&self, ds: &Dataset, device: &Device) -> Result<Value> {
+    /// Errors when the options do not go together (or half precision is asked for off a
+    /// CUDA device).
+    fn check_options(&self, device: &Device) -> Result<()> {
         if self.predictions.is_some() && (self.sweep || self.weights.len() != 1) {
             return Err(Error::Invalid(
                 "per-node predictions are written for one model and no sweep".into(),
@@ -531,6 +531,52 @@ impl InferSweep {
                 )));
             }
         }
+        Ok(())
+    }
+
+    /// The `(aggregation, int8)` settings each model runs under: the sweep's grid, or the
+    /// one asked for.
+    fn settings(&self) -> Result<Vec<(Aggregation, bool)>> {
+        let mut settings = Vec::new();
+        if self.sweep {
+            settings.extend([(Aggregation::Exact, false), (Aggregation::Exact, true)]);
+            for s in &self.strategies {
+                for &width in &self.widths {
+                    let agg: Aggregation = format!("{s}:{width}").parse()?;
+                    settings.extend([(agg, false), (agg, true)]);
+                }
+            }
+        } else {
+            settings.push((self.aggregation, self.int8));
+        }
+        Ok(settings)
+    }
+
+    /// Writes the JSON document `doc`, the Markdown table of `rows` and, for a sweep, the
+    /// chart into the output folder.
+    fn write_outputs(&self, doc: &Value, rows: &[Row]) -> Result<()> {
+        let stem = if self.sweep { "sweep" } else { "infer" };
+        let json_path = self.out.join(format!("{stem}.json"));
+        write_json(&json_path, doc)?;
+        write_text(
+            &self.out.join(format!("{stem}.md")),
+            &table(rows).markdown(),
+        )?;
+        if self.sweep {
+            chart(rows, &self.out.join("sweep.svg"))?;
+        }
+        println!(
+            "wrote {} (and .md{})",
+            json_path.display(),
+            if self.sweep { ", sweep.svg" } else { "" }
+        );
+        Ok(())
+    }
+
+    /// Runs every model under every setting on `ds`; writes the JSON, Markdown and (for a
+    /// sweep) the chart in `out`, and returns the JSON document.
+    pub fn run(&self, ds: &Dataset, device: &Device) -> Result<Value> {
+        self.check_options(device)?;
         let host = self.host_features(ds)?;
         let labels: Vec<u32> = ds.labels.iter().map(|&l| l.max(0) as u32).collect();
         let labels = Tensor::from_vec(labels, ds.num_nodes(), device)?;
@@ -588,18 +634,7 @@ impl InferSweep {
                 cusparse_ms: cusp,
                 features: [(&x32, l32), (&x8, l8)],
             };
-            let mut settings = Vec::new();
-            if self.sweep {
-                settings.extend([(Aggregation::Exact, false), (Aggregation::Exact, true)]);
-                for s in &self.strategies {
-                    for &width in &self.widths {
-                        let agg: Aggregation = format!("{s}:{width}").parse()?;
-                        settings.extend([(agg, false), (agg, true)]);
-                    }
-                }
-            } else {
-                settings.push((self.aggregation, self.int8));
-            }
+            let settings = self.settings()?;
             if let Some(path) = &self.predictions {
                 engine.set_aggregation(self.aggregation)?;
                 let x = if self.int8 { &x8 } else { &x32 };
@@ -651,21 +686,7 @@ impl InferSweep {
             "int8_copy_dequant_cut_pct": (!device.is_cpu()).then_some(h2d_cut),
             "models": models, "summary": summary, "rows": rows,
         });
-        let stem = if self.sweep { "sweep" } else { "infer" };
-        let json_path = self.out.join(format!("{stem}.json"));
-        write_json(&json_path, &doc)?;
-        write_text(
-            &self.out.join(format!("{stem}.md")),
-            &table(&rows).markdown(),
-        )?;
-        if self.sweep {
-            chart(&rows, &self.out.join("sweep.svg"))?;
-        }
-        println!(
-            "wrote {} (and .md{})",
-            json_path.display(),
-            if self.sweep { ", sweep.svg" } else { "" }
-        );
+        self.write_outputs(&doc, &rows)?;
         Ok(doc)
     }
 }

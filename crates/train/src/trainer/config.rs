@@ -1,0 +1,98 @@
+//! The training recipe: [`TrainConfig`], its defaults (the GCN paper's) and what may change
+//! when a run is resumed.
+
+use crate::optim::OptimizerKind;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Training hyper-parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainConfig {
+    /// Maximum epochs.
+    pub epochs: usize,
+    /// Learning rate.
+    pub lr: f64,
+    /// Weight decay (L2 for Adam, decoupled for AdamW); LayerNorm parameters are exempt.
+    pub weight_decay: f64,
+    /// Update rule.
+    pub optimizer: OptimizerKind,
+    /// How the learning rate moves over the epochs.
+    #[serde(default)]
+    pub lr_schedule: crate::LrSchedule,
+    /// Stop after this many evaluations without a better validation accuracy.
+    pub patience: Option<usize>,
+    /// Evaluate every this many epochs (and at the last one).
+    pub eval_every: usize,
+    /// Seed of dropout masks (the model's init seed is the model's).
+    pub seed: u64,
+    /// Measure the per-phase breakdown (synchronises the device around phases).
+    pub profile: bool,
+    /// Leading epochs left out of timing statistics.
+    pub warmup: usize,
+    /// Write a training checkpoint every this many epochs (0: never); see [`crate::checkpoint`].
+    #[serde(default)]
+    pub checkpoint_every: usize,
+    /// Where checkpoints go (a stem: `<stem>.safetensors` + `<stem>.json`). Also where the
+    /// last good state is saved when training stops on a non-finite loss or gradient.
+    #[serde(default)]
+    pub checkpoint: Option<PathBuf>,
+    /// Storage precision of features and activations (the data must be uploaded in it, see
+    /// [`crate::DeviceData::with_precision`]); f16 adds dynamic loss scaling.
+    #[serde(default)]
+    pub precision: crate::Precision,
+    /// Let cuBLAS run f32 GEMMs on TF32 tensor cores (10-bit mantissa products, fp32
+    /// accumulation), as torch's `allow_tf32`; CUDA only. Process-wide: set at the start of
+    /// every run (see [`crate::device::set_tf32`]).
+    #[serde(default)]
+    pub tf32: bool,
+    /// Compute the first layer's aggregation of the (constant) input once, in the first
+    /// epoch, instead of in every forward and backward
+    /// ([`gnn_models::Gnn::input_aggregate`]; exact up to rounding; applies to GCN,
+    /// GraphSAGE-mean and GIN without input dropout or MaxK).
+    #[serde(default = "yes")]
+    pub cache_input_aggregate: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl TrainConfig {
+    /// True when `other` trains the same way (everything but `epochs`, checkpointing,
+    /// profiling and the input-aggregate cache equal): the condition for resuming a checkpoint
+    /// made under `self`.
+    pub fn same_recipe(&self, other: &TrainConfig) -> bool {
+        let strip = |c: &TrainConfig| TrainConfig {
+            epochs: 0,
+            profile: false,
+            checkpoint_every: 0,
+            checkpoint: None,
+            cache_input_aggregate: true,
+            ..c.clone()
+        };
+        strip(self) == strip(other)
+    }
+}
+
+impl Default for TrainConfig {
+    /// The GCN paper's recipe: Adam, lr 0.01, weight decay 5e-4, 200 epochs.
+    fn default() -> Self {
+        Self {
+            epochs: 200,
+            lr: 0.01,
+            weight_decay: 5e-4,
+            optimizer: OptimizerKind::Adam,
+            lr_schedule: crate::LrSchedule::Constant,
+            patience: None,
+            eval_every: 1,
+            seed: 0,
+            profile: false,
+            warmup: 3,
+            checkpoint_every: 0,
+            checkpoint: None,
+            precision: crate::Precision::F32,
+            tf32: false,
+            cache_input_aggregate: true,
+        }
+    }
+}

@@ -1,0 +1,279 @@
+//! One training step: forward, loss, backward (scaled under f16, summed over the ranks of a
+//! multi-device run), the non-finite guard, the optimiser update; and what each part took.
+
+use super::report::window;
+use super::Trainer;
+use crate::error::{Error, Result};
+use crate::report::PhaseSums;
+use candle_core::backprop::GradStore;
+use candle_core::{Tensor, Var};
+use gnn_kernels::comm::Communicator;
+use gnn_models::{DropoutRng, Forward, Phase};
+use std::time::{Duration, Instant};
+
+/// The readings of one step: wall times of its parts, and the communicator's clock and
+/// counter where they were taken.
+#[derive(Default)]
+struct Clock {
+    /// Communicator time and bytes before the step.
+    comm0: Duration,
+    bytes0: u64,
+    /// Communicator time after the forward, and after the backward.
+    comm_fwd: Duration,
+    comm_bwd: Duration,
+    forward: Duration,
+    loss: Duration,
+    backward: Duration,
+    step: Duration,
+}
+
+impl Trainer<'_> {
+    /// The training step of `epoch` (`first`: the first this run makes, which computes the
+    /// cached input aggregation). Returns its phases and the host milliseconds it spent
+    /// building the graph's cached views ([`gnn_kernels::setup_time`]).
+    pub(super) fn step(
+        &mut self,
+        epoch: usize,
+        first: bool,
+        phase: &mut String,
+    ) -> Result<(PhaseSums, f64)> {
+        // The dropout stream before this epoch's masks, for the non-finite guard's checkpoint.
+        let rng_before = self.rng;
+        self.device.synchronize()?;
+        let mut clock = Clock {
+            comm0: self.comm_time(),
+            bytes0: self.comm_bytes(),
+            ..Clock::default()
+        };
+        let setup0 = gnn_kernels::setup_time();
+        let t0 = Instant::now();
+        *phase = format!("running training epoch {epoch} (forward{})", self.need);
+        let logits = self.forward(first)?;
+        self.device.synchronize()?;
+        clock.forward = t0.elapsed();
+        clock.comm_fwd = self.comm_time();
+        self.records.sample_in_use(&self.device);
+        self.records.mark(&self.device, window::FORWARD)?;
+        let t1 = Instant::now();
+        let loss = masked_cross_entropy(&logits, &self.data.labels, &self.data.train_weight)?;
+        self.device.synchronize()?;
+        clock.loss = t1.elapsed();
+        self.records.mark(&self.device, window::LOSS)?;
+        let (loss_value, grads) = self.backward(&loss, &mut clock, epoch, phase)?;
+        // The forward's activations live as long as the loss's graph: free them before the
+        // step and the evaluation, which would otherwise allocate on top of them.
+        drop((loss, logits));
+        let skip = self.guard_non_finite(epoch, rng_before, loss_value, &grads)?;
+        self.records.mark(&self.device, window::BACKWARD)?;
+        let t3 = Instant::now();
+        *phase = format!("running training epoch {epoch} (optimiser step)");
+        if !skip {
+            let cfg = self.cfg;
+            self.opt
+                .set_lr(cfg.lr_schedule.rate(cfg.lr, epoch, cfg.epochs));
+            self.opt.step(&grads)?;
+        }
+        drop(grads);
+        self.final_loss = loss_value;
+        self.device.synchronize()?;
+        clock.step = t3.elapsed();
+        self.records.mark(&self.device, window::STEP)?;
+        let sums = self.phase_sums(&clock, t0.elapsed())?;
+        let setup_ms = gnn_kernels::setup_time()
+            .saturating_sub(setup0)
+            .as_secs_f64()
+            * 1e3;
+        Ok((sums, setup_ms))
+    }
+
+    /// The training forward, with the input aggregation computed first when `first` (and
+    /// the cache on).
+    fn forward(&mut self, first: bool) -> Result<Tensor> {
+        let (model, graph, data) = (self.model, self.graph, self.data);
+        let x = &data.x;
+        if self.cfg.cache_input_aggregate && first {
+            let _t = graph.phase(Phase::Aggregation);
+            self.input_agg = model.input_aggregate(graph, x)?;
+        }
+        let mut pass = Forward::train(&mut self.rng).with_input_aggregate(self.input_agg.as_ref());
+        Ok(model.forward(graph, x, &mut pass)?)
+    }
+
+    /// The backward of `loss` (scaled under f16), timed into `clock`; the gradients unscaled
+    /// and, on a partitioned graph, summed over the ranks with the loss. Returns the loss's
+    /// value and the gradients.
+    fn backward(
+        &mut self,
+        loss: &Tensor,
+        clock: &mut Clock,
+        epoch: usize,
+        phase: &mut String,
+    ) -> Result<(f64, GradStore)> {
+        let t2 = Instant::now();
+        *phase = format!("running training epoch {epoch} (backward{})", self.need);
+        let mut grads = match &self.scaler {
+            Some(s) => s.backward(loss)?,
+            None => loss.backward()?,
+        };
+        self.device.synchronize()?;
+        clock.backward = t2.elapsed();
+        clock.comm_bwd = self.comm_time();
+        self.records.sample_in_use(&self.device);
+        let loss_value = loss.to_scalar::<f32>()? as f64;
+        if let Some(s) = &self.scaler {
+            s.unscale(&self.vars, &mut grads)?;
+        }
+        let loss_value = match &self.comm {
+            Some(c) => {
+                *phase = format!("running training epoch {epoch} (gradient all-reduce)");
+                all_reduce_grads(c.as_ref(), &self.vars, &mut grads, loss)?
+            }
+            None => loss_value,
+        };
+        Ok((loss_value, grads))
+    }
+
+    /// Checks the loss and the gradients. The check also drives f16 loss scaling: an overflow
+    /// of the scaled gradients (finite loss) skips the step and halves the scale (returns
+    /// true), unless the scale has nowhere left to go. Any other non-finite value stops the
+    /// run with [`Error::NonFinite`], after saving the state before `epoch` (its dropout
+    /// stream was `rng_before`) when the recipe names a checkpoint.
+    fn guard_non_finite(
+        &mut self,
+        epoch: usize,
+        rng_before: DropoutRng,
+        loss_value: f64,
+        grads: &GradStore,
+    ) -> Result<bool> {
+        let bad = non_finite(loss_value, &self.vars, grads)?;
+        let skip = match self.scaler.as_mut() {
+            Some(s) => s.skip_step(loss_value.is_finite(), bad.is_none()),
+            None => false,
+        };
+        let Some(tensor) = bad.filter(|_| !skip) else {
+            // A skipped step: nothing reaches the parameters; the epoch is still timed and
+            // logged.
+            return Ok(skip);
+        };
+        // Nothing of this epoch has reached the parameters, moments or records yet: with the
+        // dropout stream rewound, the current state is the state before the epoch.
+        let saved = match &self.cfg.checkpoint {
+            Some(path) => Some(self.state(epoch - 1, rng_before).save(path)?),
+            None => None,
+        };
+        let tensor = if self.cfg.precision == crate::Precision::F16 && !loss_value.is_finite() {
+            format!(
+                "{tensor}, under --precision f16, whose range ends at 65504: an activation \
+                 overflowed (unnormalised sums over hundreds of neighbours, as GIN's, do); \
+                 --precision bf16 keeps f32's range"
+            )
+        } else {
+            tensor
+        };
+        Err(Error::NonFinite {
+            epoch,
+            tensor,
+            checkpoint: saved.map(|p| p.display().to_string()),
+        })
+    }
+
+    /// The step's phases from `clock`, the graph's phase and backward clocks and the
+    /// communicator; `total` is the whole step.
+    fn phase_sums(&self, clock: &Clock, total: Duration) -> Result<PhaseSums> {
+        let phases = self.graph.take_phase_times()?;
+        let bwd_agg = self.graph.graph.take_backward_time()?;
+        let measured = phases.aggregation + phases.gemm + phases.elementwise;
+        // Communication is taken out of the phase it ran in: the forward's halo exchanges out
+        // of the aggregation, the backward's out of the dense backward; the all-reduce ran
+        // between the backward and the optimiser, outside every phase.
+        let comm_fwd = clock.comm_fwd.saturating_sub(clock.comm0);
+        let comm_bwd = clock.comm_bwd.saturating_sub(clock.comm_fwd);
+        Ok(PhaseSums {
+            aggregation: (phases.aggregation + bwd_agg).saturating_sub(comm_fwd),
+            gemm: phases.gemm,
+            elementwise: phases.elementwise,
+            backward_dense: clock
+                .backward
+                .saturating_sub(bwd_agg)
+                .saturating_sub(comm_bwd),
+            loss_optimizer: clock.loss + clock.step,
+            other: clock.forward.saturating_sub(measured),
+            communication: self.comm_time().saturating_sub(clock.comm0),
+            comm_bytes: self.comm_bytes() - clock.bytes0,
+            total,
+            epochs: 1,
+        })
+    }
+}
+
+/// Sums the parameters' gradients and the loss over the ranks of `comm` in one all-reduce
+/// (fp32, flattened and concatenated in parameter order), replacing `grads`' entries; returns
+/// the summed loss. A parameter without a gradient contributes zeros (every rank then holds
+/// one, so the next steps stay in step).
+pub(crate) fn all_reduce_grads(
+    comm: &dyn Communicator,
+    vars: &[(String, Var)],
+    grads: &mut GradStore,
+    loss: &Tensor,
+) -> Result<f64> {
+    use candle_core::DType;
+    let mut parts = Vec::with_capacity(vars.len() + 1);
+    for (_, v) in vars {
+        parts.push(match grads.get(v.as_tensor()) {
+            Some(g) => g.to_dtype(DType::F32)?.flatten_all()?,
+            None => Tensor::zeros(v.elem_count(), DType::F32, v.device())?,
+        });
+    }
+    parts.push(loss.to_dtype(DType::F32)?.reshape(1)?);
+    let sum = comm.all_reduce_sum(&Tensor::cat(&parts, 0)?)?;
+    let mut at = 0;
+    for (_, v) in vars {
+        let n = v.elem_count();
+        let g = sum
+            .narrow(0, at, n)?
+            .reshape(v.shape())?
+            .to_dtype(v.dtype())?;
+        grads.insert(v.as_tensor(), g);
+        at += n;
+    }
+    Ok(sum.narrow(0, at, 1)?.to_vec1::<f32>()?[0] as f64)
+}
+
+/// `Some(name)` of the first non-finite value among the loss and the parameters' gradients
+/// (one device synchronisation: the gradient sums are stacked and read back together).
+fn non_finite(loss: f64, vars: &[(String, Var)], grads: &GradStore) -> Result<Option<String>> {
+    if !loss.is_finite() {
+        return Ok(Some(format!("the training loss ({loss})")));
+    }
+    let (names, sums): (Vec<&str>, Vec<Tensor>) = vars
+        .iter()
+        .filter_map(|(k, v)| {
+            let g = grads.get(v.as_tensor())?;
+            Some((
+                k.as_str(),
+                g.to_dtype(candle_core::DType::F32)
+                    .and_then(|g| g.sum_all()),
+            ))
+        })
+        .map(|(k, s)| s.map(|s| (k, s)))
+        .collect::<candle_core::Result<Vec<_>>>()?
+        .into_iter()
+        .unzip();
+    if sums.is_empty() {
+        return Ok(None);
+    }
+    let sums = Tensor::stack(&sums, 0)?.to_vec1::<f32>()?;
+    Ok(names
+        .iter()
+        .zip(&sums)
+        .find(|(_, s)| !s.is_finite())
+        .map(|(k, s)| format!("the gradient of `{k}` (sum {s})")))
+}
+
+/// Mean cross-entropy over the train nodes: the fused masked cross-entropy of `logits`
+/// against `labels` with row weights `weight` (see [`crate::DeviceData::train_weight`]),
+/// computed in fp32 whatever the logits' dtype (one kernel each way; see
+/// [`gnn_kernels::masked_cross_entropy`]).
+pub fn masked_cross_entropy(logits: &Tensor, labels: &Tensor, weight: &Tensor) -> Result<Tensor> {
+    Ok(gnn_kernels::masked_cross_entropy(logits, labels, weight)?)
+}

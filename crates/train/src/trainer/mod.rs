@@ -1,0 +1,315 @@
+//! Full-batch node-classification training: every epoch runs the whole graph forward,
+//! cross-entropy on the train nodes, backward, one optimiser step; evaluation on
+//! train/val/test every `eval_every` epochs; model selection on validation accuracy (the
+//! reported test accuracy is the one at the best validation epoch, whose weights are
+//! restored at the end); optional early stopping.
+//!
+//! The loop is a few named steps over one value that carries the run from epoch to epoch
+//! (`Trainer`, private), one file each:
+//! - `config.rs`: the recipe ([`TrainConfig`]);
+//! - `epoch.rs`: one training step (forward, loss, backward, optimiser update) and what its
+//!   parts took; f16's loss scaling is [`crate::LossScale`]'s;
+//! - `select.rs`: evaluation, model selection ([`BestSoFar`]) and [`EarlyStopping`];
+//! - `report.rs`: the per-epoch log and the [`TrainReport`] (history, timing statistics, time
+//!   to accuracy, memory peaks).
+//!
+//! Phase timing: the layers open spans on the graph's clock ([`ModelGraph::phase`]), which
+//! the trainer turns on for its training forwards when `profile` is set.
+
+mod config;
+mod epoch;
+mod report;
+mod select;
+
+pub use config::TrainConfig;
+#[cfg(test)]
+pub(crate) use epoch::all_reduce_grads;
+pub use epoch::masked_cross_entropy;
+pub use report::{
+    time_to_accuracy, EpochLog, PeakByPhase, TimeToAccuracy, TrainReport, TTA_TOLERANCE,
+};
+pub use select::{BestSoFar, EarlyStopping};
+
+use crate::checkpoint::{StateMeta, TrainState};
+use crate::data::DeviceData;
+use crate::error::{Error, Result};
+use crate::optim::Adam;
+use crate::LossScale;
+use candle_core::{Device, Tensor, Var};
+use gnn_kernels::comm::Communicator;
+use gnn_models::{DropoutRng, Forward, Gnn, ModelGraph};
+use report::{window, Records};
+use select::Selection;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Trains `model` on `data` over `graph`. `on_epoch` sees every epoch (print progress there).
+pub fn train(
+    model: &Gnn,
+    graph: &ModelGraph,
+    data: &DeviceData,
+    cfg: &TrainConfig,
+    on_epoch: impl FnMut(&EpochLog),
+) -> Result<TrainReport> {
+    train_from(model, graph, data, cfg, None, on_epoch)
+}
+
+/// [`train`], continuing from `resume` (a checkpoint of the same model and recipe, see
+/// [`TrainState::load`]) when given: parameters, optimiser moments, dropout stream, model
+/// selection and history are restored, and epochs continue after the checkpoint's. On the
+/// CPU the continued run is bit-identical to one that was never interrupted.
+///
+/// Stops with [`Error::NonFinite`] when the loss or a gradient is NaN or infinite, naming the
+/// epoch and the tensor, after saving the state before that epoch when `cfg.checkpoint` is set.
+///
+/// A CUDA out-of-memory failure becomes [`Error::OutOfMemory`] naming the epoch and phase.
+pub fn train_from(
+    model: &Gnn,
+    graph: &ModelGraph,
+    data: &DeviceData,
+    cfg: &TrainConfig,
+    resume: Option<&TrainState>,
+    on_epoch: impl FnMut(&EpochLog),
+) -> Result<TrainReport> {
+    let mut phase = "setting up training (optimiser state)".to_string();
+    let r = check(model, data, cfg).and_then(|()| {
+        let mut t = Trainer::new(model, graph, data, cfg)?;
+        let start = match resume {
+            Some(st) => t.resume(st)?,
+            None => 0,
+        };
+        t.run(start, on_epoch, &mut phase)
+    });
+    // Whatever the outcome, the graph's clocks are left off.
+    graph.set_phase_timing(false);
+    graph.graph.set_backward_timing(false);
+    crate::device::on_oom(r, data.x.device(), || (phase, None))
+}
+
+/// Errors when `model`, `data` and `cfg` do not fit together.
+fn check(model: &Gnn, data: &DeviceData, cfg: &TrainConfig) -> Result<()> {
+    if cfg.epochs == 0 || cfg.eval_every == 0 {
+        return Err(Error::Invalid("epochs and eval_every must be >= 1".into()));
+    }
+    if model.config().out_dim != data.num_classes {
+        return Err(Error::Invalid(format!(
+            "model has {} outputs but the dataset has {} classes",
+            model.config().out_dim,
+            data.num_classes
+        )));
+    }
+    if model.config().in_dim != data.x.dim(1)? {
+        return Err(Error::Invalid(format!(
+            "model expects {} input features, the dataset has {}",
+            model.config().in_dim,
+            data.x.dim(1)?
+        )));
+    }
+    if data.x.dtype() != cfg.precision.dtype() {
+        return Err(Error::Invalid(format!(
+            "the recipe trains in {} but the features are {:?}; upload them with \
+             DeviceData::with_precision",
+            cfg.precision,
+            data.x.dtype()
+        )));
+    }
+    if cfg.checkpoint_every > 0 && cfg.checkpoint.is_none() {
+        return Err(Error::Invalid(
+            "checkpoint_every is set but no checkpoint path is".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// LayerNorm parameters (between layers, `norms.*`, or inside GIN's MLP, `convs.<l>.norm.*`):
+/// exempt from weight decay, as usual.
+fn is_norm_param(name: &str) -> bool {
+    name.starts_with("norms.") || name.contains(".norm.")
+}
+
+/// Rough size of the activations one training epoch keeps for its backward pass: about four
+/// `nodes x width` f32 tensors per layer (linear output, aggregation, activation, dropout mask)
+/// plus the dropped-out input. Only for out-of-memory messages: says whether a model can fit.
+fn activation_bytes(cfg: &gnn_models::ModelConfig, nodes: usize) -> u64 {
+    let widths: u64 = (0..cfg.layers)
+        .map(|l| {
+            if l + 1 == cfg.layers {
+                cfg.out_dim
+            } else {
+                cfg.hidden
+            }
+        })
+        .map(|w| w as u64)
+        .sum();
+    let per_node = 4 * widths + cfg.in_dim as u64;
+    (nodes as u64).saturating_mul(per_node).saturating_mul(4)
+}
+
+/// A run in progress: everything that carries from one epoch to the next.
+struct Trainer<'a> {
+    model: &'a Gnn,
+    graph: &'a ModelGraph,
+    data: &'a DeviceData,
+    cfg: &'a TrainConfig,
+    device: Device,
+    vars: Vec<(String, Var)>,
+    opt: Adam,
+    /// Dropout masks are a function of this stream alone on every device (no device RNG).
+    rng: DropoutRng,
+    /// f16's dynamic loss scale.
+    scaler: Option<LossScale>,
+    /// A partitioned graph's communicator: this is one rank of a multi-device run. Its halo
+    /// exchanges run inside the forward and backward; the gradients and the loss are summed
+    /// over ranks here.
+    comm: Option<Arc<dyn Communicator>>,
+    select: Selection,
+    records: Records,
+    /// Loss of the last completed epoch.
+    final_loss: f64,
+    /// The first layer's aggregation of the input, made in the first epoch run (and timed in
+    /// it), then reused by every forward.
+    input_agg: Option<Tensor>,
+    /// The size note of out-of-memory messages.
+    need: String,
+}
+
+impl<'a> Trainer<'a> {
+    /// Optimiser, dropout stream and clocks for a fresh run (see [`Self::resume`]).
+    fn new(
+        model: &'a Gnn,
+        graph: &'a ModelGraph,
+        data: &'a DeviceData,
+        cfg: &'a TrainConfig,
+    ) -> Result<Self> {
+        let scaler = (cfg.precision == crate::Precision::F16).then(LossScale::new);
+        let device = data.x.device().clone();
+        crate::device::set_tf32(&device, cfg.tf32)?;
+        let vars = model.named_vars();
+        let params = vars
+            .iter()
+            .map(|(k, v)| (v.clone(), !is_norm_param(k)))
+            .collect();
+        let opt = Adam::new(cfg.optimizer, params, cfg.lr, cfg.weight_decay)?;
+        let rng = DropoutRng::new(cfg.seed).with_row_offset(graph.row_offset() as u64);
+        graph.set_phase_timing(cfg.profile);
+        graph.take_phase_times()?;
+        graph.graph.set_backward_timing(cfg.profile);
+        graph.graph.take_backward_time()?;
+        let need = format!(
+            "; the epoch keeps about {} of node x width activations, an estimate",
+            crate::device::gib(activation_bytes(model.config(), data.x.dim(0)?))
+        );
+        Ok(Self {
+            model,
+            graph,
+            data,
+            cfg,
+            device,
+            vars,
+            opt,
+            rng,
+            scaler,
+            comm: graph.halo().map(|h| h.comm().clone()),
+            select: Selection::default(),
+            records: Records::new(cfg.epochs),
+            final_loss: f64::NAN,
+            input_agg: None,
+            need,
+        })
+    }
+
+    /// Continues from checkpoint `st`; returns the epochs it had completed.
+    fn resume(&mut self, st: &TrainState) -> Result<usize> {
+        self.select.weights = st.apply(self.model, self.cfg, &mut self.opt)?;
+        let m = &st.meta;
+        (self.rng, self.select.best, self.final_loss) = (m.dropout, m.best, m.final_loss);
+        self.records.history = m.history.clone();
+        (self.records.epoch_ms, self.records.infer_ms) = (m.epoch_ms.clone(), m.infer_ms.clone());
+        // f16: continue with the saved loss scale (checkpoints from before it was saved
+        // restart at 2^16).
+        if let (Some(s), Some(saved)) = (self.scaler.as_mut(), m.loss_scale) {
+            *s = saved;
+        }
+        Ok(m.epoch)
+    }
+
+    /// The state after `epoch` epochs with the dropout stream at `rng`, as a checkpoint.
+    fn state(&self, epoch: usize, rng: DropoutRng) -> TrainState {
+        let meta = StateMeta {
+            format: "gnn-train-state-v1".into(),
+            epoch,
+            model: self.model.config().clone(),
+            train: self.cfg.clone(),
+            adam_steps: self.opt.steps(),
+            dropout: rng,
+            best: self.select.best,
+            final_loss: self.final_loss,
+            history: self.records.history.clone(),
+            epoch_ms: self.records.epoch_ms.clone(),
+            infer_ms: self.records.infer_ms.clone(),
+            loss_scale: self.scaler,
+        };
+        TrainState::capture(meta, &self.vars, &self.opt, self.select.weights.as_deref())
+    }
+
+    /// Time spent inside the communicator so far (zero on one device).
+    fn comm_time(&self) -> Duration {
+        self.comm
+            .as_ref()
+            .map_or(Duration::ZERO, |c| c.time_spent())
+    }
+
+    /// Bytes the communicator sent so far.
+    fn comm_bytes(&self) -> u64 {
+        self.comm.as_ref().map_or(0, |c| c.bytes_sent())
+    }
+
+    /// Epochs `start + 1 ..= cfg.epochs`, each a training step, an evaluation when due, a
+    /// checkpoint when due; then the best weights restored and the report.
+    fn run(
+        mut self,
+        start: usize,
+        mut on_epoch: impl FnMut(&EpochLog),
+        phase: &mut String,
+    ) -> Result<TrainReport> {
+        let cfg = self.cfg;
+        let stop = EarlyStopping::new(cfg.patience);
+        self.device.synchronize()?;
+        crate::device::reset_allocated_peak(&self.device);
+        for epoch in start + 1..=cfg.epochs {
+            let (sums, setup_ms) = self.step(epoch, epoch == start + 1, phase)?;
+            self.records
+                .count(epoch, sums, setup_ms, cfg.warmup, cfg.epochs);
+            let mut log = EpochLog {
+                epoch,
+                loss: self.final_loss,
+                epoch_ms: sums.total.as_secs_f64() * 1e3,
+                acc: None,
+            };
+            if epoch % cfg.eval_every == 0 || epoch == cfg.epochs {
+                log.acc = Some(self.evaluate(epoch, phase)?);
+            }
+            on_epoch(&log);
+            self.records.history.push(log);
+            if cfg.checkpoint_every > 0 && epoch % cfg.checkpoint_every == 0 {
+                if let Some(path) = &cfg.checkpoint {
+                    self.device.synchronize()?;
+                    self.state(epoch, self.rng).save(path)?;
+                }
+            }
+            self.records.mark(&self.device, window::EVAL)?;
+            if stop.should_stop(&self.select.best) {
+                break;
+            }
+        }
+        let best = self.select.best;
+        self.select.restore(&self.vars)?;
+        self.records
+            .finish(best, self.final_loss, self.scaler, &self.device)
+    }
+}
+
+/// Logits of every node in evaluation mode (no dropout): the inference path.
+pub fn predict(model: &Gnn, graph: &ModelGraph, x: &Tensor) -> Result<Tensor> {
+    Ok(model.forward(graph, x, &mut Forward::eval())?)
+}
