@@ -139,25 +139,21 @@ def identify_machine(gpus, table):
                   "l2": entry.get("l2_bytes_per_s"), "source": entry.get("source", "bench/machines.toml")}
 
 
+def proc_field(path, key):
+    """The value of the first `key:` line of a /proc file, or None."""
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(key):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
 def cpu_info():
-    model = platform.processor() or None
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    mem = None
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    mem = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    model = proc_field("/proc/cpuinfo", "model name") or platform.processor() or None
+    mem = proc_field("/proc/meminfo", "MemTotal:")
     return {"model": model, "cores": os.cpu_count(), "memory": mem}
 
 
