@@ -7,7 +7,7 @@
 //! examples are thin wrappers of: [`run`] (one training run from one config), [`sweep`]
 //! (parameter sweeps), [`report`] (breakdown tables, JSON, the SVG charts), [`metrics`]
 //! (ROC-AUC of two-class models, beside accuracy) and, with the `cli`
-//! feature, [`cli`] (the shared command-line flags).
+//! feature, `cli` (the shared command-line flags).
 #![deny(missing_docs)]
 
 pub mod checkpoint;
