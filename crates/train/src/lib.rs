@@ -25,6 +25,7 @@ pub mod precision;
 pub mod progress;
 pub mod report;
 pub mod run;
+pub mod source;
 pub mod sweep;
 pub mod trainer;
 pub mod warmup;
