@@ -23,24 +23,26 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PRECISION_ORDER = {"f32": 0, "bf16": 1, "f16": 2}
 
 
-def fmt_ms(v):
+def _tiered(v, hi, mid, digits, suffix=""):
+    """`v` with digits[0] decimals at or above `hi`, digits[1] at or above `mid`, else
+    digits[2]; "-" for None."""
     if v is None:
         return "-"
-    return f"{v:.1f}" if v >= 100 else f"{v:.2f}" if v >= 10 else f"{v:.3f}"
+    d = digits[0] if v >= hi else digits[1] if v >= mid else digits[2]
+    return f"{v:.{d}f}{suffix}"
+
+
+def fmt_ms(v):
+    return _tiered(v, 100, 10, (1, 2, 3))
 
 
 def fmt_rate(v):
     """Bytes/s as GB/s."""
-    if v is None:
-        return "-"
-    g = v / 1e9
-    return f"{g:.0f}" if g >= 100 else f"{g:.1f}" if g >= 1 else f"{g:.3f}"
+    return _tiered(None if v is None else v / 1e9, 100, 1, (0, 1, 3))
 
 
 def fmt_x(v):
-    if v is None:
-        return "-"
-    return f"{v:.0f}x" if v >= 100 else f"{v:.1f}x" if v >= 10 else f"{v:.2f}x"
+    return _tiered(v, 100, 10, (0, 1, 2), "x")
 
 
 def fmt_bps(v):
