@@ -15,7 +15,7 @@
 
 use std::sync::Mutex;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// One module compiled by the warm-up.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -116,7 +116,7 @@ pub fn finish() -> Option<WarmUp> {
     }
     Some(WarmUp {
         waited_s: t.elapsed().as_secs_f64(),
-        wall_s: last.duration_since(t0).max(Duration::ZERO).as_secs_f64(),
+        wall_s: last.duration_since(t0).as_secs_f64(),
         modules,
     })
 }
