@@ -148,7 +148,7 @@ fn main() -> Result<()> {
     let mut plan = DistPlan::new(ds, model.kind, ranks, exchange)?;
     plan.symmetric &= !args.split_aggregation;
     plan.slice_rows = match args.gather_slice_rows {
-        None => Some(gnn::kernels::comm::GATHER_SLICE_ROWS),
+        None => Some(gnn::comm::GATHER_SLICE_ROWS),
         Some(0) => None,
         Some(n) => Some(n),
     };
@@ -398,7 +398,7 @@ fn nccl_process(
     overlap: bool,
     on_epoch: &(dyn Fn(&gnn::train::EpochLog) + Sync),
 ) -> Result<gnn::train::dist::RankOutcome> {
-    use gnn::kernels::comm::{Communicator, NcclComm, NcclId};
+    use gnn::comm::{Communicator, NcclComm, NcclId};
     use std::sync::Arc;
     let path = &proc.id_file;
     let id = if proc.rank == 0 {
@@ -471,7 +471,7 @@ fn nccl_run(
     overlap: bool,
     on_epoch: &(dyn Fn(&gnn::train::EpochLog) + Sync),
 ) -> Result<Vec<gnn::train::dist::RankOutcome>> {
-    use gnn::kernels::comm::{Communicator, NcclComm, NcclId};
+    use gnn::comm::{Communicator, NcclComm, NcclId};
     use std::sync::Arc;
     let devices = (0..ranks)
         .map(|r| {

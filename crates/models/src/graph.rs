@@ -3,9 +3,9 @@
 use crate::config::ConvKind;
 use crate::error::{Error, Result};
 use candle_core::{Device, Tensor};
+use gnn_comm::{HaloExchange, SymmetricOperand};
 use gnn_graph::{BuildOptions, Csr, LocalGraph, Normalization, SelfLoops};
 use gnn_kernels::{
-    comm::{HaloExchange, SymmetricOperand},
     spgemm_bias, spmm, spmm_sampled, spmm_weighted, Cbsr, DeviceGraph, Reduce, Sampling,
 };
 use serde::{Deserialize, Serialize};

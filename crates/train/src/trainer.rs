@@ -726,7 +726,7 @@ fn train_inner(
 /// the summed loss. A parameter without a gradient contributes zeros (every rank then holds
 /// one, so the next steps stay in step).
 pub(crate) fn all_reduce_grads(
-    comm: &dyn gnn_kernels::comm::Communicator,
+    comm: &dyn gnn_comm::Communicator,
     vars: &[(String, candle_core::Var)],
     grads: &mut candle_core::backprop::GradStore,
     loss: &Tensor,
@@ -759,7 +759,7 @@ pub(crate) fn all_reduce_grads(
 fn split_accuracy(
     logits: &Tensor,
     data: &DeviceData,
-    comm: Option<&dyn gnn_kernels::comm::Communicator>,
+    comm: Option<&dyn gnn_comm::Communicator>,
 ) -> Result<(f64, f64, f64)> {
     let mut counts = Vec::with_capacity(6);
     for ids in [&data.train, &data.val, &data.test] {
