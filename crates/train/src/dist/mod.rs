@@ -9,6 +9,10 @@
 //! ([`gnn_comm::LocalComm`]) and NCCL across GPUs. The losses, gradients and dropout
 //! masks are those of single-device training on the whole graph, up to the order of float
 //! sums (the equivalence tests check 1e-5).
+//!
+//! One run from one config, what the `train_dist` example does, is [`run()`] ([`DistConfig`]);
+//! where the ranks live and how they meet (threads, NCCL, one process per rank) is
+//! [`Launch`]; what it prints and writes is in [`report`].
 
 use crate::data::DeviceData;
 use crate::error::{Error, Result};
@@ -19,6 +23,13 @@ use gnn_graph::{Dataset, Exchange, HaloStats, LocalGraph, RowPartition};
 use gnn_models::{ConvKind, Gnn, ModelConfig, ModelGraph, Operands};
 use std::ops::Range;
 use std::sync::Arc;
+
+mod launch;
+pub mod report;
+mod run;
+
+pub use launch::{default_p2p_channels, Launch, ProcessRank, P2P_CHANNELS};
+pub use run::{run, DistConfig, DistOutcome};
 
 /// The model kind's operands of a dataset's graph and their partition: computed once, shared
 /// by every rank.
