@@ -12,7 +12,7 @@
 //! | [`Communicator`] | exchange, all-reduce, all-gather, ring shift, reduce-scatter among ranks |
 //! | [`LocalComm`] | ranks as threads of one process, tensors through channels |
 //! | `NcclComm` (feature `nccl`) | one rank per CUDA device through NCCL, on a stream of its own |
-//! | [`HaloExchange`] | a rank's rows plus the halo rows its local graph names, gradients sent home |
+//! | [`HaloExchange`] | a rank's rows plus the halo rows its local graph names; gradients go home |
 //! | [`SymmetricOperand`] | a local graph as column slices for the fused aggregation |
 //!
 //! Every method is collective: all ranks call the same methods in the same order with

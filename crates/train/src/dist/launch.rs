@@ -22,8 +22,8 @@ pub const P2P_CHANNELS: &str = "4";
 const P2P_CHANNELS_ENV: &str = "NCCL_MAX_P2P_NCHANNELS";
 
 /// Sets `NCCL_MAX_P2P_NCHANNELS` to [`P2P_CHANNELS`] unless the environment sets it. Call it
-/// before any other thread starts and before NCCL reads its environment ([`super::run`] does,
-/// first thing, for an NCCL launch).
+/// before any other thread starts and before NCCL reads its environment
+/// ([`super::run()`] does, first thing, for an NCCL launch).
 pub fn default_p2p_channels() {
     if std::env::var_os(P2P_CHANNELS_ENV).is_none() {
         std::env::set_var(P2P_CHANNELS_ENV, P2P_CHANNELS);

@@ -107,7 +107,7 @@ impl DistConfig {
     }
 }
 
-/// The outcome of [`run`].
+/// The outcome of [`run()`].
 pub struct DistOutcome {
     /// How the ranks exchanged rows.
     pub exchange: Exchange,
