@@ -482,8 +482,9 @@ impl DeviceGraph {
 
     /// Takes `d` off the backward clock: time a timed backward span spent on something else
     /// (the halo exchange inside a partitioned aggregation's backward, which the trainer
-    /// reports as communication).
-    pub(crate) fn deduct_backward_time(&self, d: Duration) {
+    /// reports as communication). For ops outside this crate that time their own backward
+    /// ([`Self::backward_timer`]), such as `gnn-comm`'s partitioned aggregation.
+    pub fn deduct_backward_time(&self, d: Duration) {
         if self.inner.timing.load(Ordering::Relaxed) {
             self.inner
                 .bwd_deduct_ns
@@ -491,8 +492,10 @@ impl DeviceGraph {
         }
     }
 
-    /// A guard that adds its lifetime to the backward clock when timing is on.
-    pub(crate) fn backward_timer(&self) -> Option<BackwardTimer<'_>> {
+    /// A guard that adds its lifetime to the backward clock when timing is on
+    /// ([`Self::set_backward_timing`]); `None` when it is off. For a custom op's backward on
+    /// this graph, here or in another crate.
+    pub fn backward_timer(&self) -> Option<BackwardTimer<'_>> {
         if !self.inner.timing.load(Ordering::Relaxed) {
             return None;
         }
@@ -520,8 +523,9 @@ enum Start {
     Event(CudaEvent),
 }
 
-/// Adds the time between its creation and its drop to a graph's backward clock.
-pub(crate) struct BackwardTimer<'a> {
+/// Adds the time between its creation and its drop to a graph's backward clock
+/// ([`DeviceGraph::backward_timer`]).
+pub struct BackwardTimer<'a> {
     g: &'a DeviceGraph,
     start: Start,
 }

@@ -35,9 +35,6 @@ pub enum Error {
     /// An error from the graph crate.
     #[error(transparent)]
     Graph(#[from] gnn_graph::Error),
-    /// A communication failure between ranks (a peer left, NCCL failed, mismatched calls).
-    #[error("communication: {0}")]
-    Comm(String),
     /// A failure in the benchmark and verification tools ([`crate::verify`], the cuSPARSE
     /// peer): a peer library call, a bad setting, a missing gradient.
     #[error("{0}")]

@@ -31,7 +31,6 @@
 //! The `cuda` feature enables candle's CUDA backend; GPU kernels plug into the same ops.
 #![deny(missing_docs)]
 
-pub mod comm;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 pub mod device_graph;

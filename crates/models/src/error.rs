@@ -19,6 +19,9 @@ pub enum Error {
     /// An operator failed.
     #[error(transparent)]
     Kernel(#[from] gnn_kernels::Error),
+    /// Communication between ranks failed (a partitioned graph's halo exchange).
+    #[error(transparent)]
+    Comm(#[from] gnn_comm::Error),
     /// candle failed.
     #[error(transparent)]
     Candle(#[from] candle_core::Error),

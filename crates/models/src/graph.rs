@@ -4,9 +4,9 @@ use crate::config::ConvKind;
 use crate::error::{Error, Result};
 use crate::timer::{Phase, PhaseSpan, PhaseTimes, Timer};
 use candle_core::{Device, Tensor};
+use gnn_comm::{HaloExchange, SymmetricOperand};
 use gnn_graph::{BuildOptions, Csr, LocalGraph, Normalization, SelfLoops};
 use gnn_kernels::{
-    comm::{HaloExchange, SymmetricOperand},
     spgemm_bias, spmm, spmm_sampled, spmm_weighted, Cbsr, DeviceGraph, KernelPolicy, KernelsUsed,
     Reduce, Sampling,
 };

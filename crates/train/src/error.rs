@@ -12,6 +12,9 @@ pub enum Error {
     /// From a kernel.
     #[error(transparent)]
     Kernel(#[from] gnn_kernels::Error),
+    /// From the communication between ranks.
+    #[error(transparent)]
+    Comm(#[from] gnn_comm::Error),
     /// From the graph/dataset layer.
     #[error(transparent)]
     Graph(#[from] gnn_graph::Error),

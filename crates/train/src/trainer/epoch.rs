@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::report::PhaseSums;
 use candle_core::backprop::GradStore;
 use candle_core::{Tensor, Var};
-use gnn_kernels::comm::Communicator;
+use gnn_comm::Communicator;
 use gnn_models::{DropoutRng, Forward, Phase};
 use std::time::{Duration, Instant};
 

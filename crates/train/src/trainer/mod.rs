@@ -36,7 +36,7 @@ use crate::error::{Error, Result};
 use crate::optim::Adam;
 use crate::LossScale;
 use candle_core::{Device, Tensor, Var};
-use gnn_kernels::comm::Communicator;
+use gnn_comm::Communicator;
 use gnn_models::{DropoutRng, Forward, Gnn, ModelGraph};
 use report::{window, Records};
 use select::Selection;

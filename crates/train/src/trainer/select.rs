@@ -5,7 +5,7 @@ use super::Trainer;
 use crate::data::DeviceData;
 use crate::error::Result;
 use candle_core::{Tensor, Var};
-use gnn_kernels::comm::Communicator;
+use gnn_comm::Communicator;
 use gnn_models::Forward;
 use serde::{Deserialize, Serialize};
 use std::time::Instant;

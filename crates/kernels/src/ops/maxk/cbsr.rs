@@ -123,7 +123,8 @@ impl Cbsr {
 
     /// Rows gathered from valid CBSRs of the same width (a halo exchange): no check, since
     /// every row was built by [`maxk`](super::maxk) or checked by [`Cbsr::new`] on its rank.
-    pub(crate) fn from_rows_unchecked(data: Tensor, index: Tensor, dim: usize) -> Cbsr {
+    /// The caller vouches for that: `index` of `data`'s shape, every entry below `dim`.
+    pub fn from_rows_unchecked(data: Tensor, index: Tensor, dim: usize) -> Cbsr {
         Cbsr { data, index, dim }
     }
 

@@ -142,10 +142,11 @@ fn check_values(op: &'static str, g: &DeviceGraph, x: &Tensor, v: &Tensor) -> Re
     Ok(v.contiguous()?)
 }
 
-/// What an op that runs its own [`transpose_product`] backward takes: `reduce` sum or mean
-/// (returns whether it is the mean) and constant edge values (a tracked `values` would lose
-/// its gradient). Shared by [`crate::Aggregate`] and the partitioned symmetric aggregation.
-pub(crate) fn transpose_operands(
+/// What an op that runs its own transpose-product backward (`Aᵀ dy`) takes: `reduce` sum or
+/// mean (returns whether it is the mean) and constant edge values (a tracked `values` would
+/// lose its gradient). Shared by [`crate::Aggregate`] and `gnn-comm`'s partitioned symmetric
+/// aggregation.
+pub fn transpose_operands(
     op: &'static str,
     reduce: Reduce,
     values: Option<&Tensor>,

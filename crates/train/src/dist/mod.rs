@@ -1,25 +1,36 @@
 //! Multi-device full-batch training (1-D partition, CAGNET's scheme): each rank owns a
 //! contiguous, non-zero-balanced range of nodes ([`gnn_graph::RowPartition`]) with their rows
 //! of `A`, `X`, the labels and the split; every aggregation first brings in the halo rows
-//! from their owners ([`gnn_kernels::comm::HaloExchange`], whose backward returns the halo
+//! from their owners ([`gnn_comm::HaloExchange`], whose backward returns the halo
 //! gradients); weights are replicated and their gradients summed over ranks every step.
 //!
 //! Ranks are threads of one process, one device each ([`train_ranks`]); the communicator is
 //! the only thing that changes between the in-process group of the CPU tests
-//! ([`gnn_kernels::comm::LocalComm`]) and NCCL across GPUs. The losses, gradients and dropout
+//! ([`gnn_comm::LocalComm`]) and NCCL across GPUs. The losses, gradients and dropout
 //! masks are those of single-device training on the whole graph, up to the order of float
 //! sums (the equivalence tests check 1e-5).
+//!
+//! One run from one config, what the `train_dist` example does, is [`run()`] ([`DistConfig`]);
+//! where the ranks live and how they meet (threads, NCCL, one process per rank) is
+//! [`Launch`]; what it prints and writes is in [`report`].
 
 use crate::data::DeviceData;
 use crate::error::{Error, Result};
 use crate::trainer::{train, EpochLog, TrainConfig, TrainReport};
 use candle_core::Device;
+use gnn_comm::{Communicator, HaloExchange};
 use gnn_graph::{Dataset, Exchange, HaloStats, LocalGraph, RowPartition};
-use gnn_kernels::comm::{Communicator, HaloExchange};
 use gnn_kernels::{KernelPolicy, KernelsUsed};
 use gnn_models::{ConvKind, Gnn, ModelConfig, ModelGraph, Operands};
 use std::ops::Range;
 use std::sync::Arc;
+
+mod launch;
+pub mod report;
+mod run;
+
+pub use launch::{default_p2p_channels, Launch, ProcessRank, P2P_CHANNELS};
+pub use run::{run, DistConfig, DistOutcome};
 
 /// The model kind's operands of a dataset's graph and their partition: computed once, shared
 /// by every rank.
@@ -40,7 +51,7 @@ pub struct DistPlan {
     /// at most this many rows, when the model's every aggregation is a sum or mean
     /// ([`ModelGraph::partitioned`]'s `slice_rows`): the slices over the rank's own rows then
     /// run while the exchange is in flight. `None` keeps it whole. Default
-    /// [`gnn_kernels::comm::GATHER_SLICE_ROWS`] (blocks not cut further).
+    /// [`gnn_comm::GATHER_SLICE_ROWS`] (blocks not cut further).
     pub slice_rows: Option<usize>,
 }
 
@@ -75,7 +86,7 @@ impl DistPlan {
             exchange,
             halo_sizes,
             symmetric,
-            slice_rows: Some(gnn_kernels::comm::GATHER_SLICE_ROWS),
+            slice_rows: Some(gnn_comm::GATHER_SLICE_ROWS),
         })
     }
 
@@ -220,14 +231,14 @@ pub struct RankOutcome {
 /// Makes rank `r`'s communicator on its device, inside the rank's thread (NCCL's join is
 /// collective: every rank must be joining at the same time).
 pub type CommFactory<'a> =
-    dyn Fn(usize, &Device) -> gnn_kernels::Result<Arc<dyn Communicator>> + Sync + 'a;
+    dyn Fn(usize, &Device) -> gnn_comm::Result<Arc<dyn Communicator>> + Sync + 'a;
 
 /// The in-process group as a [`CommFactory`]: rank `r` takes the group's `r`-th member.
 pub fn local_comms(
     world: usize,
-) -> impl Fn(usize, &Device) -> gnn_kernels::Result<Arc<dyn Communicator>> + Sync {
-    let slots: std::sync::Mutex<Vec<Option<gnn_kernels::comm::LocalComm>>> = std::sync::Mutex::new(
-        gnn_kernels::comm::LocalComm::group(world)
+) -> impl Fn(usize, &Device) -> gnn_comm::Result<Arc<dyn Communicator>> + Sync {
+    let slots: std::sync::Mutex<Vec<Option<gnn_comm::LocalComm>>> = std::sync::Mutex::new(
+        gnn_comm::LocalComm::group(world)
             .into_iter()
             .map(Some)
             .collect(),
@@ -239,7 +250,7 @@ pub fn local_comms(
             .get_mut(rank)
             .and_then(Option::take)
             .ok_or_else(|| {
-                gnn_kernels::Error::Comm(format!("rank {rank} taken twice or out of range"))
+                gnn_comm::Error::Comm(format!("rank {rank} taken twice or out of range"))
             })?;
         Ok(Arc::new(c) as Arc<dyn Communicator>)
     }
@@ -329,7 +340,7 @@ mod tests {
     use super::*;
     use crate::trainer::all_reduce_grads;
     use candle_core::Tensor;
-    use gnn_kernels::comm::LocalComm;
+    use gnn_comm::LocalComm;
     use gnn_models::{Activation, DropoutRng, Forward};
     use std::collections::BTreeMap;
 
@@ -571,11 +582,11 @@ mod tests {
         // Rank 1 cannot join (its member of the group is dropped): rank 0's first exchange
         // then fails too, and both reach the hook.
         let members = std::sync::Mutex::new(LocalComm::group(2));
-        let make = |rank: usize, _: &Device| -> gnn_kernels::Result<Arc<dyn Communicator>> {
+        let make = |rank: usize, _: &Device| -> gnn_comm::Result<Arc<dyn Communicator>> {
             let c = members.lock().unwrap().remove(0);
             if rank == 1 {
                 drop(c);
-                return Err(gnn_kernels::Error::Comm("rank 1 has no device".into()));
+                return Err(gnn_comm::Error::Comm("rank 1 has no device".into()));
             }
             Ok(Arc::new(c))
         };

@@ -1,23 +1,40 @@
-//! Communication between the ranks of a multi-device run: the [`Communicator`] trait, an
-//! in-process implementation ([`LocalComm`]: threads and channels, for CPU tests and CPU runs),
-//! NCCL under the `nccl` feature (`NcclComm`), and the halo exchange a partitioned graph's
-//! aggregation needs ([`HaloExchange`], differentiable).
+//! # gnn-comm
+//!
+//! Communication between the ranks of a multi-device run, the floor between the kernels
+//! (`gnn-kernels`) and the models (`gnn-models`): the [`Communicator`] trait, an in-process
+//! implementation ([`LocalComm`]: threads and channels, for CPU tests and CPU runs), NCCL
+//! under the `nccl` feature (`NcclComm`, `NcclId`), and the halo exchange a partitioned
+//! graph's aggregation needs ([`HaloExchange`], differentiable, with the fused partitioned
+//! aggregation [`HaloExchange::aggregate_symmetric`] over a [`SymmetricOperand`]).
+//!
+//! | item | does |
+//! |---|---|
+//! | [`Communicator`] | exchange, all-reduce, all-gather, ring shift, reduce-scatter among ranks |
+//! | [`LocalComm`] | ranks as threads of one process, tensors through channels |
+//! | `NcclComm` (feature `nccl`) | one rank per CUDA device through NCCL, on a stream of its own |
+//! | [`HaloExchange`] | a rank's rows plus the halo rows its local graph names; gradients go home |
+//! | [`SymmetricOperand`] | a local graph as column slices for the fused aggregation |
 //!
 //! Every method is collective: all ranks call the same methods in the same order with
 //! matching shapes. Training guarantees that by running the same model on every rank (the
 //! backward walks the same graph in the same order).
+//!
+//! The `cuda` feature builds the GPU paths of the ops; `nccl` adds the NCCL communicator
+//! (links `libnccl.so.2`).
+#![deny(missing_docs)]
 
+pub mod error;
 mod halo;
 mod local;
 #[cfg(feature = "nccl")]
 mod nccl;
 
+pub use error::{Error, Result};
 pub use halo::{HaloExchange, SymmetricOperand, GATHER_SLICE_ROWS};
 pub use local::LocalComm;
 #[cfg(feature = "nccl")]
 pub use nccl::{NcclComm, NcclId};
 
-use crate::error::Result;
 use candle_core::Tensor;
 use std::sync::atomic::{AtomicU64, Ordering};
 

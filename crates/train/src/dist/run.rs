@@ -1,0 +1,315 @@
+//! One distributed training run from one config struct, what the `train_dist` example does:
+//! load or generate the data, partition the model's operands, print the halo statistics,
+//! train every rank the launch puts in this process, print the results and write the JSON
+//! report.
+//!
+//! ```no_run
+//! use gnn_models::ConvKind;
+//! use gnn_train::dist::{run, DistConfig};
+//! use gnn_train::run::{DataSource, ModelSpec};
+//!
+//! let mut cfg = DistConfig::new(DataSource::bundled_cora(), ModelSpec::new(ConvKind::Gcn, 2, 16));
+//! cfg.ranks = 3;
+//! cfg.cpu = true;
+//! let out = run(&cfg)?;
+//! println!("{:.1} %", 100.0 * out.ranks[0].report.test_acc);
+//! # Ok::<(), gnn_train::Error>(())
+//! ```
+
+use super::launch::{default_p2p_channels, no_nccl, train_launched, Launch};
+use super::report::{exchange_line, fused, halo_table, print_results, rank_rows, slice_rows_json};
+use super::{DistPlan, RankOutcome, Recipe};
+use crate::device::pick_device;
+use crate::error::{Error, Result};
+use crate::report::write_text;
+use crate::run::{load, reorder, DataSource, ModelSpec};
+use crate::trainer::{EpochLog, TrainConfig};
+use gnn_graph::{Exchange, Reorder};
+use gnn_kernels::{KernelPolicy, KernelsUsed};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Everything one distributed run needs.
+#[derive(Debug, Clone)]
+pub struct DistConfig {
+    /// The data.
+    pub data: DataSource,
+    /// Node renumbering applied after loading (contiguous ranges of a community order keep
+    /// most edges inside a rank: smaller halos).
+    pub reorder: Reorder,
+    /// The model.
+    pub model: ModelSpec,
+    /// The recipe; `train.seed` also seeds every rank's (identical) initialisation. Set
+    /// `train.profile` for the per-phase breakdown the report prints.
+    pub train: TrainConfig,
+    /// Number of ranks (partitions); a [`Launch::Process`] run has its `world` instead.
+    pub ranks: usize,
+    /// Where the ranks live and how they talk.
+    pub launch: Launch,
+    /// Stay on the CPU even when a GPU is there (the in-process ranks' device).
+    pub cpu: bool,
+    /// The kernel policy of every rank's graphs (SpMM/SDDMM kernels, determinism).
+    pub kernels: KernelPolicy,
+    /// How ranks exchange rows; `None`: chosen by volume ([`Exchange::by_volume`]).
+    pub exchange: Option<Exchange>,
+    /// Run each aggregation as the exchange followed by the SpMM even where the operand is
+    /// symmetric and the exchange the all-gather (which otherwise fuse into one op that keeps
+    /// less memory); for comparison.
+    pub split_aggregation: bool,
+    /// [`DistPlan::slice_rows`]: default [`gnn_comm::GATHER_SLICE_ROWS`] (one slice per
+    /// rank's block); `None` keeps the local graph whole (no overlap).
+    pub slice_rows: Option<usize>,
+    /// NCCL runs a sliced aggregation's own-block slices while the exchange is in flight
+    /// (default); off, after it (to measure what the overlap gains).
+    pub overlap: bool,
+    /// Print the halo statistics and stop.
+    pub stats_only: bool,
+    /// Where the JSON report goes; a [`Launch::Process`] rank writes `<stem>.rank<r>.json`.
+    pub json: PathBuf,
+    /// The command line or other note recorded in the report.
+    pub note: String,
+}
+
+impl DistConfig {
+    /// `model` on `data` over two in-process ranks with the default recipe (profiled), the
+    /// exchange chosen by volume, the report to `runs/train_dist.json`.
+    pub fn new(data: DataSource, model: ModelSpec) -> Self {
+        Self {
+            data,
+            reorder: Reorder::None,
+            model,
+            train: TrainConfig {
+                profile: true,
+                ..TrainConfig::default()
+            },
+            ranks: 2,
+            launch: Launch::InProcess,
+            cpu: false,
+            kernels: KernelPolicy::default(),
+            exchange: None,
+            split_aggregation: false,
+            slice_rows: Some(gnn_comm::GATHER_SLICE_ROWS),
+            overlap: true,
+            stats_only: false,
+            json: PathBuf::from("runs/train_dist.json"),
+            note: String::new(),
+        }
+    }
+}
+
+impl DistConfig {
+    /// Ranks in all: the world of a [`Launch::Process`] run, else [`Self::ranks`].
+    pub fn world(&self) -> usize {
+        match &self.launch {
+            Launch::Process(p) => p.world,
+            _ => self.ranks,
+        }
+    }
+}
+
+/// The outcome of [`run()`].
+pub struct DistOutcome {
+    /// How the ranks exchanged rows.
+    pub exchange: Exchange,
+    /// The halo statistics per partition count `1..=ranks` (as the report holds them).
+    pub halo_stats: Vec<Value>,
+    /// The ranks this process ran, in rank order; empty with `stats_only`.
+    pub ranks: Vec<RankOutcome>,
+    /// The JSON report and where it was written; `None` with `stats_only`.
+    pub report: Option<(Value, PathBuf)>,
+}
+
+/// Runs `cfg` end to end; see the module docs. Progress and results go to stdout as they
+/// come.
+pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
+    if cfg.launch.uses_nccl() {
+        if !cfg!(feature = "nccl") {
+            return Err(no_nccl());
+        }
+        // Before any thread starts or NCCL reads its environment.
+        default_p2p_channels();
+    }
+    let ranks = cfg.world();
+    if ranks == 0 {
+        return Err(Error::Invalid(
+            "a distributed run needs at least one rank".into(),
+        ));
+    }
+    let device = pick_device(cfg.cpu)?;
+    println!("kernels: {}", cfg.kernels);
+    let mut loaded = load(&cfg.data, device.is_cpu())?;
+    reorder(&mut loaded, cfg.reorder)?;
+    let ds = &loaded.dataset;
+    let model = cfg.model.config(ds);
+    let train = &cfg.train;
+
+    // Communication volume per partition count, at the hidden width in the run's precision.
+    let elem = train.precision.dtype().size_in_bytes() as u64;
+    let mut plan = DistPlan::new(ds, model.kind, ranks, cfg.exchange)?;
+    plan.symmetric &= !cfg.split_aggregation;
+    plan.slice_rows = cfg.slice_rows;
+    let stats = halo_table(&plan, ranks, model.hidden, elem)?;
+    println!(
+        "{}",
+        exchange_line(&plan, cfg.exchange.is_some(), cfg.split_aggregation)
+    );
+    if cfg.stats_only {
+        return Ok(DistOutcome {
+            exchange: plan.exchange,
+            halo_stats: stats,
+            ranks: Vec::new(),
+            report: None,
+        });
+    }
+
+    let recipe = Recipe {
+        model: &model,
+        train,
+        seed: train.seed,
+        row_normalize: !loaded.raw_features,
+        kernels: cfg.kernels,
+    };
+    let t = Instant::now();
+    let on_epoch = |log: &EpochLog| {
+        if let Some((tr, va, te)) = log.acc {
+            println!(
+                "  epoch {:>4}/{}  loss {:.4}  acc train {tr:.3} val {va:.3} test {te:.3}  {:.0} ms/epoch",
+                log.epoch, train.epochs, log.loss, log.epoch_ms
+            );
+        }
+    };
+    let outcomes = train_launched(cfg, &plan, ds, recipe, &device, &on_epoch)?;
+    let wall = t.elapsed().as_secs_f64();
+    print_results(&model, &plan, ranks, &outcomes, wall);
+    let mut kernels_used = KernelsUsed::default();
+    for o in &outcomes {
+        kernels_used.merge(&o.kernels_used);
+    }
+    println!("kernels used: {kernels_used}");
+
+    let r0 = &outcomes[0].report;
+    let report = json!({
+        "args": cfg.note,
+        "dataset": ds.summary(),
+        "source": loaded.provenance,
+        "model": model,
+        "train": train,
+        "kernel_policy": cfg.kernels,
+        "kernels_used": kernels_used,
+        "comm": cfg.launch.describe(),
+        "exchange": plan.exchange,
+        "fused_aggregation": fused(&plan),
+        // null: the whole local graph; "per rank block": one slice per rank's block.
+        "gather_slice_rows": slice_rows_json(plan.slice_rows),
+        "overlap": cfg.overlap,
+        "halo_stats": stats,
+        "test_acc": r0.test_acc,
+        "best_val_acc": r0.best_val_acc,
+        "best_epoch": r0.best_epoch,
+        "time_to_accuracy": r0.time_to_accuracy,
+        "loss_curve": r0.history.iter().map(|h| h.loss).collect::<Vec<_>>(),
+        "ranks": rank_rows(&outcomes),
+        "wall_s": wall,
+    });
+    // One report per process in a multi-process run (each holds its own rank).
+    let path = match &cfg.launch {
+        Launch::Process(p) => cfg.json.with_extension(format!("rank{}.json", p.rank)),
+        _ => cfg.json.clone(),
+    };
+    let text = serde_json::to_string_pretty(&report).map_err(|e| Error::File {
+        path: path.display().to_string(),
+        problem: format!("cannot encode the report as JSON: {e}"),
+    })?;
+    write_text(&path, &text)?;
+    println!("wrote {}", path.display());
+    Ok(DistOutcome {
+        exchange: plan.exchange,
+        halo_stats: stats,
+        ranks: outcomes,
+        report: Some((report, path)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dist::ProcessRank;
+    use gnn_models::ConvKind;
+
+    fn cora(json: PathBuf) -> DistConfig {
+        let mut cfg = DistConfig::new(
+            DataSource::bundled_cora(),
+            ModelSpec::new(ConvKind::Gcn, 2, 16),
+        );
+        cfg.cpu = true;
+        cfg.train.epochs = 4;
+        cfg.train.eval_every = 2;
+        cfg.json = json;
+        cfg.note = "test note".into();
+        cfg
+    }
+
+    #[test]
+    fn a_run_trains_every_rank_and_writes_its_report() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = cora(dir.path().join("sub/dist.json"));
+        let out = run(&cfg).unwrap();
+        assert_eq!(out.ranks.len(), 2);
+        assert_eq!(out.halo_stats.len(), 2);
+        // The ranks own consecutive ranges covering every node.
+        assert_eq!(out.ranks[0].rows.start, 0);
+        assert_eq!(out.ranks[0].rows.end, out.ranks[1].rows.start);
+        assert_eq!(out.ranks[1].rows.end, 2708);
+        let (report, path) = out.report.unwrap();
+        assert_eq!(path, cfg.json);
+        let written: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(written, report);
+        assert_eq!(report["args"], "test note");
+        assert_eq!(report["comm"], "in-process");
+        assert_eq!(report["exchange"], json!(out.exchange));
+        assert_eq!(report["gather_slice_rows"], "per rank block");
+        assert_eq!(report["ranks"].as_array().unwrap().len(), 2);
+        let losses: Vec<f64> = out.ranks[0].report.history.iter().map(|h| h.loss).collect();
+        assert_eq!(losses.len(), 4);
+        assert_eq!(report["loss_curve"], json!(losses));
+        // Every rank logs the same global losses.
+        let other: Vec<f64> = out.ranks[1].report.history.iter().map(|h| h.loss).collect();
+        assert_eq!(losses, other);
+    }
+
+    #[test]
+    fn stats_only_trains_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = cora(dir.path().join("dist.json"));
+        cfg.ranks = 3;
+        cfg.stats_only = true;
+        cfg.exchange = Some(Exchange::AllGather);
+        let out = run(&cfg).unwrap();
+        assert_eq!(out.exchange, Exchange::AllGather);
+        assert_eq!(out.halo_stats.len(), 3);
+        assert!(out.ranks.is_empty() && out.report.is_none());
+        assert!(!cfg.json.exists());
+        cfg.ranks = 0;
+        assert!(run(&cfg).is_err());
+    }
+
+    #[test]
+    fn a_process_launch_has_its_world() {
+        let mut cfg = cora(PathBuf::from("unused.json"));
+        assert_eq!(cfg.world(), 2);
+        cfg.launch = Launch::Process(ProcessRank {
+            rank: 1,
+            world: 3,
+            gpu: 1,
+            id_file: "id".into(),
+        });
+        assert_eq!(cfg.world(), 3);
+        #[cfg(not(feature = "nccl"))]
+        {
+            let e = run(&cfg).err().unwrap().to_string();
+            assert!(e.contains("nccl"), "{e}");
+        }
+    }
+}
