@@ -6,7 +6,7 @@
 //! PyTorch's gather formulation `(A[row] * B[col]).sum(-1)` on the same structure.
 //!
 //! ```text
-//! cargo run --release --features cuda --example bench_sddmm -- --json runs/bench_sddmm.json
+//! cargo run --release --features cuda,verify --example bench_sddmm -- --json runs/bench_sddmm.json
 //! ```
 
 use anyhow::{Context, Result};

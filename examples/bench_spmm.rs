@@ -4,7 +4,7 @@
 //! speed ratio, writes JSON.
 //!
 //! ```text
-//! cargo run --release --features cuda --example bench_spmm -- --json runs/bench_spmm.json
+//! cargo run --release --features cuda,verify --example bench_spmm -- --json runs/bench_spmm.json
 //! ```
 //!
 //! `--kernels` adds a table of our kernels each forced (GE-SpMM's row kernel, its narrow-row
