@@ -21,6 +21,8 @@
 //!
 //! Every input derives from the run's seed, so a miss is replayed by running that seed again.
 
+#[cfg(feature = "cuda")]
+pub mod bench;
 mod suite;
 
 pub use suite::run;
