@@ -12,7 +12,7 @@
 //! Markdown table and an SVG chart (speed-ups against non-zeros).
 //!
 //! ```text
-//! cargo run --release --features cuda --example bench_graphs -- --out runs/bench_graphs
+//! cargo run --release --features cuda,verify --example bench_graphs -- --out runs/bench_graphs
 //! ```
 
 use anyhow::{Context, Result};

@@ -4,7 +4,7 @@
 //! stream, CUDA events, medians after warm-up). Prints a table, writes JSON and an SVG chart.
 //!
 //! ```text
-//! cargo run --release --features cuda --example bench_maxk -- --out runs/bench_maxk
+//! cargo run --release --features cuda,verify --example bench_maxk -- --out runs/bench_maxk
 //! ```
 
 use anyhow::{Context, Result};

@@ -1,10 +1,9 @@
-//! SpMM benchmark on the Reddit-shaped graph: our CSR kernels against cuSPARSE's CSR SpMM
-//! (through cudarc, descriptors and workspace created once, on candle's stream), timed with
-//! CUDA events after warm-up, medians. Prints ms, GFLOP/s (2 nnz K / t) and our/cuSPARSE
-//! speed ratio, writes JSON.
+//! SpMM benchmark on the Reddit-shaped graph (`gnn::kernels::verify::bench::spmm`): our CSR
+//! kernels against cuSPARSE's CSR SpMM, same process, stream and operands, CUDA events after
+//! warm-up, medians. Prints ms, GFLOP/s (2 nnz K / t) and our/cuSPARSE speed ratio, writes JSON.
 //!
 //! ```text
-//! cargo run --release --features cuda --example bench_spmm -- --json runs/bench_spmm.json
+//! cargo run --release --features cuda,verify --example bench_spmm -- --json runs/bench_spmm.json
 //! ```
 //!
 //! `--kernels` adds a table of our kernels each forced (GE-SpMM's row kernel, its narrow-row
@@ -16,11 +15,10 @@
 //! locality question behind a partitioned aggregation that runs per owner's block.
 
 use anyhow::{Context, Result};
-use candle_core::{Device, Tensor};
+use candle_core::Device;
+use clap::builder::RangedU64ValueParser;
 use clap::Parser;
-use gnn::graph::{generate, SyntheticSpec};
-use gnn::kernels::peer::{gcn_operand, rel_diff, time_ms, Cusparse, SpmmAlg};
-use gnn::kernels::{spmm, spmm_weighted, Reduce};
+use gnn::kernels::verify::bench::{spmm, SpmmBench};
 use std::path::PathBuf;
 
 #[derive(Parser)]
@@ -32,7 +30,7 @@ struct Args {
     #[arg(long, value_delimiter = ',', default_value = "16,32,64,128,256,602")]
     k: Vec<usize>,
     /// Timed repetitions (after 3 warm-ups).
-    #[arg(long, default_value_t = 20, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    #[arg(long, default_value_t = 20, value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
     reps: usize,
     /// Also time every compiled tile shape and block order of our kernel (tuning data).
     #[arg(long)]
@@ -40,8 +38,8 @@ struct Args {
     /// Also time each of our kernels forced, f32 and bf16 (dispatcher data).
     #[arg(long)]
     kernels: bool,
-    /// Also time the SpMM cut into this many column blocks (comma-separated counts).
-    #[arg(long, value_delimiter = ',')]
+    /// Also time the SpMM cut into this many column blocks (comma-separated counts, each >= 1).
+    #[arg(long, value_delimiter = ',', value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
     column_blocks: Vec<usize>,
     /// JSON output.
     #[arg(long, default_value = "runs/bench_spmm.json")]
@@ -54,309 +52,17 @@ struct Args {
 fn main() -> Result<()> {
     let args = Args::parse();
     let device = Device::new_cuda(0).context("no CUDA device")?;
-    let Device::Cuda(dev) = &device else {
-        unreachable!()
+    let bench = SpmmBench {
+        scale: args.scale,
+        k: args.k,
+        reps: args.reps,
+        sweep: args.sweep,
+        kernels: args.kernels,
+        column_blocks: args.column_blocks,
+        policy: args.policy.policy(),
     };
-    let stream = dev.cuda_stream();
-    let spec = SyntheticSpec::reddit().scaled(args.scale)?;
-    let (ds, rep) = generate(&spec, 0)?;
-    println!("{rep}");
-    // GCN operand: A + I with symmetric normalisation (what the GCN layer aggregates with).
-    let (a, g, vals) = gcn_operand(&ds.graph, &device)?;
-    let g = g.with_policy(args.policy.policy());
-    println!("kernels: {}", g.policy());
-    let nnz = a.nnz();
-    let sp = Cusparse::new(&g, &vals, &stream)?;
-    println!(
-        "graph: {} nodes, {} non-zeros (A+I), max row {}",
-        a.n_rows(),
-        nnz,
-        a.degree_stats().max
-    );
-    println!(
-        "{:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9}",
-        "K",
-        "ours w ms",
-        "ours mean",
-        "cuSP dflt",
-        "cuSP alg2",
-        "ours GF/s",
-        "cuSP GF/s",
-        "ratio",
-        "max err"
-    );
-    let mut rows = Vec::new();
-    for &k in &args.k {
-        let x = Tensor::randn(0f32, 1.0, (a.n_cols(), k), &device)?;
-        let c = Tensor::zeros((a.n_rows(), k), candle_core::DType::F32, &device)?;
-        let ours = time_ms(&stream, args.reps, || {
-            spmm_weighted(&g, &x, &vals, Reduce::Sum)?;
-            Ok(())
-        })?;
-        let ours_mean = time_ms(&stream, args.reps, || {
-            spmm(&g, &x, Reduce::Mean)?;
-            Ok(())
-        })?;
-        let cusp = sp.time_both(&x, &c, dev, args.reps)?;
-        // Cross-check the two results.
-        let out = spmm_weighted(&g, &x, &vals, Reduce::Sum)?;
-        let plan = sp.plan(&x, &c, SpmmAlg::CUSPARSE_SPMM_ALG_DEFAULT, dev)?;
-        sp.run(&plan)?;
-        let err = rel_diff(&out, &c)?;
-        let best = cusp[0].min(cusp[1]);
-        let mut sweep = Vec::new();
-        if args.sweep {
-            use gnn::kernels::ops::spmm::tuning::{SpmmTiling, CFS};
-            for (vi, vec) in [1usize, 2, 4].into_iter().enumerate() {
-                for &cf in CFS[vi] {
-                    for (tile_major, unroll, schedule) in [
-                        (false, 4, false),
-                        (true, 4, false),
-                        (false, 8, false),
-                        (true, 8, false),
-                        (false, 8, true),
-                        (true, 8, true),
-                    ] {
-                        let t = SpmmTiling {
-                            vec,
-                            cf,
-                            tile_major,
-                            unroll,
-                            schedule,
-                        };
-                        if !t.valid(k, 0) || 32 * vec * cf > 2 * k.max(32) {
-                            continue;
-                        }
-                        let gt = g.with_policy(gnn::kernels::KernelPolicy {
-                            spmm_tiling: Some(t),
-                            ..*g.policy()
-                        });
-                        let ms = time_ms(&stream, args.reps.min(10), || {
-                            spmm_weighted(&gt, &x, &vals, Reduce::Sum)?;
-                            Ok(())
-                        })?;
-                        sweep.push(serde_json::json!({"vec": vec, "cf": cf, "tile_major": tile_major, "unroll": unroll, "schedule": schedule, "ms": ms}));
-                    }
-                }
-            }
-            let mut v: Vec<(f64, String)> = sweep
-                .iter()
-                .map(|r| {
-                    (
-                        r["ms"].as_f64().unwrap_or(f64::MAX),
-                        format!(
-                            "vec {} cf {} u{} {} {}",
-                            r["vec"],
-                            r["cf"],
-                            r["unroll"],
-                            if r["tile_major"].as_bool().unwrap_or(false) {
-                                "tile-major"
-                            } else {
-                                "node-major"
-                            },
-                            if r["schedule"].as_bool().unwrap_or(false) {
-                                "scheduled"
-                            } else {
-                                "per-row"
-                            }
-                        ),
-                    )
-                })
-                .collect();
-            v.sort_by(|a, b| a.0.total_cmp(&b.0));
-            println!(
-                "  K={k} sweep, fastest: {}",
-                v.iter()
-                    .take(4)
-                    .map(|(ms, n)| format!("{n} {ms:.3} ms"))
-                    .collect::<Vec<_>>()
-                    .join(" | ")
-            );
-        }
-        let gf = |ms: f64| 2.0 * nnz as f64 * k as f64 / ms / 1e6;
-        println!(
-            "{:>5} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.0} {:>9.0} {:>8.2}x {:>9.1e}",
-            k,
-            ours,
-            ours_mean,
-            cusp[0],
-            cusp[1],
-            gf(ours),
-            gf(best),
-            best / ours,
-            err
-        );
-        rows.push(serde_json::json!({
-            "k": k, "ours_weighted_sum_ms": ours, "ours_mean_ms": ours_mean,
-            "cusparse_default_ms": cusp[0], "cusparse_csr_alg2_ms": cusp[1],
-            "ours_gflops": gf(ours), "cusparse_best_gflops": gf(best),
-            "speedup_vs_best_cusparse": best / ours, "rel_err_vs_cusparse": err,
-            "sweep": sweep,
-        }));
-    }
-    let kernels = if args.kernels {
-        compare_kernels(&g, &vals, &args.k, args.reps, &stream, &device)?
-    } else {
-        Vec::new()
-    };
-    let column_blocks = if args.column_blocks.is_empty() {
-        Vec::new()
-    } else {
-        compare_column_blocks(&a, &g, &vals, &args, &stream, &device)?
-    };
-    let doc = serde_json::json!({
-        "graph": {"name": ds.name, "nodes": a.n_rows(), "nnz": nnz, "max_row": a.degree_stats().max},
-        "reps": args.reps, "timing": "CUDA events on candle's stream, median after 3 warm-ups",
-        "kernel_policy": g.policy(), "kernels_used": g.kernels_used(),
-        "rows": rows, "kernels": kernels, "column_blocks": column_blocks,
-    });
+    let doc = spmm(&bench, &device)?;
     gnn::train::report::write_json(&args.json, &doc)?;
     println!("wrote {}", args.json.display());
     Ok(())
-}
-
-/// Each kernel forced (and the dispatcher's pick) at every width, f32 and bf16 storage: the
-/// weighted sum of the GCN operand, medians; the forced kernels' largest relative difference
-/// from the row kernel's output (same storage type).
-fn compare_kernels(
-    g: &gnn::kernels::DeviceGraph,
-    vals: &Tensor,
-    ks: &[usize],
-    reps: usize,
-    stream: &std::sync::Arc<candle_core::cuda_backend::cudarc::driver::CudaStream>,
-    device: &Device,
-) -> Result<Vec<serde_json::Value>> {
-    use candle_core::DType;
-    use gnn::kernels::SpmmKernel;
-    let kernels = [
-        ("ge", SpmmKernel::Ge),
-        ("narrow", SpmmKernel::Narrow),
-        ("hp", SpmmKernel::Hp(0)),
-        ("auto", SpmmKernel::Auto),
-    ];
-    println!(
-        "{:>5} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10}",
-        "K", "dtype", "ge ms", "narrow", "hp", "auto", "ge/narr", "narrow err", "hp err"
-    );
-    let mut rows = Vec::new();
-    for &k in ks {
-        for dt in [DType::F32, DType::BF16] {
-            let x = Tensor::randn(0f32, 1.0, (g.n_cols(), k), device)?.to_dtype(dt)?;
-            let mut ms = Vec::new();
-            let mut outs = Vec::new();
-            let mut used = serde_json::Map::new();
-            for (name, kernel) in kernels {
-                let gk = g.with_policy(g.policy().with_spmm(kernel));
-                let t = time_ms(stream, reps, || {
-                    spmm_weighted(&gk, &x, vals, Reduce::Sum)?;
-                    Ok(())
-                })?;
-                let out = spmm_weighted(&gk, &x, vals, Reduce::Sum)?.to_dtype(DType::F32)?;
-                used.insert(name.into(), serde_json::to_value(gk.kernels_used())?);
-                ms.push(t);
-                outs.push(out);
-            }
-            let (e_narrow, e_hp) = (rel_diff(&outs[1], &outs[0])?, rel_diff(&outs[2], &outs[0])?);
-            let name = format!("{dt:?}").to_lowercase();
-            println!(
-                "{:>5} {:>5} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>8.2}x {:>10.1e} {:>10.1e}",
-                k,
-                name,
-                ms[0],
-                ms[1],
-                ms[2],
-                ms[3],
-                ms[0] / ms[1],
-                e_narrow,
-                e_hp
-            );
-            rows.push(serde_json::json!({
-                "k": k, "dtype": name, "ge_ms": ms[0], "narrow_ms": ms[1], "hp_ms": ms[2],
-                "auto_ms": ms[3], "narrow_rel_diff": e_narrow, "hp_rel_diff": e_hp,
-                "kernels_used": used,
-            }));
-        }
-    }
-    Ok(rows)
-}
-
-/// The weighted SpMM as `B` column blocks of equal node ranges (each block's SpMM reads its
-/// slice of `x`; the outputs added in the storage type), against the one SpMM, at every width,
-/// f32 and bf16: medians of the blocked SpMMs alone and with the adds, and the largest
-/// relative difference of the blocked result from the whole one.
-fn compare_column_blocks(
-    a: &gnn::graph::Csr,
-    g: &gnn::kernels::DeviceGraph,
-    vals: &Tensor,
-    args: &Args,
-    stream: &std::sync::Arc<candle_core::cuda_backend::cudarc::driver::CudaStream>,
-    device: &Device,
-) -> Result<Vec<serde_json::Value>> {
-    use candle_core::DType;
-    let host_vals = vals.to_vec1::<f32>()?;
-    println!(
-        "{:>3} {:>5} {:>5} {:>9} {:>11} {:>11} {:>8} {:>10}",
-        "B", "K", "dtype", "one ms", "blocks ms", "+ adds ms", "speedup", "max diff"
-    );
-    let mut rows = Vec::new();
-    for &b in &args.column_blocks {
-        if b == 0 {
-            anyhow::bail!("--column-blocks: a block count must be >= 1");
-        }
-        let n = a.n_cols();
-        let bounds: Vec<usize> = (0..=b).map(|i| n * i / b).collect();
-        let blocks = a
-            .column_blocks(&bounds, Some(&host_vals))?
-            .into_iter()
-            .map(|(csr, v)| -> Result<_> {
-                let v = v.context("values")?;
-                Ok((
-                    gnn::kernels::DeviceGraph::upload(&csr, device)?.with_policy_of(g),
-                    Tensor::from_vec(v, csr.nnz(), device)?,
-                ))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        for &k in &args.k {
-            for dt in [DType::F32, DType::BF16] {
-                let x = Tensor::randn(0f32, 1.0, (n, k), device)?.to_dtype(dt)?;
-                let parts = |add: bool| -> gnn::kernels::Result<Option<Tensor>> {
-                    let mut acc: Option<Tensor> = None;
-                    for ((bg, bv), w) in blocks.iter().zip(bounds.windows(2)) {
-                        let y =
-                            spmm_weighted(bg, &x.narrow(0, w[0], w[1] - w[0])?, bv, Reduce::Sum)?;
-                        acc = Some(match acc {
-                            Some(s) if add => (s + y)?,
-                            _ => y,
-                        });
-                    }
-                    Ok(acc)
-                };
-                let one = time_ms(stream, args.reps, || {
-                    spmm_weighted(g, &x, vals, Reduce::Sum)?;
-                    Ok(())
-                })?;
-                let alone = time_ms(stream, args.reps, || {
-                    parts(false)?;
-                    Ok(())
-                })?;
-                let added = time_ms(stream, args.reps, || {
-                    parts(true)?;
-                    Ok(())
-                })?;
-                let whole = spmm_weighted(g, &x, vals, Reduce::Sum)?.to_dtype(DType::F32)?;
-                let blocked = parts(true)?.context("no blocks")?.to_dtype(DType::F32)?;
-                let diff = rel_diff(&blocked, &whole)?;
-                let name = format!("{dt:?}").to_lowercase();
-                println!(
-                    "{b:>3} {k:>5} {name:>5} {one:>9.3} {alone:>11.3} {added:>11.3} {:>7.2}x {diff:>10.1e}",
-                    one / added
-                );
-                rows.push(serde_json::json!({
-                    "blocks": b, "k": k, "dtype": name, "one_ms": one, "blocks_ms": alone,
-                    "blocks_and_adds_ms": added, "max_rel_diff": diff,
-                }));
-            }
-        }
-    }
-    Ok(rows)
 }

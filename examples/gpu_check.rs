@@ -3,8 +3,8 @@
 //! relative errors, writes JSON, exits non-zero on any miss (replay with the printed seed).
 //!
 //! ```text
-//! cargo run --release --features cuda --example gpu_check -- --json gpu_check.json
-//! cargo run --release --features cuda --example gpu_check -- --seed 14 --deterministic
+//! cargo run --release --features cuda,verify --example gpu_check -- --json gpu_check.json
+//! cargo run --release --features cuda,verify --example gpu_check -- --seed 14 --deterministic
 //! ```
 
 use anyhow::{bail, Context, Result};

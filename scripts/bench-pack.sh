@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Builds what bench/run.py runs on the GPU machine, on the development machine (the GPU machine
 # has no Rust toolchain and no network; this script refuses to run there):
-#   - the example binaries, release, --features cuda (or nccl), stripped and xz-compressed into
-#     .dev/bin/<name>.xz (bench/run.py unpacks them there);
+#   - the example binaries, release, --features cuda,verify (or nccl,verify), stripped and
+#     xz-compressed into .dev/bin/<name>.xz (bench/run.py unpacks them there);
 #   - the peer scripts of the anchors folder (same_graph.py, ...) into .dev/anchors/;
 #   - the commit into .dev/GIT_HEAD ("+dirty" when tracked files differ from it), which the
 #     records cite where the carried checkout has no .git.
 # .dev is git-ignored: carry it to the GPU machine ("carry": [".dev"]), where commands run from
 # the repository root, e.g. `python3 bench/run.py headline --only gcn-2x128`.
 #
-# Usage: scripts/bench-pack.sh [--features cuda|nccl] [EXAMPLE ...]
+# Usage: scripts/bench-pack.sh [--features cuda|nccl] [EXAMPLE ...]  (verify is always added)
 #   EXAMPLE defaults to the binaries the suites run: train_reddit bench_spmm bench_sddmm.
 # Anchors: $GNN_ANCHORS, default ../shared/anchors beside the repository. Uses
 # $CARGO_TARGET_DIR (default target/) and scripts/cuda-toolkit.sh's CUDA 13.0 environment.
@@ -45,7 +45,8 @@ ANCHORS=${GNN_ANCHORS:-../shared/anchors}
 eval "$(bash scripts/cuda-toolkit.sh)"
 ARGS=()
 for e in "${EXAMPLES[@]}"; do ARGS+=(--example "$e"); done
-cargo build --release --locked --features "$FEATURES" "${ARGS[@]}"
+# verify: the bench_* examples and their cuSPARSE peer (see docs/src/gpu.md).
+cargo build --release --locked --features "$FEATURES,verify" "${ARGS[@]}"
 
 TARGET=${CARGO_TARGET_DIR:-target}
 mkdir -p .dev/bin .dev/anchors
@@ -59,6 +60,6 @@ cp "$ANCHORS"/*.py .dev/anchors/
 HEAD=$(git rev-parse HEAD)
 if [ -n "$(git status --porcelain --untracked-files=no)" ]; then HEAD="$HEAD+dirty"; fi
 echo "$HEAD" > .dev/GIT_HEAD
-echo "bench-pack: $(du -sh .dev | cut -f1) in .dev ($HEAD, --features $FEATURES):"
+echo "bench-pack: $(du -sh .dev | cut -f1) in .dev ($HEAD, --features $FEATURES,verify):"
 ls -l .dev/bin .dev/anchors
 echo 'carry it: "carry": [".dev"]; the tree that travels must stay under 64 MiB'

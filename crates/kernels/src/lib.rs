@@ -37,10 +37,11 @@ pub mod device_graph;
 pub mod error;
 pub mod ops;
 pub mod partition;
-#[cfg(feature = "cuda")]
+#[cfg(all(feature = "cuda", feature = "verify"))]
 pub mod peer;
 pub mod policy;
 pub mod schedule;
+#[cfg(feature = "verify")]
 pub mod verify;
 
 pub use device_graph::{setup_time, DeviceGraph};

@@ -1,5 +1,5 @@
 //! The peers our kernels are measured against, in the same process on the same stream
-//! (feature `cuda`): median CUDA-event timing ([`time_ms`]) and cuSPARSE's CSR SpMM over a
+//! (features `cuda` and `verify`): median CUDA-event timing ([`time_ms`]) and cuSPARSE's CSR SpMM over a
 //! [`DeviceGraph`]'s own buffers ([`Cusparse`]; descriptors and workspace created once, on
 //! candle's stream), so both sides read identical operands.
 
@@ -25,7 +25,7 @@ pub fn time_ms(
     mut f: impl FnMut() -> Result<()>,
 ) -> Result<f64> {
     if reps == 0 {
-        return bail("--reps must be at least 1 (a median needs one timed run)");
+        return bail("timing needs at least one timed run for its median (reps = 0)");
     }
     for _ in 0..3 {
         f()?;

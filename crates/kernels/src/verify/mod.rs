@@ -21,6 +21,8 @@
 //!
 //! Every input derives from the run's seed, so a miss is replayed by running that seed again.
 
+#[cfg(feature = "cuda")]
+pub mod bench;
 mod suite;
 
 pub use suite::run;
@@ -79,13 +81,21 @@ fn random_graph(
     Ok(Csr::new_checked(n_rows, n_cols, indptr, indices)?)
 }
 
-fn rel_err(gpu: &Tensor, cpu: &Tensor) -> Result<f64> {
-    let a = gpu
-        .to_device(&Device::Cpu)?
+/// The gradient of `t` in `grads` (an error naming `what` if there is none).
+fn grad(grads: &candle_core::backprop::GradStore, t: &Tensor, what: &str) -> Result<Tensor> {
+    Ok(grads.get(t).ok_or_else(|| missing(what))?.clone())
+}
+
+/// `t` on the CPU as f64 values.
+fn f64s(t: &Tensor) -> Result<Vec<f64>> {
+    Ok(t.to_device(&Device::Cpu)?
         .to_dtype(DType::F64)?
         .flatten_all()?
-        .to_vec1::<f64>()?;
-    let b = cpu.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?;
+        .to_vec1::<f64>()?)
+}
+
+fn rel_err(gpu: &Tensor, cpu: &Tensor) -> Result<f64> {
+    let (a, b) = (f64s(gpu)?, f64s(cpu)?);
     if a.len() != b.len() {
         return Err(missing(&format!("length {} vs {}", a.len(), b.len())));
     }
@@ -209,13 +219,7 @@ impl Checker {
         cpu: &Tensor,
         allowed: &Tensor,
     ) -> Result<()> {
-        let f = |t: &Tensor| -> Result<Vec<f64>> {
-            Ok(t.to_device(&Device::Cpu)?
-                .to_dtype(DType::F64)?
-                .flatten_all()?
-                .to_vec1::<f64>()?)
-        };
-        let (a, b, lim) = (f(gpu)?, f(cpu)?, f(allowed)?);
+        let (a, b, lim) = (f64s(gpu)?, f64s(cpu)?, f64s(allowed)?);
         let scale = b.iter().fold(0f64, |m, v| m.max(v.abs())).max(1e-30);
         let ok = a
             .iter()

@@ -239,7 +239,7 @@ pub fn layer_widths(engine: &Engine) -> Vec<usize> {
 /// default and CSR_ALG2 algorithms per width, median ms), on the same graph and values: GCN's
 /// normalised values, 1/deg for GraphSAGE-mean, ones for GIN. `None` on the CPU and for
 /// layer types cuSPARSE has no counterpart of.
-#[cfg(feature = "cuda")]
+#[cfg(all(feature = "cuda", feature = "verify"))]
 pub fn cusparse_ms(engine: &Engine, reps: usize) -> Result<Option<f64>> {
     use gnn_kernels::peer::{time_ms, Cusparse, SpmmAlg};
     use gnn_models::ConvKind;
@@ -281,8 +281,9 @@ pub fn cusparse_ms(engine: &Engine, reps: usize) -> Result<Option<f64>> {
     Ok(Some(total))
 }
 
-/// Without CUDA there is no cuSPARSE to compare with.
-#[cfg(not(feature = "cuda"))]
+/// Without CUDA, or without the `verify` feature's cuSPARSE peer, there is no cuSPARSE to
+/// compare with.
+#[cfg(not(all(feature = "cuda", feature = "verify")))]
 pub fn cusparse_ms(_: &Engine, _: usize) -> Result<Option<f64>> {
     Ok(None)
 }

@@ -1,0 +1,434 @@
+//! Dense ops: the linear product, dropout and its fused epilogues, LayerNorm, masked
+//! cross-entropy, Adam, INT8 dequantisation.
+
+use super::*;
+use crate::error::Result;
+use crate::verify::{missing, Checker};
+use crate::{dequantize, dropout, masked_cross_entropy, matmul_nt, QuantizedFeatures};
+use candle_core::{DType, Device, Tensor, Var};
+
+/// `matmul_nt` (the linear layers' product) and its `dw`.
+pub(super) fn check_matmul(c: &mut Checker, gpu: &Device) -> Result<()> {
+    for k in [41usize, 128, 602] {
+        let x = c.randn((1000, k))?;
+        let w = c.randn((64, k))?;
+        let run = |dev: &Device| -> Result<(Tensor, Tensor)> {
+            let wv = Var::from_tensor(&w.to_device(dev)?)?;
+            let y = matmul_nt(&x.to_device(dev)?, wv.as_tensor())?;
+            let g = y.sqr()?.sum_all()?.backward()?;
+            Ok((
+                y,
+                g.get(wv.as_tensor()).ok_or_else(|| missing("dw"))?.clone(),
+            ))
+        };
+        let ((yc, dwc), (yg, dwg)) = (run(&Device::Cpu)?, run(gpu)?);
+        c.check("dense", "matmul_nt fwd".into(), k, &yg, &yc, 1e-5)?;
+        c.check("dense", "matmul_nt bwd dw".into(), k, &dwg, &dwc, 1e-5)?;
+    }
+    Ok(())
+}
+
+/// Dropout: the mask is a hash of (seed, index) on both devices, so outputs are identical;
+/// half-precision dropout scales in fp32 and narrows once, so it equals the f32 CPU run on the
+/// rounded input, narrowed (exact).
+pub(super) fn check_dropout(c: &mut Checker, gpu: &Device) -> Result<()> {
+    for (rows, cols, p) in [
+        (1usize, 1usize, 0.5f32),
+        (333, 7, 0.1),
+        (4096, 602, 0.5),
+        (1000, 128, 0.9),
+    ] {
+        let x = c.randn((rows, cols))?;
+        let yc = dropout(&x, p, 17 + rows as u64)?;
+        let yg = dropout(&x.to_device(gpu)?, p, 17 + rows as u64)?;
+        c.check(
+            "dense",
+            format!("dropout {rows}x{cols} p={p}"),
+            cols,
+            &yg,
+            &yc,
+            0.0,
+        )?;
+    }
+    // Half-precision dropout: the same mask, the scale applied in fp32 and narrowed once, so
+    // the result equals the f32 CPU run on the rounded input, narrowed (exact).
+    if gpu.is_cuda() {
+        for dt in [DType::BF16, DType::F16] {
+            let x = c.randn((1000, 128))?.to_dtype(dt)?;
+            let yc = dropout(&x.to_dtype(DType::F32)?, 0.5, 5)?.to_dtype(dt)?;
+            let yg = dropout(&x.to_device(gpu)?, 0.5, 5)?;
+            c.check(
+                "dense",
+                format!("dropout {dt:?} 1000x128"),
+                128,
+                &yg,
+                &yc,
+                0.0,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Fused ReLU + dropout, and with a bias: forward and dx identical to the CPU (same mask, the
+/// sum, one product and one narrowing each way; half types against the f32 CPU run on the
+/// rounded inputs, narrowed); db, a column sum through a GEMM row, within its summation and
+/// narrowing error.
+pub(super) fn check_relu_dropout(c: &mut Checker, gpu: &Device) -> Result<()> {
+    let mut dts = vec![DType::F32];
+    if gpu.is_cuda() {
+        dts.extend([DType::BF16, DType::F16]);
+    }
+    for dt in dts {
+        for (rows, cols, p) in [(1usize, 1usize, 0.5f32), (1000, 128, 0.5), (333, 41, 0.0)] {
+            let x = c.randn((rows, cols))?.to_dtype(dt)?;
+            let b = c.randn(cols)?.to_dtype(dt)?;
+            let dy = c.randn((rows, cols))?.to_dtype(dt)?;
+            // (y, dx, db) on `dev`; with `b`, the bias op (mask seed 29), else plain (23).
+            let run = |dev: &Device, x: &Tensor, b: Option<&Tensor>, dy: &Tensor| {
+                let xv = Var::from_tensor(&x.to_device(dev)?)?;
+                let bv = b
+                    .map(|b| Var::from_tensor(&b.to_device(dev)?))
+                    .transpose()?;
+                let y = match &bv {
+                    Some(bv) => crate::bias_relu_dropout(xv.as_tensor(), bv.as_tensor(), p, 29)?,
+                    None => crate::relu_dropout(xv.as_tensor(), p, 23)?,
+                };
+                let g = (&y * dy.to_device(dev)?)?.sum_all()?.backward()?;
+                let dx = g
+                    .get(xv.as_tensor())
+                    .ok_or_else(|| missing("no dx"))?
+                    .clone();
+                let db = match &bv {
+                    Some(bv) => Some(
+                        g.get(bv.as_tensor())
+                            .ok_or_else(|| missing("no db"))?
+                            .clone(),
+                    ),
+                    None => None,
+                };
+                Ok::<_, crate::Error>((y, dx, db))
+            };
+            let f32_of = |t: &Tensor| t.to_dtype(DType::F32);
+            let (xc, bc, dyc) = (f32_of(&x)?, f32_of(&b)?, f32_of(&dy)?);
+            for (op, dx_tag, with_bias) in [
+                ("relu_dropout", "bwd", false),
+                ("bias_relu_dropout", "dx", true),
+            ] {
+                let (yc, dxc, dbc) = run(&Device::Cpu, &xc, with_bias.then_some(&bc), &dyc)?;
+                let (yg, dxg, dbg) = run(gpu, &x, with_bias.then_some(&b), &dy)?;
+                let tag = format!("{op} {dt:?} {rows}x{cols} p={p}");
+                c.check(
+                    "dense",
+                    format!("{tag} fwd"),
+                    cols,
+                    &yg,
+                    &yc.to_dtype(dt)?,
+                    0.0,
+                )?;
+                c.check(
+                    "dense",
+                    format!("{tag} {dx_tag}"),
+                    cols,
+                    &dxg,
+                    &dxc.to_dtype(dt)?,
+                    0.0,
+                )?;
+                if let (Some(dbg), Some(dbc)) = (dbg, dbc) {
+                    let tol = match dt {
+                        DType::BF16 => 1e-2,
+                        DType::F16 => 2e-3,
+                        _ => 1e-5,
+                    };
+                    c.check(
+                        "dense",
+                        format!("{tag} db"),
+                        cols,
+                        &dbg,
+                        &dbc.to_dtype(dt)?,
+                        tol,
+                    )?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A hidden layer whose product comes last ([`crate::LinearProduct::bias_relu_dropout`]),
+/// input tracked or not: against the composed `bias_relu_dropout(matmul_nt(x, w), b)` on the
+/// GPU (the same cuBLAS product and epilogue kernel: `y` and `dx` identical; `dw`, `db` summed
+/// in another order, within the dtype's GEMM bound), and in f32 against the CPU (the GEMMs'
+/// rounding alone, 1e-5).
+pub(super) fn check_linear_bias_relu_dropout(c: &mut Checker, gpu: &Device) -> Result<()> {
+    for (dt, bound) in super::layers::layer_dtypes(gpu) {
+        for (n, i, o, p) in [
+            (1000usize, 602usize, 64usize, 0.5f32),
+            (333, 41, 33, 0.0),
+            (1, 128, 256, 0.5),
+        ] {
+            let x = c.randn((n, i))?.to_dtype(dt)?;
+            let w = (c.randn((o, i))? * 0.1)?.to_dtype(dt)?;
+            let b = c.randn(o)?.to_dtype(dt)?;
+            let dy = c.randn((n, o))?.to_dtype(dt)?;
+            for x_tracks in [true, false] {
+                // (y, dx, dw, db), fused or composed, on `dev`.
+                let run = |dev: &Device, fused: bool| -> Result<[Option<Tensor>; 4]> {
+                    let xv = Var::from_tensor(&x.to_device(dev)?)?;
+                    let wv = Var::from_tensor(&w.to_device(dev)?)?;
+                    let bv = Var::from_tensor(&b.to_device(dev)?)?;
+                    let xt = if x_tracks {
+                        xv.as_tensor().clone()
+                    } else {
+                        xv.as_tensor().detach()
+                    };
+                    let y = if fused {
+                        crate::LinearProduct::new(&xt, wv.as_tensor())?.bias_relu_dropout(
+                            bv.as_tensor(),
+                            p,
+                            31,
+                        )?
+                    } else {
+                        crate::bias_relu_dropout(
+                            &matmul_nt(&xt, wv.as_tensor())?,
+                            bv.as_tensor(),
+                            p,
+                            31,
+                        )?
+                    };
+                    let g = (&y * dy.to_device(dev)?)?.sum_all()?.backward()?;
+                    let grad = |v: &Var| g.get(v.as_tensor()).cloned();
+                    Ok([Some(y.clone()), grad(&xv), grad(&wv), grad(&bv)])
+                };
+                let fused = run(gpu, true)?;
+                let composed = run(gpu, false)?;
+                let tag = format!("linear_bias_relu_dropout {dt:?} {n}x{i}->{o} p={p}");
+                let tag = if x_tracks {
+                    tag
+                } else {
+                    format!("{tag} x fixed")
+                };
+                for (k, (name, exact)) in
+                    [("fwd", true), ("dx", true), ("dw", false), ("db", false)]
+                        .into_iter()
+                        .enumerate()
+                {
+                    match (&fused[k], &composed[k]) {
+                        (Some(f), Some(m)) => c.check(
+                            "dense",
+                            format!("{tag} {name} vs composed"),
+                            o,
+                            f,
+                            m,
+                            if exact { 0.0 } else { bound },
+                        )?,
+                        (None, None) => {}
+                        _ => return Err(missing(&format!("{tag} {name}: one side has none"))),
+                    }
+                }
+                if dt == DType::F32 {
+                    let cpu = run(&Device::Cpu, true)?;
+                    for (k, name) in ["fwd", "dx", "dw", "db"].into_iter().enumerate() {
+                        if let (Some(f), Some(r)) = (&fused[k], &cpu[k]) {
+                            c.check("dense", format!("{tag} {name}"), o, f, r, 1e-5)?;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The fused LayerNorm on the device (f32, bf16, f16 storage; f32 weight and bias) against the
+/// CPU op in f64 on the same rounded inputs: `y`, `dx`, `dw`, `db` elementwise. Bounds, with
+/// `u` the fp32 unit roundoff, `d` the row width and `n` the rows: the row statistics are
+/// d-term fp32 sums, so `xhat` is within `(2d + 16) u (|xhat| + 1)` (the `+ 1` for the mean's
+/// error relative to the row's spread, data centred as here); `y` within that times `|w|` plus
+/// `(2d + 16) u |b|`; `dx = rstd (g - mean g - xhat mean(g xhat))` within `(4d + 32) u rstd
+/// (|g| + mean|g| + (|xhat| + 1) mean(|g| (|xhat| + 1)))`; `dw`, `db` are n-term sums within
+/// `(n + 2d + 32) u sum_rows |dy| (|xhat| + 1)`. Half outputs (`y`, `dx`) add their narrowing
+/// (two units of the half type on the magnitude, and half f16's subnormal spacing).
+pub(super) fn check_layer_norm(c: &mut Checker, gpu: &Device) -> Result<()> {
+    let cpu = Device::Cpu;
+    let u = 2f64.powi(-24);
+    for (n, d) in [
+        (1usize, 1usize),
+        (37, 33),
+        (1000, 256),
+        (300, 602),
+        (64, 1024),
+        (5000, 64),
+    ] {
+        let x = (c.randn((n, d))? * 3.0)?;
+        let w = (c.randn(d)? + 1.0)?;
+        let b = c.randn(d)?;
+        let wt = c.randn((n, d))?;
+        // Half precision is a CUDA path.
+        let halves: &[Storage] = if gpu.is_cuda() { &HALF_STORAGE } else { &[] };
+        for st in std::iter::once(&F32_STORAGE).chain(halves) {
+            let dt = st.dtype;
+            let (xr, wtr) = (st.round(&x)?, st.round(&wt)?);
+            let run = |dev: &Device, x: &Tensor, w: &Tensor, b: &Tensor, wt: &Tensor| {
+                let (xv, wv, bv) = (
+                    Var::from_tensor(&x.to_device(dev)?)?,
+                    Var::from_tensor(&w.to_device(dev)?)?,
+                    Var::from_tensor(&b.to_device(dev)?)?,
+                );
+                let y = crate::layer_norm(xv.as_tensor(), wv.as_tensor(), bv.as_tensor(), 1e-5)?;
+                let gr = (&y * wt.to_device(dev)?)?.sum_all()?.backward()?;
+                let get = |v: &Var| {
+                    gr.get(v.as_tensor())
+                        .cloned()
+                        .ok_or_else(|| missing("layer_norm grad"))
+                };
+                Ok::<_, crate::Error>([y.clone(), get(&xv)?, get(&wv)?, get(&bv)?])
+            };
+            let (w64, b64) = (w.to_dtype(DType::F64)?, b.to_dtype(DType::F64)?);
+            let want = run(&cpu, &xr, &w64, &b64, &wtr)?;
+            let got = run(gpu, &x.to_dtype(dt)?, &w, &b, &wt.to_dtype(dt)?)?;
+            // Magnitudes, in f64 on the CPU from the rounded inputs.
+            let df = d as f64;
+            let mean = (xr.sum_keepdim(1)? / df)?;
+            let xc = xr.broadcast_sub(&mean)?;
+            let rstd = ((xc.sqr()?.sum_keepdim(1)? / df)? + 1e-5)?
+                .sqrt()?
+                .recip()?;
+            let xh1 = (xc.broadcast_mul(&rstd)?.abs()? + 1.0)?;
+            let g = wtr.broadcast_mul(&w64)?.abs()?;
+            let fd = 2.0 * df + 16.0;
+            let lim_y = ((xh1.broadcast_mul(&w64.abs()?)?.broadcast_add(&b64.abs()?)?) * (fd * u))?;
+            let mg = (g.sum_keepdim(1)? / df)?;
+            let mgx = ((&g * &xh1)?.sum_keepdim(1)? / df)?;
+            let lim_dx = ((g.broadcast_add(&mg)? + xh1.broadcast_mul(&mgx)?)?
+                .broadcast_mul(&rstd)?
+                * (2.0 * fd * u))?;
+            let fp = n as f64 + fd + 16.0;
+            let lim_dw = ((wtr.abs()? * &xh1)?.sum(0)? * (fp * u))?;
+            let lim_db = (wtr.abs()?.sum(0)? * (fp * u))?;
+            let lims = [
+                (lim_y + st.narrowing(&want[0].abs()?)?)?,
+                (lim_dx + st.narrowing(&want[1].abs()?)?)?,
+                lim_dw,
+                lim_db,
+            ];
+            let dtypes = [dt, dt, DType::F32, DType::F32];
+            for (j, what) in ["fwd", "bwd dx", "bwd dw", "bwd db"].iter().enumerate() {
+                if got[j].dtype() != dtypes[j] {
+                    return Err(missing(&format!(
+                        "layer_norm {dt:?} {what}: {:?}, expected {:?}",
+                        got[j].dtype(),
+                        dtypes[j]
+                    )));
+                }
+                let op = format!("layer_norm {dt:?} {what} n={n}").to_lowercase();
+                c.check_within("dense", op, d, &got[j], &want[j], &lims[j])?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Fused masked cross-entropy: loss and logits gradient against an f64 CPU run (on the
+/// rounded logits for bf16 / f16). C = 1, 7, 41, 100; every fifth row out of the split.
+pub(super) fn check_xent(c: &mut Checker, gpu: &Device) -> Result<()> {
+    for (n, classes) in [(1usize, 1usize), (333, 7), (4096, 41), (1000, 100)] {
+        let x = (c.randn((n, classes))? * 3.0)?;
+        let y: Vec<u32> = (0..n).map(|i| ((i * 31 + 7) % classes) as u32).collect();
+        let w: Vec<f32> = (0..n)
+            .map(|i| if i % 5 == 4 { 0.0 } else { 1.0 / n as f32 })
+            .collect();
+        let mut dts = vec![(DType::F32, 1e-5, 1e-5)];
+        if gpu.is_cuda() {
+            dts.extend([(DType::BF16, 1e-5, 8e-3), (DType::F16, 1e-5, 1e-3)]);
+        }
+        for (dt, loss_bound, grad_bound) in dts {
+            let xr = x.to_dtype(dt)?.to_dtype(DType::F64)?;
+            let run = |dev: &Device, x: &Tensor| -> Result<(Tensor, Tensor)> {
+                let xv = Var::from_tensor(&x.to_device(dev)?)?;
+                let l = masked_cross_entropy(
+                    xv.as_tensor(),
+                    &Tensor::from_vec(y.clone(), n, dev)?,
+                    &Tensor::from_vec(w.clone(), n, dev)?,
+                )?;
+                let g = l.backward()?;
+                let dx = g.get(xv.as_tensor()).ok_or_else(|| missing("no xent dx"))?;
+                Ok((l.reshape(1)?, dx.clone()))
+            };
+            let (lc, gc) = run(&Device::Cpu, &xr)?;
+            let (lg, gg) = run(gpu, &x.to_dtype(dt)?)?;
+            let tag = format!("masked xent {dt:?} {n}x{classes}").to_lowercase();
+            c.check(
+                "dense",
+                format!("{tag} loss"),
+                classes,
+                &lg,
+                &lc,
+                loss_bound,
+            )?;
+            c.check("dense", format!("{tag} dx"), classes, &gg, &gc, grad_bound)?;
+        }
+    }
+    Ok(())
+}
+
+/// Fused Adam / AdamW: three steps on both devices from the same start and gradients (the
+/// GPU contracts multiply-adds into FMAs, so a few ulps apart).
+pub(super) fn check_adam(c: &mut Checker, gpu: &Device) -> Result<()> {
+    for (kind, (l2, keep)) in [("adam", (5e-4, 1.0)), ("adamw", (0.0, 1.0 - 0.01 * 5e-4))] {
+        for dims in [vec![1usize], vec![41, 128], vec![128, 602]] {
+            let n: usize = dims.iter().product();
+            let theta0 = c.randn(dims.as_slice())?;
+            let grads: Vec<Tensor> = (0..3)
+                .map(|_| c.randn(dims.as_slice()))
+                .collect::<Result<_>>()?;
+            let run = |dev: &Device| -> Result<(Tensor, Tensor)> {
+                let theta = theta0.to_device(dev)?.copy()?;
+                let mv = Tensor::zeros((2, n), DType::F32, dev)?;
+                for (t, g) in grads.iter().enumerate() {
+                    let step = crate::AdamStep {
+                        lr: 0.01,
+                        beta1: 0.9,
+                        beta2: 0.999,
+                        eps: 1e-8,
+                        bc1: 1.0 - 0.9f64.powi(t as i32 + 1),
+                        bc2: 1.0 - 0.999f64.powi(t as i32 + 1),
+                        l2,
+                        keep,
+                    };
+                    crate::adam_step(&theta, &mv, &g.to_device(dev)?, &step)?;
+                }
+                Ok((theta, mv))
+            };
+            let ((tc, mc), (tg, mg)) = (run(&Device::Cpu)?, run(gpu)?);
+            c.check("dense", format!("{kind} step theta"), n, &tg, &tc, 1e-6)?;
+            c.check("dense", format!("{kind} step moments"), n, &mg, &mc, 1e-6)?;
+        }
+    }
+    Ok(())
+}
+
+/// INT8 dequantisation: identical bits (no FMA on either side).
+pub(super) fn check_dequantize(c: &mut Checker, gpu: &Device) -> Result<()> {
+    for (rows, cols) in [(1usize, 1usize), (333, 7), (1000, 602), (4096, 128)] {
+        let x = c.randn((rows, cols))?;
+        let q = QuantizedFeatures::quantize(&x.flatten_all()?.to_vec1()?, rows, cols)?;
+        let run = |dev: &Device| -> Result<Tensor> {
+            dequantize(
+                &Tensor::from_vec(q.codes.clone(), (rows, cols), dev)?,
+                &Tensor::from_vec(q.scale.clone(), cols, dev)?,
+                &Tensor::from_vec(q.min.clone(), cols, dev)?,
+            )
+        };
+        let (yc, yg) = (run(&Device::Cpu)?, run(gpu)?);
+        c.check(
+            "dense",
+            format!("dequantize {rows}x{cols}"),
+            cols,
+            &yg,
+            &yc,
+            0.0,
+        )?;
+    }
+    Ok(())
+}
