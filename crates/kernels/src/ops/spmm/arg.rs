@@ -241,11 +241,13 @@ impl CustomOp3 for GatherArgOp {
 /// refused instead of silently breaking the promise.
 fn refuse_atomics_if_deterministic(g: &DeviceGraph, dy: &Tensor) -> candle_core::Result<()> {
     if g.policy().deterministic && dy.device().is_cuda() {
-        candle_core::bail!(
-            "deterministic mode: the max/min aggregation backward (GraphSAGE-pool) uses float \
-             atomics on the GPU and has no deterministic kernel yet; use sum/mean models \
-             (GCN, GraphSAGE-mean, GIN, MaxK) or train without --deterministic"
+        return Err(Error::unsupported(
+            "spmm",
+            "the max/min aggregation backward on the GPU scatters with float atomics and has \
+             no deterministic kernel: aggregate with sum or mean, or run on a graph whose \
+             `KernelPolicy::deterministic` is off",
         )
+        .into());
     }
     Ok(())
 }
