@@ -9,9 +9,7 @@ mod half;
 pub(crate) use arg::{edge_grad_arg, gather_arg, scatter_arg};
 use half::spmm_half;
 
-use crate::cuda::{
-    elementwise_cfg, f32_view, f32_view_opt, launched, narrowed, u32_view, zeros, FloatView,
-};
+use crate::cuda::{elementwise_cfg, f32_view, f32_view_opt, launched, zeros};
 use crate::device_graph::DeviceGraph;
 use crate::ops::sddmm::cuda::sm_count;
 use crate::ops::spmm::dispatch::{spmm_choice_for, SpmmChoice as Choice};
