@@ -49,14 +49,16 @@ pub use policy::{ColumnBlock, KernelPolicy, KernelsUsed, SddmmKernel, SpmmKernel
 
 pub use error::{Error, Result};
 pub use ops::adam::{adam_step, AdamStep};
-pub use ops::dropout::{bias_relu_dropout, dropout, relu_dropout};
+pub use ops::dropout::dropout;
 pub use ops::edge_softmax::edge_softmax;
-pub use ops::gat_attention::gat_attention;
+pub use ops::fused::gat_attention::gat_attention;
+pub use ops::fused::linear::{Aggregate, LinearProduct};
+pub use ops::fused::relu_dropout::{bias_relu_dropout, relu_dropout};
+pub use ops::fused::xent::masked_cross_entropy;
 pub use ops::layer_norm::layer_norm;
-pub use ops::matmul::{matmul_nt, Aggregate, LinearProduct};
+pub use ops::matmul::matmul_nt;
 pub use ops::maxk::{maxk, spgemm, spgemm_bias, spgemm_bias_residual, sspmm, Cbsr, MaxkProduct};
 pub use ops::quant::{dequantize, QuantizedFeatures};
 pub use ops::sampled::{spmm_sampled, Sampling};
 pub use ops::sddmm::{sddmm, sddmm_scaled};
 pub use ops::spmm::{spmm, spmm_weighted, Reduce};
-pub use ops::xent::masked_cross_entropy;

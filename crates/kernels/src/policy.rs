@@ -219,11 +219,11 @@ impl fmt::Display for ColumnBlock {
 }
 
 /// `hp:N`'s `N`, checked against [`NPW_CANDIDATES`].
-fn edges_per_group(flag: &str, s: &str, n: &str) -> Result<u32, String> {
+fn edges_per_group(kind: &str, s: &str, n: &str) -> Result<u32, String> {
     match n.trim().parse::<u32>() {
         Ok(n) if NPW_CANDIDATES.contains(&n) => Ok(n),
         _ => Err(format!(
-            "{flag} `{s}`: hp:N takes N in {NPW_CANDIDATES:?} (edges per group)"
+            "{kind} `{s}`: hp:N takes N in {NPW_CANDIDATES:?} (edges per group)"
         )),
     }
 }
@@ -239,9 +239,9 @@ impl std::str::FromStr for SpmmKernel {
             "narrow" => Ok(Self::Narrow),
             "hp" => Ok(Self::Hp(0)),
             w => match w.strip_prefix("hp:") {
-                Some(n) => edges_per_group("--spmm-kernel", s, n).map(Self::Hp),
+                Some(n) => edges_per_group("SpmmKernel", s, n).map(Self::Hp),
                 None => Err(format!(
-                    "--spmm-kernel `{s}`: expected auto, ge, narrow, hp or hp:N with N in \
+                    "SpmmKernel `{s}`: expected auto, ge, narrow, hp or hp:N with N in \
                      {NPW_CANDIDATES:?}"
                 )),
             },
@@ -258,9 +258,9 @@ impl std::str::FromStr for SddmmKernel {
             "auto" => Ok(Self::Auto),
             "rows" => Ok(Self::Rows),
             w => match w.strip_prefix("hp:") {
-                Some(n) => edges_per_group("--sddmm-kernel", s, n).map(Self::Hp),
+                Some(n) => edges_per_group("SddmmKernel", s, n).map(Self::Hp),
                 None => Err(format!(
-                    "--sddmm-kernel `{s}`: expected auto, rows or hp:N with N in \
+                    "SddmmKernel `{s}`: expected auto, rows or hp:N with N in \
                      {NPW_CANDIDATES:?}"
                 )),
             },
@@ -276,7 +276,7 @@ impl std::str::FromStr for ColumnBlock {
             "auto" => Ok(Self::Auto),
             "off" | "0" => Ok(Self::Off),
             w => w.parse::<usize>().map(Self::Fixed).map_err(|_| {
-                format!("--column-block `{s}`: expected auto, off or a width in columns")
+                format!("ColumnBlock `{s}`: expected auto, off or a width in columns")
             }),
         }
     }
@@ -566,7 +566,7 @@ mod tests {
         assert_eq!(ColumnBlock::Auto.width(), crate::schedule::COLUMN_BLOCK);
         for bad in ["hp:7", "hp:", "fast", ""] {
             let e = bad.parse::<SpmmKernel>().unwrap_err();
-            assert!(e.contains("--spmm-kernel"), "{e}");
+            assert!(e.starts_with("SpmmKernel `"), "{e}");
         }
         assert!("hp".parse::<SddmmKernel>().is_err());
         assert!("-1".parse::<ColumnBlock>().is_err());

@@ -1,4 +1,5 @@
-//! Operators, one module each: `mod.rs` (API, op structs, backward), `cpu.rs`, `reference.rs`.
+//! Operators, one module each: `mod.rs` (API, op structs, backward), `cpu.rs`, `cuda.rs`,
+//! `reference.rs`; the fused operators under [`fused`].
 
 /// Evaluates `$body` with `$T` bound to the float element type of a CPU storage (f32 or f64),
 /// or fails naming `$op`.
@@ -28,7 +29,7 @@ macro_rules! dispatch_float {
 pub mod adam;
 pub mod dropout;
 pub mod edge_softmax;
-pub mod gat_attention;
+pub mod fused;
 pub mod layer_norm;
 pub mod matmul;
 pub mod maxk;
@@ -36,7 +37,8 @@ pub mod quant;
 pub mod sampled;
 pub mod sddmm;
 pub mod spmm;
-pub mod xent;
+
+pub use fused::{gat_attention, xent};
 
 use crate::device_graph::DeviceGraph;
 use crate::error::{Error, Result};
@@ -57,14 +59,14 @@ pub(crate) fn check_device(op: &'static str, g: &DeviceGraph, t: &Tensor) -> Res
 /// Checks that `t` is on the device of `first` (ops without a graph).
 pub(crate) fn check_device_of(op: &'static str, first: &Tensor, t: &Tensor) -> Result<()> {
     if !t.device().same_device(first.device()) {
-        return Err(Error::Shape {
+        return Err(Error::shape(
             op,
-            what: format!(
+            format!(
                 "inputs on different devices: {:?} and {:?}",
                 first.device().location(),
                 t.device().location()
             ),
-        });
+        ));
     }
     Ok(())
 }
@@ -73,10 +75,10 @@ pub(crate) fn check_device_of(op: &'static str, first: &Tensor, t: &Tensor) -> R
 pub(crate) fn check_float(op: &'static str, what: &str, t: &Tensor) -> Result<()> {
     match t.dtype() {
         DType::F32 | DType::F64 => Ok(()),
-        other => Err(Error::DType {
+        other => Err(Error::dtype(
             op,
-            what: format!("{what} has dtype {other:?}; f32 and f64 are supported"),
-        }),
+            format!("{what} has dtype {other:?}; f32 and f64 are supported"),
+        )),
     }
 }
 
@@ -94,14 +96,14 @@ pub(crate) fn column_sum(x: &Tensor) -> candle_core::Result<Tensor> {
 pub(crate) fn check_float_or_half(op: &'static str, what: &str, t: &Tensor) -> Result<()> {
     match t.dtype() {
         DType::BF16 | DType::F16 if t.device().is_cuda() => Ok(()),
-        DType::BF16 | DType::F16 => Err(Error::DType {
+        DType::BF16 | DType::F16 => Err(Error::unsupported(
             op,
-            what: format!(
+            format!(
                 "{what} has dtype {:?}; half precision runs on CUDA only (the CPU kernels \
                  compute in f32 / f64)",
                 t.dtype()
             ),
-        }),
+        )),
         _ => check_float(op, what, t),
     }
 }

@@ -47,7 +47,7 @@ pub struct AdamStep {
 pub fn adam_step(theta: &Tensor, mv: &Tensor, g: &Tensor, s: &AdamStep) -> Result<()> {
     const OP: &str = "adam_step";
     let n = theta.elem_count();
-    let bad = |what: String| Err(Error::Shape { op: OP, what });
+    let bad = |what: String| Err(Error::shape(OP, what));
     if g.dims() != theta.dims() {
         return bad(format!(
             "gradient {:?} for a parameter {:?}",
@@ -59,11 +59,14 @@ pub fn adam_step(theta: &Tensor, mv: &Tensor, g: &Tensor, s: &AdamStep) -> Resul
         return bad(format!("moments {:?}, expected [2, {n}]", mv.dims()));
     }
     if g.dtype() != theta.dtype() || mv.dtype() != theta.dtype() {
-        return bad(format!(
-            "parameter {:?}, gradient {:?}, moments {:?}: one dtype expected",
-            theta.dtype(),
-            g.dtype(),
-            mv.dtype()
+        return Err(Error::dtype(
+            OP,
+            format!(
+                "parameter {:?}, gradient {:?}, moments {:?}: one dtype expected",
+                theta.dtype(),
+                g.dtype(),
+                mv.dtype()
+            ),
         ));
     }
     if !theta.is_contiguous() || !mv.is_contiguous() {

@@ -3,21 +3,22 @@
 use crate::cuda::{elementwise_cfg, launched};
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
-use candle_core::{CudaStorage, DType, Layout, Result, Shape};
+use candle_core::{CudaStorage, Layout, Result, Shape};
 
 /// Runs `$run!(storage type, scale type, kernel suffix)` for `$dt`: f32, f64, and the half
 /// types (whose scale travels, and applies, in fp32); any other dtype is `$op`'s error.
 macro_rules! per_dtype {
     ($dt:expr, $op:expr, $run:ident) => {
         match $dt {
-            DType::F32 => $run!(f32, f32, "f32"),
-            DType::F64 => $run!(f64, f64, "f64"),
-            DType::BF16 => $run!(half::bf16, f32, "bf16"),
-            DType::F16 => $run!(half::f16, f32, "f16"),
+            candle_core::DType::F32 => $run!(f32, f32, "f32"),
+            candle_core::DType::F64 => $run!(f64, f64, "f64"),
+            candle_core::DType::BF16 => $run!(half::bf16, f32, "bf16"),
+            candle_core::DType::F16 => $run!(half::f16, f32, "f16"),
             o => candle_core::bail!("{}: unsupported dtype {o:?}", $op),
         }
     };
 }
+pub(crate) use per_dtype;
 
 /// One thread per element (grid-stride); f32, f64, bf16 and f16.
 pub(crate) fn dropout(
@@ -29,32 +30,10 @@ pub(crate) fn dropout(
     masked(s, l, None, p, seed, "dropout")
 }
 
-/// Fused ReLU + dropout forward (`relu_dropout_*`), same mask as [`dropout`]; `p = 0` is ReLU.
-pub(crate) fn relu_dropout(
-    s: &CudaStorage,
-    l: &Layout,
-    p: f32,
-    seed: u64,
-) -> Result<(CudaStorage, Shape)> {
-    masked(s, l, None, p, seed, "relu_dropout")
-}
-
-/// Bias + ReLU + dropout forward (`bias_relu_dropout_*`): `x [N, D]` and `b [D]` contiguous.
-pub(crate) fn bias_relu_dropout(
-    x: &CudaStorage,
-    xl: &Layout,
-    b: &CudaStorage,
-    bl: &Layout,
-    p: f32,
-    seed: u64,
-) -> Result<(CudaStorage, Shape)> {
-    masked(x, xl, Some((b, bl)), p, seed, "bias_relu_dropout")
-}
-
 /// Launches `<family>_<dtype>`, a kernel that writes every element of `out`, of the signature
 /// `(x, out, n, seed, threshold, scale)`, or with a bias row `(x, b, out, n, d, seed,
 /// threshold, scale)` (`x [N, d]`, `b [d]`).
-fn masked(
+pub(crate) fn masked(
     s: &CudaStorage,
     l: &Layout,
     bias: Option<(&CudaStorage, &Layout)>,
@@ -111,162 +90,4 @@ fn masked(
     }
     let out = per_dtype!(s.dtype(), family, run);
     Ok((out, l.shape().clone()))
-}
-
-/// Its backward: `dx = y > 0 ? dy * scale : 0`.
-pub(crate) fn relu_dropout_bwd(
-    y: &CudaStorage,
-    yl: &Layout,
-    dy: &CudaStorage,
-    dl: &Layout,
-    p: f32,
-) -> Result<(CudaStorage, Shape)> {
-    if !yl.is_contiguous() || !dl.is_contiguous() {
-        candle_core::bail!("relu_dropout: backward operands must be contiguous");
-    }
-    let dev = y.device().clone();
-    let n = yl.shape().elem_count();
-    let n_u = n as u64;
-    let scale = 1.0 / (1.0 - p as f64);
-    macro_rules! run {
-        ($T:ty, $S:ty, $suffix:expr) => {{
-            let yv = y.as_cuda_slice::<$T>()?.slice(yl.start_offset()..);
-            let dv = dy.as_cuda_slice::<$T>()?.slice(dl.start_offset()..);
-            // SAFETY: the kernel writes all `n` elements.
-            let out = unsafe { dev.alloc::<$T>(n.max(1))? };
-            if n > 0 {
-                let name = format!("relu_dropout_bwd_{}", $suffix);
-                let func = crate::cuda::kernel(&dev, &name, &crate::cuda::DROPOUT)?;
-                let sc = scale as $S;
-                let mut b = func.builder();
-                b.arg(&yv).arg(&dv).arg(&out).arg(&n_u).arg(&sc);
-                // SAFETY: `y`, `dy` and `out` hold `n` elements; indices below `n` only.
-                launched(unsafe { b.launch(elementwise_cfg(n)) }.map(|_| ()))?;
-            }
-            CudaStorage::wrap_cuda_slice(out, dev)
-        }};
-    }
-    let out = per_dtype!(y.dtype(), "relu_dropout_bwd", run);
-    Ok((out, yl.shape().clone()))
-}
-
-/// Bias + ReLU + dropout that also writes its mask as bits (`bias_relu_dropout_bits_*`), plus
-/// the residual `r` (`x`'s shape) when given: `x [N, D]`, `b [D]`, all contiguous. Returns the
-/// output and the mask, `ceil(N * D / 32)` u32 words (bit `i % 32` of word `i / 32`).
-pub(crate) fn bias_relu_dropout_bits(
-    x: &CudaStorage,
-    xl: &Layout,
-    b: &CudaStorage,
-    bl: &Layout,
-    r: Option<(&CudaStorage, &Layout)>,
-    p: f32,
-    seed: u64,
-) -> Result<(CudaStorage, CudaStorage, Shape)> {
-    const OP: &str = "bias_relu_dropout_bits";
-    if !xl.is_contiguous() || !bl.is_contiguous() || r.is_some_and(|(_, rl)| !rl.is_contiguous()) {
-        candle_core::bail!("{OP}: operands must be contiguous");
-    }
-    let (_, d) = xl.shape().dims2()?;
-    if bl.shape().elem_count() != d {
-        candle_core::bail!("{OP}: bias {:?} for rows of {d}", bl.shape());
-    }
-    if let Some((rs, rl)) = r {
-        if rl.shape() != xl.shape() || rs.dtype() != x.dtype() {
-            candle_core::bail!(
-                "{OP}: residual {:?} {:?} for x {:?}",
-                rl.shape(),
-                rs.dtype(),
-                xl.shape()
-            );
-        }
-    }
-    let n = xl.shape().elem_count();
-    let d = u32::try_from(d.max(1))
-        .map_err(|_| candle_core::Error::Msg(format!("{OP}: {d} columns")))?;
-    let dev = x.device().clone();
-    // SAFETY: the kernel writes every word: each 32-element group below `n` is one warp's,
-    // whose ballot writes the group's word.
-    let words = unsafe { dev.alloc::<u32>(n.div_ceil(32).max(1))? };
-    let (t, n_u) = (super::threshold(p), n as u64);
-    let scale = 1.0 / (1.0 - p as f64);
-    macro_rules! run {
-        ($T:ty, $S:ty, $suffix:expr) => {{
-            let xv = x.as_cuda_slice::<$T>()?.slice(xl.start_offset()..);
-            let bv = b.as_cuda_slice::<$T>()?.slice(bl.start_offset()..);
-            let rv = match r {
-                Some((rs, rl)) => Some(rs.as_cuda_slice::<$T>()?.slice(rl.start_offset()..)),
-                None => None,
-            };
-            // SAFETY: `alloc` leaves the buffer uninitialised, and the kernel writes all `n`
-            // elements (the warps' strided loop visits every 32-element group below `n`).
-            let out = unsafe { dev.alloc::<$T>(n.max(1))? };
-            if n > 0 {
-                let name = format!("{OP}_{}", $suffix);
-                let func = crate::cuda::kernel(&dev, &name, &crate::cuda::DROPOUT)?;
-                let sc = scale as $S;
-                let mut lb = func.builder();
-                lb.arg(&xv).arg(&bv);
-                match &rv {
-                    Some(rv) => lb.arg(rv),
-                    None => lb.arg(&0u64), // a null residual
-                };
-                lb.arg(&out)
-                    .arg(&words)
-                    .arg(&n_u)
-                    .arg(&d)
-                    .arg(&seed)
-                    .arg(&t)
-                    .arg(&sc);
-                // SAFETY: `x`, `r` (contiguous from their offsets) and `out` hold `n`
-                // elements, `b` holds `d` (read at `i % d`), `words` `ceil(n / 32)`;
-                // elementwise_cfg's blocks are 256 threads, whole warps, as the ballot needs.
-                launched(unsafe { lb.launch(elementwise_cfg(n)) }.map(|_| ()))?;
-            }
-            CudaStorage::wrap_cuda_slice(out, dev.clone())
-        }};
-    }
-    let out = per_dtype!(x.dtype(), OP, run);
-    let bits = CudaStorage::wrap_cuda_slice(words, dev);
-    Ok((out, bits, xl.shape().clone()))
-}
-
-/// Its backward: `dx[i] = bit i ? dy[i] * scale : 0`.
-pub(crate) fn mask_bits_bwd(
-    dy: &CudaStorage,
-    dl: &Layout,
-    bits: &CudaStorage,
-    p: f32,
-) -> Result<(CudaStorage, Shape)> {
-    const OP: &str = "mask_bits_bwd";
-    if !dl.is_contiguous() {
-        candle_core::bail!("{OP}: the gradient must be contiguous");
-    }
-    let n = dl.shape().elem_count();
-    let dev = dy.device().clone();
-    let words = bits.as_cuda_slice::<u32>()?;
-    if words.len() < n.div_ceil(32) {
-        candle_core::bail!("{OP}: a mask of {} words for {n} elements", words.len());
-    }
-    let n_u = n as u64;
-    let scale = 1.0 / (1.0 - p as f64);
-    macro_rules! run {
-        ($T:ty, $S:ty, $suffix:expr) => {{
-            let dv = dy.as_cuda_slice::<$T>()?.slice(dl.start_offset()..);
-            // SAFETY: the kernel writes all `n` elements.
-            let out = unsafe { dev.alloc::<$T>(n.max(1))? };
-            if n > 0 {
-                let name = format!("{OP}_{}", $suffix);
-                let func = crate::cuda::kernel(&dev, &name, &crate::cuda::DROPOUT)?;
-                let sc = scale as $S;
-                let mut lb = func.builder();
-                lb.arg(words).arg(&dv).arg(&out).arg(&n_u).arg(&sc);
-                // SAFETY: `dy` and `out` hold `n` elements, `bits` at least `ceil(n / 32)`
-                // words (checked); indices below `n` only.
-                launched(unsafe { lb.launch(elementwise_cfg(n)) }.map(|_| ()))?;
-            }
-            CudaStorage::wrap_cuda_slice(out, dev)
-        }};
-    }
-    let out = per_dtype!(dy.dtype(), OP, run);
-    Ok((out, dl.shape().clone()))
 }

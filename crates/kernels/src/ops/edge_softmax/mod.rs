@@ -24,14 +24,14 @@ pub fn edge_softmax(g: &DeviceGraph, s: &Tensor) -> Result<Tensor> {
     check_device(OP, g, s)?;
     check_float(OP, "scores", s)?;
     if s.dims() != [g.nnz()] {
-        return Err(Error::Shape {
-            op: OP,
-            what: format!(
+        return Err(Error::shape(
+            OP,
+            format!(
                 "scores are {:?}, expected [{}] (one per edge)",
                 s.dims(),
                 g.nnz()
             ),
-        });
+        ));
     }
     Ok(s.contiguous()?.apply_op1(EdgeSoftmaxOp { g: g.clone() })?)
 }

@@ -30,10 +30,9 @@ pub const MAX_CUDA_WIDTH: usize = 1024;
 /// and `bias` are `[d]`, f32 (f64 when `x` is f64). Gradients flow to all three.
 pub fn layer_norm(x: &Tensor, weight: &Tensor, bias: &Tensor, eps: f64) -> Result<Tensor> {
     check_float_or_half(OP, "x", x)?;
-    let (_, d) = x.dims2().map_err(|_| Error::Shape {
-        op: OP,
-        what: format!("x has shape {:?}, expected [n, d]", x.dims()),
-    })?;
+    let (_, d) = x
+        .dims2()
+        .map_err(|_| Error::shape(OP, format!("x has shape {:?}, expected [n, d]", x.dims())))?;
     let want = if x.dtype() == DType::F64 {
         DType::F64
     } else {
@@ -42,29 +41,29 @@ pub fn layer_norm(x: &Tensor, weight: &Tensor, bias: &Tensor, eps: f64) -> Resul
     for (what, p) in [("weight", weight), ("bias", bias)] {
         check_device_of(OP, x, p)?;
         if p.dims() != [d] || p.dtype() != want {
-            return Err(Error::Shape {
-                op: OP,
-                what: format!(
+            return Err(Error::shape(
+                OP,
+                format!(
                     "{what} is {:?} {:?}, expected [{d}] {want:?} for x {:?} {:?}",
                     p.dims(),
                     p.dtype(),
                     x.dims(),
                     x.dtype()
                 ),
-            });
+            ));
         }
     }
     if !(eps.is_finite() && eps > 0.0) {
-        return Err(Error::Shape {
-            op: OP,
-            what: format!("eps is {eps}; it must be finite and positive"),
-        });
+        return Err(Error::invalid(
+            OP,
+            format!("eps is {eps}; it must be finite and positive"),
+        ));
     }
     if x.device().is_cuda() && d > MAX_CUDA_WIDTH {
-        return Err(Error::Shape {
-            op: OP,
-            what: format!("rows of {d} values; the CUDA kernels take at most {MAX_CUDA_WIDTH}"),
-        });
+        return Err(Error::unsupported(
+            OP,
+            format!("rows of {d} values; the CUDA kernels take at most {MAX_CUDA_WIDTH}"),
+        ));
     }
     Ok(x.contiguous()?.apply_op3(
         &weight.contiguous()?,

@@ -20,9 +20,9 @@ use super::*;
 pub struct Cbsr {
     // Visible to the `maxk` module (its kernels and constructors), private to everything else:
     // the same boundary as when the type lived in `maxk/mod.rs`.
-    pub(super) data: Tensor,
-    pub(super) index: Tensor,
-    pub(super) dim: usize,
+    pub(crate) data: Tensor,
+    pub(crate) index: Tensor,
+    pub(crate) dim: usize,
 }
 
 impl Cbsr {
@@ -31,7 +31,7 @@ impl Cbsr {
     /// read back to the host once for this).
     pub fn new(data: Tensor, index: Tensor, dim: usize) -> Result<Cbsr> {
         const OP: &str = "cbsr";
-        let bad = |what: String| Err(Error::Shape { op: OP, what });
+        let bad = |what: String| Err(Error::shape(OP, what));
         check_float_or_half(OP, "CBSR data", &data)?;
         let Ok((n, k)) = data.dims2() else {
             return bad(format!("data has shape {:?}, expected [N, k]", data.dims()));
@@ -104,14 +104,14 @@ impl Cbsr {
     /// The same pattern with other values (e.g. dropout applied to `data`).
     pub fn with_data(&self, data: Tensor) -> Result<Cbsr> {
         if data.dims() != self.data.dims() {
-            return Err(Error::Shape {
-                op: "cbsr",
-                what: format!(
+            return Err(Error::shape(
+                "cbsr",
+                format!(
                     "new data {:?} must match {:?}",
                     data.dims(),
                     self.data.dims()
                 ),
-            });
+            ));
         }
         check_float_or_half("cbsr", "CBSR data", &data)?;
         Ok(Cbsr {

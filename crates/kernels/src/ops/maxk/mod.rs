@@ -34,10 +34,9 @@ use candle_core::{
 pub const MAX_WIDTH: usize = 1024;
 
 mod cbsr;
-mod layer;
-mod ops;
+pub(crate) mod ops;
+pub use crate::ops::fused::maxk_layer::MaxkProduct;
 pub use cbsr::Cbsr;
-pub use layer::MaxkProduct;
 #[cfg(feature = "cuda")]
 use ops::FusedMaxkOp;
 use ops::{CbsrMoveOp, CbsrRowOp, SelectOp};
@@ -55,15 +54,17 @@ pub fn index_dtype(d: usize) -> DType {
 pub fn maxk(h: &Tensor, k: usize) -> Result<Cbsr> {
     const OP: &str = "maxk";
     check_float_or_half(OP, "h", h)?;
-    let (_, d) = h.dims2().map_err(|_| Error::Shape {
-        op: OP,
-        what: format!("h has shape {:?}, expected [N, D]", h.dims()),
-    })?;
-    if k == 0 || k > d || d > MAX_WIDTH {
-        return Err(Error::Shape {
-            op: OP,
-            what: format!("need 1 <= k <= D <= {MAX_WIDTH}, got k = {k}, D = {d}"),
-        });
+    let (_, d) = h
+        .dims2()
+        .map_err(|_| Error::shape(OP, format!("h has shape {:?}, expected [N, D]", h.dims())))?;
+    if d > MAX_WIDTH {
+        return Err(Error::unsupported(
+            OP,
+            format!("rows of {d} values; MaxK takes at most {MAX_WIDTH}"),
+        ));
+    }
+    if k == 0 || k > d {
+        return Err(Error::invalid(OP, format!("k = {k} must lie in 1..={d}")));
     }
     let h = h.contiguous()?;
     #[cfg(feature = "cuda")]
@@ -100,7 +101,7 @@ pub fn maxk(h: &Tensor, k: usize) -> Result<Cbsr> {
 
 fn check_cbsr(op: &'static str, x: &Cbsr, rows: usize) -> Result<()> {
     let k = x.k();
-    let bad = |what: String| Err(Error::Shape { op, what });
+    let bad = |what: String| Err(Error::shape(op, what));
     if x.data.rank() != 2 || x.data.dim(0)? != rows {
         return bad(format!(
             "CBSR data {:?} must have {rows} rows",
@@ -128,22 +129,22 @@ fn check_values(op: &'static str, g: &DeviceGraph, v: Option<&Tensor>, dt: DType
     if let Some(v) = v {
         let half = matches!(dt, DType::BF16 | DType::F16);
         if v.dims() != [g.nnz()] || !(v.dtype() == dt || half && v.dtype() == DType::F32) {
-            return Err(Error::Shape {
+            return Err(Error::shape(
                 op,
-                what: format!(
+                format!(
                     "edge values {:?} {:?} must be [{}] {dt:?}{}",
                     v.dims(),
                     v.dtype(),
                     g.nnz(),
                     if half { " or F32" } else { "" }
                 ),
-            });
+            ));
         }
         if v.track_op() {
-            return Err(Error::Shape {
+            return Err(Error::unsupported(
                 op,
-                what: "gradients for edge values are not supported; pass constant values".into(),
-            });
+                "gradients for edge values are not supported; pass constant values",
+            ));
         }
     }
     Ok(())
@@ -153,10 +154,10 @@ fn mean_of(op: &'static str, reduce: Reduce) -> Result<bool> {
     match reduce {
         Reduce::Sum => Ok(false),
         Reduce::Mean => Ok(true),
-        other => Err(Error::Shape {
+        other => Err(Error::unsupported(
             op,
-            what: format!("{other:?} aggregation is not available over CBSR (sum and mean are)"),
-        }),
+            format!("{other:?} aggregation is not available over CBSR (sum and mean are)"),
+        )),
     }
 }
 
@@ -204,9 +205,9 @@ pub fn spgemm_bias_residual(
     const OP: &str = "spgemm";
     check_device(OP, g, residual)?;
     if residual.dims() != [g.n_rows(), x.dim] || residual.dtype() != x.data.dtype() {
-        return Err(Error::Shape {
-            op: OP,
-            what: format!(
+        return Err(Error::shape(
+            OP,
+            format!(
                 "residual {:?} {:?} must be [{}, {}] {:?}",
                 residual.dims(),
                 residual.dtype(),
@@ -214,7 +215,7 @@ pub fn spgemm_bias_residual(
                 x.dim,
                 x.data.dtype()
             ),
-        });
+        ));
     }
     let op = spgemm_op(g, x, values, reduce, Some(bias))?;
     let data = x.data.contiguous()?;
@@ -226,7 +227,7 @@ pub fn spgemm_bias_residual(
 }
 
 /// The checked SpGEMM op of [`spgemm_bias`] and [`spgemm_bias_residual`].
-fn spgemm_op(
+pub(crate) fn spgemm_op(
     g: &DeviceGraph,
     x: &Cbsr,
     values: Option<&Tensor>,
@@ -242,16 +243,16 @@ fn spgemm_op(
     if let Some(b) = bias {
         check_device(OP, g, b)?;
         if b.dims() != [x.dim] || b.dtype() != x.data.dtype() {
-            return Err(Error::Shape {
-                op: OP,
-                what: format!(
+            return Err(Error::shape(
+                OP,
+                format!(
                     "bias {:?} {:?} must be [{}] {:?}",
                     b.dims(),
                     b.dtype(),
                     x.dim,
                     x.data.dtype()
                 ),
-            });
+            ));
         }
     }
     Ok(CbsrRowOp {
@@ -280,20 +281,20 @@ pub fn sspmm(
     check_float_or_half(OP, "dout", dout)?;
     let dim = x.dim;
     if dout.dims() != [g.n_rows(), dim] {
-        return Err(Error::Shape {
-            op: OP,
-            what: format!("dout {:?} must be [{}, {dim}]", dout.dims(), g.n_rows()),
-        });
+        return Err(Error::shape(
+            OP,
+            format!("dout {:?} must be [{}, {dim}]", dout.dims(), g.n_rows()),
+        ));
     }
     if x.rows() != g.n_cols() {
-        return Err(Error::Shape {
-            op: OP,
-            what: format!(
+        return Err(Error::shape(
+            OP,
+            format!(
                 "CBSR pattern has {} rows, the graph {} columns",
                 x.rows(),
                 g.n_cols()
             ),
-        });
+        ));
     }
     check_values(OP, g, values, dout.dtype())?;
     Ok(sspmm_raw(

@@ -23,8 +23,8 @@ macro_rules! with_index {
     };
 }
 
-pub(super) struct SelectOp {
-    pub(super) k: usize,
+pub(crate) struct SelectOp {
+    pub(crate) k: usize,
 }
 
 impl CustomOp1 for SelectOp {
@@ -54,10 +54,10 @@ impl CustomOp1 for SelectOp {
 /// op's output is the kept values. The backward scatters the gradient to the kept columns.
 /// Other devices and dtypes take [`SelectOp`] followed by the gather.
 #[cfg(feature = "cuda")]
-pub(super) struct FusedMaxkOp {
-    pub(super) k: usize,
-    pub(super) d: usize,
-    pub(super) index: Tensor,
+pub(crate) struct FusedMaxkOp {
+    pub(crate) k: usize,
+    pub(crate) d: usize,
+    pub(crate) index: Tensor,
 }
 
 #[cfg(feature = "cuda")]
@@ -95,10 +95,10 @@ impl CustomOp1 for FusedMaxkOp {
 /// Moves entries between dense `[N, D]` and CBSR `[N, k]` at the pattern `index`: gather
 /// (`scatter == false`, dense to CBSR) or scatter (CBSR to a dense array, zeros elsewhere).
 /// Each is the other's backward.
-pub(super) struct CbsrMoveOp {
-    pub(super) k: usize,
-    pub(super) d: usize,
-    pub(super) scatter: bool,
+pub(crate) struct CbsrMoveOp {
+    pub(crate) k: usize,
+    pub(crate) d: usize,
+    pub(crate) scatter: bool,
 }
 
 impl CbsrMoveOp {
@@ -170,13 +170,13 @@ impl CustomOp2 for CbsrMoveOp {
 /// `[n_rows, D]` gradient in, CBSR-shaped `[n_cols, k]` out, used inside SpGEMM's backward).
 /// The constant edge values ride in the op; as a [`CustomOp3`] the third input is a bias `[D]`
 /// fused into the SpGEMM output (and differentiated: its gradient is the column sum of `dOut`).
-pub(super) struct CbsrRowOp {
-    pub(super) g: DeviceGraph,
-    pub(super) k: usize,
-    pub(super) d: usize,
-    pub(super) mean: bool,
-    pub(super) backward: bool,
-    pub(super) values: Option<Tensor>,
+pub(crate) struct CbsrRowOp {
+    pub(crate) g: DeviceGraph,
+    pub(crate) k: usize,
+    pub(crate) d: usize,
+    pub(crate) mean: bool,
+    pub(crate) backward: bool,
+    pub(crate) values: Option<Tensor>,
 }
 
 impl CbsrRowOp {
@@ -188,7 +188,7 @@ impl CbsrRowOp {
         }
     }
 
-    pub(super) fn cpu(
+    pub(crate) fn cpu(
         &self,
         s: &CpuStorage,
         l: &Layout,
@@ -260,7 +260,7 @@ impl CbsrRowOp {
     }
 
     #[cfg(feature = "cuda")]
-    pub(super) fn cuda(
+    pub(crate) fn cuda(
         &self,
         s: &CudaStorage,
         l: &Layout,
@@ -294,7 +294,7 @@ impl CbsrRowOp {
     }
 
     /// SpGEMM's gradient with respect to the CBSR data: the SSpMM.
-    pub(super) fn grad(&self, index: &Tensor, grad: &Tensor) -> candle_core::Result<Tensor> {
+    pub(crate) fn grad(&self, index: &Tensor, grad: &Tensor) -> candle_core::Result<Tensor> {
         if self.backward {
             candle_core::bail!("sspmm has no backward (it is itself a backward pass)");
         }
@@ -390,9 +390,9 @@ impl CustomOp3 for CbsrRowOp {
 /// residual`, the CBSR index riding in the op. A residual hidden layer's output in one pass:
 /// the separate add, and the zero-filled gradient accumulation of its second operand, go.
 /// Backward: the SSpMM for `data`, the column sum for `bias`, `dOut` itself for `residual`.
-pub(super) struct SpgemmResidualOp {
-    pub(super) op: CbsrRowOp,
-    pub(super) index: Tensor,
+pub(crate) struct SpgemmResidualOp {
+    pub(crate) op: CbsrRowOp,
+    pub(crate) index: Tensor,
 }
 
 impl CustomOp3 for SpgemmResidualOp {
@@ -445,7 +445,7 @@ impl CustomOp3 for SpgemmResidualOp {
 }
 
 /// The fused bias's gradient, the column sum of `dOut`, when the bias tracks one.
-pub(super) fn bias_grad(bias: &Tensor, grad: &Tensor) -> candle_core::Result<Option<Tensor>> {
+pub(crate) fn bias_grad(bias: &Tensor, grad: &Tensor) -> candle_core::Result<Option<Tensor>> {
     bias.track_op()
         .then(|| crate::ops::column_sum(grad))
         .transpose()

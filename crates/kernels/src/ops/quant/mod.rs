@@ -36,12 +36,7 @@ pub struct QuantizedFeatures {
 impl QuantizedFeatures {
     /// Quantises row-major `data` (`rows * cols` finite values).
     pub fn quantize(data: &[f32], rows: usize, cols: usize) -> Result<Self> {
-        let bad = |what: String| {
-            Err(Error::Shape {
-                op: "quantize",
-                what,
-            })
-        };
+        let bad = |what: String| Err(Error::shape("quantize", what));
         if rows.checked_mul(cols) != Some(data.len()) {
             return bad(format!(
                 "{} values for a {rows} x {cols} feature matrix",
@@ -49,11 +44,14 @@ impl QuantizedFeatures {
             ));
         }
         if let Some(p) = data.iter().position(|v| !v.is_finite()) {
-            return bad(format!(
-                "feature ({}, {}) is {} (quantisation needs finite values)",
-                p / cols.max(1),
-                p % cols.max(1),
-                data[p]
+            return Err(Error::invalid(
+                "quantize",
+                format!(
+                    "feature ({}, {}) is {} (quantisation needs finite values)",
+                    p / cols.max(1),
+                    p % cols.max(1),
+                    data[p]
+                ),
             ));
         }
         let (scale, min, codes) = cpu::quantize(data, rows, cols);
@@ -74,9 +72,9 @@ impl QuantizedFeatures {
         if ok {
             Ok(())
         } else {
-            Err(Error::Shape {
-                op: "dequantize",
-                what: format!(
+            Err(Error::shape(
+                "dequantize",
+                format!(
                     "{} codes, {} scales, {} minima for {} x {} features",
                     self.codes.len(),
                     self.scale.len(),
@@ -84,7 +82,7 @@ impl QuantizedFeatures {
                     self.rows,
                     self.cols
                 ),
-            })
+            ))
         }
     }
 
@@ -99,32 +97,34 @@ impl QuantizedFeatures {
 /// codes' device (one pass on the GPU). Inference only: no gradient.
 pub fn dequantize(codes: &Tensor, scale: &Tensor, min: &Tensor) -> Result<Tensor> {
     const OP: &str = "dequantize";
-    let (_, f) = codes.dims2().map_err(|_| Error::Shape {
-        op: OP,
-        what: format!("codes have shape {:?}, expected [N, F]", codes.dims()),
+    let (_, f) = codes.dims2().map_err(|_| {
+        Error::shape(
+            OP,
+            format!("codes have shape {:?}, expected [N, F]", codes.dims()),
+        )
     })?;
     if codes.dtype() != DType::U8 {
-        return Err(Error::DType {
-            op: OP,
-            what: format!("codes have dtype {:?}, expected u8", codes.dtype()),
-        });
+        return Err(Error::dtype(
+            OP,
+            format!("codes have dtype {:?}, expected u8", codes.dtype()),
+        ));
     }
     for (what, t) in [("scale", scale), ("min", min)] {
         if t.dims() != [f] || t.dtype() != DType::F32 {
-            return Err(Error::Shape {
-                op: OP,
-                what: format!(
+            return Err(Error::shape(
+                OP,
+                format!(
                     "{what} is {:?} {:?}, expected [{f}] f32",
                     t.dims(),
                     t.dtype()
                 ),
-            });
+            ));
         }
         if !t.device().same_device(codes.device()) {
-            return Err(Error::Shape {
-                op: OP,
-                what: format!("{what} is on another device than the codes"),
-            });
+            return Err(Error::shape(
+                OP,
+                format!("{what} is on another device than the codes"),
+            ));
         }
     }
     Ok(codes.contiguous()?.apply_op3_no_bwd(

@@ -79,12 +79,8 @@ impl Sampling {
 
     /// Checks the width and bands (the op checks again; engines call this up front).
     pub fn validate(&self) -> Result<()> {
-        let bad = |what: String| {
-            Err(Error::Shape {
-                op: "spmm_sampled",
-                what,
-            })
-        };
+        const OP: &str = "spmm_sampled";
+        let bad = |what: String| Err(Error::invalid(OP, what));
         match *self {
             Sampling::EsBucket { s } | Sampling::EsFastRand { s } if s == 0 => {
                 bad("sampling width s must be >= 1".into())
@@ -92,7 +88,10 @@ impl Sampling {
             Sampling::EsBucket { s } | Sampling::EsFastRand { s } | Sampling::Aes { w: s, .. }
                 if s > MAX_WIDTH =>
             {
-                bad(format!("sampling width {s} exceeds {MAX_WIDTH}"))
+                Err(Error::unsupported(
+                    OP,
+                    format!("sampling width {s} exceeds the kernels' {MAX_WIDTH}"),
+                ))
             }
             Sampling::Aes { w: 0, .. } => bad("AES width must be >= 1".into()),
             Sampling::Aes { bands, .. }
@@ -155,18 +154,18 @@ pub fn spmm_sampled(
     const OP: &str = "spmm_sampled";
     sampling.validate()?;
     if !matches!(reduce, Reduce::Sum | Reduce::Mean) {
-        return Err(Error::Shape {
-            op: OP,
-            what: format!("{reduce:?} has no sampled estimator (sum and mean do)"),
-        });
+        return Err(Error::unsupported(
+            OP,
+            format!("{reduce:?} has no sampled estimator (sum and mean do)"),
+        ));
     }
     check_device(OP, g, x)?;
     check_float_or_half(OP, "x", x)?;
     if x.dims().len() != 2 || x.dims()[0] != g.n_cols() {
-        return Err(Error::Shape {
-            op: OP,
-            what: format!("x has shape {:?}, expected [{}, K]", x.dims(), g.n_cols()),
-        });
+        return Err(Error::shape(
+            OP,
+            format!("x has shape {:?}, expected [{}, K]", x.dims(), g.n_cols()),
+        ));
     }
     let x = x.detach().contiguous()?;
     let op = SampledOp {
@@ -181,9 +180,9 @@ pub fn spmm_sampled(
             let half = matches!(x.dtype(), DType::BF16 | DType::F16);
             let ok = v.dtype() == x.dtype() || half && v.dtype() == DType::F32;
             if v.dims() != [g.nnz()] || !ok {
-                return Err(Error::Shape {
-                    op: OP,
-                    what: format!(
+                return Err(Error::shape(
+                    OP,
+                    format!(
                         "edge values {:?} {:?} must be [{}] {:?}{}",
                         v.dims(),
                         v.dtype(),
@@ -191,7 +190,7 @@ pub fn spmm_sampled(
                         x.dtype(),
                         if half { " or F32" } else { "" }
                     ),
-                });
+                ));
             }
             let v = if half {
                 v.detach().to_dtype(DType::F32)?

@@ -52,16 +52,16 @@ pub fn sddmm_scaled(g: &DeviceGraph, a: &Tensor, b: &Tensor, vals: &Tensor) -> R
     check_device("sddmm_scaled", g, vals)?;
     let want = edge_dtype(a.dtype());
     if vals.dims() != [g.nnz()] || vals.dtype() != want {
-        return Err(Error::Shape {
-            op: "sddmm_scaled",
-            what: format!(
+        return Err(Error::shape(
+            "sddmm_scaled",
+            format!(
                 "values are {:?} {:?}, expected [{}] {:?}",
                 vals.dims(),
                 vals.dtype(),
                 g.nnz(),
                 want
             ),
-        });
+        ));
     }
     let v = vals.contiguous()?;
     Ok(a.apply_op3(&b, &v, SddmmScaledOp { g: g.clone() })?)
@@ -94,20 +94,20 @@ fn check(op: &'static str, g: &DeviceGraph, a: &Tensor, b: &Tensor) -> Result<(T
         || bd[0] != g.n_cols()
         || ad[1] != bd[1]
     {
-        return Err(Error::Shape {
+        return Err(Error::shape(
             op,
-            what: format!(
+            format!(
                 "a {ad:?} and b {bd:?} must be [{}, K] and [{}, K]",
                 g.n_rows(),
                 g.n_cols()
             ),
-        });
+        ));
     }
     if a.dtype() != b.dtype() {
-        return Err(Error::DType {
+        return Err(Error::dtype(
             op,
-            what: format!("a is {:?}, b is {:?}", a.dtype(), b.dtype()),
-        });
+            format!("a is {:?}, b is {:?}", a.dtype(), b.dtype()),
+        ));
     }
     Ok((a.contiguous()?, b.contiguous()?))
 }

@@ -22,22 +22,6 @@ fn arg_cpu<T: WithDType>(
     let (_, arg) = cpu::spmm_extreme(op.g.csr(), x, k, vals, op.reduce == Reduce::Max, true);
     Ok((CpuStorage::U32(arg), Shape::from((op.g.n_rows(), k))))
 }
-fn arg_cpu1<T: WithDType>(
-    op: &SpmmArgOp,
-    s: &CpuStorage,
-    l: &Layout,
-) -> candle_core::Result<(CpuStorage, Shape)> {
-    arg_cpu::<T>(op, s, l, None)
-}
-fn arg_cpu2<T: WithDType>(
-    op: &SpmmArgOp,
-    s: &CpuStorage,
-    l: &Layout,
-    vs: &CpuStorage,
-    vl: &Layout,
-) -> candle_core::Result<(CpuStorage, Shape)> {
-    arg_cpu::<T>(op, s, l, Some((vs, vl)))
-}
 
 impl CustomOp1 for SpmmArgOp {
     fn name(&self) -> &'static str {
@@ -50,7 +34,7 @@ impl CustomOp1 for SpmmArgOp {
             .ok_or_else(|| candle_core::Error::Msg("spmm_arg: max/min only".into()))
     }
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        dispatch_float!("spmm_arg", s, arg_cpu1(self, s, l))
+        with_float!("spmm_arg", s, |T| arg_cpu::<T>(self, s, l, None))
     }
 }
 
@@ -77,7 +61,12 @@ impl CustomOp2 for SpmmArgOp {
         vs: &CpuStorage,
         vl: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        dispatch_float!("spmm_arg_weighted", s, arg_cpu2(self, s, l, vs, vl))
+        with_float!("spmm_arg_weighted", s, |T| arg_cpu::<T>(
+            self,
+            s,
+            l,
+            Some((vs, vl))
+        ))
     }
 }
 
@@ -108,26 +97,6 @@ fn gather_cpu<T: WithDType>(
         T::to_cpu_storage_owned(out),
         Shape::from((op.g.n_rows(), k)),
     ))
-}
-fn gather_cpu2<T: WithDType>(
-    op: &GatherArgOp,
-    s: &CpuStorage,
-    l: &Layout,
-    a: &CpuStorage,
-    al: &Layout,
-) -> candle_core::Result<(CpuStorage, Shape)> {
-    gather_cpu::<T>(op, s, l, a, al, None)
-}
-fn gather_cpu3<T: WithDType>(
-    op: &GatherArgOp,
-    s: &CpuStorage,
-    l: &Layout,
-    a: &CpuStorage,
-    al: &Layout,
-    vs: &CpuStorage,
-    vl: &Layout,
-) -> candle_core::Result<(CpuStorage, Shape)> {
-    gather_cpu::<T>(op, s, l, a, al, Some((vs, vl)))
 }
 
 impl GatherArgOp {
@@ -162,7 +131,9 @@ impl CustomOp2 for GatherArgOp {
         a: &CpuStorage,
         al: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        dispatch_float!("spmm_gather_arg", s, gather_cpu2(self, s, l, a, al))
+        with_float!("spmm_gather_arg", s, |T| gather_cpu::<T>(
+            self, s, l, a, al, None
+        ))
     }
     fn bwd(
         &self,
@@ -206,11 +177,9 @@ impl CustomOp3 for GatherArgOp {
         vs: &CpuStorage,
         vl: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        dispatch_float!(
-            "spmm_gather_arg_weighted",
-            s,
-            gather_cpu3(self, s, l, a, al, vs, vl)
-        )
+        with_float!("spmm_gather_arg_weighted", s, |T| {
+            gather_cpu::<T>(self, s, l, a, al, Some((vs, vl)))
+        })
     }
     fn bwd(
         &self,
@@ -241,11 +210,13 @@ impl CustomOp3 for GatherArgOp {
 /// refused instead of silently breaking the promise.
 fn refuse_atomics_if_deterministic(g: &DeviceGraph, dy: &Tensor) -> candle_core::Result<()> {
     if g.policy().deterministic && dy.device().is_cuda() {
-        candle_core::bail!(
-            "deterministic mode: the max/min aggregation backward (GraphSAGE-pool) uses float \
-             atomics on the GPU and has no deterministic kernel yet; use sum/mean models \
-             (GCN, GraphSAGE-mean, GIN, MaxK) or train without --deterministic"
+        return Err(Error::unsupported(
+            "spmm",
+            "the max/min aggregation backward on the GPU scatters with float atomics and has \
+             no deterministic kernel: aggregate with sum or mean, or run on a graph whose \
+             `KernelPolicy::deterministic` is off",
         )
+        .into());
     }
     Ok(())
 }
@@ -271,26 +242,6 @@ fn scatter_cpu<T: WithDType>(
     let dx = cpu::scatter_arg(op.g.csr(), dy, k, arg, vals);
     Ok((T::to_cpu_storage_owned(dx), Shape::from((n_src, k))))
 }
-fn scatter_cpu2<T: WithDType>(
-    op: &ArgScatterOp,
-    s: &CpuStorage,
-    l: &Layout,
-    a: &CpuStorage,
-    al: &Layout,
-) -> candle_core::Result<(CpuStorage, Shape)> {
-    scatter_cpu::<T>(op, s, l, a, al, None)
-}
-fn scatter_cpu3<T: WithDType>(
-    op: &ArgScatterOp,
-    s: &CpuStorage,
-    l: &Layout,
-    a: &CpuStorage,
-    al: &Layout,
-    vs: &CpuStorage,
-    vl: &Layout,
-) -> candle_core::Result<(CpuStorage, Shape)> {
-    scatter_cpu::<T>(op, s, l, a, al, Some((vs, vl)))
-}
 
 impl CustomOp2 for ArgScatterOp {
     fn name(&self) -> &'static str {
@@ -313,7 +264,9 @@ impl CustomOp2 for ArgScatterOp {
         a: &CpuStorage,
         al: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        dispatch_float!("spmm_arg_scatter", s, scatter_cpu2(self, s, l, a, al))
+        with_float!("spmm_arg_scatter", s, |T| scatter_cpu::<T>(
+            self, s, l, a, al, None
+        ))
     }
 }
 
@@ -342,11 +295,9 @@ impl CustomOp3 for ArgScatterOp {
         vs: &CpuStorage,
         vl: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        dispatch_float!(
-            "spmm_arg_scatter_weighted",
-            s,
-            scatter_cpu3(self, s, l, a, al, vs, vl)
-        )
+        with_float!("spmm_arg_scatter_weighted", s, |T| {
+            scatter_cpu::<T>(self, s, l, a, al, Some((vs, vl)))
+        })
     }
 }
 

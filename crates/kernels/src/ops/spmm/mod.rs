@@ -108,13 +108,13 @@ fn check_x(op: &'static str, g: &DeviceGraph, x: &Tensor) -> Result<Tensor> {
     check_float_or_half(op, "x", x)?;
     let dims = x.dims();
     if dims.len() != 2 || dims[0] != g.n_cols() {
-        return Err(Error::Shape {
+        return Err(Error::shape(
             op,
-            what: format!(
+            format!(
                 "x has shape {dims:?}, expected [{}, K] (one row per source node)",
                 g.n_cols()
             ),
-        });
+        ));
     }
     Ok(x.contiguous()?)
 }
@@ -122,22 +122,22 @@ fn check_x(op: &'static str, g: &DeviceGraph, x: &Tensor) -> Result<Tensor> {
 fn check_values(op: &'static str, g: &DeviceGraph, x: &Tensor, v: &Tensor) -> Result<Tensor> {
     check_device(op, g, v)?;
     if v.dims() != [g.nnz()] {
-        return Err(Error::Shape {
+        return Err(Error::shape(
             op,
-            what: format!(
+            format!(
                 "edge values have shape {:?}, expected [{}] (one per stored edge)",
                 v.dims(),
                 g.nnz()
             ),
-        });
+        ));
     }
     // Half-precision features take fp32 edge values (the kernels accumulate in fp32).
     let half_x = matches!(x.dtype(), DType::BF16 | DType::F16);
     if v.dtype() != x.dtype() && !(half_x && v.dtype() == DType::F32) {
-        return Err(Error::DType {
+        return Err(Error::dtype(
             op,
-            what: format!("edge values are {:?} but x is {:?}", v.dtype(), x.dtype()),
-        });
+            format!("edge values are {:?} but x is {:?}", v.dtype(), x.dtype()),
+        ));
     }
     Ok(v.contiguous()?)
 }
@@ -155,17 +155,17 @@ pub fn transpose_operands(
         Reduce::Sum => false,
         Reduce::Mean => true,
         Reduce::Max | Reduce::Min => {
-            return Err(Error::Shape {
+            return Err(Error::unsupported(
                 op,
-                what: format!("{reduce:?} has no transpose product; sum or mean only"),
-            })
+                format!("{reduce:?} has no transpose product; sum or mean only"),
+            ))
         }
     };
     if values.is_some_and(|v| v.track_op()) {
-        return Err(Error::Shape {
+        return Err(Error::unsupported(
             op,
-            what: "edge values that track a gradient are not supported (constant only)".into(),
-        });
+            "edge values that track a gradient are not supported (constant only)",
+        ));
     }
     Ok(mean)
 }

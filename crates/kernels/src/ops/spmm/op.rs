@@ -51,7 +51,7 @@ impl CustomOp1 for SpmmOp {
         Ok((out, shape))
     }
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        dispatch_float!("spmm", s, cpu_fwd1(self, s, l))
+        with_float!("spmm", s, |T| self.cpu::<T>(s, l, None))
     }
     fn bwd(&self, x: &Tensor, _res: &Tensor, dy: &Tensor) -> candle_core::Result<Option<Tensor>> {
         let _timer = self.g.backward_timer();
@@ -65,23 +65,6 @@ impl CustomOp1 for SpmmOp {
             self.reduce == Reduce::Mean,
         )?))
     }
-}
-
-fn cpu_fwd1<T: WithDType>(
-    op: &SpmmOp,
-    s: &CpuStorage,
-    l: &Layout,
-) -> candle_core::Result<(CpuStorage, Shape)> {
-    op.cpu::<T>(s, l, None)
-}
-fn cpu_fwd2<T: WithDType>(
-    op: &SpmmOp,
-    s: &CpuStorage,
-    l: &Layout,
-    vs: &CpuStorage,
-    vl: &Layout,
-) -> candle_core::Result<(CpuStorage, Shape)> {
-    op.cpu::<T>(s, l, Some((vs, vl)))
 }
 
 impl CustomOp2 for SpmmOp {
@@ -106,7 +89,7 @@ impl CustomOp2 for SpmmOp {
         vs: &CpuStorage,
         vl: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        dispatch_float!("spmm_weighted", s, cpu_fwd2(self, s, l, vs, vl))
+        with_float!("spmm_weighted", s, |T| self.cpu::<T>(s, l, Some((vs, vl))))
     }
     fn bwd(
         &self,

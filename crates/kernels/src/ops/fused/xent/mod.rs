@@ -16,8 +16,8 @@ pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 
-use super::{check_device_of, check_float_or_half};
 use crate::error::{Error, Result};
+use crate::ops::{check_device_of, check_float_or_half};
 use candle_core::backend::BackendStorage;
 #[cfg(feature = "cuda")]
 use candle_core::CudaStorage;
@@ -28,9 +28,11 @@ use candle_core::{CpuStorage, CustomOp3, DType, Layout, Shape, Tensor};
 pub fn masked_cross_entropy(logits: &Tensor, labels: &Tensor, weight: &Tensor) -> Result<Tensor> {
     const OP: &str = "masked_cross_entropy";
     check_float_or_half(OP, "logits", logits)?;
-    let (n, _) = logits.dims2().map_err(|_| Error::Shape {
-        op: OP,
-        what: format!("logits have shape {:?}, expected [N, C]", logits.dims()),
+    let (n, _) = logits.dims2().map_err(|_| {
+        Error::shape(
+            OP,
+            format!("logits have shape {:?}, expected [N, C]", logits.dims()),
+        )
     })?;
     for (what, t, dt) in [
         ("labels", labels, DType::U32),
@@ -38,14 +40,14 @@ pub fn masked_cross_entropy(logits: &Tensor, labels: &Tensor, weight: &Tensor) -
     ] {
         check_device_of(OP, logits, t)?;
         if t.dims() != [n] || t.dtype() != dt {
-            return Err(Error::Shape {
-                op: OP,
-                what: format!(
+            return Err(Error::shape(
+                OP,
+                format!(
                     "{what} are {:?} {:?}, expected [{n}] {dt:?} (one per logits row)",
                     t.dims(),
                     t.dtype()
                 ),
-            });
+            ));
         }
     }
     let rows =
@@ -147,11 +149,11 @@ impl CustomOp3 for XentBwd {
 }
 
 fn labels_cpu<'a>(y: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [u32]> {
-    super::cpu_slice::<u32>("masked_cross_entropy", y, l)
+    crate::ops::cpu_slice::<u32>("masked_cross_entropy", y, l)
 }
 
 fn weights_cpu<'a>(w: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [f32]> {
-    super::cpu_slice::<f32>("masked_cross_entropy", w, l)
+    crate::ops::cpu_slice::<f32>("masked_cross_entropy", w, l)
 }
 
 fn cpu_rows<T: candle_core::WithDType>(
@@ -161,7 +163,7 @@ fn cpu_rows<T: candle_core::WithDType>(
     w: &[f32],
     c: usize,
 ) -> candle_core::Result<Vec<f32>> {
-    let x = super::cpu_slice::<T>("masked_cross_entropy", x, xl)?;
+    let x = crate::ops::cpu_slice::<T>("masked_cross_entropy", x, xl)?;
     Ok(cpu::row_losses(x, y, w, c))
 }
 
@@ -172,7 +174,7 @@ fn cpu_grad<T: candle_core::WithDType>(
     w: &[f32],
 ) -> candle_core::Result<(CpuStorage, Shape)> {
     let (_, c) = dims(xl)?;
-    let xs = super::cpu_slice::<T>("masked_cross_entropy", x, xl)?;
+    let xs = crate::ops::cpu_slice::<T>("masked_cross_entropy", x, xl)?;
     Ok((
         T::to_cpu_storage_owned(cpu::grad(xs, y, w, c)),
         xl.shape().clone(),

@@ -1,15 +1,19 @@
 //! Host side of the CUDA SpMM family (`cuda/spmm.cu`): runs the kernel the graph's policy
-//! and the dispatcher pick ([`super::dispatch::spmm_choice`]: GE-SpMM's row-scheduled or
+//! and the dispatcher pick ([`crate::ops::spmm::dispatch::spmm_choice`]: GE-SpMM's row-scheduled or
 //! narrow-row kernel, or HP-SpMM's nnz-balanced one) in its shape for `k`, checks shapes,
 //! launches, records the kernel on the graph, and wraps the results as candle storages.
 
-use super::dispatch::{spmm_choice_for, SpmmChoice as Choice};
-use super::Reduce;
-use crate::cuda::{
-    elementwise_cfg, f32_view, f32_view_opt, launched, narrowed, u32_view, zeros, FloatView,
-};
+mod arg;
+mod half;
+
+pub(crate) use arg::{edge_grad_arg, gather_arg, scatter_arg};
+use half::spmm_half;
+
+use crate::cuda::{elementwise_cfg, f32_view, f32_view_opt, launched, zeros};
 use crate::device_graph::DeviceGraph;
 use crate::ops::sddmm::cuda::sm_count;
+use crate::ops::spmm::dispatch::{spmm_choice_for, SpmmChoice as Choice};
+use crate::ops::spmm::Reduce;
 use crate::partition::{dtp_workers, HpSpmmShape, HP_WARPS, NPW_CANDIDATES};
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{
@@ -441,292 +445,6 @@ pub(crate) fn spmm_fwd(
     ))
 }
 
-/// SpMM of half-precision `x` (bf16 or f16): fp32 accumulation into an fp32 buffer, narrowed
-/// to `x`'s dtype at the end (one pass over `n_rows * k`, small beside the `nnz * k` gather
-/// that half precision halves). Max/min (with the argmax when `want_arg`) run the row kernel
-/// without a schedule, as for f32; the narrowing of their result is exact when unweighted.
-fn spmm_half(
-    g: &DeviceGraph,
-    x: &CudaStorage,
-    xl: &Layout,
-    vals: Option<(&CudaStorage, &Layout)>,
-    reduce: Reduce,
-    want_arg: bool,
-) -> Result<(CudaStorage, Option<CudaStorage>, Shape)> {
-    let (_, k) = xl.shape().dims2()?;
-    let dev = x.device().clone();
-    let vv = f32_view_opt("spmm", vals)?;
-    let xv = FloatView::of("spmm", x, xl)?;
-    let extreme = matches!(reduce, Reduce::Max | Reduce::Min);
-    let arg = if want_arg && extreme {
-        Some(zeros::<u32>(&dev, g.n_rows() * k)?)
-    } else {
-        None
-    };
-    let off = xl.start_offset();
-    let out = match &xv {
-        FloatView::Bf16(v) => spmm_half_into(
-            g,
-            &dev,
-            "bf16",
-            v,
-            off,
-            k,
-            vv.as_ref(),
-            reduce,
-            arg.as_ref(),
-        )?,
-        FloatView::F16(v) => {
-            spmm_half_into(g, &dev, "f16", v, off, k, vv.as_ref(), reduce, arg.as_ref())?
-        }
-        FloatView::F32(_) => candle_core::bail!("spmm: F32 is not a half-precision dtype"),
-    };
-    let shape = Shape::from((g.n_rows(), k));
-    let out = narrowed(out, &dev, &shape, xv.dtype())?;
-    let arg = arg.map(|a| CudaStorage::wrap_cuda_slice(a, dev));
-    Ok((out, arg, shape))
-}
-
-/// The built-in GE-SpMM shape for half-precision `x`: `(vec, n_tiles, tile_major)`. Eight
-/// bytes per lane per load as for f32 (`vec` 4 halves, where f32 takes float2) from k >= 64,
-/// a whole 32-lane chunk of columns in one tile at k = 128; tile-major once the gathered
-/// slice (`n_cols * k * 2` bytes) outgrows L2.
-pub(crate) fn half_tile_shape(k: usize, offset: usize, n_cols: usize) -> (usize, usize, bool) {
-    let fits = |v: usize| k.is_multiple_of(v) && offset.is_multiple_of(v);
-    let vec = if k >= 64 && fits(4) {
-        4
-    } else if k > 32 && fits(2) {
-        2
-    } else {
-        1
-    };
-    let n_tiles = k.div_ceil(32 * vec).max(1);
-    (vec, n_tiles, n_tiles > 1 && n_cols * k * 2 > L2_BYTES)
-}
-
-/// Runs the half-precision kernel (`name` "bf16" / "f16") of `reduce` into a new fp32 buffer;
-/// max/min write the argmax positions into `arg` when given.
-#[allow(clippy::too_many_arguments)]
-fn spmm_half_into<T: DeviceRepr>(
-    g: &DeviceGraph,
-    dev: &CudaDevice,
-    name: &str,
-    xv: &CudaView<'_, T>,
-    offset: usize,
-    k: usize,
-    vv: Option<&CudaView<'_, f32>>,
-    reduce: Reduce,
-    arg: Option<&CudaSlice<u32>>,
-) -> Result<CudaSlice<f32>> {
-    let n = g.n_rows();
-    let out = zeros::<f32>(dev, n * k)?;
-    if n == 0 || k == 0 {
-        return Ok(out);
-    }
-    let mean = reduce == Reduce::Mean;
-    let extreme = matches!(reduce, Reduce::Max | Reduce::Min);
-    let forced_tiling = g.policy().spmm_tiling;
-    let pick = if extreme {
-        Choice::Row
-    } else {
-        spmm_choice_for(g, k, 2)
-    };
-    match pick {
-        Choice::Hp(npw) => {
-            let prefix = format!("{name}_");
-            hp_spmm(g, dev, &prefix, xv, offset, k, vv, mean, npw, &out)?;
-            return Ok(out);
-        }
-        Choice::Narrow(kp) => {
-            spmm_narrow_into(g, dev, name, xv, offset, (k, kp), vv, mean, &out)?;
-            return Ok(out);
-        }
-        Choice::Row => {}
-    }
-    let (vec, n_tiles, tile_major) = match forced_tiling {
-        Some(t)
-            if matches!(t.vec, 1 | 2 | 4 | 8)
-                && k.is_multiple_of(t.vec)
-                && offset.is_multiple_of(t.vec) =>
-        {
-            (t.vec, k.div_ceil(32 * t.vec), t.tile_major)
-        }
-        _ => half_tile_shape(k, offset, g.n_cols()),
-    };
-    let csr = g.cuda_csr()?;
-    // Split rows meet through atomic adds, which only a sum (or mean) can take: max/min run
-    // one warp per row (a null `items` pointer).
-    let sched = if extreme { None } else { Some(Items::of(g)?) };
-    g.record("spmm", Items::kernel_name(sched.as_ref()));
-    let items = sched.as_ref().map_or(0, Items::len);
-    let mode = match (extreme, arg.is_some()) {
-        (false, _) => 0,
-        (true, false) => 1,
-        (true, true) => 2,
-    };
-    let func = crate::cuda::kernel(
-        dev,
-        &format!("spmm_{name}_v{vec}_m{mode}"),
-        &crate::cuda::SPMM,
-    )?;
-    let cfg = row_kernel_cfg(sched.as_ref().map_or(n, Items::len), n_tiles)?;
-    let (n_i, k_i, t_i) = (
-        i32_arg("rows", n)?,
-        i32_arg("k", k)?,
-        i32_arg("tiles", n_tiles)?,
-    );
-    let sign: f32 = if reduce == Reduce::Min { -1.0 } else { 1.0 };
-    let (weighted, mean_i, tm) = (vv.is_some() as i32, mean as i32, tile_major as i32);
-    let (items_i, chunk_i) = (
-        i32_arg("work items", items)?,
-        sched.as_ref().map_or(Ok(1), Items::chunk_arg)?,
-    );
-    let mut b = func.builder();
-    b.arg(&csr.indptr).arg(&csr.indices);
-    match vv {
-        Some(v) => b.arg(v),
-        None => b.arg(&csr.indptr), // never read when `weighted` is 0
-    };
-    b.arg(xv).arg(&out);
-    match arg {
-        Some(a) => b.arg(a),
-        None => b.arg(&csr.indptr), // never written unless mode 2
-    };
-    b.arg(&n_i)
-        .arg(&k_i)
-        .arg(&t_i)
-        .arg(&weighted)
-        .arg(&mean_i)
-        .arg(&sign)
-        .arg(&tm);
-    match &sched {
-        Some(items) => b.arg(items.buf()),
-        None => b.arg(&0u64),
-    };
-    b.arg(&items_i).arg(&chunk_i);
-    // SAFETY: as in `spmm_fwd`: x has n_cols * k halves (checked by the public functions),
-    // vec-wide loads only where k and the offset are multiples of vec; out (and arg) have
-    // n * k elements (out zeroed: split rows add into it); the schedule covers this CSR's rows.
-    launched(unsafe { b.launch(cfg) }.map(|_| ()))?;
-    Ok(out)
-}
-
-/// `out[i,t] = a_p x[col_p,t]` at `p = arg[i,t]`, in `x`'s dtype (f32, bf16 or f16; f32 edge
-/// values).
-pub(crate) fn gather_arg(
-    g: &DeviceGraph,
-    x: &CudaStorage,
-    xl: &Layout,
-    arg: &CudaStorage,
-    al: &Layout,
-    vals: Option<(&CudaStorage, &Layout)>,
-) -> Result<(CudaStorage, Shape)> {
-    let (_, k) = xl.shape().dims2()?;
-    let n = g.n_rows();
-    let dev = x.device().clone();
-    let csr = g.cuda_csr()?;
-    let xv = FloatView::of("spmm_gather_arg", x, xl)?;
-    let av = u32_view("spmm_gather_arg", arg, al)?;
-    let vv = f32_view_opt("spmm_gather_arg", vals)?;
-    let out = zeros::<f32>(&dev, n * k)?;
-    let total = n * k;
-    if total > 0 {
-        let name = format!("{}gather_arg", xv.prefix());
-        let func = crate::cuda::kernel(&dev, &name, &crate::cuda::SPMM)?;
-        let (k_i, w) = (i32_arg("k", k)?, vv.is_some() as i32);
-        let mut b = func.builder();
-        b.arg(&av).arg(&csr.indices);
-        match &vv {
-            Some(v) => b.arg(v),
-            None => b.arg(&av), // never read when unweighted
-        };
-        xv.push(&mut b);
-        b.arg(&out).arg(&total).arg(&k_i).arg(&w);
-        // SAFETY: arg holds positions < nnz or NO_EDGE; buffers sized as above.
-        launched(unsafe { b.launch(elementwise_cfg(total)) }.map(|_| ()))?;
-    }
-    let shape = Shape::from((n, k));
-    Ok((narrowed(out, &dev, &shape, xv.dtype())?, shape))
-}
-
-/// `dx[col_p,t] += a_p dy[i,t]` at `p = arg[i,t]`; `dx` has `n_cols` rows and `dy`'s dtype
-/// (accumulated in fp32).
-pub(crate) fn scatter_arg(
-    g: &DeviceGraph,
-    dy: &CudaStorage,
-    dl: &Layout,
-    arg: &CudaStorage,
-    al: &Layout,
-    vals: Option<(&CudaStorage, &Layout)>,
-) -> Result<(CudaStorage, Shape)> {
-    let (_, k) = dl.shape().dims2()?;
-    let dev = dy.device().clone();
-    let csr = g.cuda_csr()?;
-    let dv = FloatView::of("spmm_arg_scatter", dy, dl)?;
-    let av = u32_view("spmm_arg_scatter", arg, al)?;
-    let vv = f32_view_opt("spmm_arg_scatter", vals)?;
-    let dx = zeros::<f32>(&dev, g.n_cols() * k)?;
-    let total = g.n_rows() * k;
-    if total > 0 {
-        let name = format!("{}scatter_arg", dv.prefix());
-        let func = crate::cuda::kernel(&dev, &name, &crate::cuda::SPMM)?;
-        let (k_i, w) = (i32_arg("k", k)?, vv.is_some() as i32);
-        let mut b = func.builder();
-        b.arg(&av).arg(&csr.indices);
-        match &vv {
-            Some(v) => b.arg(v),
-            None => b.arg(&av), // never read when unweighted
-        };
-        dv.push(&mut b);
-        b.arg(&dx).arg(&total).arg(&k_i).arg(&w);
-        // SAFETY: as in gather_arg; dx has n_cols * k elements and columns are < n_cols.
-        launched(unsafe { b.launch(elementwise_cfg(total)) }.map(|_| ()))?;
-    }
-    let shape = Shape::from((g.n_cols(), k));
-    Ok((narrowed(dx, &dev, &shape, dv.dtype())?, shape))
-}
-
-/// `dv[p] += dy[i,t] x[col_p,t]` at `p = arg[i,t]`: f32 edge gradients (the edge values' dtype
-/// under every feature precision).
-pub(crate) fn edge_grad_arg(
-    g: &DeviceGraph,
-    dy: &CudaStorage,
-    dl: &Layout,
-    arg: &CudaStorage,
-    al: &Layout,
-    x: &CudaStorage,
-    xl: &Layout,
-) -> Result<(CudaStorage, Shape)> {
-    let (_, k) = dl.shape().dims2()?;
-    let dev = dy.device().clone();
-    let csr = g.cuda_csr()?;
-    let dyv = FloatView::of("spmm_arg_edge_grad", dy, dl)?;
-    let av = u32_view("spmm_arg_edge_grad", arg, al)?;
-    let xv = FloatView::of("spmm_arg_edge_grad", x, xl)?;
-    if xv.dtype() != dyv.dtype() {
-        candle_core::bail!(
-            "spmm_arg_edge_grad: dy is {:?}, x is {:?}",
-            dyv.dtype(),
-            xv.dtype()
-        );
-    }
-    let dv = zeros::<f32>(&dev, g.nnz())?;
-    let total = g.n_rows() * k;
-    if total > 0 {
-        let name = format!("{}edge_grad_arg", dyv.prefix());
-        let func = crate::cuda::kernel(&dev, &name, &crate::cuda::SPMM)?;
-        let k_i = i32_arg("k", k)?;
-        let mut b = func.builder();
-        b.arg(&av).arg(&csr.indices);
-        dyv.push(&mut b);
-        xv.push(&mut b);
-        b.arg(&dv).arg(&total).arg(&k_i);
-        // SAFETY: positions < nnz; dv has nnz elements; dy is [n_rows, k], x [n_cols, k].
-        launched(unsafe { b.launch(elementwise_cfg(total)) }.map(|_| ()))?;
-    }
-    Ok((CudaStorage::wrap_cuda_slice(dv, dev), Shape::from(g.nnz())))
-}
-
 #[cfg(test)]
 mod tests {
     use super::tile_shape;
@@ -741,7 +459,9 @@ mod tests {
                     k.is_multiple_of(vec) && off.is_multiple_of(vec),
                     "k {k} vec {vec}"
                 );
-                assert!(super::super::dispatch::CFS[vec.trailing_zeros() as usize].contains(&cf));
+                assert!(
+                    crate::ops::spmm::dispatch::CFS[vec.trailing_zeros() as usize].contains(&cf)
+                );
             }
         }
         let reddit = 232_965;

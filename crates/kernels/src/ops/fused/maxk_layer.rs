@@ -11,12 +11,13 @@
 //! temporary freed after the selection, and `x` leaves with one gradient (`dh w + dOut`, one
 //! add). Values and gradients equal the composed ops' (same GEMM, same selection, same mask).
 
-use super::ops::{bias_grad, CbsrMoveOp, CbsrRowOp};
-use super::{maxk, spgemm_op, Cbsr};
+use super::linear::LinearProduct;
 use crate::device_graph::DeviceGraph;
 use crate::error::{Error, Result};
 use crate::ops::dropout::DropoutOp;
-use crate::ops::matmul::{weight_grad, LinearProduct};
+use crate::ops::matmul::weight_grad;
+use crate::ops::maxk::ops::{bias_grad, CbsrMoveOp, CbsrRowOp};
+use crate::ops::maxk::{maxk, spgemm_op, Cbsr};
 use crate::ops::spmm::Reduce;
 #[cfg(feature = "cuda")]
 use candle_core::CudaStorage;
@@ -43,10 +44,10 @@ impl LinearProduct {
     pub fn maxk(self, k: usize) -> Result<MaxkProduct> {
         let (x, w, z, agg) = self.into_parts();
         if agg.is_some() {
-            return Err(Error::Shape {
-                op: OP,
-                what: "MaxK of an aggregate's product: the layer aggregates after MaxK".into(),
-            });
+            return Err(Error::unsupported(
+                OP,
+                "MaxK of an aggregate's product: the layer aggregates after MaxK",
+            ));
         }
         let cbsr = maxk(&z, k)?;
         Ok(MaxkProduct {
@@ -68,10 +69,10 @@ impl MaxkProduct {
     /// mask [`crate::dropout`] draws on the `[N, k]` values with that seed. `p = 0` keeps all.
     pub fn dropout(mut self, p: f32, seed: u64) -> Result<Self> {
         if self.drop.is_some() {
-            return Err(Error::Shape {
-                op: OP,
-                what: "dropout applied twice to the same MaxK values".into(),
-            });
+            return Err(Error::invalid(
+                OP,
+                "dropout applied twice to the same MaxK values",
+            ));
         }
         if p == 0.0 {
             return Ok(self);
@@ -84,7 +85,7 @@ impl MaxkProduct {
 
     /// The layer's output `Â · values + b` (`[n_rows, D]`), plus `x` itself when `residual`
     /// (then `x` must be `[n_rows, D]`), as one op over `(x, w, b)`: `g` and `values` as for
-    /// [`super::spgemm`] (sum or mean, constant edge values), `b [D]` in the values' dtype.
+    /// [`crate::spgemm`] (sum or mean, constant edge values), `b [D]` in the values' dtype.
     pub fn aggregate(
         self,
         g: &DeviceGraph,
@@ -97,14 +98,14 @@ impl MaxkProduct {
         let d = self.cbsr.dim;
         let x = if residual {
             if self.x.dims() != [g.n_rows(), d] {
-                return Err(Error::Shape {
-                    op: OP,
-                    what: format!(
+                return Err(Error::shape(
+                    OP,
+                    format!(
                         "a residual input {:?} must have the output's shape [{}, {d}]",
                         self.x.dims(),
                         g.n_rows()
                     ),
-                });
+                ));
             }
             self.x.contiguous()?
         } else {

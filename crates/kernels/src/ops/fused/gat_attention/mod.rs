@@ -12,9 +12,9 @@ pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 
-use super::{check_device, check_float, cpu_slice};
 use crate::device_graph::DeviceGraph;
 use crate::error::{Error, Result};
+use crate::ops::{check_device, check_float, cpu_slice};
 use candle_core::backend::BackendStorage;
 #[cfg(feature = "cuda")]
 use candle_core::CudaStorage;
@@ -34,23 +34,23 @@ pub fn gat_attention(
         check_device(OP, g, t)?;
         check_float(OP, what, t)?;
         if t.dims() != [n] {
-            return Err(Error::Shape {
-                op: OP,
-                what: format!("{what} is {:?}, expected [{n}]", t.dims()),
-            });
+            return Err(Error::shape(
+                OP,
+                format!("{what} is {:?}, expected [{n}]", t.dims()),
+            ));
         }
     }
     if s_dst.dtype() != s_src.dtype() {
-        return Err(Error::DType {
-            op: OP,
-            what: format!("s_dst is {:?}, s_src is {:?}", s_dst.dtype(), s_src.dtype()),
-        });
+        return Err(Error::dtype(
+            OP,
+            format!("s_dst is {:?}, s_src is {:?}", s_dst.dtype(), s_src.dtype()),
+        ));
     }
     if !(negative_slope > 0.0 && negative_slope.is_finite()) {
-        return Err(Error::Shape {
-            op: OP,
-            what: format!("negative_slope {negative_slope} must be positive and finite"),
-        });
+        return Err(Error::invalid(
+            OP,
+            format!("negative_slope {negative_slope} must be positive and finite"),
+        ));
     }
     Ok(s_dst.contiguous()?.apply_op2(
         &s_src.contiguous()?,

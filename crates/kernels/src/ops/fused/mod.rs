@@ -1,0 +1,21 @@
+//! Fused operators: each computes what a chain of the crate's other ops computes, as one op
+//! with its own backward, to save passes over memory or tensors kept for the backward. One
+//! module each, CPU / CUDA / backward side by side as for the other ops; each module's docs
+//! name the chain it replaces and what the fusion saves.
+//!
+//! | module | replaces |
+//! |---|---|
+//! | [`relu_dropout`] | `dropout(relu(x [+ b]))`: a broadcast add, ReLU and dropout |
+//! | [`linear`] | `dropout(relu(x wᵀ + b)) [+ x]` and `dropout(relu((Â h) wᵀ + b)) [+ h]`: the product is a temporary |
+//! | [`maxk_layer`] | `Â · dropout(maxk(x wᵀ)) + b [+ x]`, a MaxK-GNN hidden layer |
+//! | [`gat_attention`] | `edge_softmax(leaky_relu(s_dst[i] + s_src[j]))`, GAT's coefficients |
+//! | [`xent`] | masked `log_softmax` + NLL, the loss and its gradient in one pass |
+//!
+//! The CUDA kernels of the dropout family stay in `cuda/dropout.cu` beside the mask they
+//! share; the others have a `.cu` file of their own.
+
+pub mod gat_attention;
+pub mod linear;
+pub mod maxk_layer;
+pub mod relu_dropout;
+pub mod xent;
