@@ -30,6 +30,16 @@ pub mod sweep;
 pub mod trainer;
 pub mod warmup;
 
+/// The Cora dataset of the repository's `data/` folder, for the unit tests.
+#[cfg(test)]
+pub(crate) fn test_cora() -> gnn_graph::Dataset {
+    gnn_graph::load_planetoid(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/cora/raw"),
+        "cora",
+    )
+    .unwrap()
+}
+
 pub use checkpoint::TrainState;
 pub use data::{accuracy, DeviceData};
 pub use device::{
