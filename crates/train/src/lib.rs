@@ -10,6 +10,8 @@
 //! feature, `cli` (the shared command-line flags).
 #![deny(missing_docs)]
 
+#[cfg(feature = "cuda")]
+pub mod bench;
 pub mod checkpoint;
 #[cfg(feature = "cli")]
 pub mod cli;
