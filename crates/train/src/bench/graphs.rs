@@ -32,7 +32,14 @@ pub struct GraphsBench {
     )]
     pub k: Vec<usize>,
     /// Timed repetitions (after 3 warm-ups).
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 10, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)))]
+    #[cfg_attr(
+        feature = "cli",
+        arg(
+            long,
+            default_value_t = 10,
+            value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+        )
+    )]
     pub reps: usize,
     /// Only the graphs whose name contains one of these (comma-separated); all by default.
     #[cfg_attr(feature = "cli", arg(long, value_delimiter = ','))]
@@ -42,7 +49,14 @@ pub struct GraphsBench {
     pub npw_sweep: bool,
     /// Run every graph head-expanded (each row repeated per head, the graph an attention layer
     /// with this many heads aggregates over, at K = the head width); 1: the graph itself.
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64)))]
+    #[cfg_attr(
+        feature = "cli",
+        arg(
+            long,
+            default_value_t = 1,
+            value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64)
+        )
+    )]
     pub heads: usize,
     /// Output folder: graphs.json, graphs.md, graphs.svg.
     #[cfg_attr(feature = "cli", arg(long, default_value = "runs/bench_graphs"))]

@@ -28,7 +28,14 @@ pub struct MaxkBench {
     )]
     pub k: Vec<usize>,
     /// Timed repetitions (after 3 warm-ups).
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 20, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)))]
+    #[cfg_attr(
+        feature = "cli",
+        arg(
+            long,
+            default_value_t = 20,
+            value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+        )
+    )]
     pub reps: usize,
     /// Output folder (bench_maxk.json, bench_maxk.svg).
     #[cfg_attr(feature = "cli", arg(long, default_value = "runs/bench_maxk"))]
