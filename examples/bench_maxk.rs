@@ -7,150 +7,17 @@
 //! cargo run --release --features cuda,verify --example bench_maxk -- --out runs/bench_maxk
 //! ```
 
-use anyhow::{Context, Result};
-use candle_core::{DType, Device, Tensor};
+use anyhow::Result;
 use clap::Parser;
-use gnn::graph::{generate, SyntheticSpec};
-use gnn::kernels::peer::{gcn_operand, rel_diff, time_ms, Cusparse};
-use gnn::kernels::{maxk, spgemm, spmm_weighted, sspmm, Reduce};
-use std::path::PathBuf;
+use gnn::train::bench::maxk::{run, MaxkBench};
 
 #[derive(Parser)]
 struct Args {
-    /// Node scale of the synthetic Reddit graph (1 = 232,965 nodes).
-    #[arg(long, default_value_t = 1.0)]
-    scale: f64,
-    /// Dense width before MaxK.
-    #[arg(long, default_value_t = 256)]
-    dim: usize,
-    /// Values of k.
-    #[arg(long, value_delimiter = ',', default_value = "8,16,32,64,96,128,192")]
-    k: Vec<usize>,
-    /// Timed repetitions (after 3 warm-ups).
-    #[arg(long, default_value_t = 20, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
-    reps: usize,
-    /// Output folder (bench_maxk.json, bench_maxk.svg).
-    #[arg(long, default_value = "runs/bench_maxk")]
-    out: PathBuf,
-}
-
-#[derive(serde::Serialize)]
-struct Row {
-    k: usize,
-    maxk_ms: f64,
-    spgemm_ms: f64,
-    sspmm_ms: f64,
-    spgemm_speedup_vs_cusparse: f64,
-    sspmm_speedup_vs_cusparse: f64,
-    maxk_pct_of_spgemm: f64,
-    spgemm_rel_err_vs_exact: f64,
-}
-
-fn chart(rows: &[Row], path: &std::path::Path, dim: usize) -> Result<()> {
-    use gnn::train::report::chart::{draw_svg, Line, Panel};
-    let kmax = rows.iter().map(|r| r.k).max().unwrap_or(1) as f64;
-    let pts = |f: fn(&Row) -> f64| rows.iter().map(|r| (r.k as f64, f(r))).collect();
-    let mut p = Panel::lines(
-        format!("MaxK kernels vs cuSPARSE SpMM at K = {dim}"),
-        "k (entries kept per row)",
-        "speed-up",
-        vec![
-            Line::measured("SpGEMM forward", pts(|r| r.spgemm_speedup_vs_cusparse)),
-            Line::measured("SSpMM backward", pts(|r| r.sspmm_speedup_vs_cusparse)),
-            Line::level("2.5x target", 2.5, 0.0, kmax),
-        ],
-    );
-    let top = rows
-        .iter()
-        .map(|r| {
-            r.spgemm_speedup_vs_cusparse
-                .max(r.sspmm_speedup_vs_cusparse)
-        })
-        .fold(3.0, f64::max);
-    p.y_range = Some((0.0, top * 1.1));
-    Ok(draw_svg(path, &[p], 1, (760, 460))?)
+    #[command(flatten)]
+    bench: MaxkBench,
 }
 
 fn main() -> Result<()> {
-    let args = Args::parse();
-    let gpu = Device::new_cuda(0).context("no CUDA device")?;
-    let Device::Cuda(dev) = &gpu else {
-        unreachable!("new_cuda returns a CUDA device")
-    };
-    let stream = dev.cuda_stream();
-    let (ds, rep) = generate(&SyntheticSpec::reddit().scaled(args.scale)?, 0)?;
-    println!("{rep}");
-    let (a, g, vals) = gcn_operand(&ds.graph, &gpu)?;
-    let n = a.n_rows();
-    drop(ds);
-    let d = args.dim;
-    let x = Tensor::randn(0f32, 1.0, (n, d), &gpu)?;
-    let dout = Tensor::randn(0f32, 1.0, (n, d), &gpu)?;
-    let c = Tensor::zeros((n, d), DType::F32, &gpu)?;
-    let sp = Cusparse::new(&g, &vals, &stream)?;
-    let [c0, c1] = sp.time_both(&x, &c, dev, args.reps)?;
-    let cusp = c0.min(c1);
-    let exact = time_ms(&stream, args.reps, || {
-        spmm_weighted(&g, &x, &vals, Reduce::Sum)?;
-        Ok(())
-    })?;
-    println!(
-        "{n} nodes, {} edges, D = {d}: cuSPARSE SpMM {cusp:.3} ms, our exact SpMM {exact:.3} ms",
-        a.nnz()
-    );
-    println!(
-        "{:>4} {:>9} {:>10} {:>9} {:>11} {:>11} {:>9} {:>9}",
-        "k", "maxk ms", "spgemm ms", "sspmm ms", "fwd vs cuSP", "bwd vs cuSP", "maxk %", "rel err"
-    );
-    let mut rows = Vec::new();
-    for &k in &args.k {
-        let maxk_ms = time_ms(&stream, args.reps, || {
-            maxk(&x, k)?;
-            Ok(())
-        })?;
-        let cb = maxk(&x, k)?;
-        let spgemm_ms = time_ms(&stream, args.reps, || {
-            spgemm(&g, &cb, Some(&vals), Reduce::Sum)?;
-            Ok(())
-        })?;
-        let sspmm_ms = time_ms(&stream, args.reps, || {
-            sspmm(&g, &dout, &cb, Some(&vals), Reduce::Sum)?;
-            Ok(())
-        })?;
-        let err = rel_diff(
-            &spgemm(&g, &cb, Some(&vals), Reduce::Sum)?,
-            &spmm_weighted(&g, &cb.to_dense()?, &vals, Reduce::Sum)?,
-        )?;
-        let r = Row {
-            k,
-            maxk_ms,
-            spgemm_ms,
-            sspmm_ms,
-            spgemm_speedup_vs_cusparse: cusp / spgemm_ms,
-            sspmm_speedup_vs_cusparse: cusp / sspmm_ms,
-            maxk_pct_of_spgemm: 100.0 * maxk_ms / spgemm_ms,
-            spgemm_rel_err_vs_exact: err,
-        };
-        println!(
-            "{:>4} {:>9.3} {:>10.3} {:>9.3} {:>10.2}x {:>10.2}x {:>8.1}% {:>9.1e}",
-            k,
-            r.maxk_ms,
-            r.spgemm_ms,
-            r.sspmm_ms,
-            r.spgemm_speedup_vs_cusparse,
-            r.sspmm_speedup_vs_cusparse,
-            r.maxk_pct_of_spgemm,
-            err
-        );
-        rows.push(r);
-    }
-    let doc = serde_json::json!({
-        "device": "cuda:0", "graph": {"nodes": n, "edges": a.nnz(), "scale": args.scale},
-        "dim": d, "reps": args.reps, "cusparse_ms": cusp, "exact_spmm_ms": exact, "rows": rows,
-    });
-    let json = args.out.join("bench_maxk.json");
-    gnn::train::report::write_json(&json, &doc)?;
-    chart(&rows, &args.out.join("bench_maxk.svg"), d)?;
-    println!("wrote {} and bench_maxk.svg", json.display());
+    run(&Args::parse().bench)?;
     Ok(())
 }

@@ -164,24 +164,20 @@ fn cora_as_gnn_benchmark_and_as_edge_list_trains_like_cora() {
 }
 
 /// `features.npy` as `np.save(f, x.astype(np.float16))` writes it, for 0/1 features (Cora's
-/// bag of words): f16 0x0000 and 0x3C00, little-endian, header padded to 64 bytes.
+/// bag of words): f16 0x0000 and 0x3C00.
 fn write_binary_features_f16(x: &gnn::graph::DenseMatrix, path: &Path) {
-    let mut header = format!(
-        "{{'descr': '<f2', 'fortran_order': False, 'shape': ({}, {}), }}",
-        x.rows, x.cols
-    );
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend((header.len() as u16).to_le_bytes());
-    out.extend(header.as_bytes());
-    for &v in &x.data {
-        assert!(v == 0.0 || v == 1.0, "Cora's raw features are 0/1");
-        out.extend(if v == 1.0 { 0x3C00u16 } else { 0 }.to_le_bytes());
-    }
-    std::fs::write(path, out).unwrap();
+    let bits: Vec<u16> = (x.data.iter())
+        .map(|&v| {
+            assert!(v == 0.0 || v == 1.0, "Cora's raw features are 0/1");
+            if v == 1.0 {
+                0x3C00
+            } else {
+                0
+            }
+        })
+        .collect();
+    let bytes = gnn::graph::io::npz::f16_npy_bytes(&[x.rows, x.cols], &bits, false);
+    std::fs::write(path, bytes).unwrap();
 }
 
 /// Cora as a two-class edge-list folder (class 3, 30 % of the nodes, against the rest) with

@@ -141,6 +141,7 @@ fn non_finite_loss_stops_with_epoch_tensor_and_checkpoint() {
         epoch,
         tensor,
         checkpoint,
+        ..
     } = &e
     else {
         panic!("expected a non-finite error, got {e}");

@@ -6,9 +6,27 @@ pub enum Error {
     /// A communication failure between ranks (a peer left, NCCL failed, mismatched calls).
     #[error("communication: {0}")]
     Comm(String),
-    /// Arguments of the wrong shape for the exchange, the partition or the other ranks.
+    /// Tensors of the wrong shape for the exchange, the local graph or the other ranks.
     #[error("{op}: {what}")]
     Shape {
+        /// The call.
+        op: &'static str,
+        /// What is wrong.
+        what: String,
+    },
+    /// A combination the call does not implement (a dtype NCCL is not asked to carry, a
+    /// tensor off the GPU for NCCL, a reduction the exchange cannot fuse).
+    #[error("{op}: unsupported: {what}")]
+    Unsupported {
+        /// The call.
+        op: &'static str,
+        /// What is not supported.
+        what: String,
+    },
+    /// An argument out of its range or inconsistent with the others (a ring step, a
+    /// partition that does not match the local graph, a malformed NCCL id file).
+    #[error("{op}: invalid argument: {what}")]
+    InvalidArgument {
         /// The call.
         op: &'static str,
         /// What is wrong.

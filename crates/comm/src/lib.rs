@@ -147,7 +147,7 @@ pub(crate) fn ring_peers(
     k: usize,
 ) -> Result<(usize, usize)> {
     if k == 0 || k >= world {
-        return Err(crate::Error::Shape {
+        return Err(crate::Error::InvalidArgument {
             op,
             what: format!("ring step {k} among {world} ranks (1..{world} are steps)"),
         });

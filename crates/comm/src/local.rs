@@ -49,6 +49,23 @@ impl LocalComm {
             .collect()
     }
 
+    /// Runs `f` on every member of a [`Self::group`] of `world`, each in its own thread, and
+    /// returns what the ranks returned, in rank order. A rank's panic is raised again here
+    /// once every thread has ended.
+    pub fn run_group<R: Send>(world: usize, f: impl Fn(LocalComm) -> R + Sync) -> Vec<R> {
+        std::thread::scope(|s| {
+            let f = &f;
+            let hs: Vec<_> = Self::group(world)
+                .into_iter()
+                .map(|c| s.spawn(move || f(c)))
+                .collect();
+            let out: Vec<_> = hs.into_iter().map(|h| h.join()).collect();
+            out.into_iter()
+                .map(|r| r.unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        })
+    }
+
     fn send(&self, p: usize, t: Tensor) -> Result<()> {
         self.sent.add(&t);
         self.to[p]
@@ -185,33 +202,28 @@ mod tests {
     #[test]
     fn exchange_and_all_reduce_across_threads() {
         let world = 3;
-        let out: Vec<_> = std::thread::scope(|s| {
-            let hs: Vec<_> = LocalComm::group(world)
-                .into_iter()
-                .map(|c| {
-                    s.spawn(move || -> Result<(Vec<Vec<f32>>, Vec<f32>)> {
-                        let r = c.rank();
-                        let dev = Device::Cpu;
-                        // Rank r sends p + 1 rows filled with 10 r + p to rank p.
-                        let sends: Vec<Tensor> = (0..world)
-                            .map(|p| {
-                                let rows = if p == r { 0 } else { p + 1 };
-                                Tensor::full((10 * r + p) as f32, (rows, 2), &dev).unwrap()
-                            })
-                            .collect();
-                        let recv_rows: Vec<usize> =
-                            (0..world).map(|p| if p == r { 0 } else { r + 1 }).collect();
-                        let got = c.exchange(&sends, &recv_rows)?;
-                        let got = got
-                            .iter()
-                            .map(|t| t.flatten_all().unwrap().to_vec1::<f32>().unwrap())
-                            .collect();
-                        let sum = c.all_reduce_sum(&Tensor::new(&[r as f32, 1.0], &dev)?)?;
-                        Ok((got, sum.to_vec1::<f32>()?))
+        let out = LocalComm::run_group(world, |c| {
+            let run = || -> Result<(Vec<Vec<f32>>, Vec<f32>)> {
+                let r = c.rank();
+                let dev = Device::Cpu;
+                // Rank r sends p + 1 rows filled with 10 r + p to rank p.
+                let sends: Vec<Tensor> = (0..world)
+                    .map(|p| {
+                        let rows = if p == r { 0 } else { p + 1 };
+                        Tensor::full((10 * r + p) as f32, (rows, 2), &dev).unwrap()
                     })
-                })
-                .collect();
-            hs.into_iter().map(|h| h.join().unwrap().unwrap()).collect()
+                    .collect();
+                let recv_rows: Vec<usize> =
+                    (0..world).map(|p| if p == r { 0 } else { r + 1 }).collect();
+                let got = c.exchange(&sends, &recv_rows)?;
+                let got = got
+                    .iter()
+                    .map(|t| t.flatten_all().unwrap().to_vec1::<f32>().unwrap())
+                    .collect();
+                let sum = c.all_reduce_sum(&Tensor::new(&[r as f32, 1.0], &dev)?)?;
+                Ok((got, sum.to_vec1::<f32>()?))
+            };
+            run().unwrap()
         });
         for (r, (got, sum)) in out.iter().enumerate() {
             assert_eq!(sum, &[3.0, 3.0]);
@@ -226,46 +238,40 @@ mod tests {
     #[test]
     fn all_gather_and_reduce_scatter_across_threads() {
         let world = 3;
-        let out: Vec<_> = std::thread::scope(|s| {
-            let hs: Vec<_> = LocalComm::group(world)
-                .into_iter()
-                .map(|c| {
-                    s.spawn(move || -> Result<(Vec<f32>, Vec<f32>)> {
-                        let r = c.rank() as f32;
-                        let dev = Device::Cpu;
-                        // Rank r contributes [[r, r+0.5], [10r, 10r+0.5]].
-                        let x = Tensor::new(&[[r, r + 0.5], [10. * r, 10. * r + 0.5]], &dev)?;
-                        let all = c.all_gather(&x)?.flatten_all()?.to_vec1::<f32>()?;
-                        // Ring steps: rank r sends r + 1 rows of value r; step k brings rank
-                        // r - k's, with its count, and runs the local work once.
-                        let rows = |q: usize| Tensor::full(q as f32, (q + 1, 2), &dev);
-                        for k in 1..world {
-                            let src = (c.rank() + world - k) % world;
-                            let mut runs = 0;
-                            let got =
-                                c.shift_overlapped(&rows(c.rank())?, k, src + 1, &mut || {
-                                    runs += 1;
-                                    Ok(())
-                                })?;
-                            assert_eq!(runs, 1);
-                            assert_eq!(
-                                got.flatten_all()?.to_vec1::<f32>()?,
-                                rows(src)?.flatten_all()?.to_vec1::<f32>()?
-                            );
-                        }
-                        for k in [0, world] {
-                            assert!(c.shift_overlapped(&x, k, 2, &mut || Ok(())).is_err());
-                        }
-                        // Rank r's block b of the reduce-scatter input is b + 100 r.
-                        let t = Tensor::arange(0f32, world as f32, &dev)?
-                            .reshape((world, 1))?
-                            .broadcast_add(&Tensor::new(&[100. * r], &dev)?)?;
-                        let mine = c.reduce_scatter_sum(&t)?.flatten_all()?.to_vec1::<f32>()?;
-                        Ok((all, mine))
-                    })
-                })
-                .collect();
-            hs.into_iter().map(|h| h.join().unwrap().unwrap()).collect()
+        let out = LocalComm::run_group(world, |c| {
+            let run = || -> Result<(Vec<f32>, Vec<f32>)> {
+                let r = c.rank() as f32;
+                let dev = Device::Cpu;
+                // Rank r contributes [[r, r+0.5], [10r, 10r+0.5]].
+                let x = Tensor::new(&[[r, r + 0.5], [10. * r, 10. * r + 0.5]], &dev)?;
+                let all = c.all_gather(&x)?.flatten_all()?.to_vec1::<f32>()?;
+                // Ring steps: rank r sends r + 1 rows of value r; step k brings rank
+                // r - k's, with its count, and runs the local work once.
+                let rows = |q: usize| Tensor::full(q as f32, (q + 1, 2), &dev);
+                for k in 1..world {
+                    let src = (c.rank() + world - k) % world;
+                    let mut runs = 0;
+                    let got = c.shift_overlapped(&rows(c.rank())?, k, src + 1, &mut || {
+                        runs += 1;
+                        Ok(())
+                    })?;
+                    assert_eq!(runs, 1);
+                    assert_eq!(
+                        got.flatten_all()?.to_vec1::<f32>()?,
+                        rows(src)?.flatten_all()?.to_vec1::<f32>()?
+                    );
+                }
+                for k in [0, world] {
+                    assert!(c.shift_overlapped(&x, k, 2, &mut || Ok(())).is_err());
+                }
+                // Rank r's block b of the reduce-scatter input is b + 100 r.
+                let t = Tensor::arange(0f32, world as f32, &dev)?
+                    .reshape((world, 1))?
+                    .broadcast_add(&Tensor::new(&[100. * r], &dev)?)?;
+                let mine = c.reduce_scatter_sum(&t)?.flatten_all()?.to_vec1::<f32>()?;
+                Ok((all, mine))
+            };
+            run().unwrap()
         });
         let want: Vec<f32> = (0..world)
             .flat_map(|p| {

@@ -43,13 +43,17 @@ impl NcclId {
         let bytes = std::fs::read(path).map_err(|e| {
             Error::Comm(format!("{}: cannot read the NCCL id: {e}", path.display()))
         })?;
-        let arr: [u8; 128] = bytes.as_slice().try_into().map_err(|_| {
-            Error::Comm(format!(
-                "{}: an NCCL id is 128 bytes, the file holds {}",
-                path.display(),
-                bytes.len()
-            ))
-        })?;
+        let arr: [u8; 128] = bytes
+            .as_slice()
+            .try_into()
+            .map_err(|_| Error::InvalidArgument {
+                op: "nccl id",
+                what: format!(
+                    "{}: an NCCL id is 128 bytes, the file holds {}",
+                    path.display(),
+                    bytes.len()
+                ),
+            })?;
         Ok(Self(Id::uninit(arr.map(|b| b as std::ffi::c_char))))
     }
 }
@@ -84,39 +88,30 @@ impl std::fmt::Debug for NcclComm {
     }
 }
 
+/// The error of a tensor NCCL cannot move: `what` is not in CUDA memory.
+fn off_gpu(op: &'static str, what: String) -> Error {
+    Error::Unsupported {
+        op,
+        what: format!("{what} is not on the GPU"),
+    }
+}
+
 /// Runs `$body` with `$T` bound to the element type of a candle CUDA dtype.
 macro_rules! with_cuda_type {
     ($dt:expr, |$T:ident| $body:expr) => {
+        with_cuda_type!(@each $dt, $T, $body, U8 u8, I16 i16, U32 u32, BF16 half::bf16,
+            F16 half::f16, F32 f32, F64 f64)
+    };
+    (@each $dt:expr, $T:ident, $body:expr, $($v:ident $t:ty),*) => {
         match $dt {
-            DType::U8 => {
-                type $T = u8;
+            $(DType::$v => {
+                type $T = $t;
                 $body
-            }
-            DType::I16 => {
-                type $T = i16;
-                $body
-            }
-            DType::U32 => {
-                type $T = u32;
-                $body
-            }
-            DType::BF16 => {
-                type $T = half::bf16;
-                $body
-            }
-            DType::F16 => {
-                type $T = half::f16;
-                $body
-            }
-            DType::F32 => {
-                type $T = f32;
-                $body
-            }
-            DType::F64 => {
-                type $T = f64;
-                $body
-            }
-            other => Err(Error::Comm(format!("NCCL exchange of {other:?} tensors"))),
+            })*
+            other => Err(Error::Unsupported {
+                op: "nccl",
+                what: format!("{other:?} tensors"),
+            }),
         }
     };
 }
@@ -134,10 +129,13 @@ impl NcclComm {
         timed: bool,
     ) -> Result<Self> {
         let Device::Cuda(dev) = device else {
-            return Err(Error::Comm(format!(
-                "NCCL needs a CUDA device, rank {rank} got {:?}",
-                device.location()
-            )));
+            return Err(Error::Unsupported {
+                op: "nccl",
+                what: format!(
+                    "rank {rank} on {:?}: NCCL needs a CUDA device",
+                    device.location()
+                ),
+            });
         };
         // NCCL joins the rank on the calling thread's current device, and cudarc's
         // `from_rank` does not make the stream's context current: without this, every rank
@@ -268,7 +266,7 @@ impl NcclComm {
                 continue;
             }
             let Storage::Cuda(cs) = &**st else {
-                return Err(Error::Comm(format!("send to rank {p} is not on the GPU")));
+                return Err(off_gpu("nccl exchange", format!("the send to rank {p}")));
             };
             let src = cs.as_cuda_slice::<T>()?;
             let view = src.slice(l.start_offset()..l.start_offset() + len);
@@ -315,7 +313,7 @@ impl NcclComm {
         {
             let (st, l) = t.storage_and_layout();
             let Storage::Cuda(cs) = &*st else {
-                return Err(Error::Comm("all-reduce of a tensor not on the GPU".into()));
+                return Err(off_gpu("nccl all_reduce", "the tensor".into()));
             };
             let src = cs.as_cuda_slice::<T>()?;
             let view = src.slice(l.start_offset()..l.start_offset() + n);
@@ -353,7 +351,7 @@ impl NcclComm {
         if n > 0 {
             let (st, l) = x.storage_and_layout();
             let Storage::Cuda(cs) = &*st else {
-                return Err(Error::Comm("all-gather of a tensor not on the GPU".into()));
+                return Err(off_gpu("nccl all_gather", "the tensor".into()));
             };
             let src = cs.as_cuda_slice::<T>()?;
             let view = src.slice(l.start_offset()..l.start_offset() + n);
@@ -417,7 +415,7 @@ impl NcclComm {
             .map_err(|e| nccl("shift receive buffer", e))?;
         let (st, l) = x.storage_and_layout();
         let Storage::Cuda(cs) = &*st else {
-            return Err(Error::Comm("shift of a tensor not on the GPU".into()));
+            return Err(off_gpu("nccl shift", "the tensor".into()));
         };
         let view = cs
             .as_cuda_slice::<T>()?
@@ -464,9 +462,7 @@ impl NcclComm {
         if m * d > 0 {
             let (st, l) = t.storage_and_layout();
             let Storage::Cuda(cs) = &*st else {
-                return Err(Error::Comm(
-                    "reduce-scatter of a tensor not on the GPU".into(),
-                ));
+                return Err(off_gpu("nccl reduce_scatter", "the tensor".into()));
             };
             let src = cs.as_cuda_slice::<T>()?;
             let view = src.slice(l.start_offset()..l.start_offset() + rows * d);
@@ -503,9 +499,10 @@ impl Communicator for NcclComm {
         self.timed(|| match t.dtype() {
             DType::F32 => self.all_reduce_typed::<f32>(t),
             DType::F64 => self.all_reduce_typed::<f64>(t),
-            other => Err(Error::Comm(format!(
-                "NCCL all-reduce of {other:?} (f32 and f64 are supported)"
-            ))),
+            other => Err(Error::Unsupported {
+                op: "nccl all_reduce",
+                what: format!("{other:?} tensors (f32 and f64 are supported)"),
+            }),
         })
     }
 
@@ -545,9 +542,10 @@ impl Communicator for NcclComm {
             DType::BF16 => self.reduce_scatter_typed::<half::bf16>(t),
             DType::F16 => self.reduce_scatter_typed::<half::f16>(t),
             DType::F64 => self.reduce_scatter_typed::<f64>(t),
-            other => Err(Error::Comm(format!(
-                "NCCL reduce-scatter of {other:?} (f32, bf16, f16 and f64 are supported)"
-            ))),
+            other => Err(Error::Unsupported {
+                op: "nccl reduce_scatter",
+                what: format!("{other:?} tensors (f32, bf16, f16 and f64 are supported)"),
+            }),
         })
     }
 

@@ -48,6 +48,14 @@ impl BuildOptions {
             self_loops: SelfLoops::Remove,
         }
     }
+
+    /// [`Self::undirected`] with a self loop on every node: the pattern of GCN's `A + I`.
+    pub fn undirected_self_loops() -> Self {
+        Self {
+            self_loops: SelfLoops::Add,
+            ..Self::undirected()
+        }
+    }
 }
 
 /// A directed edge list over `n_nodes` nodes: edge `k` goes `src[k] -> dst[k]`.

@@ -27,6 +27,32 @@ pub struct Csr {
 }
 
 impl Csr {
+    /// The `n_keys x keys.len()` grouping of positions by key (a counting sort): row `k`
+    /// lists, ascending, the positions `q` with `keys[q] == k`. An error when a key is
+    /// `>= n_keys` or the sizes exceed the 32-bit index range.
+    pub fn group_by_key(n_keys: usize, keys: &[u32]) -> Result<Self> {
+        if let Some(q) = keys.iter().position(|&k| k as usize >= n_keys) {
+            return Err(Error::InvalidStructure(format!(
+                "key {} at position {q} is outside 0..{n_keys}",
+                keys[q]
+            )));
+        }
+        let mut indptr = vec![0u32; n_keys + 1];
+        for &k in keys {
+            indptr[k as usize + 1] += 1;
+        }
+        for k in 0..n_keys {
+            indptr[k + 1] += indptr[k];
+        }
+        let mut fill = indptr.clone();
+        let mut indices = vec![0u32; keys.len()];
+        for (q, &k) in keys.iter().enumerate() {
+            indices[fill[k as usize] as usize] = q as u32;
+            fill[k as usize] += 1;
+        }
+        Self::new_checked(n_keys, keys.len(), indptr, indices)
+    }
+
     /// Builds a CSR after checking every invariant: `indptr.len() == n_rows + 1`,
     /// `indptr[0] == 0`, non-decreasing, `indptr[n_rows] == indices.len()`, every index
     /// `< n_cols`, and `n_rows, n_cols, nnz` within `u32`.

@@ -16,7 +16,7 @@
 //! same as shuffling ids of a community-sorted graph. Every random stream is split into fixed
 //! chunks with their own seeds, so results do not depend on the number of threads.
 
-use crate::coo::{BuildOptions, Coo, SelfLoops};
+use crate::coo::{BuildOptions, Coo};
 use crate::csr::DegreeStats;
 use crate::dataset::{Dataset, DenseMatrix, Features, Split};
 use crate::error::{Error, Result};
@@ -308,11 +308,7 @@ pub fn generate(spec: &SyntheticSpec, seed: u64) -> Result<(Dataset, GenReport)>
             .collect();
         pairs.into_iter().unzip()
     };
-    let opts = BuildOptions {
-        symmetrize: true,
-        dedup: true,
-        self_loops: SelfLoops::Add,
-    };
+    let opts = BuildOptions::undirected_self_loops();
     let (mut src, mut dst) = sample_edges(undirected_target, 2);
     let mut graph = Coo::new(n, src.clone(), dst.clone())?.to_csr(opts)?;
     // Top up: duplicates and self pairs were lost; draw the shortfall scaled by the loss rate,

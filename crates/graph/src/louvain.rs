@@ -138,27 +138,15 @@ impl Level {
     /// The graph of the `nc` communities of `comm` (compacted): weights summed, internal
     /// weight on the diagonal.
     fn aggregate(&self, comm: &[u32], nc: usize) -> Self {
-        // Members of each community (a counting sort).
-        let mut start = vec![0usize; nc + 1];
-        for &c in comm {
-            start[c as usize + 1] += 1;
-        }
-        for c in 0..nc {
-            start[c + 1] += start[c];
-        }
-        let mut fill = start.clone();
-        let mut members = vec![0u32; comm.len()];
-        for (i, &c) in comm.iter().enumerate() {
-            members[fill[c as usize]] = i as u32;
-            fill[c as usize] += 1;
-        }
+        // Members of each community: `comm` holds ids below `nc` (compacted).
+        let members = Csr::group_by_key(nc, comm).expect("compacted community ids");
         let rows: Vec<(Vec<u32>, Vec<f64>, f64)> = (0..nc)
             .into_par_iter()
             .map_init(
                 || (vec![0.0f64; nc], vec![false; nc], Vec::<u32>::new()),
                 |(acc, seen, touched), c| {
                     let mut self_w = 0.0;
-                    for &i in &members[start[c]..start[c + 1]] {
+                    for &i in members.row(c) {
                         let i = i as usize;
                         self_w += self.self_w[i];
                         for p in self.indptr[i]..self.indptr[i + 1] {

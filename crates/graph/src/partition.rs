@@ -415,17 +415,13 @@ impl HaloStats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::coo::{BuildOptions, Coo, SelfLoops};
+    use crate::coo::{BuildOptions, Coo};
 
     fn graph(n: usize, edges: &[(u32, u32)]) -> Csr {
         let (r, c): (Vec<u32>, Vec<u32>) = edges.iter().copied().unzip();
         Coo::new(n, r, c)
             .unwrap()
-            .to_csr(BuildOptions {
-                symmetrize: true,
-                dedup: true,
-                self_loops: SelfLoops::Add,
-            })
+            .to_csr(BuildOptions::undirected_self_loops())
             .unwrap()
     }
 

@@ -2,7 +2,7 @@
 //! detecting front door. Small generated files; the same error rules as the other loaders
 //! (file, field and problem named, no panic).
 
-use gnn_graph::io::npz::{write_npy, write_npz, NpyArray, NpyData};
+use gnn_graph::io::npz::{f16_npy_bytes, write_npy, write_npz, NpyArray, NpyData};
 use gnn_graph::{detect, load_auto, load_edge_list_dir, load_gnn_benchmark, BuildOptions, Format};
 use std::path::Path;
 
@@ -357,35 +357,6 @@ fn the_front_door_detects_each_format() {
     );
 }
 
-/// A `.npy` file of half floats, byte for byte as `np.save(f, x.astype(np.float16))` writes
-/// it (version 1.0 header padded to 64 bytes), little- or big-endian (`'<f2'` / `'>f2'`).
-fn f16_npy(shape: &[usize], bits: &[u16], big_endian: bool) -> Vec<u8> {
-    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-    let dims = if dims.len() == 1 {
-        format!("{},", dims[0])
-    } else {
-        dims.join(", ")
-    };
-    let order = if big_endian { '>' } else { '<' };
-    let mut header =
-        format!("{{'descr': '{order}f2', 'fortran_order': False, 'shape': ({dims}), }}");
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend((header.len() as u16).to_le_bytes());
-    out.extend(header.as_bytes());
-    for b in bits {
-        out.extend(if big_endian {
-            b.to_be_bytes()
-        } else {
-            b.to_le_bytes()
-        });
-    }
-    out
-}
-
 #[test]
 fn half_precision_features_are_read_as_f32() {
     // 0, 1, -2, 0.5, 65504 (f16's largest), 2^-24 (its smallest subnormal), 1/3 rounded to
@@ -409,7 +380,7 @@ fn half_precision_features_are_read_as_f32() {
         6.0,
     ];
     for big_endian in [false, true] {
-        let a = gnn_graph::io::npz::parse_npy(&f16_npy(&[6, 2], &bits, big_endian)).unwrap();
+        let a = gnn_graph::io::npz::parse_npy(&f16_npy_bytes(&[6, 2], &bits, big_endian)).unwrap();
         assert_eq!(a.shape, vec![6, 2]);
         assert_eq!(
             a.data,
@@ -421,11 +392,11 @@ fn half_precision_features_are_read_as_f32() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     write_edge_folder(d, "0 1\n1 2\n");
-    std::fs::write(d.join("features.npy"), f16_npy(&[6, 2], &bits, false)).unwrap();
+    std::fs::write(d.join("features.npy"), f16_npy_bytes(&[6, 2], &bits, false)).unwrap();
     let ds = load_edge_list_dir(d, BuildOptions::undirected(), 0).unwrap();
     assert_eq!(ds.features.to_dense().data, want.to_vec());
     // A truncated file is refused, naming the file.
-    let mut short = f16_npy(&[6, 2], &bits, false);
+    let mut short = f16_npy_bytes(&[6, 2], &bits, false);
     short.truncate(short.len() - 2);
     std::fs::write(d.join("features.npy"), short).unwrap();
     expect_err(

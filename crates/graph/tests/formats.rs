@@ -180,41 +180,28 @@ fn ogb_raw_folder_loads() {
     assert_eq!(directed.graph.nnz(), 4);
 }
 
+/// Asserts that loading the OGB folder `root` fails with a message naming every one of `parts`.
+fn ogb_refused(root: &Path, parts: &[&str]) {
+    let m = load_ogb_node(root, None, BuildOptions::undirected())
+        .unwrap_err()
+        .to_string();
+    assert!(parts.iter().all(|p| m.contains(p)), "{m}");
+}
+
 #[test]
 fn ogb_errors_name_file_and_line() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("bad");
     write_ogb(&root, "0.5,1\n1,2\n-1,oops\n3,3\n", "0,1\n");
-    let m = load_ogb_node(&root, None, BuildOptions::undirected())
-        .unwrap_err()
-        .to_string();
-    assert!(
-        m.contains("node-feat.csv.gz") && m.contains("line 3") && m.contains("oops"),
-        "{m}"
-    );
+    ogb_refused(&root, &["node-feat.csv.gz", "line 3", "oops"]);
 
     write_ogb(&root, "0.5,1\n1,2\n-1,0\n3,3\n", "0,1\n1,7\n");
-    let m = load_ogb_node(&root, None, BuildOptions::undirected())
-        .unwrap_err()
-        .to_string();
-    assert!(
-        m.contains("edge.csv.gz") && m.contains("line 2") && m.contains("7 is outside"),
-        "{m}"
-    );
+    ogb_refused(&root, &["edge.csv.gz", "line 2", "7 is outside"]);
 
     write_ogb(&root, "0.5,1\n1,2\n-1\n3,3\n", "0,1\n");
-    let m = load_ogb_node(&root, None, BuildOptions::undirected())
-        .unwrap_err()
-        .to_string();
-    assert!(
-        m.contains("node-feat.csv.gz") && m.contains("line 3") && m.contains("1 values"),
-        "{m}"
-    );
+    ogb_refused(&root, &["node-feat.csv.gz", "line 3", "1 values"]);
 
     write_ogb(&root, "0.5,1\n1,2\n-1,0\n3,3\n", "0,1\n");
     std::fs::write(root.join("raw/edge.csv.gz"), b"plain text, not gzip").unwrap();
-    let m = load_ogb_node(&root, None, BuildOptions::undirected())
-        .unwrap_err()
-        .to_string();
-    assert!(m.contains("edge.csv.gz") && m.contains("decompress"), "{m}");
+    ogb_refused(&root, &["edge.csv.gz", "decompress"]);
 }

@@ -70,6 +70,12 @@ fn row_normalised_features_sum_to_one() {
     }
 }
 
+/// Asserts that `err`'s message names every one of `parts`.
+fn mentions(err: &Error, parts: &[&str]) {
+    let msg = err.to_string();
+    assert!(parts.iter().all(|p| msg.contains(p)), "{msg}");
+}
+
 /// Copies the raw folder into a temp dir, lets `f` damage it, and returns the load error.
 fn load_damaged(f: impl FnOnce(&Path)) -> Error {
     let tmp = tempfile::tempdir().unwrap();
@@ -101,11 +107,7 @@ fn wrong_object_in_file_is_reported() {
     let err = load_damaged(|d| {
         std::fs::copy(d.join("ind.cora.x"), d.join("ind.cora.ty")).unwrap();
     });
-    let msg = err.to_string();
-    assert!(
-        msg.contains("ind.cora.ty") && msg.contains("expected a numpy array"),
-        "{msg}"
-    );
+    mentions(&err, &["ind.cora.ty", "expected a numpy array"]);
 }
 
 #[test]
@@ -116,11 +118,7 @@ fn bad_test_index_line_is_reported() {
         t = t.replacen("2692", "26x2", 1);
         std::fs::write(&p, t).unwrap();
     });
-    let msg = err.to_string();
-    assert!(
-        msg.contains("ind.cora.test.index") && msg.contains("line 1") && msg.contains("26x2"),
-        "{msg}"
-    );
+    mentions(&err, &["ind.cora.test.index", "line 1", "26x2"]);
 }
 
 #[test]
@@ -131,11 +129,7 @@ fn inconsistent_test_index_is_reported() {
         let short: String = t.lines().skip(1).map(|l| format!("{l}\n")).collect();
         std::fs::write(&p, short).unwrap();
     });
-    let msg = err.to_string();
-    assert!(
-        msg.contains("test.index") && msg.contains("999 test ids"),
-        "{msg}"
-    );
+    mentions(&err, &["test.index", "999 test ids"]);
 }
 
 #[test]
@@ -149,11 +143,7 @@ fn missing_file_is_an_io_error_with_path() {
 fn garbage_pickle_opcode_is_reported() {
     let err =
         load_damaged(|d| std::fs::write(d.join("ind.cora.graph"), b"\x80\x02\xff\xff").unwrap());
-    let msg = err.to_string();
-    assert!(
-        msg.contains("ind.cora.graph") && msg.contains("opcode 0xff"),
-        "{msg}"
-    );
+    mentions(&err, &["ind.cora.graph", "opcode 0xff"]);
 }
 
 /// The last test id of Cora replaced by a huge value used to panic (u64::MAX: index out of
@@ -173,10 +163,9 @@ fn huge_last_test_id_is_refused_not_allocated() {
             lines[k] = huge;
             std::fs::write(&p, lines.join("\n") + "\n").unwrap();
         });
-        let msg = err.to_string();
-        assert!(
-            msg.contains("ind.cora.test.index") && msg.contains(&format!("largest test id {huge}")),
-            "{msg}"
+        mentions(
+            &err,
+            &["ind.cora.test.index", &format!("largest test id {huge}")],
         );
     }
 }

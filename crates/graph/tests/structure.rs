@@ -21,6 +21,17 @@ fn new_checked_rejects_each_broken_invariant() {
 }
 
 #[test]
+fn group_by_key_lists_each_keys_positions_in_order() {
+    let g = Csr::group_by_key(4, &[2, 0, 2, 3, 0, 2]).unwrap();
+    assert_eq!((g.n_rows(), g.n_cols()), (4, 6));
+    assert_eq!(g.row(0), &[1, 4]);
+    assert!(g.row(1).is_empty());
+    assert_eq!(g.row(2), &[0, 2, 5]);
+    assert_eq!(g.row(3), &[3]);
+    assert!(Csr::group_by_key(3, &[0, 3]).is_err());
+}
+
+#[test]
 fn build_options_dedup_symmetrize_self_loops() {
     let coo = Coo::new(4, vec![0, 0, 1, 2, 2], vec![1, 1, 2, 2, 0]).unwrap();
     let plain = coo.to_csr(BuildOptions::default()).unwrap();

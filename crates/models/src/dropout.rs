@@ -88,27 +88,22 @@ impl DropoutRng {
 
     /// `dropout(relu(x wᵀ + b), p)` of a product not yet in the autograd graph
     /// ([`gnn_kernels::LinearProduct::bias_relu_dropout`]: the product is not kept for the
-    /// backward), drawing the mask seed [`Self::bias_relu_dropout`] would on the product.
+    /// backward), drawing the mask seed [`Self::bias_relu_dropout`] would on the product. With
+    /// `residual`, the product's input is added in the same pass
+    /// ([`LinearProduct::bias_relu_dropout_residual`]); the same mask.
     pub fn linear_bias_relu_dropout(
         &mut self,
         z: LinearProduct,
         b: &Tensor,
         p: f32,
+        residual: bool,
     ) -> Result<Tensor> {
         let seed = self.linear_seed(&z, p);
-        Ok(z.bias_relu_dropout(b, p.max(0.0), seed)?)
-    }
-
-    /// [`Self::linear_bias_relu_dropout`] plus the product's input as a residual, added in
-    /// the same pass ([`LinearProduct::bias_relu_dropout_residual`]); the same mask.
-    pub fn linear_bias_relu_dropout_residual(
-        &mut self,
-        z: LinearProduct,
-        b: &Tensor,
-        p: f32,
-    ) -> Result<Tensor> {
-        let seed = self.linear_seed(&z, p);
-        Ok(z.bias_relu_dropout_residual(b, p.max(0.0), seed)?)
+        Ok(if residual {
+            z.bias_relu_dropout_residual(b, p.max(0.0), seed)?
+        } else {
+            z.bias_relu_dropout(b, p.max(0.0), seed)?
+        })
     }
 
     /// The mask seed of a [`LinearProduct`]'s epilogue at rate `p` (that of

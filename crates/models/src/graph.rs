@@ -389,11 +389,7 @@ impl ModelGraph {
         bias: &Tensor,
         residual: &Tensor,
     ) -> Result<Tensor> {
-        self.whole()?; // before the exchange: every rank refuses alike
-        let x = match &self.halo {
-            Some(h) => h.forward_cbsr(x)?,
-            None => x.clone(),
-        };
+        let x = self.exchanged_cbsr(x)?;
         match self.aggregation {
             Aggregation::Exact => Ok(gnn_kernels::spgemm_bias_residual(
                 self.whole()?,
@@ -410,17 +406,23 @@ impl ModelGraph {
         }
     }
 
+    /// `x` with the halo rows of the other ranks (`x` itself on a whole graph); refused on
+    /// every rank alike, before the exchange, where the graph is not whole.
+    fn exchanged_cbsr(&self, x: &Cbsr) -> Result<Cbsr> {
+        self.whole()?;
+        Ok(match &self.halo {
+            Some(h) => h.forward_cbsr(x)?,
+            None => x.clone(),
+        })
+    }
+
     fn aggregate_cbsr_with(
         &self,
         x: &Cbsr,
         reduce: Reduce,
         bias: Option<&Tensor>,
     ) -> Result<Tensor> {
-        self.whole()?; // before the exchange: every rank refuses alike
-        let x = match &self.halo {
-            Some(h) => h.forward_cbsr(x)?,
-            None => x.clone(),
-        };
+        let x = self.exchanged_cbsr(x)?;
         match self.aggregation {
             Aggregation::Exact => Ok(spgemm_bias(
                 self.whole()?,

@@ -131,14 +131,7 @@ mod tests {
     /// The largest absolute value of a freshly drawn parameter.
     fn max_abs(store: &ParamStore, name: &str, shape: &[usize], init: Init) -> f32 {
         let t = store.get(name, shape, init).unwrap();
-        t.abs()
-            .unwrap()
-            .flatten_all()
-            .unwrap()
-            .max(0)
-            .unwrap()
-            .to_scalar()
-            .unwrap()
+        t.abs().and_then(|a| a.max_all()?.to_scalar()).unwrap()
     }
 
     #[test]

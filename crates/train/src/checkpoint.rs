@@ -173,15 +173,7 @@ impl TrainState {
             problem,
         };
         let bytes = std::fs::read(&st).map_err(|e| bad(e.to_string()))?;
-        let (_, header) = safetensors::SafeTensors::read_metadata(&bytes)
-            .map_err(|e| bad(format!("not a safetensors file: {e}")))?;
-        let md = header.metadata().clone().unwrap_or_default();
-        if md.get("format").map(String::as_str) != Some(FORMAT) {
-            return Err(bad(format!(
-                "metadata `format` is {:?}, expected `{FORMAT}` (a training checkpoint)",
-                md.get("format")
-            )));
-        }
+        let md = metadata_of_format(&bytes, FORMAT, " (a training checkpoint)").map_err(bad)?;
         let text = md
             .get(META_KEY)
             .ok_or_else(|| bad(format!("no `{META_KEY}` entry in the header metadata")))?;
@@ -319,4 +311,23 @@ impl TrainState {
             .collect::<Result<Vec<_>>>()?;
         Ok(Some(best))
     }
+}
+
+/// The header metadata of the safetensors file `bytes`, whose `format` entry must be `format`;
+/// `Err(problem)` otherwise (`what` follows the expected format in the text).
+pub(crate) fn metadata_of_format(
+    bytes: &[u8],
+    format: &str,
+    what: &str,
+) -> std::result::Result<HashMap<String, String>, String> {
+    let (_, header) = safetensors::SafeTensors::read_metadata(bytes)
+        .map_err(|e| format!("not a safetensors file: {e}"))?;
+    let md = header.metadata().clone().unwrap_or_default();
+    if md.get("format").map(String::as_str) != Some(format) {
+        return Err(format!(
+            "metadata `format` is {:?}, expected `{format}`{what}",
+            md.get("format")
+        ));
+    }
+    Ok(md)
 }

@@ -332,6 +332,12 @@ pub fn recipe_line(r: &Recipe, model: &ModelSpec, train: &TrainConfig) -> String
 /// setting on the CPU.
 pub fn hint(e: &Error) -> Option<&'static str> {
     match e {
+        Error::NonFinite {
+            f16_range: true, ..
+        } => Some(
+            "--precision bf16 keeps f32's range; or try a lower --lr or --layer-norm, and keep \
+             the features row-normalised (no --no-row-normalize)",
+        ),
         Error::NonFinite { .. } => Some(
             "try a lower --lr or --layer-norm, and keep the features row-normalised (no \
              --no-row-normalize)",
@@ -630,8 +636,16 @@ mod tests {
             epoch: 3,
             tensor: "the training loss (NaN)".into(),
             checkpoint: None,
+            f16_range: false,
         };
         assert!(!nan.to_string().contains("--") && hint(&nan).is_some_and(|h| h.contains("--lr")));
+        let f16 = Error::NonFinite {
+            epoch: 3,
+            tensor: "the training loss (inf)".into(),
+            checkpoint: None,
+            f16_range: true,
+        };
+        assert!(hint(&f16).is_some_and(|h| h.contains("--precision bf16")));
         // Errors with nothing to add pass through unchanged.
         let other = Error::Invalid("bad".into());
         assert_eq!(hint(&other), None);

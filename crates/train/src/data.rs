@@ -157,13 +157,7 @@ mod tests {
     use super::*;
     use candle_core::Device;
 
-    fn cora() -> Dataset {
-        gnn_graph::load_planetoid(
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/cora/raw"),
-            "cora",
-        )
-        .unwrap()
-    }
+    use crate::test_cora as cora;
 
     #[test]
     fn masked_loss_equals_cross_entropy_on_train_rows() {

@@ -43,6 +43,9 @@ pub enum Error {
         tensor: String,
         /// Where the last good state was saved, if a checkpoint path was set.
         checkpoint: Option<String>,
+        /// The loss went non-finite under f16 precision, whose range ends at 65504: an
+        /// activation may have overflowed where bf16 would not.
+        f16_range: bool,
     },
     /// The GPU ran out of memory. (The examples add the flags that may help:
     /// `gnn_train::cli::hint`.)

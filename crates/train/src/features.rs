@@ -135,15 +135,7 @@ impl HostFeatures {
             problem,
         };
         let bytes = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
-        let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes)
-            .map_err(|e| bad(format!("not a safetensors file: {e}")))?;
-        let md = meta.metadata().clone().unwrap_or_default();
-        if md.get("format").map(String::as_str) != Some(FORMAT) {
-            return Err(bad(format!(
-                "metadata `format` is {:?}, expected `{FORMAT}`",
-                md.get("format")
-            )));
-        }
+        let md = crate::checkpoint::metadata_of_format(&bytes, FORMAT, "").map_err(bad)?;
         let mut t = candle_core::safetensors::load_buffer(&bytes, &Device::Cpu)
             .map_err(|e| bad(e.to_string()))?;
         let mut take = |name: &str, dtype: DType, rank: usize| -> Result<Tensor> {
@@ -244,13 +236,7 @@ impl HostFeatures {
 mod tests {
     use super::*;
 
-    fn cora() -> Dataset {
-        gnn_graph::load_planetoid(
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/cora/raw"),
-            "cora",
-        )
-        .unwrap()
-    }
+    use crate::test_cora as cora;
 
     #[test]
     fn files_round_trip_in_both_encodings() {

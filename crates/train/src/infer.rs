@@ -177,7 +177,7 @@ pub fn sampler_order_warning(
     let order = if community_ids && reorder == Reorder::None {
         "community-ordered ids".to_string()
     } else {
-        format!("--reorder {reorder}")
+        format!("the {reorder} reordering")
     };
     match aggregation {
         Aggregation::Sampled(Sampling::EsBucket { .. })
@@ -202,13 +202,7 @@ mod tests {
     use crate::HostFeatures;
     use gnn_kernels::Sampling;
 
-    fn cora() -> gnn_graph::Dataset {
-        gnn_graph::load_planetoid(
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/cora/raw"),
-            "cora",
-        )
-        .unwrap()
-    }
+    use crate::test_cora as cora;
 
     fn weights() -> String {
         concat!(env!("CARGO_MANIFEST_DIR"), "/../../weights/gcn-cora").to_string()

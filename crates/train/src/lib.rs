@@ -10,6 +10,8 @@
 //! feature, `cli` (the shared command-line flags).
 #![deny(missing_docs)]
 
+#[cfg(feature = "cuda")]
+pub mod bench;
 pub mod checkpoint;
 #[cfg(feature = "cli")]
 pub mod cli;
@@ -29,6 +31,16 @@ pub mod source;
 pub mod sweep;
 pub mod trainer;
 pub mod warmup;
+
+/// The Cora dataset of the repository's `data/` folder, for the unit tests.
+#[cfg(test)]
+pub(crate) fn test_cora() -> gnn_graph::Dataset {
+    gnn_graph::load_planetoid(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/cora/raw"),
+        "cora",
+    )
+    .unwrap()
+}
 
 pub use checkpoint::TrainState;
 pub use data::{accuracy, DeviceData};

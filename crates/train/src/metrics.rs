@@ -258,11 +258,7 @@ mod tests {
 
     #[test]
     fn other_class_counts_have_none() {
-        let ds = gnn_graph::load_planetoid(
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/cora/raw"),
-            "cora",
-        )
-        .unwrap();
+        let ds = crate::test_cora();
         let data = DeviceData::new(&ds, &candle_core::Device::Cpu, true).unwrap();
         let logits =
             Tensor::zeros((ds.num_nodes(), 7), DType::F32, &candle_core::Device::Cpu).unwrap();

@@ -270,16 +270,8 @@ mod tests {
                     (th, m, v) = composed(kind, &th, &m, &v, &g, (0.01, 5e-4, t));
                 }
                 let diff = |a: &Tensor, b: &Tensor| -> f64 {
-                    (a - b)
-                        .unwrap()
-                        .abs()
-                        .unwrap()
-                        .flatten_all()
-                        .unwrap()
-                        .max(0)
-                        .unwrap()
-                        .to_scalar::<f64>()
-                        .unwrap()
+                    let d = || (a - b)?.abs()?.max_all()?.to_scalar::<f64>();
+                    d().unwrap()
                 };
                 assert!(diff(var.as_tensor(), &th) < 1e-12, "{kind:?} {dims:?}");
                 let (mm, vv) = opt.moments().remove(0);

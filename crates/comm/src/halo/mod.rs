@@ -75,21 +75,8 @@ impl HaloExchange {
         let scatter = if all.is_empty() {
             None
         } else {
-            let n = local.n_local();
-            let mut indptr = vec![0u32; n + 1];
-            for &r in &all {
-                indptr[r as usize + 1] += 1;
-            }
-            for i in 0..n {
-                indptr[i + 1] += indptr[i];
-            }
-            let mut fill = indptr.clone();
-            let mut cols = vec![0u32; all.len()];
-            for (q, &r) in all.iter().enumerate() {
-                cols[fill[r as usize] as usize] = q as u32;
-                fill[r as usize] += 1;
-            }
-            let csr = gnn_graph::Csr::new_checked(n, all.len(), indptr, cols)?;
+            // Row r: the positions in the send buffers that carry local row r.
+            let csr = gnn_graph::Csr::group_by_key(local.n_local(), &all)?;
             Some(DeviceGraph::upload(&csr, device)?)
         };
         Ok(Self(Arc::new(Plan {
@@ -114,7 +101,7 @@ impl HaloExchange {
     ) -> Result<Self> {
         check_rank(local, &comm)?;
         if part.range(local.rank) != local.rows {
-            return Err(Error::Shape {
+            return Err(Error::InvalidArgument {
                 op: "halo",
                 what: format!(
                     "rank {} owns {:?}, the partition says {:?}",
@@ -230,7 +217,7 @@ impl HaloExchange {
 
 fn check_rank(local: &LocalGraph, comm: &Arc<dyn Communicator>) -> Result<()> {
     if comm.rank() != local.rank || comm.world() != local.send.len() {
-        return Err(Error::Shape {
+        return Err(Error::InvalidArgument {
             op: "halo",
             what: format!(
                 "local graph of rank {} of {} used by rank {} of {}",

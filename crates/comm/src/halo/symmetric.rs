@@ -52,7 +52,7 @@ impl HaloExchange {
         const OP: &str = "halo_aggregate";
         let p = &self.0;
         if !self.aggregates_symmetric(reduce, x.dtype()) {
-            return Err(Error::Shape {
+            return Err(Error::Unsupported {
                 op: OP,
                 what: format!(
                     "{reduce:?} of {:?} on the {} exchange: the all-gather, sum, or mean outside \
@@ -107,7 +107,7 @@ impl HaloExchange {
         device: &Device,
     ) -> Result<SymmetricOperand> {
         if self.kind() != Exchange::AllGather {
-            return Err(Error::Shape {
+            return Err(Error::Unsupported {
                 op: "halo_aggregate",
                 what: format!("a symmetric operand on the {} exchange", self.kind()),
             });
@@ -162,7 +162,7 @@ impl HaloExchange {
             }
         }
         if slices.is_empty() {
-            let (c, v, w) = spare.ok_or_else(|| Error::Shape {
+            let (c, v, w) = spare.ok_or_else(|| Error::InvalidArgument {
                 op: "halo_aggregate",
                 what: "a partition whose blocks have no rows".into(),
             })?;
@@ -337,7 +337,7 @@ impl SymmetricOperand {
                     return Ok(run(s, &all, reduce(mean))?);
                 }
             }
-            return Err(Error::Shape {
+            return Err(Error::InvalidArgument {
                 op: "halo_aggregate",
                 what: "a sliced operand without the all-gather's blocks".into(),
             });
@@ -370,7 +370,7 @@ impl SymmetricOperand {
             None => block(&mut acc, rank, own)?,
             Some((b, x)) => block(&mut acc, b, &x)?,
         }
-        let acc = acc.ok_or_else(|| Error::Shape {
+        let acc = acc.ok_or_else(|| Error::InvalidArgument {
             op: "halo_aggregate",
             what: "a symmetric operand without slices".into(),
         })?;

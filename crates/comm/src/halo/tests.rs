@@ -3,7 +3,7 @@
 use super::*;
 use crate::LocalComm;
 use candle_core::{DType, Var};
-use gnn_graph::{BuildOptions, Coo, SelfLoops};
+use gnn_graph::{BuildOptions, Coo};
 use gnn_kernels::{spmm, spmm_weighted, DeviceGraph, Reduce};
 
 fn graph(n: usize, m: usize, seed: u64) -> Csr {
@@ -27,11 +27,7 @@ fn graph(n: usize, m: usize, seed: u64) -> Csr {
     }
     Coo::new(n, src, dst)
         .unwrap()
-        .to_csr(BuildOptions {
-            symmetrize: true,
-            dedup: true,
-            self_loops: SelfLoops::Add,
-        })
+        .to_csr(BuildOptions::undirected_self_loops())
         .unwrap()
 }
 
@@ -44,23 +40,14 @@ fn on_ranks<R: Send>(
     f: impl Fn(&LocalGraph, &DeviceGraph, &HaloExchange) -> R + Sync,
 ) -> Vec<R> {
     let part = RowPartition::balanced_by_nnz(g, parts).unwrap();
-    std::thread::scope(|s| {
-        let hs: Vec<_> = LocalComm::group(parts)
-            .into_iter()
-            .map(|c| {
-                let (part, f) = (&part, &f);
-                s.spawn(move || {
-                    let local = LocalGraph::build(g, part, c.rank()).unwrap();
-                    let comm: Arc<dyn Communicator> = Arc::new(c);
-                    let h = HaloExchange::with(exchange, &local, part, comm, &Device::Cpu).unwrap();
-                    assert_eq!(h.kind(), exchange);
-                    let lg = h.local_csr(&local).unwrap();
-                    let lg = DeviceGraph::upload(&lg, &Device::Cpu).unwrap();
-                    f(&local, &lg, &h)
-                })
-            })
-            .collect();
-        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    LocalComm::run_group(parts, |c| {
+        let local = LocalGraph::build(g, &part, c.rank()).unwrap();
+        let comm: Arc<dyn Communicator> = Arc::new(c);
+        let h = HaloExchange::with(exchange, &local, &part, comm, &Device::Cpu).unwrap();
+        assert_eq!(h.kind(), exchange);
+        let lg = h.local_csr(&local).unwrap();
+        let lg = DeviceGraph::upload(&lg, &Device::Cpu).unwrap();
+        f(&local, &lg, &h)
     })
 }
 

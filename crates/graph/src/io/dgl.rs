@@ -8,7 +8,7 @@
 use super::npz::NpzArchive;
 use crate::coo::{BuildOptions, Coo};
 use crate::csr::Csr;
-use crate::dataset::{Dataset, DenseMatrix, Features, Split};
+use crate::dataset::{Dataset, Features, Split};
 use crate::error::{Error, Result};
 use std::path::Path;
 
@@ -23,15 +23,8 @@ pub fn load_dgl_reddit(dir: impl AsRef<Path>) -> Result<Dataset> {
     let mut data = NpzArchive::open(&pdata)?;
 
     let feat = data.read("feature")?;
-    if feat.shape.len() != 2 {
-        return Err(Error::format(
-            &pdata,
-            "feature",
-            format!("expected 2-D, shape is {:?}", feat.shape),
-        ));
-    }
-    let (n, dim) = (feat.shape[0], feat.shape[1]);
-    let features = DenseMatrix::new(n, dim, feat.to_f32())?;
+    let features = feat.to_dense_matrix(&pdata, "feature")?;
+    let (n, dim) = (features.rows, features.cols);
     if let Some(p) = features.data.iter().position(|v| !v.is_finite()) {
         return Err(Error::format(
             &pdata,

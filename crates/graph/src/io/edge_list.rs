@@ -16,7 +16,7 @@
 use super::gnn_benchmark::{read_labels, TRAIN_PER_CLASS, VAL_PER_CLASS};
 use super::npz::{read_npy, NpyData};
 use crate::coo::{BuildOptions, Coo};
-use crate::dataset::{Dataset, DenseMatrix, Features, Split};
+use crate::dataset::{Dataset, Features, Split};
 use crate::error::{Error, Result};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -40,15 +40,8 @@ pub fn load_edge_list_dir(
     let dir = dir.as_ref();
     let fpath = dir.join("features.npy");
     let feat = read_npy(&fpath)?;
-    if feat.shape.len() != 2 {
-        return Err(Error::format(
-            &fpath,
-            "<npy>",
-            format!("shape {:?}, expected [nodes, features]", feat.shape),
-        ));
-    }
-    let (n, dim) = (feat.shape[0], feat.shape[1]);
-    let features = DenseMatrix::new(n, dim, feat.to_f32())?;
+    let features = feat.to_dense_matrix(&fpath, "<npy>")?;
+    let n = features.rows;
 
     let lpath = dir.join("labels.npy");
     let labels = read_labels(&read_npy(&lpath)?, &lpath, "<npy>", n)?;

@@ -57,6 +57,19 @@ impl NpyArray {
             NpyData::Bool(v) => v.iter().map(|&x| x as u8 as f32).collect(),
         }
     }
+    /// The `[nodes, features]` matrix of a 2-D array (values as f32); an error naming `path`
+    /// and `field` for any other shape.
+    pub fn to_dense_matrix(&self, path: &Path, field: &str) -> Result<crate::DenseMatrix> {
+        let &[n, dim] = self.shape.as_slice() else {
+            return Err(Error::format(
+                path,
+                field,
+                format!("shape {:?}, expected [nodes, features]", self.shape),
+            ));
+        };
+        crate::DenseMatrix::new(n, dim, self.to_f32())
+    }
+
     /// Values as i64; `Err(position)` at the first float that is not an integer.
     pub fn to_i64(&self) -> std::result::Result<Vec<i64>, usize> {
         let from_float = |v: &mut dyn Iterator<Item = f64>| {
@@ -191,61 +204,25 @@ pub fn parse_npy(bytes: &[u8]) -> std::result::Result<NpyArray, String> {
     }
     let shape: Vec<usize> = npy.shape().iter().map(|&d| d as usize).collect();
     let bad = |e: std::io::Error| format!("bad .npy data ({ts}): {e}");
+    // Every width read as its own type, then widened exactly to the type it is kept as.
+    fn widened<T: npyz::Deserialize, U: From<T>>(
+        npy: npyz::NpyFile<&[u8]>,
+    ) -> std::io::Result<Vec<U>> {
+        Ok(npy.into_vec::<T>()?.into_iter().map(U::from).collect())
+    }
     let data = match (ts.type_char(), ts.size_field()) {
-        (TypeChar::Float, 2) => NpyData::F32(
-            npy.into_vec::<npyz::half::f16>()
-                .map_err(bad)?
-                .into_iter()
-                .map(f32::from)
-                .collect(),
-        ),
-        (TypeChar::Float, 4) => NpyData::F32(npy.into_vec::<f32>().map_err(bad)?),
-        (TypeChar::Float, 8) => NpyData::F64(npy.into_vec::<f64>().map_err(bad)?),
-        (TypeChar::Int, 1) => NpyData::I64(
-            npy.into_vec::<i8>()
-                .map_err(bad)?
-                .into_iter()
-                .map(i64::from)
-                .collect(),
-        ),
-        (TypeChar::Int, 2) => NpyData::I64(
-            npy.into_vec::<i16>()
-                .map_err(bad)?
-                .into_iter()
-                .map(i64::from)
-                .collect(),
-        ),
-        (TypeChar::Int, 4) => NpyData::I64(
-            npy.into_vec::<i32>()
-                .map_err(bad)?
-                .into_iter()
-                .map(i64::from)
-                .collect(),
-        ),
-        (TypeChar::Int, 8) => NpyData::I64(npy.into_vec::<i64>().map_err(bad)?),
-        (TypeChar::Uint, 1) => NpyData::U64(
-            npy.into_vec::<u8>()
-                .map_err(bad)?
-                .into_iter()
-                .map(u64::from)
-                .collect(),
-        ),
-        (TypeChar::Uint, 2) => NpyData::U64(
-            npy.into_vec::<u16>()
-                .map_err(bad)?
-                .into_iter()
-                .map(u64::from)
-                .collect(),
-        ),
-        (TypeChar::Uint, 4) => NpyData::U64(
-            npy.into_vec::<u32>()
-                .map_err(bad)?
-                .into_iter()
-                .map(u64::from)
-                .collect(),
-        ),
-        (TypeChar::Uint, 8) => NpyData::U64(npy.into_vec::<u64>().map_err(bad)?),
-        (TypeChar::Bool, 1) => NpyData::Bool(npy.into_vec::<bool>().map_err(bad)?),
+        (TypeChar::Float, 2) => NpyData::F32(widened::<npyz::half::f16, _>(npy).map_err(bad)?),
+        (TypeChar::Float, 4) => NpyData::F32(npy.into_vec().map_err(bad)?),
+        (TypeChar::Float, 8) => NpyData::F64(npy.into_vec().map_err(bad)?),
+        (TypeChar::Int, 1) => NpyData::I64(widened::<i8, _>(npy).map_err(bad)?),
+        (TypeChar::Int, 2) => NpyData::I64(widened::<i16, _>(npy).map_err(bad)?),
+        (TypeChar::Int, 4) => NpyData::I64(widened::<i32, _>(npy).map_err(bad)?),
+        (TypeChar::Int, 8) => NpyData::I64(npy.into_vec().map_err(bad)?),
+        (TypeChar::Uint, 1) => NpyData::U64(widened::<u8, _>(npy).map_err(bad)?),
+        (TypeChar::Uint, 2) => NpyData::U64(widened::<u16, _>(npy).map_err(bad)?),
+        (TypeChar::Uint, 4) => NpyData::U64(widened::<u32, _>(npy).map_err(bad)?),
+        (TypeChar::Uint, 8) => NpyData::U64(npy.into_vec().map_err(bad)?),
+        (TypeChar::Bool, 1) => NpyData::Bool(npy.into_vec().map_err(bad)?),
         _ => return Err(format!("dtype {ts} is not supported")),
     };
     let mut a = NpyArray { shape, data };
@@ -278,6 +255,37 @@ pub fn read_npy(path: impl AsRef<Path>) -> Result<NpyArray> {
     let path = path.as_ref();
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     parse_npy(&bytes).map_err(|e| Error::format(path, "<npy>", e))
+}
+
+/// A `.npy` file of half floats, byte for byte as `np.save(f, x.astype(np.float16))` writes
+/// it (version 1.0 header padded to 64 bytes), little- or big-endian (`'<f2'` / `'>f2'`):
+/// fixtures for the half-precision reading of [`parse_npy`] (the crate writes no f16 itself).
+#[doc(hidden)]
+pub fn f16_npy_bytes(shape: &[usize], bits: &[u16], big_endian: bool) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let dims = if dims.len() == 1 {
+        format!("{},", dims[0])
+    } else {
+        dims.join(", ")
+    };
+    let order = if big_endian { '>' } else { '<' };
+    let mut header =
+        format!("{{'descr': '{order}f2', 'fortran_order': False, 'shape': ({dims}), }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend((header.len() as u16).to_le_bytes());
+    out.extend(header.as_bytes());
+    for b in bits {
+        out.extend(if big_endian {
+            b.to_be_bytes()
+        } else {
+            b.to_le_bytes()
+        });
+    }
+    out
 }
 
 /// Writes one array as a standalone `.npy` file (`numpy.load` reads it).

@@ -129,16 +129,8 @@ mod tests {
         let per_head = |att: &Tensor| x3.broadcast_mul(att).unwrap().sum(D::Minus1).unwrap();
         let want = Tensor::cat(&[per_head(&conv.att_src), per_head(&conv.att_dst)], 1).unwrap();
         let diff = |a: &Tensor, b: &Tensor| -> f32 {
-            (a - b)
-                .unwrap()
-                .abs()
-                .unwrap()
-                .flatten_all()
-                .unwrap()
-                .max(0)
-                .unwrap()
-                .to_scalar()
-                .unwrap()
+            let d = || (a - b)?.abs()?.max_all()?.to_scalar::<f32>();
+            d().unwrap()
         };
         assert_eq!(s.dims(), [n, 2 * heads]);
         assert!(diff(&s, &want) < 1e-5);

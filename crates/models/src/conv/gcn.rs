@@ -108,8 +108,7 @@ impl GcnConv {
             let residual = skip.take_if(|s| s.id() == x.id()).is_some();
             let _t = g.phase(Phase::Elementwise);
             return match (drop, residual) {
-                (Some((rng, p)), false) => rng.linear_bias_relu_dropout(z, &b, p),
-                (Some((rng, p)), true) => rng.linear_bias_relu_dropout_residual(z, &b, p),
+                (Some((rng, p)), residual) => rng.linear_bias_relu_dropout(z, &b, p, residual),
                 (None, false) => Ok(z.bias_relu_dropout(&b, 0.0, 0)?),
                 (None, true) => Ok(z.bias_relu_dropout_residual(&b, 0.0, 0)?),
             };
@@ -134,7 +133,7 @@ impl GcnConv {
         let b = like(&self.bias, &a)?;
         let _t = g.phase(Phase::Elementwise);
         match drop {
-            Some((rng, p)) => rng.linear_bias_relu_dropout(z, &b, p),
+            Some((rng, p)) => rng.linear_bias_relu_dropout(z, &b, p, false),
             None => Ok(z.bias_relu_dropout(&b, 0.0, 0)?),
         }
     }

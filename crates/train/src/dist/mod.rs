@@ -162,7 +162,7 @@ impl Rank {
         if recipe.train.checkpoint.is_some() {
             return Err(Error::Invalid(
                 "checkpoints of multi-device runs are not supported yet (every rank would \
-                 write the same file); train without --checkpoint"
+                 write the same file): leave TrainConfig::checkpoint unset"
                     .into(),
             ));
         }
@@ -249,8 +249,9 @@ pub fn local_comms(
             .unwrap_or_else(|e| e.into_inner())
             .get_mut(rank)
             .and_then(Option::take)
-            .ok_or_else(|| {
-                gnn_comm::Error::Comm(format!("rank {rank} taken twice or out of range"))
+            .ok_or_else(|| gnn_comm::Error::InvalidArgument {
+                op: "local communicator",
+                what: format!("rank {rank} taken twice or out of range"),
             })?;
         Ok(Arc::new(c) as Arc<dyn Communicator>)
     }
@@ -344,13 +345,7 @@ mod tests {
     use gnn_models::{Activation, DropoutRng, Forward};
     use std::collections::BTreeMap;
 
-    fn cora() -> Dataset {
-        gnn_graph::load_planetoid(
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/cora/raw"),
-            "cora",
-        )
-        .unwrap()
-    }
+    use crate::test_cora as cora;
 
     /// The models the equivalence covers: GCN, GraphSAGE-mean and GIN, ReLU and MaxK, with
     /// dropout (on the input and between layers), skip connections and LayerNorm.
@@ -446,24 +441,13 @@ mod tests {
         // local graph runs wherever the model takes it (not MaxK: the whole graph there).
         plan.slice_rows = Some(500);
         let train = TrainConfig::default();
-        std::thread::scope(|s| {
-            let hs: Vec<_> = LocalComm::group(parts)
-                .into_iter()
-                .map(|c| {
-                    let (plan, train) = (&plan, &train);
-                    s.spawn(move || {
-                        let comm: Arc<dyn Communicator> = Arc::new(c);
-                        let r = Rank::new(plan, ds, recipe(cfg, train), comm.clone(), &Device::Cpu)
-                            .unwrap();
-                        let (loss, mut grads) = step(&r.model, &r.graph, &r.data);
-                        let vars = r.model.named_vars();
-                        let loss =
-                            all_reduce_grads(comm.as_ref(), &vars, &mut grads, &loss).unwrap();
-                        (loss, flat(&r.model, &grads))
-                    })
-                })
-                .collect();
-            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        LocalComm::run_group(parts, |c| {
+            let comm: Arc<dyn Communicator> = Arc::new(c);
+            let r = Rank::new(&plan, ds, recipe(cfg, &train), comm.clone(), &Device::Cpu).unwrap();
+            let (loss, mut grads) = step(&r.model, &r.graph, &r.data);
+            let vars = r.model.named_vars();
+            let loss = all_reduce_grads(comm.as_ref(), &vars, &mut grads, &loss).unwrap();
+            (loss, flat(&r.model, &grads))
         })
     }
 

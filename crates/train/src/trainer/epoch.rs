@@ -161,11 +161,12 @@ impl Trainer<'_> {
             Some(path) => Some(self.state(epoch - 1, rng_before).save(path)?),
             None => None,
         };
-        let tensor = if self.cfg.precision == crate::Precision::F16 && !loss_value.is_finite() {
+        let f16_range = self.cfg.precision == crate::Precision::F16 && !loss_value.is_finite();
+        let tensor = if f16_range {
             format!(
-                "{tensor}, under --precision f16, whose range ends at 65504: an activation \
-                 overflowed (unnormalised sums over hundreds of neighbours, as GIN's, do); \
-                 --precision bf16 keeps f32's range"
+                "{tensor}, under f16 precision (TrainConfig::precision), whose range ends at \
+                 65504: an activation overflowed (unnormalised sums over hundreds of \
+                 neighbours, as GIN's, do); bf16 precision keeps f32's range"
             )
         } else {
             tensor
@@ -174,6 +175,7 @@ impl Trainer<'_> {
             epoch,
             tensor,
             checkpoint: saved.map(|p| p.display().to_string()),
+            f16_range,
         })
     }
 

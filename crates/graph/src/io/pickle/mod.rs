@@ -7,6 +7,12 @@
 
 use std::rc::Rc;
 
+mod ndarray;
+mod writer;
+
+pub use ndarray::{to_csr_matrix, to_ndarray, CsrMatrix, NdArray};
+pub use writer::Writer;
+
 /// A decoded pickle value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
@@ -355,27 +361,13 @@ pub fn parse(data: &[u8]) -> Result<Value, String> {
                 }
             }
             b'q' | b'r' | b'p' => {
-                let k = match op {
-                    b'q' => r.byte()? as u32,
-                    b'r' => u32::from_le_bytes(r.array()?),
-                    _ => r
-                        .line()?
-                        .parse()
-                        .map_err(|_| format!("bad PUT at byte {at}"))?,
-                };
+                let k = r.memo_key(op, at)?;
                 let (v, d) = stack.top()?;
                 charge(v, at)?;
                 memo.insert(k, (v.clone(), d));
             }
             b'h' | b'j' | b'g' => {
-                let k = match op {
-                    b'h' => r.byte()? as u32,
-                    b'j' => u32::from_le_bytes(r.array()?),
-                    _ => r
-                        .line()?
-                        .parse()
-                        .map_err(|_| format!("bad GET at byte {at}"))?,
-                };
+                let k = r.memo_key(op, at)?;
                 let (v, d) = memo
                     .get(&k)
                     .ok_or_else(|| format!("memo key {k} unset at byte {at}"))?;
@@ -438,6 +430,20 @@ impl<'a> Reader<'a> {
         a.copy_from_slice(self.take(N)?);
         Ok(a)
     }
+    /// The memo key of a PUT (`q`, `r`, `p`) or GET (`h`, `j`, `g`): one byte, four
+    /// little-endian bytes or a decimal line (protocol 0), by the opcode.
+    fn memo_key(&mut self, op: u8, at: usize) -> Result<u32, String> {
+        match op {
+            b'q' | b'h' => Ok(self.byte()? as u32),
+            b'r' | b'j' => Ok(u32::from_le_bytes(self.array()?)),
+            _ => {
+                let what = if op == b'p' { "PUT" } else { "GET" };
+                self.line()?
+                    .parse()
+                    .map_err(|_| format!("bad {what} at byte {at}"))
+            }
+        }
+    }
     fn line(&mut self) -> Result<String, String> {
         let rest = &self.data[self.pos..];
         let end = rest
@@ -446,387 +452,5 @@ impl<'a> Reader<'a> {
             .ok_or_else(|| format!("truncated: unterminated line at byte {}", self.pos))?;
         self.pos += end + 1;
         Ok(String::from_utf8_lossy(&rest[..end]).into_owned())
-    }
-}
-
-/// A numeric numpy array decoded from a pickle.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NdArray {
-    /// Shape.
-    pub shape: Vec<usize>,
-    /// Values converted to f64 (exact for the integer and float dtypes Planetoid uses).
-    pub data: Vec<f64>,
-}
-
-/// Interprets a value as a numpy `ndarray` (`numpy.core.multiarray._reconstruct` + BUILD
-/// state `(version, shape, dtype, is_fortran, raw)`).
-pub fn to_ndarray(v: &Value) -> Result<NdArray, String> {
-    match v.class_name() {
-        Some((_, "_reconstruct")) => {}
-        Some((m, n)) => return Err(format!("expected a numpy array, found {m}.{n}")),
-        None => return Err("expected a numpy array, found a plain value".into()),
-    }
-    let Value::Object {
-        state: Some(state), ..
-    } = v
-    else {
-        return Err("numpy array without state".into());
-    };
-    let Value::Tuple(st) = state.as_ref() else {
-        return Err("numpy array state is not a tuple".into());
-    };
-    if st.len() != 5 {
-        return Err(format!(
-            "numpy array state has {} items, expected 5",
-            st.len()
-        ));
-    }
-    let shape: Vec<usize> = match &st[1] {
-        Value::Tuple(s) => s
-            .iter()
-            .map(|d| d.as_int().filter(|&x| x >= 0).map(|x| x as usize))
-            .collect::<Option<_>>()
-            .ok_or("numpy array shape has a non-integer entry")?,
-        _ => return Err("numpy array shape is not a tuple".into()),
-    };
-    let fortran = st[3].as_int().unwrap_or(0) != 0;
-    let (kind, size, little) = dtype_of(&st[2])?;
-    let Value::Bytes(raw) = &st[4] else {
-        return Err(
-            "numpy array data is not a byte string (object arrays are not supported)".into(),
-        );
-    };
-    let count = shape
-        .iter()
-        .try_fold(1usize, |a, &d| a.checked_mul(d))
-        .filter(|c| c.checked_mul(size).is_some())
-        .ok_or_else(|| format!("numpy array shape {shape:?} overflows"))?;
-    if raw.len() != count * size {
-        return Err(format!(
-            "numpy array of shape {shape:?} and {size}-byte items needs {} bytes, found {}",
-            count * size,
-            raw.len()
-        ));
-    }
-    let mut data = Vec::with_capacity(count);
-    for c in raw.chunks_exact(size) {
-        let mut b = [0u8; 8];
-        b[..size].copy_from_slice(c);
-        if !little {
-            b[..size].reverse();
-        }
-        let x = match (kind, size) {
-            ('f', 4) => f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
-            ('f', 8) => f64::from_le_bytes(b),
-            ('i', 1) => b[0] as i8 as f64,
-            ('i', 2) => i16::from_le_bytes([b[0], b[1]]) as f64,
-            ('i', 4) => i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
-            ('i', 8) => i64::from_le_bytes(b) as f64,
-            ('u' | 'b', _) => u64::from_le_bytes(b) as f64,
-            _ => return Err(format!("numpy dtype {kind}{size} is not supported")),
-        };
-        data.push(x);
-    }
-    if fortran && shape.len() == 2 {
-        let (r, c) = (shape[0], shape[1]);
-        let mut t = vec![0f64; data.len()];
-        for i in 0..r {
-            for j in 0..c {
-                t[i * c + j] = data[j * r + i];
-            }
-        }
-        data = t;
-    }
-    Ok(NdArray { shape, data })
-}
-
-/// `(kind, itemsize, little_endian)` of a pickled `numpy.dtype`.
-fn dtype_of(v: &Value) -> Result<(char, usize, bool), String> {
-    let Value::Object { args, state, .. } = v else {
-        return Err("numpy dtype is not an object".into());
-    };
-    let Value::Tuple(a) = args.as_ref() else {
-        return Err("numpy dtype arguments are not a tuple".into());
-    };
-    let code = a
-        .first()
-        .and_then(Value::as_text)
-        .ok_or("numpy dtype has no type code")?;
-    let mut chars = code.chars();
-    let kind = chars.next().ok_or("empty numpy dtype code")?;
-    let size: usize = chars
-        .as_str()
-        .parse()
-        .map_err(|_| format!("numpy dtype code `{code}` has no size"))?;
-    if !(1..=8).contains(&size) {
-        return Err(format!("numpy dtype `{code}` is not supported"));
-    }
-    let order = match state.as_deref() {
-        Some(Value::Tuple(s)) => s.get(1).and_then(Value::as_text).unwrap_or_default(),
-        _ => String::new(),
-    };
-    Ok((kind, size, order != ">"))
-}
-
-/// A scipy sparse CSR matrix decoded from a pickle.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CsrMatrix {
-    /// `(rows, cols)`.
-    pub shape: (usize, usize),
-    /// Row pointers.
-    pub indptr: Vec<u64>,
-    /// Column indices.
-    pub indices: Vec<u64>,
-    /// Values.
-    pub data: Vec<f64>,
-}
-
-/// Interprets a value as `scipy.sparse.csr_matrix` (or `csr_array`).
-pub fn to_csr_matrix(v: &Value) -> Result<CsrMatrix, String> {
-    match v.class_name() {
-        Some((m, n)) if m.starts_with("scipy.sparse") && n.starts_with("csr_") => {}
-        Some((m, n)) => return Err(format!("expected a scipy CSR matrix, found {m}.{n}")),
-        None => return Err("expected a scipy CSR matrix, found a plain value".into()),
-    }
-    let Value::Object {
-        state: Some(state), ..
-    } = v
-    else {
-        return Err("scipy matrix without state".into());
-    };
-    let get = |k: &str| {
-        state
-            .dict_get(k)
-            .ok_or_else(|| format!("scipy matrix has no `{k}`"))
-    };
-    let dim = |v: &Value| {
-        v.as_int()
-            .filter(|&d| (0..u32::MAX as i64).contains(&d))
-            .map(|d| d as usize)
-            .ok_or_else(|| format!("scipy matrix `_shape` entry {v:?} is not a 32-bit size"))
-    };
-    let shape = match get("_shape")? {
-        Value::Tuple(s) if s.len() == 2 => (dim(&s[0])?, dim(&s[1])?),
-        _ => return Err("scipy matrix `_shape` is not a pair".into()),
-    };
-    let ints = |k: &str| -> Result<Vec<u64>, String> {
-        let a = to_ndarray(get(k)?).map_err(|e| format!("`{k}`: {e}"))?;
-        a.data
-            .iter()
-            .map(|&x| {
-                if x >= 0.0 && x.fract() == 0.0 {
-                    Ok(x as u64)
-                } else {
-                    Err(format!("`{k}` holds {x}"))
-                }
-            })
-            .collect()
-    };
-    let indptr = ints("indptr")?;
-    let indices = ints("indices")?;
-    let data = to_ndarray(get("data")?)
-        .map_err(|e| format!("`data`: {e}"))?
-        .data;
-    if indptr.len() != shape.0 + 1 {
-        return Err(format!(
-            "`indptr` has {} entries for {} rows",
-            indptr.len(),
-            shape.0
-        ));
-    }
-    if indices.len() != data.len() {
-        return Err(format!(
-            "{} indices but {} values",
-            indices.len(),
-            data.len()
-        ));
-    }
-    // The CSR invariants, checked once here so that readers can slice rows without checks.
-    if indptr[0] != 0 {
-        return Err(format!("`indptr` starts at {}, expected 0", indptr[0]));
-    }
-    if let Some(r) = indptr.windows(2).position(|w| w[1] < w[0]) {
-        return Err(format!(
-            "`indptr` decreases at row {r}: {} > {}",
-            indptr[r],
-            indptr[r + 1]
-        ));
-    }
-    if indptr[shape.0] != indices.len() as u64 {
-        return Err(format!(
-            "`indptr` ends at {} but there are {} indices",
-            indptr[shape.0],
-            indices.len()
-        ));
-    }
-    if let Some(p) = indices.iter().position(|&c| c >= shape.1 as u64) {
-        return Err(format!(
-            "`indices` entry {p} = {} is outside 0..{} columns",
-            indices[p], shape.1
-        ));
-    }
-    Ok(CsrMatrix {
-        shape,
-        indptr,
-        indices,
-        data,
-    })
-}
-
-/// A protocol-2 pickle writer for the objects Planetoid files hold (numpy arrays, scipy CSR
-/// matrices, a `defaultdict(list)` of adjacency lists), the inverse of [`parse`]: tests and
-/// tools use it to write Planetoid fixtures that Python's `pickle.load` reads as well.
-pub struct Writer(Vec<u8>);
-
-impl Default for Writer {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Writer {
-    /// An empty protocol-2 pickle.
-    pub fn new() -> Self {
-        Writer(vec![0x80, 2])
-    }
-    /// GLOBAL `module.name`.
-    pub fn global(&mut self, module: &str, name: &str) {
-        self.0.push(b'c');
-        self.0.extend(format!("{module}\n{name}\n").as_bytes());
-    }
-    /// BININT.
-    pub fn int(&mut self, v: i32) {
-        self.0.push(b'J');
-        self.0.extend(v.to_le_bytes());
-    }
-    /// BINSTRING (a Python-2 `str`).
-    pub fn bytes(&mut self, b: &[u8]) {
-        self.0.push(b'T');
-        self.0.extend((b.len() as u32).to_le_bytes());
-        self.0.extend(b);
-    }
-    /// One raw opcode.
-    pub fn op(&mut self, o: u8) {
-        self.0.push(o);
-    }
-    /// A numpy array: `numpy.core.multiarray._reconstruct(ndarray, (0,), 'b')` + BUILD state
-    /// `(1, shape, dtype, False, raw)`; `dtype` is a numpy code such as `i4` or `f4`.
-    pub fn ndarray(&mut self, shape: &[i32], dtype: &str, raw: &[u8]) {
-        self.global("numpy.core.multiarray", "_reconstruct");
-        self.global("numpy", "ndarray");
-        self.int(0);
-        self.op(0x85); // TUPLE1
-        self.bytes(b"b");
-        self.op(0x87); // TUPLE3
-        self.op(b'R');
-        self.op(b'(');
-        self.int(1);
-        self.op(b'(');
-        for &d in shape {
-            self.int(d);
-        }
-        self.op(b't');
-        self.global("numpy", "dtype");
-        self.bytes(dtype.as_bytes());
-        self.int(0);
-        self.int(1);
-        self.op(0x87);
-        self.op(b'R');
-        self.op(b'(');
-        self.int(3);
-        self.bytes(b"<");
-        self.op(b'N');
-        self.op(b'N');
-        self.op(b'N');
-        self.int(-1);
-        self.int(-1);
-        self.int(0);
-        self.op(b't');
-        self.op(b'b'); // dtype BUILD
-        self.op(0x89); // is_fortran = False
-        self.bytes(raw);
-        self.op(b't');
-        self.op(b'b'); // array BUILD
-    }
-    /// Little-endian bytes of `v`.
-    pub fn i32s(v: &[i32]) -> Vec<u8> {
-        v.iter().flat_map(|x| x.to_le_bytes()).collect()
-    }
-    /// Little-endian bytes of `v`.
-    pub fn f32s(v: &[f32]) -> Vec<u8> {
-        v.iter().flat_map(|x| x.to_le_bytes()).collect()
-    }
-    /// scipy.sparse.csr.csr_matrix via NEWOBJ + state dict; `entries` are `(row, col, value)`.
-    pub fn csr(&mut self, rows: usize, cols: usize, entries: &[(usize, i32, f32)]) {
-        self.global("scipy.sparse.csr", "csr_matrix");
-        self.op(b')');
-        self.op(0x81); // NEWOBJ
-        self.op(b'}');
-        self.op(b'(');
-        let mut indptr = vec![0i32];
-        let (mut idx, mut val) = (Vec::new(), Vec::new());
-        for r in 0..rows {
-            for &(er, c, v) in entries.iter().filter(|e| e.0 == r) {
-                let _ = er;
-                idx.push(c);
-                val.push(v);
-            }
-            indptr.push(idx.len() as i32);
-        }
-        self.bytes(b"_shape");
-        self.int(rows as i32);
-        self.int(cols as i32);
-        self.op(0x86);
-        self.bytes(b"indptr");
-        self.ndarray(&[indptr.len() as i32], "i4", &Self::i32s(&indptr));
-        self.bytes(b"indices");
-        self.ndarray(&[idx.len() as i32], "i4", &Self::i32s(&idx));
-        self.bytes(b"data");
-        self.ndarray(&[val.len() as i32], "f4", &Self::f32s(&val));
-        self.bytes(b"format");
-        self.bytes(b"csr");
-        self.op(b'u'); // SETITEMS
-        self.op(b'b'); // BUILD
-    }
-    /// A one-hot `[len, classes]` i4 label array.
-    pub fn onehot(&mut self, labels: &[usize], classes: usize) {
-        let mut v = vec![0i32; labels.len() * classes];
-        for (i, &l) in labels.iter().enumerate() {
-            v[i * classes + l] = 1;
-        }
-        self.ndarray(
-            &[labels.len() as i32, classes as i32],
-            "i4",
-            &Self::i32s(&v),
-        );
-    }
-    /// `collections.defaultdict(list)` with the given `(node, neighbours)` items.
-    pub fn adjacency(&mut self, lists: &[(i32, Vec<i32>)]) {
-        self.global("collections", "defaultdict");
-        self.global("__builtin__", "list");
-        self.op(0x85);
-        self.op(b'R');
-        self.op(b'(');
-        for (u, nbrs) in lists {
-            self.int(*u);
-            self.op(b']');
-            self.op(b'(');
-            for &w in nbrs {
-                self.int(w);
-            }
-            self.op(b'e');
-        }
-        self.op(b'u');
-    }
-
-    /// The finished pickle (STOP appended).
-    pub fn finish(mut self) -> Vec<u8> {
-        self.op(b'.');
-        self.0
-    }
-
-    /// Writes the finished pickle to `path`.
-    pub fn save(self, path: &std::path::Path) -> std::io::Result<()> {
-        std::fs::write(path, self.finish())
     }
 }

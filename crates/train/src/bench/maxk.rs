@@ -1,0 +1,171 @@
+//! MaxK-GNN kernels on the Reddit-shaped graph at width D: MaxK (selection + CBSR gather),
+//! forward SpGEMM and backward SSpMM for each k, against cuSPARSE's CSR SpMM and our exact
+//! SpMM at K = D on the same graph and GCN-normalised values.
+
+use crate::report::chart::{draw_svg, Line, Panel};
+use crate::Result;
+use candle_core::{DType, Tensor};
+use gnn_graph::{generate, SyntheticSpec};
+use gnn_kernels::peer::{gcn_operand, rel_diff, time_ms, Cusparse};
+use gnn_kernels::{maxk, spgemm, spmm_weighted, sspmm, Reduce};
+use std::path::PathBuf;
+
+/// What [`run`] measures and where it writes (with the `cli` feature, the `bench_maxk`
+/// example's flags).
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
+pub struct MaxkBench {
+    /// Node scale of the synthetic Reddit graph (1 = 232,965 nodes).
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 1.0))]
+    pub scale: f64,
+    /// Dense width before MaxK.
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 256))]
+    pub dim: usize,
+    /// Values of k.
+    #[cfg_attr(
+        feature = "cli",
+        arg(long, value_delimiter = ',', default_value = "8,16,32,64,96,128,192")
+    )]
+    pub k: Vec<usize>,
+    /// Timed repetitions (after 3 warm-ups).
+    #[cfg_attr(
+        feature = "cli",
+        arg(
+            long,
+            default_value_t = 20,
+            value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+        )
+    )]
+    pub reps: usize,
+    /// Output folder (bench_maxk.json, bench_maxk.svg).
+    #[cfg_attr(feature = "cli", arg(long, default_value = "runs/bench_maxk"))]
+    pub out: PathBuf,
+}
+
+/// One k's timings (a row of `bench_maxk.json`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MaxkRow {
+    /// Entries kept per row.
+    pub k: usize,
+    /// MaxK (selection + CBSR gather), ms.
+    pub maxk_ms: f64,
+    /// Forward SpGEMM, ms.
+    pub spgemm_ms: f64,
+    /// Backward SSpMM, ms.
+    pub sspmm_ms: f64,
+    /// cuSPARSE SpMM at K = D over the SpGEMM.
+    pub spgemm_speedup_vs_cusparse: f64,
+    /// cuSPARSE SpMM at K = D over the SSpMM.
+    pub sspmm_speedup_vs_cusparse: f64,
+    /// MaxK's time as a share of the SpGEMM's, percent.
+    pub maxk_pct_of_spgemm: f64,
+    /// Largest relative difference of the SpGEMM from the exact SpMM of the dense MaxK rows.
+    pub spgemm_rel_err_vs_exact: f64,
+}
+
+/// Runs the benchmark on the first CUDA device: prints the table, writes
+/// `bench_maxk.json` and `bench_maxk.svg` under `cfg.out`, and returns the rows.
+pub fn run(cfg: &MaxkBench) -> Result<Vec<MaxkRow>> {
+    let (gpu, dev) = super::cuda_device()?;
+    let stream = dev.cuda_stream();
+    let (ds, rep) = generate(&SyntheticSpec::reddit().scaled(cfg.scale)?, 0)?;
+    println!("{rep}");
+    let (a, g, vals) = gcn_operand(&ds.graph, &gpu)?;
+    let n = a.n_rows();
+    drop(ds);
+    let d = cfg.dim;
+    let x = Tensor::randn(0f32, 1.0, (n, d), &gpu)?;
+    let dout = Tensor::randn(0f32, 1.0, (n, d), &gpu)?;
+    let c = Tensor::zeros((n, d), DType::F32, &gpu)?;
+    let sp = Cusparse::new(&g, &vals, &stream)?;
+    let [c0, c1] = sp.time_both(&x, &c, &dev, cfg.reps)?;
+    let cusp = c0.min(c1);
+    let exact = time_ms(&stream, cfg.reps, || {
+        spmm_weighted(&g, &x, &vals, Reduce::Sum)?;
+        Ok(())
+    })?;
+    println!(
+        "{n} nodes, {} edges, D = {d}: cuSPARSE SpMM {cusp:.3} ms, our exact SpMM {exact:.3} ms",
+        a.nnz()
+    );
+    println!(
+        "{:>4} {:>9} {:>10} {:>9} {:>11} {:>11} {:>9} {:>9}",
+        "k", "maxk ms", "spgemm ms", "sspmm ms", "fwd vs cuSP", "bwd vs cuSP", "maxk %", "rel err"
+    );
+    let mut rows = Vec::new();
+    for &k in &cfg.k {
+        let maxk_ms = time_ms(&stream, cfg.reps, || {
+            maxk(&x, k)?;
+            Ok(())
+        })?;
+        let cb = maxk(&x, k)?;
+        let spgemm_ms = time_ms(&stream, cfg.reps, || {
+            spgemm(&g, &cb, Some(&vals), Reduce::Sum)?;
+            Ok(())
+        })?;
+        let sspmm_ms = time_ms(&stream, cfg.reps, || {
+            sspmm(&g, &dout, &cb, Some(&vals), Reduce::Sum)?;
+            Ok(())
+        })?;
+        let err = rel_diff(
+            &spgemm(&g, &cb, Some(&vals), Reduce::Sum)?,
+            &spmm_weighted(&g, &cb.to_dense()?, &vals, Reduce::Sum)?,
+        )?;
+        let r = MaxkRow {
+            k,
+            maxk_ms,
+            spgemm_ms,
+            sspmm_ms,
+            spgemm_speedup_vs_cusparse: cusp / spgemm_ms,
+            sspmm_speedup_vs_cusparse: cusp / sspmm_ms,
+            maxk_pct_of_spgemm: 100.0 * maxk_ms / spgemm_ms,
+            spgemm_rel_err_vs_exact: err,
+        };
+        println!(
+            "{:>4} {:>9.3} {:>10.3} {:>9.3} {:>10.2}x {:>10.2}x {:>8.1}% {:>9.1e}",
+            k,
+            r.maxk_ms,
+            r.spgemm_ms,
+            r.sspmm_ms,
+            r.spgemm_speedup_vs_cusparse,
+            r.sspmm_speedup_vs_cusparse,
+            r.maxk_pct_of_spgemm,
+            err
+        );
+        rows.push(r);
+    }
+    let doc = serde_json::json!({
+        "device": "cuda:0", "graph": {"nodes": n, "edges": a.nnz(), "scale": cfg.scale},
+        "dim": d, "reps": cfg.reps, "cusparse_ms": cusp, "exact_spmm_ms": exact, "rows": rows,
+    });
+    let json = cfg.out.join("bench_maxk.json");
+    crate::report::write_json(&json, &doc)?;
+    chart(&rows, &cfg.out.join("bench_maxk.svg"), d)?;
+    println!("wrote {} and bench_maxk.svg", json.display());
+    Ok(rows)
+}
+
+/// Speed-ups over cuSPARSE against k, with the 2.5x target as a level.
+fn chart(rows: &[MaxkRow], path: &std::path::Path, dim: usize) -> Result<()> {
+    let kmax = rows.iter().map(|r| r.k).max().unwrap_or(1) as f64;
+    let pts = |f: fn(&MaxkRow) -> f64| rows.iter().map(|r| (r.k as f64, f(r))).collect();
+    let mut p = Panel::lines(
+        format!("MaxK kernels vs cuSPARSE SpMM at K = {dim}"),
+        "k (entries kept per row)",
+        "speed-up",
+        vec![
+            Line::measured("SpGEMM forward", pts(|r| r.spgemm_speedup_vs_cusparse)),
+            Line::measured("SSpMM backward", pts(|r| r.sspmm_speedup_vs_cusparse)),
+            Line::level("2.5x target", 2.5, 0.0, kmax),
+        ],
+    );
+    let top = rows
+        .iter()
+        .map(|r| {
+            r.spgemm_speedup_vs_cusparse
+                .max(r.sspmm_speedup_vs_cusparse)
+        })
+        .fold(3.0, f64::max);
+    p.y_range = Some((0.0, top * 1.1));
+    draw_svg(path, &[p], 1, (760, 460))
+}
