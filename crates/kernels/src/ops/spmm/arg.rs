@@ -47,23 +47,30 @@ fn u32_slice<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [u32]
     cpu_slice::<u32>("spmm_gather_arg", s, l)
 }
 
-fn gather_cpu<T: WithDType>(
-    op: &GatherArgOp,
-    s: &CpuStorage,
-    l: &Layout,
-    a: &CpuStorage,
-    al: &Layout,
-    v: Option<(&CpuStorage, &Layout)>,
-) -> candle_core::Result<(CpuStorage, Shape)> {
+/// The CPU side of [`GatherArgOp`] (`scatter == false`: rows of `x` to the output's rows) and
+/// [`ArgScatterOp`] (`scatter == true`: rows of `dy` added into `dx`'s `n_cols` rows).
+fn move_cpu<T: WithDType>(
+    g: &DeviceGraph,
+    scatter: bool,
+    (s, l): Cpu<'_>,
+    (a, al): Cpu<'_>,
+    v: Option<Cpu<'_>>,
+) -> CpuOut {
+    let op = if scatter {
+        "spmm_arg_scatter"
+    } else {
+        "spmm_gather_arg"
+    };
     let (_, k) = l.shape().dims2()?;
-    let x = cpu_slice::<T>("spmm_gather_arg", s, l)?;
+    let src = cpu_slice::<T>(op, s, l)?;
     let arg = u32_slice(a, al)?;
-    let vals = cpu_slice_opt::<T>("spmm_gather_arg", v)?;
-    let out = cpu::gather_arg(op.g.csr(), x, k, arg, vals);
-    Ok((
-        T::to_cpu_storage_owned(out),
-        Shape::from((op.g.n_rows(), k)),
-    ))
+    let vals = cpu_slice_opt::<T>(op, v)?;
+    let (out, rows) = if scatter {
+        (cpu::scatter_arg(g.csr(), src, k, arg, vals), g.n_cols())
+    } else {
+        (cpu::gather_arg(g.csr(), src, k, arg, vals), g.n_rows())
+    };
+    Ok((T::to_cpu_storage_owned(out), Shape::from((rows, k))))
 }
 
 impl GatherArgOp {
@@ -79,9 +86,9 @@ impl GatherArgOp {
 
 impl OptionalInput<2> for GatherArgOp {
     const NAMES: [&'static str; 2] = ["spmm_gather_arg", "spmm_gather_arg_weighted"];
-    fn cpu(&self, [(s, l), (a, al)]: [Cpu<'_>; 2], v: Option<Cpu<'_>>) -> CpuOut {
-        with_float!(self.name(v.is_some()), s, |T| gather_cpu::<T>(
-            self, s, l, a, al, v
+    fn cpu(&self, [x, arg]: [Cpu<'_>; 2], v: Option<Cpu<'_>>) -> CpuOut {
+        with_float!(self.name(v.is_some()), x.0, |T| move_cpu::<T>(
+            &self.g, false, x, arg, v
         ))
     }
     #[cfg(feature = "cuda")]
@@ -127,28 +134,11 @@ struct ArgScatterOp {
     g: DeviceGraph,
 }
 
-fn scatter_cpu<T: WithDType>(
-    op: &ArgScatterOp,
-    s: &CpuStorage,
-    l: &Layout,
-    a: &CpuStorage,
-    al: &Layout,
-    v: Option<(&CpuStorage, &Layout)>,
-) -> candle_core::Result<(CpuStorage, Shape)> {
-    let (_, k) = l.shape().dims2()?;
-    let dy = cpu_slice::<T>("spmm_arg_scatter", s, l)?;
-    let arg = u32_slice(a, al)?;
-    let vals = cpu_slice_opt::<T>("spmm_arg_scatter", v)?;
-    let n_src = op.g.n_cols();
-    let dx = cpu::scatter_arg(op.g.csr(), dy, k, arg, vals);
-    Ok((T::to_cpu_storage_owned(dx), Shape::from((n_src, k))))
-}
-
 impl OptionalInput<2> for ArgScatterOp {
     const NAMES: [&'static str; 2] = ["spmm_arg_scatter", "spmm_arg_scatter_weighted"];
-    fn cpu(&self, [(s, l), (a, al)]: [Cpu<'_>; 2], v: Option<Cpu<'_>>) -> CpuOut {
-        with_float!(self.name(v.is_some()), s, |T| scatter_cpu::<T>(
-            self, s, l, a, al, v
+    fn cpu(&self, [x, arg]: [Cpu<'_>; 2], v: Option<Cpu<'_>>) -> CpuOut {
+        with_float!(self.name(v.is_some()), x.0, |T| move_cpu::<T>(
+            &self.g, true, x, arg, v
         ))
     }
     #[cfg(feature = "cuda")]
