@@ -34,8 +34,6 @@ use crate::device_graph::DeviceGraph;
 use crate::error::{Error, Result};
 use crate::ops::spmm::Reduce;
 use candle_core::backend::BackendStorage;
-#[cfg(feature = "cuda")]
-use candle_core::CudaStorage;
 use candle_core::{CpuStorage, DType, Layout, Shape, Tensor, WithDType};
 use serde::{Deserialize, Serialize};
 

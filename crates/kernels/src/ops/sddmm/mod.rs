@@ -37,8 +37,6 @@ use super::{check_device, check_float_or_half, cpu_slice, cpu_slice_opt};
 use crate::device_graph::DeviceGraph;
 use crate::error::{Error, Result};
 use candle_core::backend::BackendStorage;
-#[cfg(feature = "cuda")]
-use candle_core::CudaStorage;
 use candle_core::{CpuStorage, DType, Layout, Shape, Tensor, WithDType};
 
 /// `e[p] = <a[i], b[col_p]>`; `a` is `[n_rows, K]`, `b` is `[n_cols, K]`, the result `[nnz]`
