@@ -33,6 +33,7 @@ pub mod fused;
 pub mod layer_norm;
 pub mod matmul;
 pub mod maxk;
+mod optional;
 pub mod quant;
 pub mod sampled;
 pub mod sddmm;

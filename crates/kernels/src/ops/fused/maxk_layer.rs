@@ -163,7 +163,7 @@ impl CustomOp3 for MaxkLayerOp {
             candle_core::bail!("{OP}: the CBSR values or index are not on the CPU");
         };
         let r = self.residual.then_some((x, xl));
-        self.spgemm.cpu(ds, dl, is, il, Some((b, bl)), r)
+        self.spgemm.fwd_cpu(ds, dl, is, il, Some((b, bl)), r)
     }
 
     #[cfg(feature = "cuda")]
@@ -184,7 +184,7 @@ impl CustomOp3 for MaxkLayerOp {
         };
         let r = self.residual.then_some((x, xl));
         // The values' buffer goes back to the stream-ordered pool after this launch.
-        self.spgemm.cuda(ds, dl, is, il, Some((b, bl)), r)
+        self.spgemm.fwd_cuda(ds, dl, is, il, Some((b, bl)), r)
     }
 
     fn bwd(

@@ -1,6 +1,7 @@
 //! CPU MaxK, CBSR gather/scatter, SpGEMM and SSpMM (rayon over rows; no atomics: the SSpMM
 //! walks the transpose).
 
+use crate::ops::spmm::cpu::par_rows;
 use candle_core::WithDType;
 use gnn_graph::Csr;
 use rayon::prelude::*;
@@ -99,12 +100,8 @@ pub fn spgemm<T: WithDType, I: CbsrIndex>(
     vals: Option<&[T]>,
     mean: bool,
 ) -> Vec<T> {
-    let mut out = vec![T::zero(); csr.n_rows() * d];
-    if d == 0 {
-        return out;
-    }
     let cols = csr.indices();
-    out.par_chunks_mut(d).enumerate().for_each(|(i, o)| {
+    par_rows(csr.n_rows(), d, |i, o| {
         let r = csr.row_range(i);
         let len = r.len();
         for p in r {
@@ -118,8 +115,7 @@ pub fn spgemm<T: WithDType, I: CbsrIndex>(
             let inv = T::from_f64(1.0 / len as f64);
             o.iter_mut().for_each(|v| *v *= inv);
         }
-    });
-    out
+    })
 }
 
 /// `dx[j, s] = sum_{p = (i, j)} a_p * scale_i * dout[i, idx[j, s]]`: the gradient of
@@ -137,12 +133,8 @@ pub fn sspmm<T: WithDType, I: CbsrIndex>(
     vals: Option<&[T]>,
     mean: bool,
 ) -> Vec<T> {
-    let mut out = vec![T::zero(); t.n_rows() * k];
-    if k == 0 {
-        return out;
-    }
     let rows = t.indices();
-    out.par_chunks_mut(k).enumerate().for_each(|(j, o)| {
+    par_rows(t.n_rows(), k, |j, o| {
         for q in t.row_range(j) {
             let i = rows[q] as usize;
             let p = perm[q] as usize;
@@ -155,6 +147,5 @@ pub fn sspmm<T: WithDType, I: CbsrIndex>(
                 o[s] += a * g[idx[j * k + s].col()];
             }
         }
-    });
-    out
+    })
 }

@@ -19,6 +19,9 @@ pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 
+use super::optional::{Cpu, CpuOut, Grads, OptionalInput, With, Without};
+#[cfg(feature = "cuda")]
+use super::optional::{Cuda, CudaOut};
 use super::{check_device, check_float_or_half, cpu_slice, cpu_slice_opt};
 use crate::device_graph::DeviceGraph;
 use crate::error::{Error, Result};
@@ -186,8 +189,8 @@ pub fn spgemm_bias(
     let data = x.data.contiguous()?;
     let index = x.index.contiguous()?;
     Ok(match bias {
-        Some(b) => data.apply_op3(&index, &b.contiguous()?, op)?,
-        None => data.apply_op2(&index, op)?,
+        Some(b) => data.apply_op3(&index, &b.contiguous()?, With(op))?,
+        None => data.apply_op2(&index, Without(op))?,
     })
 }
 
@@ -347,5 +350,5 @@ fn sspmm_raw(
         backward: true,
         values: values.map(Tensor::contiguous).transpose()?,
     };
-    dout.apply_op2_no_bwd(index, &op)
+    dout.apply_op2_no_bwd(index, &Without(op))
 }

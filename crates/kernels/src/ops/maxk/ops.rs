@@ -188,7 +188,7 @@ impl CbsrRowOp {
         }
     }
 
-    pub(crate) fn cpu(
+    pub(crate) fn fwd_cpu(
         &self,
         s: &CpuStorage,
         l: &Layout,
@@ -260,7 +260,7 @@ impl CbsrRowOp {
     }
 
     #[cfg(feature = "cuda")]
-    pub(crate) fn cuda(
+    pub(crate) fn fwd_cuda(
         &self,
         s: &CudaStorage,
         l: &Layout,
@@ -311,78 +311,30 @@ impl CbsrRowOp {
     }
 }
 
-impl CustomOp2 for CbsrRowOp {
-    fn name(&self) -> &'static str {
-        self.label()
+/// SpGEMM / SSpMM over `(data, index)`, with the SpGEMM's fused bias `[D]` as the optional
+/// third input.
+impl OptionalInput<2> for CbsrRowOp {
+    const NAMES: [&'static str; 2] = ["spgemm", "spgemm_bias"];
+    fn name(&self, bias: bool) -> &'static str {
+        if bias {
+            "spgemm_bias"
+        } else {
+            self.label()
+        }
     }
-    fn cpu_fwd(
-        &self,
-        s: &CpuStorage,
-        l: &Layout,
-        is: &CpuStorage,
-        il: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        self.cpu(s, l, is, il, None, None)
-    }
-    #[cfg(feature = "cuda")]
-    fn cuda_fwd(
-        &self,
-        s: &CudaStorage,
-        l: &Layout,
-        is: &CudaStorage,
-        il: &Layout,
-    ) -> candle_core::Result<(CudaStorage, Shape)> {
-        self.cuda(s, l, is, il, None, None)
-    }
-    fn bwd(
-        &self,
-        _data: &Tensor,
-        index: &Tensor,
-        _res: &Tensor,
-        grad: &Tensor,
-    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
-        Ok((Some(self.grad(index, grad)?), None))
-    }
-}
-
-/// SpGEMM with a fused bias: `(data, index, bias)`.
-impl CustomOp3 for CbsrRowOp {
-    fn name(&self) -> &'static str {
-        "spgemm_bias"
-    }
-    fn cpu_fwd(
-        &self,
-        s: &CpuStorage,
-        l: &Layout,
-        is: &CpuStorage,
-        il: &Layout,
-        bs: &CpuStorage,
-        bl: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        self.cpu(s, l, is, il, Some((bs, bl)), None)
+    fn cpu(&self, [(s, l), (is, il)]: [Cpu<'_>; 2], bias: Option<Cpu<'_>>) -> CpuOut {
+        self.fwd_cpu(s, l, is, il, bias, None)
     }
     #[cfg(feature = "cuda")]
-    fn cuda_fwd(
-        &self,
-        s: &CudaStorage,
-        l: &Layout,
-        is: &CudaStorage,
-        il: &Layout,
-        bs: &CudaStorage,
-        bl: &Layout,
-    ) -> candle_core::Result<(CudaStorage, Shape)> {
-        self.cuda(s, l, is, il, Some((bs, bl)), None)
+    fn cuda(&self, [(s, l), (is, il)]: [Cuda<'_>; 2], bias: Option<Cuda<'_>>) -> CudaOut {
+        self.fwd_cuda(s, l, is, il, bias, None)
     }
-    fn bwd(
-        &self,
-        _data: &Tensor,
-        index: &Tensor,
-        bias: &Tensor,
-        _res: &Tensor,
-        grad: &Tensor,
-    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let dbias = bias_grad(bias, grad)?;
-        Ok((Some(self.grad(index, grad)?), None, dbias))
+    fn bwd(&self, [_, index]: [&Tensor; 2], bias: Option<&Tensor>, grad: &Tensor) -> Grads<2> {
+        let dbias = match bias {
+            Some(b) => bias_grad(b, grad)?,
+            None => None,
+        };
+        Ok(([Some(self.grad(index, grad)?), None], dbias))
     }
 }
 
@@ -412,7 +364,8 @@ impl CustomOp3 for SpgemmResidualOp {
         let candle_core::Storage::Cpu(is) = &*is else {
             candle_core::bail!("spgemm: the CBSR index is not on the CPU");
         };
-        self.op.cpu(s, l, is, il, Some((bs, bl)), Some((rs, rl)))
+        self.op
+            .fwd_cpu(s, l, is, il, Some((bs, bl)), Some((rs, rl)))
     }
     #[cfg(feature = "cuda")]
     fn cuda_fwd(
@@ -428,7 +381,8 @@ impl CustomOp3 for SpgemmResidualOp {
         let candle_core::Storage::Cuda(is) = &*is else {
             candle_core::bail!("spgemm: the CBSR index is not on the GPU");
         };
-        self.op.cuda(s, l, is, il, Some((bs, bl)), Some((rs, rl)))
+        self.op
+            .fwd_cuda(s, l, is, il, Some((bs, bl)), Some((rs, rl)))
     }
     fn bwd(
         &self,

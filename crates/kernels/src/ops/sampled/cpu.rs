@@ -2,10 +2,9 @@
 //! [`Sampling::positions`] and applies the estimator's scale.
 
 use super::Sampling;
-use crate::ops::spmm::cpu::add_row;
+use crate::ops::spmm::cpu::{add_row, par_rows};
 use candle_core::WithDType;
 use gnn_graph::Csr;
-use rayon::prelude::*;
 
 /// See the module docs of [`super`].
 pub fn spmm_sampled<T: WithDType>(
@@ -16,12 +15,8 @@ pub fn spmm_sampled<T: WithDType>(
     mean: bool,
     sampling: &Sampling,
 ) -> Vec<T> {
-    let mut out = vec![T::zero(); csr.n_rows() * k];
-    if k == 0 {
-        return out;
-    }
     let idx = csr.indices();
-    out.par_chunks_mut(k).enumerate().for_each(|(i, o)| {
+    par_rows(csr.n_rows(), k, |i, o| {
         let range = csr.row_range(i);
         let nnz = range.len();
         if nnz == 0 {
@@ -35,6 +30,5 @@ pub fn spmm_sampled<T: WithDType>(
         let m = picked.len() as f64;
         let scale = T::from_f64(if mean { 1.0 / m } else { nnz as f64 / m });
         o.iter_mut().for_each(|a| *a *= scale);
-    });
-    out
+    })
 }

@@ -26,14 +26,15 @@ pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 
+use super::optional::{Cpu, CpuOut, OptionalInput, With, Without};
+#[cfg(feature = "cuda")]
+use super::optional::{Cuda, CudaOut};
 use super::{check_device, check_float_or_half, cpu_slice, cpu_slice_opt};
 use crate::device_graph::DeviceGraph;
 use crate::error::{Error, Result};
 use crate::ops::spmm::Reduce;
 use candle_core::backend::BackendStorage;
-#[cfg(feature = "cuda")]
-use candle_core::CudaStorage;
-use candle_core::{CpuStorage, CustomOp1, CustomOp2, DType, Layout, Shape, Tensor, WithDType};
+use candle_core::{CpuStorage, DType, Layout, Shape, Tensor, WithDType};
 use serde::{Deserialize, Serialize};
 
 /// ES-SpMM's FastRand stride (a prime).
@@ -197,9 +198,9 @@ pub fn spmm_sampled(
             } else {
                 v.detach()
             };
-            x.apply_op2_no_bwd(&v.contiguous()?, &op)?
+            x.apply_op2_no_bwd(&v.contiguous()?, &With(op))?
         }
-        None => x.apply_op1_no_bwd(&op)?,
+        None => x.apply_op1_no_bwd(&Without(op))?,
     })
 }
 
@@ -232,54 +233,14 @@ fn run<T: WithDType>(
     ))
 }
 
-impl CustomOp1 for SampledOp {
-    fn name(&self) -> &'static str {
-        "spmm_sampled"
+impl OptionalInput<1> for SampledOp {
+    const NAMES: [&'static str; 2] = ["spmm_sampled", "spmm_sampled_weighted"];
+    fn cpu(&self, [(s, l)]: [Cpu<'_>; 1], v: Option<Cpu<'_>>) -> CpuOut {
+        dispatch_float!("spmm_sampled", s, run(self, s, l, v))
     }
     #[cfg(feature = "cuda")]
-    fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
-        cuda::spmm_sampled(
-            &self.g,
-            s,
-            l,
-            None,
-            self.reduce == Reduce::Mean,
-            &self.sampling,
-        )
-    }
-    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        dispatch_float!("spmm_sampled", s, run(self, s, l, None))
-    }
-}
-
-impl CustomOp2 for SampledOp {
-    fn name(&self) -> &'static str {
-        "spmm_sampled_weighted"
-    }
-    #[cfg(feature = "cuda")]
-    fn cuda_fwd(
-        &self,
-        s: &CudaStorage,
-        l: &Layout,
-        vs: &CudaStorage,
-        vl: &Layout,
-    ) -> candle_core::Result<(CudaStorage, Shape)> {
-        cuda::spmm_sampled(
-            &self.g,
-            s,
-            l,
-            Some((vs, vl)),
-            self.reduce == Reduce::Mean,
-            &self.sampling,
-        )
-    }
-    fn cpu_fwd(
-        &self,
-        s: &CpuStorage,
-        l: &Layout,
-        vs: &CpuStorage,
-        vl: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        dispatch_float!("spmm_sampled", s, run(self, s, l, Some((vs, vl))))
+    fn cuda(&self, [(s, l)]: [Cuda<'_>; 1], v: Option<Cuda<'_>>) -> CudaOut {
+        let mean = self.reduce == Reduce::Mean;
+        cuda::spmm_sampled(&self.g, s, l, v, mean, &self.sampling)
     }
 }

@@ -30,19 +30,20 @@ pub mod tuning {
     pub use crate::policy::SddmmKernel;
 }
 
-use super::{check_device, check_float_or_half, cpu_slice};
+use super::optional::{Cpu, CpuOut, Grads, OptionalInput, With, Without};
+#[cfg(feature = "cuda")]
+use super::optional::{Cuda, CudaOut};
+use super::{check_device, check_float_or_half, cpu_slice, cpu_slice_opt};
 use crate::device_graph::DeviceGraph;
 use crate::error::{Error, Result};
 use candle_core::backend::BackendStorage;
-#[cfg(feature = "cuda")]
-use candle_core::CudaStorage;
-use candle_core::{CpuStorage, CustomOp2, CustomOp3, DType, Layout, Shape, Tensor, WithDType};
+use candle_core::{CpuStorage, DType, Layout, Shape, Tensor, WithDType};
 
 /// `e[p] = <a[i], b[col_p]>`; `a` is `[n_rows, K]`, `b` is `[n_cols, K]`, the result `[nnz]`
 /// (of their dtype for f32 / f64, f32 for bf16 / f16 features).
 pub fn sddmm(g: &DeviceGraph, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let (a, b) = check("sddmm", g, a, b)?;
-    Ok(a.apply_op2(&b, SddmmOp { g: g.clone() })?)
+    Ok(a.apply_op2(&b, Without(SddmmOp { g: g.clone() }))?)
 }
 
 /// `e[p] = <a[i], b[col_p]> * vals[p]` in one pass; `vals` is `[nnz]` of the features' dtype
@@ -64,13 +65,13 @@ pub fn sddmm_scaled(g: &DeviceGraph, a: &Tensor, b: &Tensor, vals: &Tensor) -> R
         ));
     }
     let v = vals.contiguous()?;
-    Ok(a.apply_op3(&b, &v, SddmmScaledOp { g: g.clone() })?)
+    Ok(a.apply_op3(&b, &v, With(SddmmOp { g: g.clone() }))?)
 }
 
 /// [`sddmm`] without recording a backward (used inside other ops' backward passes).
 pub(crate) fn sddmm_no_bwd(g: &DeviceGraph, a: &Tensor, b: &Tensor) -> candle_core::Result<Tensor> {
     let (a, b) = check("sddmm", g, a, b)?;
-    a.apply_op2_no_bwd(&b, &SddmmOp { g: g.clone() })
+    a.apply_op2_no_bwd(&b, &Without(SddmmOp { g: g.clone() }))
 }
 
 /// The dtype of edge tensors (scores, edge values) for features of `dtype`: fp32 under half
@@ -127,45 +128,34 @@ fn sddmm_cpu<T: WithDType>(
     g.record("sddmm", "cpu");
     let a = cpu_slice::<T>("sddmm", s1, l1)?;
     let b = cpu_slice::<T>("sddmm", s2, l2)?;
-    let v = vals
-        .map(|(s, l)| cpu_slice::<T>("sddmm", s, l))
-        .transpose()?;
+    let v = cpu_slice_opt::<T>("sddmm", vals)?;
     let e = cpu::sddmm(g.csr(), a, b, k, v);
     Ok((T::to_cpu_storage_owned(e), Shape::from(g.nnz())))
 }
 
-impl CustomOp2 for SddmmOp {
-    fn name(&self) -> &'static str {
-        "sddmm"
+impl OptionalInput<2> for SddmmOp {
+    const NAMES: [&'static str; 2] = ["sddmm", "sddmm_scaled"];
+    fn cpu(&self, [a, b]: [Cpu<'_>; 2], v: Option<Cpu<'_>>) -> CpuOut {
+        dispatch_float!(self.name(v.is_some()), a.0, sddmm_cpu(&self.g, a, b, v))
     }
     #[cfg(feature = "cuda")]
-    fn cuda_fwd(
-        &self,
-        s1: &CudaStorage,
-        l1: &Layout,
-        s2: &CudaStorage,
-        l2: &Layout,
-    ) -> candle_core::Result<(CudaStorage, Shape)> {
-        cuda::sddmm(&self.g, s1, l1, s2, l2, None)
+    fn cuda(&self, [(s1, l1), (s2, l2)]: [Cuda<'_>; 2], v: Option<Cuda<'_>>) -> CudaOut {
+        cuda::sddmm(&self.g, s1, l1, s2, l2, v)
     }
-    fn cpu_fwd(
-        &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        dispatch_float!("sddmm", s1, sddmm_cpu(&self.g, (s1, l1), (s2, l2), None))
-    }
-    fn bwd(
-        &self,
-        a: &Tensor,
-        b: &Tensor,
-        _res: &Tensor,
-        de: &Tensor,
-    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
+    fn bwd(&self, [a, b]: [&Tensor; 2], v: Option<&Tensor>, de: &Tensor) -> Grads<2> {
         let _timer = self.g.backward_timer();
-        input_grads(&self.g, a, b, &de.contiguous()?)
+        let de = de.contiguous()?;
+        let Some(v) = v else {
+            let (da, db) = input_grads(&self.g, a, b, &de)?;
+            return Ok(([da, db], None));
+        };
+        let (da, db) = input_grads(&self.g, a, b, &(&de * &v.detach())?)?;
+        let dv = if v.track_op() {
+            Some((de * sddmm_no_bwd(&self.g, &a.detach(), &b.detach())?)?)
+        } else {
+            None
+        };
+        Ok(([da, db], dv))
     }
 }
 
@@ -199,59 +189,4 @@ fn input_grads(
         None
     };
     Ok((da, db))
-}
-
-struct SddmmScaledOp {
-    g: DeviceGraph,
-}
-
-impl CustomOp3 for SddmmScaledOp {
-    fn name(&self) -> &'static str {
-        "sddmm_scaled"
-    }
-    #[cfg(feature = "cuda")]
-    fn cuda_fwd(
-        &self,
-        s1: &CudaStorage,
-        l1: &Layout,
-        s2: &CudaStorage,
-        l2: &Layout,
-        s3: &CudaStorage,
-        l3: &Layout,
-    ) -> candle_core::Result<(CudaStorage, Shape)> {
-        cuda::sddmm(&self.g, s1, l1, s2, l2, Some((s3, l3)))
-    }
-    fn cpu_fwd(
-        &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-        s3: &CpuStorage,
-        l3: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        dispatch_float!(
-            "sddmm_scaled",
-            s1,
-            sddmm_cpu(&self.g, (s1, l1), (s2, l2), Some((s3, l3)))
-        )
-    }
-    fn bwd(
-        &self,
-        a: &Tensor,
-        b: &Tensor,
-        v: &Tensor,
-        _res: &Tensor,
-        de: &Tensor,
-    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let _timer = self.g.backward_timer();
-        let de = de.contiguous()?;
-        let (da, db) = input_grads(&self.g, a, b, &(&de * &v.detach())?)?;
-        let dv = if v.track_op() {
-            Some((de * sddmm_no_bwd(&self.g, &a.detach(), &b.detach())?)?)
-        } else {
-            None
-        };
-        Ok((da, db, dv))
-    }
 }

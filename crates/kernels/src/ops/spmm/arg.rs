@@ -1,6 +1,7 @@
 //! The max/min path: the argmax forward (`SpmmArgOp`), the gather through it
 //! (`GatherArgOp`, whose backward scatters to the winning edges: `ArgScatterOp`,
-//! `ArgEdgeGradOp`), as candle `CustomOp`s dispatching to the CPU and CUDA kernels.
+//! `ArgEdgeGradOp`), each one [`OptionalInput`] body (edge values optional) dispatching to the
+//! CPU and CUDA kernels.
 
 use super::*;
 /// Winning edge position per output entry of a max/min reduction (u32, `NO_EDGE` if empty).
@@ -23,50 +24,16 @@ fn arg_cpu<T: WithDType>(
     Ok((CpuStorage::U32(arg), Shape::from((op.g.n_rows(), k))))
 }
 
-impl CustomOp1 for SpmmArgOp {
-    fn name(&self) -> &'static str {
-        "spmm_arg"
+impl OptionalInput<1> for SpmmArgOp {
+    const NAMES: [&'static str; 2] = ["spmm_arg", "spmm_arg_weighted"];
+    fn cpu(&self, [(s, l)]: [Cpu<'_>; 1], v: Option<Cpu<'_>>) -> CpuOut {
+        with_float!(self.name(v.is_some()), s, |T| arg_cpu::<T>(self, s, l, v))
     }
     #[cfg(feature = "cuda")]
-    fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
-        let (_, arg, shape) = cuda::spmm_fwd(&self.g, s, l, None, self.reduce, true)?;
+    fn cuda(&self, [(s, l)]: [Cuda<'_>; 1], v: Option<Cuda<'_>>) -> CudaOut {
+        let (_, arg, shape) = cuda::spmm_fwd(&self.g, s, l, v, self.reduce, true)?;
         arg.map(|a| (a, shape))
             .ok_or_else(|| candle_core::Error::Msg("spmm_arg: max/min only".into()))
-    }
-    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        with_float!("spmm_arg", s, |T| arg_cpu::<T>(self, s, l, None))
-    }
-}
-
-impl CustomOp2 for SpmmArgOp {
-    fn name(&self) -> &'static str {
-        "spmm_arg_weighted"
-    }
-    #[cfg(feature = "cuda")]
-    fn cuda_fwd(
-        &self,
-        s: &CudaStorage,
-        l: &Layout,
-        vs: &CudaStorage,
-        vl: &Layout,
-    ) -> candle_core::Result<(CudaStorage, Shape)> {
-        let (_, arg, shape) = cuda::spmm_fwd(&self.g, s, l, Some((vs, vl)), self.reduce, true)?;
-        arg.map(|a| (a, shape))
-            .ok_or_else(|| candle_core::Error::Msg("spmm_arg: max/min only".into()))
-    }
-    fn cpu_fwd(
-        &self,
-        s: &CpuStorage,
-        l: &Layout,
-        vs: &CpuStorage,
-        vl: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        with_float!("spmm_arg_weighted", s, |T| arg_cpu::<T>(
-            self,
-            s,
-            l,
-            Some((vs, vl))
-        ))
     }
 }
 
@@ -80,23 +47,30 @@ fn u32_slice<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [u32]
     cpu_slice::<u32>("spmm_gather_arg", s, l)
 }
 
-fn gather_cpu<T: WithDType>(
-    op: &GatherArgOp,
-    s: &CpuStorage,
-    l: &Layout,
-    a: &CpuStorage,
-    al: &Layout,
-    v: Option<(&CpuStorage, &Layout)>,
-) -> candle_core::Result<(CpuStorage, Shape)> {
+/// The CPU side of [`GatherArgOp`] (`scatter == false`: rows of `x` to the output's rows) and
+/// [`ArgScatterOp`] (`scatter == true`: rows of `dy` added into `dx`'s `n_cols` rows).
+fn move_cpu<T: WithDType>(
+    g: &DeviceGraph,
+    scatter: bool,
+    (s, l): Cpu<'_>,
+    (a, al): Cpu<'_>,
+    v: Option<Cpu<'_>>,
+) -> CpuOut {
+    let op = if scatter {
+        "spmm_arg_scatter"
+    } else {
+        "spmm_gather_arg"
+    };
     let (_, k) = l.shape().dims2()?;
-    let x = cpu_slice::<T>("spmm_gather_arg", s, l)?;
+    let src = cpu_slice::<T>(op, s, l)?;
     let arg = u32_slice(a, al)?;
-    let vals = cpu_slice_opt::<T>("spmm_gather_arg", v)?;
-    let out = cpu::gather_arg(op.g.csr(), x, k, arg, vals);
-    Ok((
-        T::to_cpu_storage_owned(out),
-        Shape::from((op.g.n_rows(), k)),
-    ))
+    let vals = cpu_slice_opt::<T>(op, v)?;
+    let (out, rows) = if scatter {
+        (cpu::scatter_arg(g.csr(), src, k, arg, vals), g.n_cols())
+    } else {
+        (cpu::gather_arg(g.csr(), src, k, arg, vals), g.n_rows())
+    };
+    Ok((T::to_cpu_storage_owned(out), Shape::from((rows, k))))
 }
 
 impl GatherArgOp {
@@ -104,105 +78,39 @@ impl GatherArgOp {
         refuse_atomics_if_deterministic(&self.g, dy)?;
         let op = ArgScatterOp { g: self.g.clone() };
         match v {
-            Some(v) => dy.apply_op3_no_bwd(arg, v, &op),
-            None => dy.apply_op2_no_bwd(arg, &op),
+            Some(v) => dy.apply_op3_no_bwd(arg, v, &With(op)),
+            None => dy.apply_op2_no_bwd(arg, &Without(op)),
         }
     }
 }
 
-impl CustomOp2 for GatherArgOp {
-    fn name(&self) -> &'static str {
-        "spmm_gather_arg"
-    }
-    #[cfg(feature = "cuda")]
-    fn cuda_fwd(
-        &self,
-        s: &CudaStorage,
-        l: &Layout,
-        a: &CudaStorage,
-        al: &Layout,
-    ) -> candle_core::Result<(CudaStorage, Shape)> {
-        cuda::gather_arg(&self.g, s, l, a, al, None)
-    }
-    fn cpu_fwd(
-        &self,
-        s: &CpuStorage,
-        l: &Layout,
-        a: &CpuStorage,
-        al: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        with_float!("spmm_gather_arg", s, |T| gather_cpu::<T>(
-            self, s, l, a, al, None
+impl OptionalInput<2> for GatherArgOp {
+    const NAMES: [&'static str; 2] = ["spmm_gather_arg", "spmm_gather_arg_weighted"];
+    fn cpu(&self, [x, arg]: [Cpu<'_>; 2], v: Option<Cpu<'_>>) -> CpuOut {
+        with_float!(self.name(v.is_some()), x.0, |T| move_cpu::<T>(
+            &self.g, false, x, arg, v
         ))
     }
-    fn bwd(
-        &self,
-        x: &Tensor,
-        arg: &Tensor,
-        _res: &Tensor,
-        dy: &Tensor,
-    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
-        let _timer = self.g.backward_timer();
-        let dx = if x.track_op() {
-            Some(self.dx(&dy.contiguous()?, arg, None)?)
-        } else {
-            None
-        };
-        Ok((dx, None))
-    }
-}
-
-impl CustomOp3 for GatherArgOp {
-    fn name(&self) -> &'static str {
-        "spmm_gather_arg_weighted"
-    }
     #[cfg(feature = "cuda")]
-    fn cuda_fwd(
-        &self,
-        s: &CudaStorage,
-        l: &Layout,
-        a: &CudaStorage,
-        al: &Layout,
-        vs: &CudaStorage,
-        vl: &Layout,
-    ) -> candle_core::Result<(CudaStorage, Shape)> {
-        cuda::gather_arg(&self.g, s, l, a, al, Some((vs, vl)))
+    fn cuda(&self, [(s, l), (a, al)]: [Cuda<'_>; 2], v: Option<Cuda<'_>>) -> CudaOut {
+        cuda::gather_arg(&self.g, s, l, a, al, v)
     }
-    fn cpu_fwd(
-        &self,
-        s: &CpuStorage,
-        l: &Layout,
-        a: &CpuStorage,
-        al: &Layout,
-        vs: &CpuStorage,
-        vl: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        with_float!("spmm_gather_arg_weighted", s, |T| {
-            gather_cpu::<T>(self, s, l, a, al, Some((vs, vl)))
-        })
-    }
-    fn bwd(
-        &self,
-        x: &Tensor,
-        arg: &Tensor,
-        v: &Tensor,
-        _res: &Tensor,
-        dy: &Tensor,
-    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+    fn bwd(&self, [x, arg]: [&Tensor; 2], v: Option<&Tensor>, dy: &Tensor) -> Grads<2> {
         let _timer = self.g.backward_timer();
         let dy = dy.contiguous()?;
         let dx = if x.track_op() {
-            Some(self.dx(&dy, arg, Some(v))?)
+            Some(self.dx(&dy, arg, v)?)
         } else {
             None
         };
-        let dv = if v.track_op() {
-            refuse_atomics_if_deterministic(&self.g, &dy)?;
-            Some(dy.apply_op3_no_bwd(arg, x, &ArgEdgeGradOp { g: self.g.clone() })?)
-        } else {
-            None
+        let dv = match v {
+            Some(v) if v.track_op() => {
+                refuse_atomics_if_deterministic(&self.g, &dy)?;
+                Some(dy.apply_op3_no_bwd(arg, x, &ArgEdgeGradOp { g: self.g.clone() })?)
+            }
+            _ => None,
         };
-        Ok((dx, None, dv))
+        Ok(([dx, None], dv))
     }
 }
 
@@ -226,78 +134,16 @@ struct ArgScatterOp {
     g: DeviceGraph,
 }
 
-fn scatter_cpu<T: WithDType>(
-    op: &ArgScatterOp,
-    s: &CpuStorage,
-    l: &Layout,
-    a: &CpuStorage,
-    al: &Layout,
-    v: Option<(&CpuStorage, &Layout)>,
-) -> candle_core::Result<(CpuStorage, Shape)> {
-    let (_, k) = l.shape().dims2()?;
-    let dy = cpu_slice::<T>("spmm_arg_scatter", s, l)?;
-    let arg = u32_slice(a, al)?;
-    let vals = cpu_slice_opt::<T>("spmm_arg_scatter", v)?;
-    let n_src = op.g.n_cols();
-    let dx = cpu::scatter_arg(op.g.csr(), dy, k, arg, vals);
-    Ok((T::to_cpu_storage_owned(dx), Shape::from((n_src, k))))
-}
-
-impl CustomOp2 for ArgScatterOp {
-    fn name(&self) -> &'static str {
-        "spmm_arg_scatter"
-    }
-    #[cfg(feature = "cuda")]
-    fn cuda_fwd(
-        &self,
-        s: &CudaStorage,
-        l: &Layout,
-        a: &CudaStorage,
-        al: &Layout,
-    ) -> candle_core::Result<(CudaStorage, Shape)> {
-        cuda::scatter_arg(&self.g, s, l, a, al, None)
-    }
-    fn cpu_fwd(
-        &self,
-        s: &CpuStorage,
-        l: &Layout,
-        a: &CpuStorage,
-        al: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        with_float!("spmm_arg_scatter", s, |T| scatter_cpu::<T>(
-            self, s, l, a, al, None
+impl OptionalInput<2> for ArgScatterOp {
+    const NAMES: [&'static str; 2] = ["spmm_arg_scatter", "spmm_arg_scatter_weighted"];
+    fn cpu(&self, [x, arg]: [Cpu<'_>; 2], v: Option<Cpu<'_>>) -> CpuOut {
+        with_float!(self.name(v.is_some()), x.0, |T| move_cpu::<T>(
+            &self.g, true, x, arg, v
         ))
     }
-}
-
-impl CustomOp3 for ArgScatterOp {
-    fn name(&self) -> &'static str {
-        "spmm_arg_scatter_weighted"
-    }
     #[cfg(feature = "cuda")]
-    fn cuda_fwd(
-        &self,
-        s: &CudaStorage,
-        l: &Layout,
-        a: &CudaStorage,
-        al: &Layout,
-        vs: &CudaStorage,
-        vl: &Layout,
-    ) -> candle_core::Result<(CudaStorage, Shape)> {
-        cuda::scatter_arg(&self.g, s, l, a, al, Some((vs, vl)))
-    }
-    fn cpu_fwd(
-        &self,
-        s: &CpuStorage,
-        l: &Layout,
-        a: &CpuStorage,
-        al: &Layout,
-        vs: &CpuStorage,
-        vl: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        with_float!("spmm_arg_scatter_weighted", s, |T| {
-            scatter_cpu::<T>(self, s, l, a, al, Some((vs, vl)))
-        })
+    fn cuda(&self, [(s, l), (a, al)]: [Cuda<'_>; 2], v: Option<Cuda<'_>>) -> CudaOut {
+        cuda::scatter_arg(&self.g, s, l, a, al, v)
     }
 }
 

@@ -20,12 +20,8 @@ pub fn spmm_sum<T: WithDType>(
     vals: Option<&[T]>,
     mean: bool,
 ) -> Vec<T> {
-    let mut out = vec![T::zero(); csr.n_rows() * k];
-    if k == 0 {
-        return out;
-    }
     let idx = csr.indices();
-    out.par_chunks_mut(k).enumerate().for_each(|(i, o)| {
+    par_rows(csr.n_rows(), k, |i, o| {
         let range = csr.row_range(i);
         let len = range.len();
         for p in range {
@@ -35,7 +31,20 @@ pub fn spmm_sum<T: WithDType>(
             let inv = T::from_f64(1.0 / len as f64);
             o.iter_mut().for_each(|a| *a *= inv);
         }
-    });
+    })
+}
+
+/// `rows` zero rows of width `w`, each filled by `f(row, out_row)` in parallel (rayon over
+/// rows; nothing runs when `w == 0`).
+pub(crate) fn par_rows<T: WithDType>(
+    rows: usize,
+    w: usize,
+    f: impl Fn(usize, &mut [T]) + Send + Sync,
+) -> Vec<T> {
+    let mut out = vec![T::zero(); rows * w];
+    if w > 0 {
+        out.par_chunks_mut(w).enumerate().for_each(|(i, o)| f(i, o));
+    }
     out
 }
 

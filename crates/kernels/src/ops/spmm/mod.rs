@@ -30,15 +30,16 @@ mod op;
 use arg::{GatherArgOp, SpmmArgOp};
 use op::SpmmOp;
 
+use super::optional::{Cpu, CpuOut, Grads, OptionalInput, With, Without};
+#[cfg(feature = "cuda")]
+use super::optional::{Cuda, CudaOut};
 use super::{check_device, check_float_or_half, cpu_slice, cpu_slice_opt};
 use crate::device_graph::DeviceGraph;
 use crate::error::{Error, Result};
 use candle_core::backend::BackendStorage;
 #[cfg(feature = "cuda")]
 use candle_core::CudaStorage;
-use candle_core::{
-    CpuStorage, CustomOp1, CustomOp2, CustomOp3, DType, Layout, Shape, Tensor, WithDType,
-};
+use candle_core::{CpuStorage, CustomOp3, DType, Layout, Shape, Tensor, WithDType};
 use serde::{Deserialize, Serialize};
 
 /// How neighbour messages are combined.
@@ -59,16 +60,16 @@ pub fn spmm(g: &DeviceGraph, x: &Tensor, reduce: Reduce) -> Result<Tensor> {
     let x = check_x("spmm", g, x)?;
     match reduce {
         Reduce::Max | Reduce::Min if x.track_op() => {
-            let arg = x.apply_op1_no_bwd(&SpmmArgOp {
+            let arg = x.apply_op1_no_bwd(&Without(SpmmArgOp {
                 g: g.clone(),
                 reduce,
-            })?;
-            Ok(x.apply_op2(&arg, GatherArgOp { g: g.clone() })?)
+            }))?;
+            Ok(x.apply_op2(&arg, Without(GatherArgOp { g: g.clone() }))?)
         }
-        _ => Ok(x.apply_op1(SpmmOp {
+        _ => Ok(x.apply_op1(Without(SpmmOp {
             g: g.clone(),
             reduce,
-        })?),
+        }))?),
     }
 }
 
@@ -86,19 +87,19 @@ pub fn spmm_weighted(
         Reduce::Max | Reduce::Min if x.track_op() || values.track_op() => {
             let arg = x.apply_op2_no_bwd(
                 &values,
-                &SpmmArgOp {
+                &With(SpmmArgOp {
                     g: g.clone(),
                     reduce,
-                },
+                }),
             )?;
-            Ok(x.apply_op3(&arg, &values, GatherArgOp { g: g.clone() })?)
+            Ok(x.apply_op3(&arg, &values, With(GatherArgOp { g: g.clone() }))?)
         }
         _ => Ok(x.apply_op2(
             &values,
-            SpmmOp {
+            With(SpmmOp {
                 g: g.clone(),
                 reduce,
-            },
+            }),
         )?),
     }
 }
@@ -197,7 +198,7 @@ pub(crate) fn transpose_product(
             g: gt,
             reduce: Reduce::Sum,
         };
-        return dy.contiguous()?.apply_op2_no_bwd(&vt, &sum);
+        return dy.contiguous()?.apply_op2_no_bwd(&vt, &With(sum));
     }
     let reduce = if mean { Reduce::Mean } else { Reduce::Sum };
     let op = SpmmOp {
@@ -211,12 +212,12 @@ pub(crate) fn transpose_product(
         reduce: Reduce::Sum,
     };
     match values {
-        None => dy.apply_op1_no_bwd(&sum),
+        None => dy.apply_op1_no_bwd(&Without(sum)),
         Some(v) => {
             let vt = g
                 .transposed_values(v)
                 .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
-            dy.apply_op2_no_bwd(&vt, &sum)
+            dy.apply_op2_no_bwd(&vt, &With(sum))
         }
     }
 }

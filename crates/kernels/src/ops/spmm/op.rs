@@ -1,5 +1,5 @@
-//! The SpMM forward op for every reduction (without argmax) and the sum/mean backward: the
-//! candle `CustomOp1`/`CustomOp2` implementations that dispatch to the CPU and CUDA kernels.
+//! The SpMM forward op for every reduction (without argmax) and the sum/mean backward: one
+//! [`OptionalInput`] body (edge values optional) dispatching to the CPU and CUDA kernels.
 
 use super::*;
 /// Forward op for every reduction, without argmax; backward for sum/mean.
@@ -9,7 +9,7 @@ pub(super) struct SpmmOp {
 }
 
 impl SpmmOp {
-    fn cpu<T: WithDType>(
+    fn cpu_typed<T: WithDType>(
         &self,
         s: &CpuStorage,
         l: &Layout,
@@ -41,66 +41,26 @@ impl SpmmOp {
     }
 }
 
-impl CustomOp1 for SpmmOp {
-    fn name(&self) -> &'static str {
-        "spmm"
+impl OptionalInput<1> for SpmmOp {
+    const NAMES: [&'static str; 2] = ["spmm", "spmm_weighted"];
+    fn cpu(&self, [(s, l)]: [Cpu<'_>; 1], v: Option<Cpu<'_>>) -> CpuOut {
+        with_float!(self.name(v.is_some()), s, |T| self.cpu_typed::<T>(s, l, v))
     }
     #[cfg(feature = "cuda")]
-    fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
-        let (out, _, shape) = cuda::spmm_fwd(&self.g, s, l, None, self.reduce, false)?;
+    fn cuda(&self, [(s, l)]: [Cuda<'_>; 1], v: Option<Cuda<'_>>) -> CudaOut {
+        let (out, _, shape) = cuda::spmm_fwd(&self.g, s, l, v, self.reduce, false)?;
         Ok((out, shape))
     }
-    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        with_float!("spmm", s, |T| self.cpu::<T>(s, l, None))
-    }
-    fn bwd(&self, x: &Tensor, _res: &Tensor, dy: &Tensor) -> candle_core::Result<Option<Tensor>> {
+    fn bwd(&self, [x]: [&Tensor; 1], v: Option<&Tensor>, dy: &Tensor) -> Grads<1> {
         let _timer = self.g.backward_timer();
-        if !x.track_op() {
-            return Ok(None);
-        }
-        Ok(Some(transpose_product(
-            &self.g,
-            dy,
-            None,
-            self.reduce == Reduce::Mean,
-        )?))
-    }
-}
-
-impl CustomOp2 for SpmmOp {
-    fn name(&self) -> &'static str {
-        "spmm_weighted"
-    }
-    #[cfg(feature = "cuda")]
-    fn cuda_fwd(
-        &self,
-        s: &CudaStorage,
-        l: &Layout,
-        vs: &CudaStorage,
-        vl: &Layout,
-    ) -> candle_core::Result<(CudaStorage, Shape)> {
-        let (out, _, shape) = cuda::spmm_fwd(&self.g, s, l, Some((vs, vl)), self.reduce, false)?;
-        Ok((out, shape))
-    }
-    fn cpu_fwd(
-        &self,
-        s: &CpuStorage,
-        l: &Layout,
-        vs: &CpuStorage,
-        vl: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        with_float!("spmm_weighted", s, |T| self.cpu::<T>(s, l, Some((vs, vl))))
-    }
-    fn bwd(
-        &self,
-        x: &Tensor,
-        v: &Tensor,
-        _res: &Tensor,
-        dy: &Tensor,
-    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
-        let _timer = self.g.backward_timer();
-        let dy = dy.contiguous()?;
         let mean = self.reduce == Reduce::Mean;
+        let Some(v) = v else {
+            if !x.track_op() {
+                return Ok(([None], None));
+            }
+            return Ok(([Some(transpose_product(&self.g, dy, None, mean)?)], None));
+        };
+        let dy = dy.contiguous()?;
         let dx = if x.track_op() {
             Some(transpose_product(&self.g, &dy, Some(v), mean)?)
         } else {
@@ -112,6 +72,6 @@ impl CustomOp2 for SpmmOp {
         } else {
             None
         };
-        Ok((dx, dv))
+        Ok(([dx], dv))
     }
 }
