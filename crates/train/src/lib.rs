@@ -10,7 +10,7 @@
 //! feature, `cli` (the shared command-line flags).
 #![deny(missing_docs)]
 
-#[cfg(feature = "cuda")]
+#[cfg(all(feature = "cuda", feature = "verify"))]
 pub mod bench;
 pub mod checkpoint;
 #[cfg(feature = "cli")]

@@ -1,11 +1,7 @@
-//! Kernel benchmarks on the GPU (CUDA builds only), the bodies of the `bench_graphs` and
-//! `bench_maxk` examples: our kernels against cuSPARSE in the same process, on the same
-//! operands and stream, timed with CUDA events (medians after warm-up). Each prints a table
-//! and writes JSON and an SVG chart.
-//!
-//! - [`graphs`]: SpMM and SDDMM over ~20 graphs from ~10 K to 100 M+ non-zeros, each at
-//!   several widths.
-//! - [`maxk`]: the MaxK-GNN kernels (MaxK, forward SpGEMM, backward SSpMM) for each k.
+//! Kernel benchmarks on the GPU (builds with `cuda` and `verify`), the bodies of the
+//! `bench_graphs` and `bench_maxk` examples: our kernels against cuSPARSE in the same process,
+//! on the same operands and stream, timed with CUDA events (medians after warm-up). Each prints
+//! a table and writes JSON and an SVG chart.
 
 pub mod graphs;
 pub mod maxk;
