@@ -57,7 +57,7 @@ pub enum Error {
     /// An error from the graph crate.
     #[error(transparent)]
     Graph(#[from] gnn_graph::Error),
-    /// A failure in the benchmark and verification tools ([`crate::verify`], the cuSPARSE
+    /// A failure in the benchmark and verification tools (`gnn_kernels::verify`, the cuSPARSE
     /// peer): a peer library call, a bad setting, a missing gradient.
     #[error("{0}")]
     Harness(String),

@@ -1,7 +1,7 @@
 //! A MaxK-GNN hidden layer from its input to its output as one differentiable op:
 //! `out = Â · dropout(maxk(x wᵀ, k), p) + b [+ x]` over `(x, w, b)`.
 //!
-//! Composed (`matmul_nt`, [`maxk`], [`crate::dropout`], [`spgemm_bias_residual`]), the layer
+//! Composed (`matmul_nt`, [`maxk`], [`crate::dropout`], [`crate::spgemm_bias_residual`]), the layer
 //! puts three tensors in candle's graph between `x` and the output: the product `x wᵀ`
 //! (`[N, D]`, kept until the backward as MaxK's input), the CBSR values and their dropout
 //! (`[N, k]`). candle 0.11 adds every tensor's first gradient into a fresh zero tensor, so

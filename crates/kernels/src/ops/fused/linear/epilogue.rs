@@ -20,14 +20,14 @@ use std::sync::Mutex;
 /// 233 K nodes and width 256 in f32). Here the product is a temporary, freed once the
 /// activation is written. Backward, from the mask: `dz = pass ? dy / (1 - p) : 0`,
 /// `db = Σ_rows dz`, `dw = dzᵀ x`, and `dx = dz w` only when `x` tracks (a first layer's
-/// input needs none). Values and mask equal [`bias_relu_dropout`] of the product, bit for bit.
+/// input needs none). Values and mask equal [`crate::bias_relu_dropout`] of the product, bit for bit.
 ///
 /// Of an [`crate::Aggregate`] (`x = Â h`), the op's first input is `h`: `dw = dzᵀ (Â h)` and
 /// `dh = Âᵀ (dz w)`, one gradient for `h` where the composed ops give `Â h` one (through a
 /// zero-filled accumulation) and `h` another.
 impl LinearProduct {
     /// The layer's output; `b [out]` in the product's dtype, `p in [0, 1)`, mask seed `seed`
-    /// (that of [`dropout`] on an `[N, out]` tensor).
+    /// (that of [`crate::dropout`] on an `[N, out]` tensor).
     pub fn bias_relu_dropout(self, b: &Tensor, p: f32, seed: u64) -> Result<Tensor> {
         self.epilogue(b, p, seed, false)
     }

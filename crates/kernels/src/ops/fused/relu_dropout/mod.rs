@@ -14,7 +14,7 @@ use candle_core::CudaStorage;
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape, Tensor};
 
 /// `dropout(relu(x), p)` in one pass each way (training's hidden activation): the mask of
-/// [`dropout`] with the same `seed`, so the result equals the composed pair exactly; `p = 0`
+/// [`crate::dropout`] with the same `seed`, so the result equals the composed pair exactly; `p = 0`
 /// is ReLU. Backward: `dx = y > 0 ? dy / (1 - p) : 0`, one pass over the output and its
 /// gradient (the composed pair takes a comparison, a cast, two products and two gradient
 /// accumulations). ReLU's gradient at exactly 0 is 0, as torch's.
@@ -54,7 +54,7 @@ impl CustomOp1 for ReluDropoutOp {
 }
 
 /// `dropout(relu(x + b), p)` with `b [D]` broadcast over the rows of `x [N, D]`, one pass each
-/// way (a hidden layer's bias and activation): the mask of [`dropout`] with the same `seed`;
+/// way (a hidden layer's bias and activation): the mask of [`crate::dropout`] with the same `seed`;
 /// `p = 0` is `relu(x + b)`. Backward: `dx = y > 0 ? dy / (1 - p) : 0` (as [`relu_dropout`])
 /// and `db = dx.sum(0)` as one GEMM row. The composed ops take a broadcast add (candle's is
 /// ~3x a plain add on the GPU), its gradient accumulation and a dim-0 reduction more.
