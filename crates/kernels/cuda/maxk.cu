@@ -233,6 +233,26 @@ __device__ __forceinline__ void spgemm_impl(const uint32_t* __restrict__ indptr,
     }
 }
 
+// The unrolled edge steps of one warp over edges [start, end): the lanes of group `sub` (of
+// `per`, active if sub < per) take edge base + u * per + sub of each step of UNROLL; `edge(j, a)`
+// runs for each with its column j and value a (1 unweighted).
+template <typename F>
+__device__ __forceinline__ void unrolled_edges(const uint32_t* __restrict__ indices, const float* __restrict__ vals,
+                                               int weighted, uint32_t start, uint32_t end, int per, int sub,
+                                               bool active, F edge) {
+    for (uint32_t base = start; base < end; base += per * UNROLL) {
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            const uint32_t p = base + u * per + sub;
+            if (active && p < end) {
+                const uint32_t j = __ldcs(indices + p);
+                const float a = weighted ? __ldcs(vals + p) : 1.f;
+                edge(j, a);
+            }
+        }
+    }
+}
+
 // Backward SSpMM, one warp per work item of forward row i (the same schedule as the SpGEMM):
 // the gradient row dOut[i, :] (times 1/deg for means) is prefetched into shared memory, then for
 // every edge (i, j) of the item the CBSR slots of j are sampled from it and added to dx[j, :]
@@ -263,39 +283,23 @@ __device__ __forceinline__ void sspmm_impl(const uint32_t* __restrict__ indptr, 
         const int per = 32 / lanes;                      // edges per step
         const int sub = lane / lanes, grp0 = lane % lanes;
         const bool active = sub < per;
-        for (uint32_t base = start; base < end; base += per * UNROLL) {
-#pragma unroll
-            for (int u = 0; u < UNROLL; ++u) {
-                const uint32_t p = base + u * per + sub;
-                if (active && p < end) {
-                    const uint32_t j = __ldcs(indices + p);
-                    const float a = weighted ? __ldcs(vals + p) : 1.f;
-                    for (int gq = grp0; gq < groups; gq += lanes) {
-                        const size_t q = (size_t)j * k + 4 * gq;
-                        const typename Idx4<IDX>::W cw = Idx4<IDX>::load(idx + q);
-                        const float4 v = make_float4(a * buf[Idx4<IDX>::col(cw, 0)], a * buf[Idx4<IDX>::col(cw, 1)],
-                                                     a * buf[Idx4<IDX>::col(cw, 2)], a * buf[Idx4<IDX>::col(cw, 3)]);
-                        atomicAdd(reinterpret_cast<float4*>(dx + q), v);
-                    }
-                }
+        unrolled_edges(indices, vals, weighted, start, end, per, sub, active, [&](uint32_t j, float a) {
+            for (int gq = grp0; gq < groups; gq += lanes) {
+                const size_t q = (size_t)j * k + 4 * gq;
+                const typename Idx4<IDX>::W cw = Idx4<IDX>::load(idx + q);
+                const float4 v = make_float4(a * buf[Idx4<IDX>::col(cw, 0)], a * buf[Idx4<IDX>::col(cw, 1)],
+                                             a * buf[Idx4<IDX>::col(cw, 2)], a * buf[Idx4<IDX>::col(cw, 3)]);
+                atomicAdd(reinterpret_cast<float4*>(dx + q), v);
             }
-        }
+        });
     } else if (k <= 32) {
         const int per = 32 / k;
         const int sub = lane / k, slot = lane % k;
         const bool active = sub < per;
-        for (uint32_t base = start; base < end; base += per * UNROLL) {
-#pragma unroll
-            for (int u = 0; u < UNROLL; ++u) {
-                const uint32_t p = base + u * per + sub;
-                if (active && p < end) {
-                    const uint32_t j = __ldcs(indices + p);
-                    const float a = weighted ? __ldcs(vals + p) : 1.f;
-                    const size_t q = (size_t)j * k + slot;
-                    atomicAdd(dx + q, a * buf[col_of(idx[q])]);
-                }
-            }
-        }
+        unrolled_edges(indices, vals, weighted, start, end, per, sub, active, [&](uint32_t j, float a) {
+            const size_t q = (size_t)j * k + slot;
+            atomicAdd(dx + q, a * buf[col_of(idx[q])]);
+        });
     } else {
         for (uint32_t p = start; p < end; ++p) {
             const uint32_t j = __ldcs(indices + p);
