@@ -158,13 +158,10 @@ struct ArgEdgeGradOp {
 
 fn edge_grad_cpu<T: WithDType>(
     op: &ArgEdgeGradOp,
-    s: &CpuStorage,
-    l: &Layout,
-    a: &CpuStorage,
-    al: &Layout,
-    xs: &CpuStorage,
-    xl: &Layout,
-) -> candle_core::Result<(CpuStorage, Shape)> {
+    (s, l): Cpu<'_>,
+    (a, al): Cpu<'_>,
+    (xs, xl): Cpu<'_>,
+) -> CpuOut {
     let (_, k) = l.shape().dims2()?;
     let dy = cpu_slice::<T>("spmm_arg_edge_grad", s, l)?;
     let arg = u32_slice(a, al)?;
@@ -201,7 +198,7 @@ impl CustomOp3 for ArgEdgeGradOp {
         dispatch_float!(
             "spmm_arg_edge_grad",
             s,
-            edge_grad_cpu(self, s, l, a, al, xs, xl)
+            edge_grad_cpu(self, (s, l), (a, al), (xs, xl))
         )
     }
 }
