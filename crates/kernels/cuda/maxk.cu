@@ -147,6 +147,15 @@ struct Idx4<int16_t> {
     __device__ static int col(W w, int e) { return ((e < 2 ? w.x : w.y) >> (16 * (e & 1))) & 0xffffu; }
 };
 
+// The work item of warp `w` of this block, or false past the last of `n_items`.
+__device__ __forceinline__ bool warp_item(const uint32_t* __restrict__ indptr, const uint2* __restrict__ items,
+                                          int n_items, int chunk, int w, Item* item) {
+    const int i = blockIdx.x * (blockDim.x >> 5) + w;
+    if (i >= n_items) return false;
+    *item = item_of(indptr, items, i, chunk);
+    return true;
+}
+
 // Forward SpGEMM, one warp per work item (Algorithm 1 with its warp-level edge groups: rows
 // longer than `chunk` edges are cut into groups of `chunk`, longest items first). Lanes own VEC
 // consecutive CBSR slots of an edge (VEC = 4: one float4 data load and one 4-index load), so an
@@ -167,9 +176,8 @@ __device__ __forceinline__ void spgemm_impl(const uint32_t* __restrict__ indptr,
     extern __shared__ float smem[];
     const int lane = threadIdx.x & 31;
     const int w = threadIdx.x >> 5;
-    const int i = blockIdx.x * (blockDim.x >> 5) + w;
-    if (i >= n_items) return;
-    const Item item = item_of(indptr, items, i, chunk);
+    Item item;
+    if (!warp_item(indptr, items, n_items, chunk, w, &item)) return;
     float* buf = smem + (size_t)w * per * d;
     for (int c = lane; c < per * d; c += 32) buf[c] = 0.f;
     __syncwarp();
@@ -268,9 +276,8 @@ __device__ __forceinline__ void sspmm_impl(const uint32_t* __restrict__ indptr, 
     extern __shared__ float smem[];
     const int lane = threadIdx.x & 31;
     const int w = threadIdx.x >> 5;
-    const int i = blockIdx.x * (blockDim.x >> 5) + w;
-    if (i >= n_items) return;
-    const Item item = item_of(indptr, items, i, chunk);
+    Item item;
+    if (!warp_item(indptr, items, n_items, chunk, w, &item)) return;
     const uint32_t start = item.start, end = item.end;
     float* buf = smem + (size_t)w * d;
     const float scale = mean ? 1.f / (float)item.deg : 1.f;
