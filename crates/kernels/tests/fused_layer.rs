@@ -301,7 +301,7 @@ fn maxk_layer_equals_the_composed_ops_both_ways() {
 #[test]
 fn maxk_layer_refuses_what_it_cannot_do() {
     let dev = Device::Cpu;
-    let (csr, g) = refusal_graph(&dev);
+    let (_, g) = refusal_graph(&dev);
     let x = Tensor::randn(0f32, 1.0, (10, 4), &dev).unwrap();
     let w = Tensor::randn(0f32, 1.0, (6, 4), &dev).unwrap();
     let b = Tensor::zeros(6, DType::F32, &dev).unwrap();
