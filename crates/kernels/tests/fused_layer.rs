@@ -128,6 +128,26 @@ impl Layer<'_> {
     }
 }
 
+/// The `(dropout rate, reduction, weighted)` cases both layer tests run.
+const DROPOUT_CASES: [(f32, Reduce, bool); 3] = [
+    (0.5, Reduce::Sum, true),
+    (0.0, Reduce::Sum, false),
+    (0.3, Reduce::Mean, false),
+];
+
+/// The layer tests' graph (`graph`'s nodes, average degree and huge row) uploaded to `dev`,
+/// and f64 edge values in `[0, 1)`.
+fn layer_graph(
+    (n, avg, huge): (usize, usize, usize),
+    seed: u64,
+    dev: &Device,
+) -> (DeviceGraph, Tensor) {
+    let csr = graph(n, avg, huge, seed);
+    let g = DeviceGraph::upload(&csr, dev).unwrap();
+    let values = Tensor::rand(0f64, 1.0, csr.nnz(), dev).unwrap();
+    (g, values)
+}
+
 #[test]
 fn aggregate_first_layer_equals_the_composed_ops_both_ways() {
     let dev = Device::Cpu;
@@ -142,15 +162,8 @@ fn aggregate_first_layer_equals_the_composed_ops_both_ways() {
     ];
     let mut case = 0u64;
     for &(n, avg, huge, i, o) in &shapes {
-        let csr = graph(n, avg, huge, 7 + n as u64);
-        let g = DeviceGraph::upload(&csr, &dev).unwrap();
-        let values = Tensor::rand(0f64, 1.0, csr.nnz(), &dev).unwrap();
-        for (p, reduce, weighted) in [
-            (0.5f32, Reduce::Sum, true),
-            (0.0, Reduce::Sum, false),
-            (0.3, Reduce::Mean, false),
-            (0.9, Reduce::Mean, true),
-        ] {
+        let (g, values) = layer_graph((n, avg, huge), 7 + n as u64, &dev);
+        for (p, reduce, weighted) in DROPOUT_CASES.into_iter().chain([(0.9, Reduce::Mean, true)]) {
             for_each_variant(i, o, &mut case, |residual, h_tracks| {
                 let what = format!(
                     "n {n}, huge {huge}, {i}->{o}, p {p}, {reduce:?}, weighted {weighted}, \
@@ -270,14 +283,8 @@ fn maxk_layer_equals_the_composed_ops_both_ways() {
     ];
     let mut case = 0u64;
     for &(n, avg, huge, i, o, k) in &shapes {
-        let csr = graph(n, avg, huge, 11 + n as u64);
-        let g = DeviceGraph::upload(&csr, &dev).unwrap();
-        let values = Tensor::rand(0f64, 1.0, csr.nnz(), &dev).unwrap();
-        for (p, reduce, weighted) in [
-            (0.5f32, Reduce::Sum, true),
-            (0.0, Reduce::Sum, false),
-            (0.3, Reduce::Mean, false),
-        ] {
+        let (g, values) = layer_graph((n, avg, huge), 11 + n as u64, &dev);
+        for (p, reduce, weighted) in DROPOUT_CASES {
             for_each_variant(i, o, &mut case, |residual, x_tracks| {
                 let what = format!(
                     "n {n}, huge {huge}, {i}->{o}, k {k}, p {p}, {reduce:?}, weighted \
