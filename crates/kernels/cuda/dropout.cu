@@ -151,47 +151,47 @@ BIAS_RELU_DROPOUT(__half, f16, float, bias_relu_dropout_half)
 // the sum rounded once more in half storage (as a separate add would). Bit i % 32 of
 // bits[i / 32] is set iff the element passed (kept and v > 0). One warp per 32 consecutive
 // elements (a ballot writes the word), so the block size must be a multiple of 32.
-template <typename T>
-__device__ void bias_relu_dropout_bits_impl(const T* x, const T* b, const T* r, T* out, uint32_t* bits, uint64_t n,
-                                            uint32_t d, uint64_t seed, uint64_t threshold, T scale) {
+// The warp loop of the bits kernels: `elem(i)` writes element i < n and says whether it passed;
+// lane 0 of each warp writes the ballot of its 32 elements into bits[i / 32].
+template <typename F>
+__device__ __forceinline__ void ballot_bits(uint32_t* bits, uint64_t n, F elem) {
     const uint64_t lane = threadIdx.x & 31;
     const uint64_t n_warps = ((uint64_t)gridDim.x * blockDim.x) >> 5;
     for (uint64_t w = (blockIdx.x * (uint64_t)blockDim.x + threadIdx.x) >> 5; w * 32 < n; w += n_warps) {
         const uint64_t i = w * 32 + lane;
-        bool on = false;
-        if (i < n) {
-            const T v = x[i] + b[i % d];
-            on = keep(seed, i, threshold) && v > T(0);
-            const T y = on ? v * scale : T(0);
-            out[i] = r ? y + r[i] : y;
-        }
+        const bool on = i < n && elem(i);
         const uint32_t word = __ballot_sync(0xffffffffu, on);
         if (lane == 0) bits[w] = word;
     }
 }
 
+template <typename T>
+__device__ void bias_relu_dropout_bits_impl(const T* x, const T* b, const T* r, T* out, uint32_t* bits, uint64_t n,
+                                            uint32_t d, uint64_t seed, uint64_t threshold, T scale) {
+    ballot_bits(bits, n, [&](uint64_t i) {
+        const T v = x[i] + b[i % d];
+        const bool on = keep(seed, i, threshold) && v > T(0);
+        const T y = on ? v * scale : T(0);
+        out[i] = r ? y + r[i] : y;
+        return on;
+    });
+}
+
 template <typename H>
 __device__ void bias_relu_dropout_bits_half(const H* x, const H* b, const H* r, H* out, uint32_t* bits, uint64_t n,
                                             uint32_t d, uint64_t seed, uint64_t threshold, float scale) {
-    const uint64_t lane = threadIdx.x & 31;
-    const uint64_t n_warps = ((uint64_t)gridDim.x * blockDim.x) >> 5;
-    for (uint64_t w = (blockIdx.x * (uint64_t)blockDim.x + threadIdx.x) >> 5; w * 32 < n; w += n_warps) {
-        const uint64_t i = w * 32 + lane;
-        bool on = false;
-        if (i < n) {
-            const float v = widen(x[i]) + widen(b[i % d]);
-            on = keep(seed, i, threshold) && v > 0.f;
-            H y;
-            narrow(on ? v * scale : 0.f, &y);
-            if (r) {
-                narrow(widen(y) + widen(r[i]), out + i);
-            } else {
-                out[i] = y;
-            }
+    ballot_bits(bits, n, [&](uint64_t i) {
+        const float v = widen(x[i]) + widen(b[i % d]);
+        const bool on = keep(seed, i, threshold) && v > 0.f;
+        H y;
+        narrow(on ? v * scale : 0.f, &y);
+        if (r) {
+            narrow(widen(y) + widen(r[i]), out + i);
+        } else {
+            out[i] = y;
         }
-        const uint32_t word = __ballot_sync(0xffffffffu, on);
-        if (lane == 0) bits[w] = word;
-    }
+        return on;
+    });
 }
 
 // Its backward: dx[i] = bit i ? dy[i] * scale : 0.

@@ -147,6 +147,15 @@ struct Idx4<int16_t> {
     __device__ static int col(W w, int e) { return ((e < 2 ? w.x : w.y) >> (16 * (e & 1))) & 0xffffu; }
 };
 
+// The work item of warp `w` of this block, or false past the last of `n_items`.
+__device__ __forceinline__ bool warp_item(const uint32_t* __restrict__ indptr, const uint2* __restrict__ items,
+                                          int n_items, int chunk, int w, Item* item) {
+    const int i = blockIdx.x * (blockDim.x >> 5) + w;
+    if (i >= n_items) return false;
+    *item = item_of(indptr, items, i, chunk);
+    return true;
+}
+
 // Forward SpGEMM, one warp per work item (Algorithm 1 with its warp-level edge groups: rows
 // longer than `chunk` edges are cut into groups of `chunk`, longest items first). Lanes own VEC
 // consecutive CBSR slots of an edge (VEC = 4: one float4 data load and one 4-index load), so an
@@ -167,9 +176,8 @@ __device__ __forceinline__ void spgemm_impl(const uint32_t* __restrict__ indptr,
     extern __shared__ float smem[];
     const int lane = threadIdx.x & 31;
     const int w = threadIdx.x >> 5;
-    const int i = blockIdx.x * (blockDim.x >> 5) + w;
-    if (i >= n_items) return;
-    const Item item = item_of(indptr, items, i, chunk);
+    Item item;
+    if (!warp_item(indptr, items, n_items, chunk, w, &item)) return;
     float* buf = smem + (size_t)w * per * d;
     for (int c = lane; c < per * d; c += 32) buf[c] = 0.f;
     __syncwarp();
@@ -233,6 +241,26 @@ __device__ __forceinline__ void spgemm_impl(const uint32_t* __restrict__ indptr,
     }
 }
 
+// The unrolled edge steps of one warp over edges [start, end): the lanes of group `sub` (of
+// `per`, active if sub < per) take edge base + u * per + sub of each step of UNROLL; `edge(j, a)`
+// runs for each with its column j and value a (1 unweighted).
+template <typename F>
+__device__ __forceinline__ void unrolled_edges(const uint32_t* __restrict__ indices, const float* __restrict__ vals,
+                                               int weighted, uint32_t start, uint32_t end, int per, int sub,
+                                               bool active, F edge) {
+    for (uint32_t base = start; base < end; base += per * UNROLL) {
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            const uint32_t p = base + u * per + sub;
+            if (active && p < end) {
+                const uint32_t j = __ldcs(indices + p);
+                const float a = weighted ? __ldcs(vals + p) : 1.f;
+                edge(j, a);
+            }
+        }
+    }
+}
+
 // Backward SSpMM, one warp per work item of forward row i (the same schedule as the SpGEMM):
 // the gradient row dOut[i, :] (times 1/deg for means) is prefetched into shared memory, then for
 // every edge (i, j) of the item the CBSR slots of j are sampled from it and added to dx[j, :]
@@ -248,9 +276,8 @@ __device__ __forceinline__ void sspmm_impl(const uint32_t* __restrict__ indptr, 
     extern __shared__ float smem[];
     const int lane = threadIdx.x & 31;
     const int w = threadIdx.x >> 5;
-    const int i = blockIdx.x * (blockDim.x >> 5) + w;
-    if (i >= n_items) return;
-    const Item item = item_of(indptr, items, i, chunk);
+    Item item;
+    if (!warp_item(indptr, items, n_items, chunk, w, &item)) return;
     const uint32_t start = item.start, end = item.end;
     float* buf = smem + (size_t)w * d;
     const float scale = mean ? 1.f / (float)item.deg : 1.f;
@@ -263,39 +290,23 @@ __device__ __forceinline__ void sspmm_impl(const uint32_t* __restrict__ indptr, 
         const int per = 32 / lanes;                      // edges per step
         const int sub = lane / lanes, grp0 = lane % lanes;
         const bool active = sub < per;
-        for (uint32_t base = start; base < end; base += per * UNROLL) {
-#pragma unroll
-            for (int u = 0; u < UNROLL; ++u) {
-                const uint32_t p = base + u * per + sub;
-                if (active && p < end) {
-                    const uint32_t j = __ldcs(indices + p);
-                    const float a = weighted ? __ldcs(vals + p) : 1.f;
-                    for (int gq = grp0; gq < groups; gq += lanes) {
-                        const size_t q = (size_t)j * k + 4 * gq;
-                        const typename Idx4<IDX>::W cw = Idx4<IDX>::load(idx + q);
-                        const float4 v = make_float4(a * buf[Idx4<IDX>::col(cw, 0)], a * buf[Idx4<IDX>::col(cw, 1)],
-                                                     a * buf[Idx4<IDX>::col(cw, 2)], a * buf[Idx4<IDX>::col(cw, 3)]);
-                        atomicAdd(reinterpret_cast<float4*>(dx + q), v);
-                    }
-                }
+        unrolled_edges(indices, vals, weighted, start, end, per, sub, active, [&](uint32_t j, float a) {
+            for (int gq = grp0; gq < groups; gq += lanes) {
+                const size_t q = (size_t)j * k + 4 * gq;
+                const typename Idx4<IDX>::W cw = Idx4<IDX>::load(idx + q);
+                const float4 v = make_float4(a * buf[Idx4<IDX>::col(cw, 0)], a * buf[Idx4<IDX>::col(cw, 1)],
+                                             a * buf[Idx4<IDX>::col(cw, 2)], a * buf[Idx4<IDX>::col(cw, 3)]);
+                atomicAdd(reinterpret_cast<float4*>(dx + q), v);
             }
-        }
+        });
     } else if (k <= 32) {
         const int per = 32 / k;
         const int sub = lane / k, slot = lane % k;
         const bool active = sub < per;
-        for (uint32_t base = start; base < end; base += per * UNROLL) {
-#pragma unroll
-            for (int u = 0; u < UNROLL; ++u) {
-                const uint32_t p = base + u * per + sub;
-                if (active && p < end) {
-                    const uint32_t j = __ldcs(indices + p);
-                    const float a = weighted ? __ldcs(vals + p) : 1.f;
-                    const size_t q = (size_t)j * k + slot;
-                    atomicAdd(dx + q, a * buf[col_of(idx[q])]);
-                }
-            }
-        }
+        unrolled_edges(indices, vals, weighted, start, end, per, sub, active, [&](uint32_t j, float a) {
+            const size_t q = (size_t)j * k + slot;
+            atomicAdd(dx + q, a * buf[col_of(idx[q])]);
+        });
     } else {
         for (uint32_t p = start; p < end; ++p) {
             const uint32_t j = __ldcs(indices + p);

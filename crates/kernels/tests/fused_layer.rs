@@ -128,6 +128,26 @@ impl Layer<'_> {
     }
 }
 
+/// The `(dropout rate, reduction, weighted)` cases both layer tests run.
+const DROPOUT_CASES: [(f32, Reduce, bool); 3] = [
+    (0.5, Reduce::Sum, true),
+    (0.0, Reduce::Sum, false),
+    (0.3, Reduce::Mean, false),
+];
+
+/// The layer tests' graph (`graph`'s nodes, average degree and huge row) uploaded to `dev`,
+/// and f64 edge values in `[0, 1)`.
+fn layer_graph(
+    (n, avg, huge): (usize, usize, usize),
+    seed: u64,
+    dev: &Device,
+) -> (DeviceGraph, Tensor) {
+    let csr = graph(n, avg, huge, seed);
+    let g = DeviceGraph::upload(&csr, dev).unwrap();
+    let values = Tensor::rand(0f64, 1.0, csr.nnz(), dev).unwrap();
+    (g, values)
+}
+
 #[test]
 fn aggregate_first_layer_equals_the_composed_ops_both_ways() {
     let dev = Device::Cpu;
@@ -142,51 +162,44 @@ fn aggregate_first_layer_equals_the_composed_ops_both_ways() {
     ];
     let mut case = 0u64;
     for &(n, avg, huge, i, o) in &shapes {
-        let csr = graph(n, avg, huge, 7 + n as u64);
-        let g = DeviceGraph::upload(&csr, &dev).unwrap();
-        let values = Tensor::rand(0f64, 1.0, csr.nnz(), &dev).unwrap();
-        for (p, reduce, weighted) in [
-            (0.5f32, Reduce::Sum, true),
-            (0.0, Reduce::Sum, false),
-            (0.3, Reduce::Mean, false),
-            (0.9, Reduce::Mean, true),
-        ] {
-            for residual in [false, true] {
-                if residual && i != o {
-                    continue;
-                }
-                for h_tracks in [true, false] {
-                    case += 1;
-                    let what = format!(
-                        "n {n}, huge {huge}, {i}->{o}, p {p}, {reduce:?}, weighted {weighted}, \
-                         residual {residual}, h tracks {h_tracks}"
-                    );
-                    let layer = Layer {
-                        g: &g,
-                        v: weighted.then_some(&values),
-                        reduce,
-                        p,
-                        residual,
-                    };
-                    assert_both_ways(
-                        (n, i, o),
-                        h_tracks,
-                        &what,
-                        |h, w, b| layer.fused(h, w, b),
-                        |h, w, b| layer.composed(h, w, b),
-                    );
-                }
-            }
+        let (g, values) = layer_graph((n, avg, huge), 7 + n as u64, &dev);
+        for (p, reduce, weighted) in DROPOUT_CASES.into_iter().chain([(0.9, Reduce::Mean, true)]) {
+            for_each_variant(i, o, &mut case, |residual, h_tracks| {
+                let what = format!(
+                    "n {n}, huge {huge}, {i}->{o}, p {p}, {reduce:?}, weighted {weighted}, \
+                     residual {residual}, h tracks {h_tracks}"
+                );
+                let layer = Layer {
+                    g: &g,
+                    v: weighted.then_some(&values),
+                    reduce,
+                    p,
+                    residual,
+                };
+                assert_both_ways(
+                    (n, i, o),
+                    h_tracks,
+                    &what,
+                    |h, w, b| layer.fused(h, w, b),
+                    |h, w, b| layer.composed(h, w, b),
+                );
+            });
         }
     }
     assert!(case > 40, "{case} cases ran");
 }
 
+/// The small graph (10 nodes) of the refusal tests, and its upload.
+fn refusal_graph(dev: &Device) -> (Csr, DeviceGraph) {
+    let csr = graph(10, 3, 0, 1);
+    let g = DeviceGraph::upload(&csr, dev).unwrap();
+    (csr, g)
+}
+
 #[test]
 fn aggregate_and_fused_residual_refuse_what_they_cannot_do() {
     let dev = Device::Cpu;
-    let csr = graph(10, 3, 0, 1);
-    let g = DeviceGraph::upload(&csr, &dev).unwrap();
+    let (csr, g) = refusal_graph(&dev);
     let h = Tensor::ones((10, 4), DType::F32, &dev).unwrap();
     // Max/min have no transpose product.
     assert!(Aggregate::new(&g, &h, None, Reduce::Max).is_err());
@@ -210,9 +223,11 @@ fn aggregate_and_fused_residual_refuse_what_they_cannot_do() {
     assert!(LinearProduct::of_aggregate(a, &w5).is_err());
 }
 
-/// A MaxK hidden layer composed from the public ops: `Â · dropout(maxk(x wᵀ, k)) + b [+ x]`.
+/// A MaxK hidden layer, `Â · dropout(maxk(x wᵀ, k)) + b [+ x]`: as one op (`fused`) or
+/// composed from the public ops.
 #[allow(clippy::too_many_arguments)]
-fn maxk_composed(
+fn maxk_layer(
+    fused: bool,
     g: &DeviceGraph,
     v: Option<&Tensor>,
     reduce: Reduce,
@@ -221,6 +236,16 @@ fn maxk_composed(
     w: &Tensor,
     b: &Tensor,
 ) -> Tensor {
+    if fused {
+        return LinearProduct::new(x, w)
+            .unwrap()
+            .maxk(k)
+            .unwrap()
+            .dropout(p, 29)
+            .unwrap()
+            .aggregate(g, v, reduce, b, residual)
+            .unwrap();
+    }
     let c = maxk(&matmul_nt(x, w).unwrap(), k).unwrap();
     let c = c.with_data(dropout(c.data(), p, 29).unwrap()).unwrap();
     if residual {
@@ -230,24 +255,18 @@ fn maxk_composed(
     }
 }
 
-/// The same layer as one op.
-fn maxk_fused(
-    g: &DeviceGraph,
-    v: Option<&Tensor>,
-    reduce: Reduce,
-    (k, p, residual): (usize, f32, bool),
-    x: &Tensor,
-    w: &Tensor,
-    b: &Tensor,
-) -> Tensor {
-    LinearProduct::new(x, w)
-        .unwrap()
-        .maxk(k)
-        .unwrap()
-        .dropout(p, 29)
-        .unwrap()
-        .aggregate(g, v, reduce, b, residual)
-        .unwrap()
+/// Runs `f(residual, tracks)` for every variant of a layer case (a residual only where
+/// `i == o`; the input tracking a gradient or not), counting them into `case`.
+fn for_each_variant(i: usize, o: usize, case: &mut u64, mut f: impl FnMut(bool, bool)) {
+    for residual in [false, true] {
+        if residual && i != o {
+            continue;
+        }
+        for tracks in [true, false] {
+            *case += 1;
+            f(residual, tracks);
+        }
+    }
 }
 
 #[test]
@@ -264,35 +283,23 @@ fn maxk_layer_equals_the_composed_ops_both_ways() {
     ];
     let mut case = 0u64;
     for &(n, avg, huge, i, o, k) in &shapes {
-        let csr = graph(n, avg, huge, 11 + n as u64);
-        let g = DeviceGraph::upload(&csr, &dev).unwrap();
-        let values = Tensor::rand(0f64, 1.0, csr.nnz(), &dev).unwrap();
-        for (p, reduce, weighted) in [
-            (0.5f32, Reduce::Sum, true),
-            (0.0, Reduce::Sum, false),
-            (0.3, Reduce::Mean, false),
-        ] {
-            for residual in [false, true] {
-                if residual && i != o {
-                    continue;
-                }
-                for x_tracks in [true, false] {
-                    case += 1;
-                    let what = format!(
-                        "n {n}, huge {huge}, {i}->{o}, k {k}, p {p}, {reduce:?}, weighted \
-                         {weighted}, residual {residual}, x tracks {x_tracks}"
-                    );
-                    let v = weighted.then_some(&values);
-                    let s = (k, p, residual);
-                    assert_both_ways(
-                        (n, i, o),
-                        x_tracks,
-                        &what,
-                        |x, w, b| maxk_fused(&g, v, reduce, s, x, w, b),
-                        |x, w, b| maxk_composed(&g, v, reduce, s, x, w, b),
-                    );
-                }
-            }
+        let (g, values) = layer_graph((n, avg, huge), 11 + n as u64, &dev);
+        for (p, reduce, weighted) in DROPOUT_CASES {
+            for_each_variant(i, o, &mut case, |residual, x_tracks| {
+                let what = format!(
+                    "n {n}, huge {huge}, {i}->{o}, k {k}, p {p}, {reduce:?}, weighted \
+                     {weighted}, residual {residual}, x tracks {x_tracks}"
+                );
+                let v = weighted.then_some(&values);
+                let s = (k, p, residual);
+                assert_both_ways(
+                    (n, i, o),
+                    x_tracks,
+                    &what,
+                    |x, w, b| maxk_layer(true, &g, v, reduce, s, x, w, b),
+                    |x, w, b| maxk_layer(false, &g, v, reduce, s, x, w, b),
+                );
+            });
         }
     }
     assert!(case > 30, "{case} cases ran");
@@ -301,8 +308,7 @@ fn maxk_layer_equals_the_composed_ops_both_ways() {
 #[test]
 fn maxk_layer_refuses_what_it_cannot_do() {
     let dev = Device::Cpu;
-    let csr = graph(10, 3, 0, 1);
-    let g = DeviceGraph::upload(&csr, &dev).unwrap();
+    let (_, g) = refusal_graph(&dev);
     let x = Tensor::randn(0f32, 1.0, (10, 4), &dev).unwrap();
     let w = Tensor::randn(0f32, 1.0, (6, 4), &dev).unwrap();
     let b = Tensor::zeros(6, DType::F32, &dev).unwrap();

@@ -255,17 +255,27 @@ fn finite_differences_agree_with_the_maxk_spgemm_gradient() {
     assert!(nonzero > 5, "the check must reach kept entries ({nonzero})");
 }
 
+/// The `(d, k, reduce)` cases of the fused-bias tests.
+const BIAS_CASES: [(usize, usize, Reduce); 3] = [
+    (16, 4, Reduce::Sum),
+    (40, 7, Reduce::Mean),
+    (300, 33, Reduce::Sum),
+];
+
+/// The fused-bias tests' graph of seed `seed` (it has empty rows), uploaded, and f64 edge
+/// values.
+fn bias_graph(seed: u64, dev: &Device) -> (Csr, DeviceGraph, Tensor) {
+    let csr = graph(seed);
+    let g = DeviceGraph::upload(&csr, dev).unwrap();
+    let vals = Tensor::randn(0f64, 1.0, csr.nnz(), dev).unwrap();
+    (csr, g, vals)
+}
+
 #[test]
 fn spgemm_bias_adds_the_bias_and_differentiates_it() {
     let dev = Device::Cpu;
-    let csr = graph(6); // empty rows keep the bias alone
-    let g = DeviceGraph::upload(&csr, &dev).unwrap();
-    let vals = Tensor::randn(0f64, 1.0, csr.nnz(), &dev).unwrap();
-    for (d, k, reduce) in [
-        (16, 4, Reduce::Sum),
-        (40, 7, Reduce::Mean),
-        (300, 33, Reduce::Sum),
-    ] {
+    let (csr, g, vals) = bias_graph(6, &dev); // empty rows keep the bias alone
+    for (d, k, reduce) in BIAS_CASES {
         let h0 = Tensor::randn(0f64, 1.0, (70, d), &dev).unwrap();
         let b0 = Tensor::randn(0f64, 1.0, d, &dev).unwrap();
         let w = Tensor::randn(0f64, 1.0, (50, d), &dev).unwrap();
@@ -314,14 +324,8 @@ fn spgemm_bias_adds_the_bias_and_differentiates_it() {
 #[test]
 fn spgemm_bias_residual_equals_the_separate_add_both_ways() {
     let dev = Device::Cpu;
-    let csr = graph(8); // empty rows keep bias + residual alone
-    let g = DeviceGraph::upload(&csr, &dev).unwrap();
-    let vals = Tensor::randn(0f64, 1.0, csr.nnz(), &dev).unwrap();
-    for (d, k, reduce) in [
-        (16, 4, Reduce::Sum),
-        (40, 7, Reduce::Mean),
-        (300, 33, Reduce::Sum),
-    ] {
+    let (csr, g, vals) = bias_graph(8, &dev); // empty rows keep bias + residual alone
+    for (d, k, reduce) in BIAS_CASES {
         let h0 = Tensor::randn(0f64, 1.0, (70, d), &dev).unwrap();
         let b0 = Tensor::randn(0f64, 1.0, d, &dev).unwrap();
         let r0 = Tensor::randn(0f64, 1.0, (50, d), &dev).unwrap();

@@ -43,7 +43,7 @@ pub use fused::{gat_attention, xent};
 
 use crate::device_graph::DeviceGraph;
 use crate::error::{Error, Result};
-use candle_core::{CpuStorage, DType, Layout, Tensor, WithDType};
+use candle_core::{CpuStorage, DType, Layout, Shape, Tensor, WithDType};
 
 /// Checks that `t` is on the graph's device.
 pub(crate) fn check_device(op: &'static str, g: &DeviceGraph, t: &Tensor) -> Result<()> {
@@ -120,6 +120,19 @@ pub(crate) fn cpu_slice<'a, T: WithDType>(
         Some((a, b)) => Ok(&data[a..b]),
         None => candle_core::bail!("{op}: input must be contiguous"),
     }
+}
+
+/// One value per edge of `g` on the CPU from two contiguous inputs of dtype `T`: `f` of their
+/// slices.
+pub(crate) fn cpu_per_edge<T: WithDType>(
+    op: &'static str,
+    g: &DeviceGraph,
+    (a, al): (&CpuStorage, &Layout),
+    (b, bl): (&CpuStorage, &Layout),
+    f: impl FnOnce(&[T], &[T]) -> Vec<T>,
+) -> candle_core::Result<(CpuStorage, Shape)> {
+    let (a, b) = (cpu_slice::<T>(op, a, al)?, cpu_slice::<T>(op, b, bl)?);
+    Ok((T::to_cpu_storage_owned(f(a, b)), Shape::from(g.nnz())))
 }
 
 /// [`cpu_slice`] of optional edge values.

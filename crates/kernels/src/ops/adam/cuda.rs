@@ -2,6 +2,7 @@
 
 use super::AdamStep;
 use crate::cuda::{elementwise_cfg, launched};
+use crate::ops::optional::Cuda;
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
 use candle_core::{CudaStorage, DType, Layout, Result};
@@ -15,12 +16,9 @@ fn contiguous(l: &Layout) -> Result<()> {
 
 /// Moments `mv` (`[2, n]`) from `g` and `theta`.
 pub(crate) fn moments(
-    mv: &mut CudaStorage,
-    ml: &Layout,
-    g: &CudaStorage,
-    gl: &Layout,
-    th: &CudaStorage,
-    tl: &Layout,
+    (mv, ml): (&mut CudaStorage, &Layout),
+    (g, gl): Cuda<'_>,
+    (th, tl): Cuda<'_>,
     s: &AdamStep,
 ) -> Result<()> {
     for l in [ml, gl, tl] {
@@ -61,10 +59,8 @@ pub(crate) fn moments(
 
 /// `theta` from its moments.
 pub(crate) fn apply(
-    th: &mut CudaStorage,
-    tl: &Layout,
-    mv: &CudaStorage,
-    ml: &Layout,
+    (th, tl): (&mut CudaStorage, &Layout),
+    (mv, ml): Cuda<'_>,
     s: &AdamStep,
 ) -> Result<()> {
     contiguous(tl)?;

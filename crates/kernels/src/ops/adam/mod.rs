@@ -121,7 +121,7 @@ impl InplaceOp3 for Moments {
         th: &CudaStorage,
         tl: &Layout,
     ) -> candle_core::Result<()> {
-        cuda::moments(mv, ml, g, gl, th, tl, &self.0)
+        cuda::moments((mv, ml), (g, gl), (th, tl), &self.0)
     }
 }
 
@@ -158,6 +158,6 @@ impl InplaceOp2 for Apply {
         mv: &CudaStorage,
         ml: &Layout,
     ) -> candle_core::Result<()> {
-        cuda::apply(th, tl, mv, ml, &self.0)
+        cuda::apply((th, tl), (mv, ml), &self.0)
     }
 }

@@ -10,7 +10,7 @@ pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 
-use super::{check_device, check_float, cpu_slice};
+use super::{check_device, check_float, cpu_per_edge, cpu_slice};
 use crate::device_graph::DeviceGraph;
 use crate::error::{Error, Result};
 use candle_core::backend::BackendStorage;
@@ -83,19 +83,6 @@ struct EdgeSoftmaxBwdOp {
     g: DeviceGraph,
 }
 
-fn bwd_cpu<T: WithDType>(
-    g: &DeviceGraph,
-    (a, al): (&CpuStorage, &Layout),
-    (d, dl): (&CpuStorage, &Layout),
-) -> candle_core::Result<(CpuStorage, Shape)> {
-    let a = cpu_slice::<T>("edge_softmax backward", a, al)?;
-    let d = cpu_slice::<T>("edge_softmax backward", d, dl)?;
-    Ok((
-        T::to_cpu_storage_owned(cpu::backward(g.csr(), a, d)),
-        Shape::from(g.nnz()),
-    ))
-}
-
 impl CustomOp2 for EdgeSoftmaxBwdOp {
     fn name(&self) -> &'static str {
         "edge_softmax_backward"
@@ -107,11 +94,13 @@ impl CustomOp2 for EdgeSoftmaxBwdOp {
         d: &CpuStorage,
         dl: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        dispatch_float!(
+        with_float!("edge_softmax backward", a, |T| cpu_per_edge::<T>(
             "edge_softmax backward",
-            a,
-            bwd_cpu(&self.g, (a, al), (d, dl))
-        )
+            &self.g,
+            (a, al),
+            (d, dl),
+            |a, d| cpu::backward(self.g.csr(), a, d)
+        ))
     }
     #[cfg(feature = "cuda")]
     fn cuda_fwd(

@@ -12,16 +12,18 @@
 //! add). Values and gradients equal the composed ops' (same GEMM, same selection, same mask).
 
 use super::linear::LinearProduct;
+use super::product::{residual_input, take_once, Epilogue, Grads3, ProductEpilogue};
 use crate::device_graph::DeviceGraph;
 use crate::error::{Error, Result};
 use crate::ops::dropout::DropoutOp;
 use crate::ops::matmul::weight_grad;
 use crate::ops::maxk::ops::{bias_grad, CbsrMoveOp, CbsrRowOp};
 use crate::ops::maxk::{maxk, spgemm_op, Cbsr};
-use crate::ops::spmm::Reduce;
+use crate::ops::optional::{Cpu, CpuOut};
 #[cfg(feature = "cuda")]
-use candle_core::CudaStorage;
-use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Tensor};
+use crate::ops::optional::{Cuda, CudaOut};
+use crate::ops::spmm::Reduce;
+use candle_core::Tensor;
 use std::sync::Mutex;
 
 const OP: &str = "maxk_layer";
@@ -96,21 +98,7 @@ impl MaxkProduct {
     ) -> Result<Tensor> {
         let spgemm = spgemm_op(g, &self.cbsr, values, reduce, Some(b))?;
         let d = self.cbsr.dim;
-        let x = if residual {
-            if self.x.dims() != [g.n_rows(), d] {
-                return Err(Error::shape(
-                    OP,
-                    format!(
-                        "a residual input {:?} must have the output's shape [{}, {d}]",
-                        self.x.dims(),
-                        g.n_rows()
-                    ),
-                ));
-            }
-            self.x.contiguous()?
-        } else {
-            self.x
-        };
+        let x = residual_input(OP, self.x, residual, &[g.n_rows(), d])?;
         let op = MaxkLayerOp {
             spgemm,
             index: self.cbsr.index.contiguous()?,
@@ -118,7 +106,7 @@ impl MaxkProduct {
             drop: self.drop,
             residual,
         };
-        Ok(x.apply_op3(&self.w, &b.contiguous()?, op)?)
+        Ok(x.apply_op3(&self.w, &b.contiguous()?, Epilogue(op))?)
     }
 }
 
@@ -134,67 +122,38 @@ struct MaxkLayerOp {
 
 impl MaxkLayerOp {
     fn take_data(&self) -> candle_core::Result<Tensor> {
-        self.data
-            .lock()
-            .map_err(|_| candle_core::Error::Msg(format!("{OP}: lock poisoned")))?
-            .take()
-            .ok_or_else(|| candle_core::Error::Msg(format!("{OP}: forward ran twice")))
+        take_once(OP, &self.data)
     }
 }
 
-impl CustomOp3 for MaxkLayerOp {
-    fn name(&self) -> &'static str {
-        OP
-    }
+impl ProductEpilogue for MaxkLayerOp {
+    const NAME: &'static str = OP;
 
-    fn cpu_fwd(
-        &self,
-        x: &CpuStorage,
-        xl: &Layout,
-        _w: &CpuStorage,
-        _wl: &Layout,
-        b: &CpuStorage,
-        bl: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
+    fn cpu(&self, x: Cpu<'_>, b: Cpu<'_>) -> CpuOut {
         let data = self.take_data()?;
         let (ds, dl) = data.storage_and_layout();
         let (is, il) = self.index.storage_and_layout();
         let (candle_core::Storage::Cpu(ds), candle_core::Storage::Cpu(is)) = (&*ds, &*is) else {
             candle_core::bail!("{OP}: the CBSR values or index are not on the CPU");
         };
-        let r = self.residual.then_some((x, xl));
-        self.spgemm.fwd_cpu(ds, dl, is, il, Some((b, bl)), r)
+        let r = self.residual.then_some(x);
+        self.spgemm.fwd_cpu(ds, dl, is, il, Some(b), r)
     }
 
     #[cfg(feature = "cuda")]
-    fn cuda_fwd(
-        &self,
-        x: &CudaStorage,
-        xl: &Layout,
-        _w: &CudaStorage,
-        _wl: &Layout,
-        b: &CudaStorage,
-        bl: &Layout,
-    ) -> candle_core::Result<(CudaStorage, Shape)> {
+    fn cuda(&self, x: Cuda<'_>, b: Cuda<'_>) -> CudaOut {
         let data = self.take_data()?;
         let (ds, dl) = data.storage_and_layout();
         let (is, il) = self.index.storage_and_layout();
         let (candle_core::Storage::Cuda(ds), candle_core::Storage::Cuda(is)) = (&*ds, &*is) else {
             candle_core::bail!("{OP}: the CBSR values or index are not on the GPU");
         };
-        let r = self.residual.then_some((x, xl));
+        let r = self.residual.then_some(x);
         // The values' buffer goes back to the stream-ordered pool after this launch.
-        self.spgemm.fwd_cuda(ds, dl, is, il, Some((b, bl)), r)
+        self.spgemm.fwd_cuda(ds, dl, is, il, Some(b), r)
     }
 
-    fn bwd(
-        &self,
-        x: &Tensor,
-        w: &Tensor,
-        b: &Tensor,
-        _res: &Tensor,
-        grad: &Tensor,
-    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+    fn grads(&self, x: &Tensor, w: &Tensor, b: &Tensor, grad: &Tensor) -> Grads3 {
         let grad = grad.contiguous()?;
         let db = bias_grad(b, &grad)?;
         let (x_tracks, w_tracks) = (x.track_op(), w.track_op());

@@ -17,5 +17,6 @@
 pub mod gat_attention;
 pub mod linear;
 pub mod maxk_layer;
+mod product;
 pub mod relu_dropout;
 pub mod xent;

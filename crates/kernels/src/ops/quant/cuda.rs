@@ -1,18 +1,16 @@
 //! Host side of the CUDA dequantisation (`cuda/quant.cu`).
 
 use crate::cuda::{elementwise_cfg, f32_view, launched, zeros};
+use crate::ops::optional::Cuda;
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
-use candle_core::{CudaStorage, Layout, Result};
+use candle_core::{CudaStorage, Result};
 
 /// `[N, F]` f32 from u8 codes; one thread per four codes when `F` is a multiple of four.
 pub(crate) fn dequantize(
-    c: &CudaStorage,
-    cl: &Layout,
-    s: &CudaStorage,
-    sl: &Layout,
-    m: &CudaStorage,
-    ml: &Layout,
+    (c, cl): Cuda<'_>,
+    (s, sl): Cuda<'_>,
+    (m, ml): Cuda<'_>,
 ) -> Result<(CudaStorage, candle_core::Shape)> {
     let (n, f) = cl.shape().dims2()?;
     if !cl.is_contiguous() {

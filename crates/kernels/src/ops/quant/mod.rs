@@ -165,7 +165,7 @@ impl CustomOp3 for Dequantize {
         m: &CudaStorage,
         ml: &Layout,
     ) -> candle_core::Result<(CudaStorage, Shape)> {
-        cuda::dequantize(c, cl, s, sl, m, ml)
+        cuda::dequantize((c, cl), (s, sl), (m, ml))
     }
 }
 

@@ -111,6 +111,20 @@ impl Operands<'_> {
         let (n_i, k_i) = (n as i32, k as i32);
         // A null pointer for "no values" (the kernels test it).
         let no_vals = 0u64;
+        let vals = self.vals;
+        // The arguments every SDDMM kernel starts with: the CSR, `a`, `b` and the edge values
+        // (or the null pointer).
+        macro_rules! push_operands {
+            ($bld:ident) => {
+                $bld.arg(&csr.indptr).arg(&csr.indices);
+                av.push(&mut $bld);
+                bv.push(&mut $bld);
+                match vals {
+                    Some(v) => $bld.arg(v),
+                    None => $bld.arg(&no_vals),
+                };
+            };
+        }
         match choice {
             SddmmChoice::Hp { shape, npw } => {
                 let func = hp_func(dev, prefix, shape)?;
@@ -127,13 +141,7 @@ impl Operands<'_> {
                 let (nnz_u, vi, lanes) = (nnz as u32, index_vector_width(npw), shape.lanes as i32);
                 let stream = dev.cuda_stream();
                 let mut bld = stream.launch_builder(&func);
-                bld.arg(&csr.indptr).arg(&csr.indices);
-                av.push(&mut bld);
-                bv.push(&mut bld);
-                match self.vals {
-                    Some(v) => bld.arg(v),
-                    None => bld.arg(&no_vals),
-                };
+                push_operands!(bld);
                 bld.arg(&e)
                     .arg(&n_i)
                     .arg(&nnz_u)
@@ -152,13 +160,7 @@ impl Operands<'_> {
                 let func = crate::cuda::kernel(dev, &name, &crate::cuda::SDDMM)?;
                 let cfg = warp_per_row_cfg(n);
                 let mut bld = func.builder();
-                bld.arg(&csr.indptr).arg(&csr.indices);
-                av.push(&mut bld);
-                bv.push(&mut bld);
-                match self.vals {
-                    Some(v) => bld.arg(v),
-                    None => bld.arg(&no_vals),
-                };
+                push_operands!(bld);
                 bld.arg(&e).arg(&n_i).arg(&k_i);
                 // SAFETY: a is [n_rows, k], b is [n_cols, k] of T, vals (if any) and e have
                 // nnz f32 elements (checked by `sddmm`).

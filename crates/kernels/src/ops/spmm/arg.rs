@@ -37,11 +37,18 @@ impl OptionalInput<1> for SpmmArgOp {
     }
 }
 
-/// `out[i,t] = a_p x[col_p, t]` at `p = arg[i,t]`: the max/min output rebuilt from its argmax,
-/// carrying the backward.
-pub(super) struct GatherArgOp {
+/// Rows moved through the argmax: the gather (`SCATTER == false`, [`GatherArgOp`]) and its
+/// backward, the scatter (`SCATTER == true`, [`ArgScatterOp`]).
+pub(super) struct ArgMoveOp<const SCATTER: bool> {
     pub(super) g: DeviceGraph,
 }
+
+/// `out[i,t] = a_p x[col_p, t]` at `p = arg[i,t]`: the max/min output rebuilt from its argmax,
+/// carrying the backward.
+pub(super) type GatherArgOp = ArgMoveOp<false>;
+
+/// `dx[col_p, t] += a_p dy[i, t]` at `p = arg[i,t]`.
+type ArgScatterOp = ArgMoveOp<true>;
 
 fn u32_slice<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [u32]> {
     cpu_slice::<u32>("spmm_gather_arg", s, l)
@@ -73,7 +80,8 @@ fn move_cpu<T: WithDType>(
     Ok((T::to_cpu_storage_owned(out), Shape::from((rows, k))))
 }
 
-impl GatherArgOp {
+impl<const SCATTER: bool> ArgMoveOp<SCATTER> {
+    /// The gather's input gradient: `dy` scattered through the argmax.
     fn dx(&self, dy: &Tensor, arg: &Tensor, v: Option<&Tensor>) -> candle_core::Result<Tensor> {
         refuse_atomics_if_deterministic(&self.g, dy)?;
         let op = ArgScatterOp { g: self.g.clone() };
@@ -84,18 +92,32 @@ impl GatherArgOp {
     }
 }
 
-impl OptionalInput<2> for GatherArgOp {
-    const NAMES: [&'static str; 2] = ["spmm_gather_arg", "spmm_gather_arg_weighted"];
+impl<const SCATTER: bool> OptionalInput<2> for ArgMoveOp<SCATTER> {
+    const NAMES: [&'static str; 2] = if SCATTER {
+        ["spmm_arg_scatter", "spmm_arg_scatter_weighted"]
+    } else {
+        ["spmm_gather_arg", "spmm_gather_arg_weighted"]
+    };
     fn cpu(&self, [x, arg]: [Cpu<'_>; 2], v: Option<Cpu<'_>>) -> CpuOut {
         with_float!(self.name(v.is_some()), x.0, |T| move_cpu::<T>(
-            &self.g, false, x, arg, v
+            &self.g, SCATTER, x, arg, v
         ))
     }
     #[cfg(feature = "cuda")]
     fn cuda(&self, [(s, l), (a, al)]: [Cuda<'_>; 2], v: Option<Cuda<'_>>) -> CudaOut {
-        cuda::gather_arg(&self.g, s, l, a, al, v)
+        if SCATTER {
+            cuda::scatter_arg(&self.g, s, l, a, al, v)
+        } else {
+            cuda::gather_arg(&self.g, s, l, a, al, v)
+        }
     }
+    /// The gather's backward; the scatter has none.
     fn bwd(&self, [x, arg]: [&Tensor; 2], v: Option<&Tensor>, dy: &Tensor) -> Grads<2> {
+        if SCATTER {
+            return Err(candle_core::Error::BackwardNotSupported {
+                op: self.name(v.is_some()),
+            });
+        }
         let _timer = self.g.backward_timer();
         let dy = dy.contiguous()?;
         let dx = if x.track_op() {
@@ -129,24 +151,6 @@ fn refuse_atomics_if_deterministic(g: &DeviceGraph, dy: &Tensor) -> candle_core:
     Ok(())
 }
 
-/// `dx[col_p, t] += a_p dy[i, t]` at `p = arg[i,t]`.
-struct ArgScatterOp {
-    g: DeviceGraph,
-}
-
-impl OptionalInput<2> for ArgScatterOp {
-    const NAMES: [&'static str; 2] = ["spmm_arg_scatter", "spmm_arg_scatter_weighted"];
-    fn cpu(&self, [x, arg]: [Cpu<'_>; 2], v: Option<Cpu<'_>>) -> CpuOut {
-        with_float!(self.name(v.is_some()), x.0, |T| move_cpu::<T>(
-            &self.g, true, x, arg, v
-        ))
-    }
-    #[cfg(feature = "cuda")]
-    fn cuda(&self, [(s, l), (a, al)]: [Cuda<'_>; 2], v: Option<Cuda<'_>>) -> CudaOut {
-        cuda::scatter_arg(&self.g, s, l, a, al, v)
-    }
-}
-
 /// Edge-value gradient of a weighted max/min: `da[p] = sum_{t : arg[i,t]=p} dy[i,t] x[col_p,t]`.
 struct ArgEdgeGradOp {
     g: DeviceGraph,
@@ -154,13 +158,10 @@ struct ArgEdgeGradOp {
 
 fn edge_grad_cpu<T: WithDType>(
     op: &ArgEdgeGradOp,
-    s: &CpuStorage,
-    l: &Layout,
-    a: &CpuStorage,
-    al: &Layout,
-    xs: &CpuStorage,
-    xl: &Layout,
-) -> candle_core::Result<(CpuStorage, Shape)> {
+    (s, l): Cpu<'_>,
+    (a, al): Cpu<'_>,
+    (xs, xl): Cpu<'_>,
+) -> CpuOut {
     let (_, k) = l.shape().dims2()?;
     let dy = cpu_slice::<T>("spmm_arg_edge_grad", s, l)?;
     let arg = u32_slice(a, al)?;
@@ -197,7 +198,7 @@ impl CustomOp3 for ArgEdgeGradOp {
         dispatch_float!(
             "spmm_arg_edge_grad",
             s,
-            edge_grad_cpu(self, s, l, a, al, xs, xl)
+            edge_grad_cpu(self, (s, l), (a, al), (xs, xl))
         )
     }
 }

@@ -41,11 +41,7 @@ pub(super) fn check_spmm_half(
         let (xh, wh) = (st.round(x)?, st.round(w)?);
         for reduce in [Reduce::Sum, Reduce::Mean] {
             for weighted in [false, true] {
-                let tag = format!(
-                    "{dt:?} {reduce:?}{}",
-                    if weighted { " weighted" } else { "" }
-                )
-                .to_lowercase();
+                let tag = half_tag(dt, reduce, weighted);
                 let (oc, gcpu) =
                     spmm_run(&cpu, gc, &xh, v, &wh, reduce, weighted, DType::F64, true)?;
                 let (abs_out, abs_g) = spmm_run(
@@ -134,11 +130,7 @@ pub(super) fn check_spmm_half_extreme(
         let (xh, wh) = (round(x)?, round(w)?);
         for reduce in [Reduce::Max, Reduce::Min] {
             for weighted in [false, true] {
-                let tag = format!(
-                    "{dt:?} {reduce:?}{}",
-                    if weighted { " weighted" } else { "" }
-                )
-                .to_lowercase();
+                let tag = half_tag(dt, reduce, weighted);
                 let (oc, gcpu) =
                     spmm_run(&cpu, gc, &xh, v, &wh, reduce, weighted, DType::F32, true)?;
                 let (dxc, dvc) = gcpu.ok_or_else(|| missing("cpu half extreme grads"))?;
@@ -237,8 +229,7 @@ pub(super) fn check_spmm(
         // Max/min backward is refused in deterministic mode (it needs scatter atomics).
         let backward = backward && !(exact && c.policy.deterministic);
         for weighted in [false, true] {
-            let tag =
-                format!("{reduce:?}{}", if weighted { " weighted" } else { "" }).to_lowercase();
+            let tag = reduce_tag(reduce, weighted);
             // The same run on |x|, |values|, |w| in f64: the magnitudes each output sums.
             // Max/min sum a subset of the sum's terms, so the sum's magnitudes bound them.
             let abs_reduce = if reduce == Reduce::Mean {
@@ -497,4 +488,14 @@ pub(super) fn check_reddit(c: &mut Checker, gpu: &Device, scale: f64, seed: u64)
         }
     }
     Ok(())
+}
+
+/// A row's label for a reduction, `"sum"` or `"max weighted"`.
+fn reduce_tag(reduce: Reduce, weighted: bool) -> String {
+    format!("{reduce:?}{}", if weighted { " weighted" } else { "" }).to_lowercase()
+}
+
+/// [`reduce_tag`] after a half storage's dtype, `"bf16 mean weighted"`.
+fn half_tag(dt: DType, reduce: Reduce, weighted: bool) -> String {
+    format!("{dt:?} {}", reduce_tag(reduce, weighted)).to_lowercase()
 }

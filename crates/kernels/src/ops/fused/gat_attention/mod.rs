@@ -14,7 +14,7 @@ pub(crate) mod cuda;
 
 use crate::device_graph::DeviceGraph;
 use crate::error::{Error, Result};
-use crate::ops::{check_device, check_float, cpu_slice};
+use crate::ops::{check_device, check_float, cpu_per_edge, cpu_slice};
 use candle_core::backend::BackendStorage;
 #[cfg(feature = "cuda")]
 use candle_core::CudaStorage;
@@ -66,19 +66,6 @@ struct GatAttentionOp {
     slope: f64,
 }
 
-fn fwd_cpu<T: WithDType>(
-    op: &GatAttentionOp,
-    (d, dl): (&CpuStorage, &Layout),
-    (s, sl): (&CpuStorage, &Layout),
-) -> candle_core::Result<(CpuStorage, Shape)> {
-    let d = cpu_slice::<T>("gat_attention", d, dl)?;
-    let s = cpu_slice::<T>("gat_attention", s, sl)?;
-    Ok((
-        T::to_cpu_storage_owned(cpu::forward(op.g.csr(), d, s, op.slope)),
-        Shape::from(op.g.nnz()),
-    ))
-}
-
 impl CustomOp2 for GatAttentionOp {
     fn name(&self) -> &'static str {
         "gat_attention"
@@ -90,7 +77,13 @@ impl CustomOp2 for GatAttentionOp {
         s: &CpuStorage,
         sl: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        dispatch_float!("gat_attention", d, fwd_cpu(self, (d, dl), (s, sl)))
+        with_float!("gat_attention", d, |T| cpu_per_edge::<T>(
+            "gat_attention",
+            &self.g,
+            (d, dl),
+            (s, sl),
+            |d, s| cpu::forward(self.g.csr(), d, s, self.slope)
+        ))
     }
     #[cfg(feature = "cuda")]
     fn cuda_fwd(

@@ -1,12 +1,18 @@
 //! Host side of the CUDA bias + ReLU + dropout writing its mask as bits, and the backward
 //! from those bits (`cuda/dropout.cu`).
 
-use crate::cuda::{elementwise_cfg, launched};
+use crate::cuda::{elementwise_cfg, launched, Kernel};
 use crate::ops::dropout::cuda::per_dtype;
 use crate::ops::dropout::threshold;
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
+use candle_core::cuda_backend::CudaDevice;
 use candle_core::{CudaStorage, Layout, Result, Shape};
+
+/// The `cuda/dropout.cu` kernel `{op}_{suffix}`.
+fn dropout_kernel(dev: &CudaDevice, op: &str, suffix: &str) -> Result<Kernel> {
+    crate::cuda::kernel(dev, &format!("{op}_{suffix}"), &crate::cuda::DROPOUT)
+}
 
 /// Bias + ReLU + dropout that also writes its mask as bits (`bias_relu_dropout_bits_*`), plus
 /// the residual `r` (`x`'s shape) when given: `x [N, D]`, `b [D]`, all contiguous. Returns the
@@ -59,8 +65,7 @@ pub(crate) fn bias_relu_dropout_bits(
             // elements (the warps' strided loop visits every 32-element group below `n`).
             let out = unsafe { dev.alloc::<$T>(n.max(1))? };
             if n > 0 {
-                let name = format!("{OP}_{}", $suffix);
-                let func = crate::cuda::kernel(&dev, &name, &crate::cuda::DROPOUT)?;
+                let func = dropout_kernel(&dev, OP, $suffix)?;
                 let sc = scale as $S;
                 let mut lb = func.builder();
                 lb.arg(&xv).arg(&bv);
@@ -113,8 +118,7 @@ pub(crate) fn mask_bits_bwd(
             // SAFETY: the kernel writes all `n` elements.
             let out = unsafe { dev.alloc::<$T>(n.max(1))? };
             if n > 0 {
-                let name = format!("{OP}_{}", $suffix);
-                let func = crate::cuda::kernel(&dev, &name, &crate::cuda::DROPOUT)?;
+                let func = dropout_kernel(&dev, OP, $suffix)?;
                 let sc = scale as $S;
                 let mut lb = func.builder();
                 lb.arg(words).arg(&dv).arg(&out).arg(&n_u).arg(&sc);

@@ -1,9 +1,13 @@
 //! The linear product's epilogue as one op: `dropout(relu(x · wᵀ + b)) [+ x]` over
 //! `(x, w, b)`, the product a temporary and the mask kept as bits.
 
+use super::super::product::{residual_input, take_once, Epilogue, Grads3, ProductEpilogue};
 use super::{AggregateParts, LinearProduct};
 use crate::error::{Error, Result};
 use crate::ops::dropout::check_probability;
+use crate::ops::optional::{Cpu, CpuOut};
+#[cfg(feature = "cuda")]
+use crate::ops::optional::{Cuda, CudaOut};
 use candle_core::backend::BackendStorage;
 #[cfg(feature = "cuda")]
 use candle_core::CudaStorage;
@@ -57,21 +61,7 @@ impl LinearProduct {
         }
         check_probability(OP, p)?;
         let (x, w, z, agg) = self.into_parts();
-        let x = if residual {
-            if x.dims() != z.dims() {
-                return Err(Error::shape(
-                    OP,
-                    format!(
-                        "a residual input {:?} must have the output's shape {:?}",
-                        x.dims(),
-                        z.dims()
-                    ),
-                ));
-            }
-            x.contiguous()?
-        } else {
-            x
-        };
+        let x = residual_input(OP, x, residual, z.dims())?;
         let op = LinearBiasReluDropoutOp {
             p,
             seed,
@@ -80,7 +70,7 @@ impl LinearProduct {
             z: Mutex::new(Some(z)),
             mask: Mutex::new(None),
         };
-        Ok(x.apply_op3(&w, &b.contiguous()?, op)?)
+        Ok(x.apply_op3(&w, &b.contiguous()?, Epilogue(op))?)
     }
 }
 
@@ -110,11 +100,7 @@ fn poisoned() -> candle_core::Error {
 
 impl LinearBiasReluDropoutOp {
     fn take_product(&self) -> candle_core::Result<Tensor> {
-        self.z
-            .lock()
-            .map_err(|_| poisoned())?
-            .take()
-            .ok_or_else(|| candle_core::Error::Msg(format!("{LBRD}: forward ran twice")))
+        take_once(LBRD, &self.z)
     }
 
     fn keep_mask(&self, bits: MaskBits) -> candle_core::Result<()> {
@@ -123,26 +109,16 @@ impl LinearBiasReluDropoutOp {
     }
 }
 
-impl candle_core::CustomOp3 for LinearBiasReluDropoutOp {
-    fn name(&self) -> &'static str {
-        LBRD
-    }
+impl ProductEpilogue for LinearBiasReluDropoutOp {
+    const NAME: &'static str = LBRD;
 
-    fn cpu_fwd(
-        &self,
-        x: &CpuStorage,
-        xl: &Layout,
-        _w: &CpuStorage,
-        _wl: &Layout,
-        b: &CpuStorage,
-        bl: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
+    fn cpu(&self, x: Cpu<'_>, (b, bl): Cpu<'_>) -> CpuOut {
         let z = self.take_product()?;
         let (zs, zl) = z.storage_and_layout();
         let candle_core::Storage::Cpu(zs) = &*zs else {
             candle_core::bail!("{LBRD}: the product is not on the CPU");
         };
-        let r = self.residual.then_some((x, xl));
+        let r = self.residual.then_some(x);
         let (out, bits) = dispatch_float!(
             LBRD,
             zs,
@@ -153,21 +129,13 @@ impl candle_core::CustomOp3 for LinearBiasReluDropoutOp {
     }
 
     #[cfg(feature = "cuda")]
-    fn cuda_fwd(
-        &self,
-        x: &CudaStorage,
-        xl: &Layout,
-        _w: &CudaStorage,
-        _wl: &Layout,
-        b: &CudaStorage,
-        bl: &Layout,
-    ) -> candle_core::Result<(CudaStorage, Shape)> {
+    fn cuda(&self, x: Cuda<'_>, (b, bl): Cuda<'_>) -> CudaOut {
         let z = self.take_product()?;
         let (zs, zl) = z.storage_and_layout();
         let candle_core::Storage::Cuda(zs) = &*zs else {
             candle_core::bail!("{LBRD}: the product is not on the GPU");
         };
-        let r = self.residual.then_some((x, xl));
+        let r = self.residual.then_some(x);
         // The product's buffer goes back to the stream-ordered pool after this launch.
         let (out, bits, shape) =
             super::cuda::bias_relu_dropout_bits(zs, zl, b, bl, r, self.p, self.seed)?;
@@ -175,14 +143,7 @@ impl candle_core::CustomOp3 for LinearBiasReluDropoutOp {
         Ok((out, shape))
     }
 
-    fn bwd(
-        &self,
-        x: &Tensor,
-        w: &Tensor,
-        b: &Tensor,
-        _res: &Tensor,
-        grad: &Tensor,
-    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+    fn grads(&self, x: &Tensor, w: &Tensor, b: &Tensor, grad: &Tensor) -> Grads3 {
         let bits = self
             .mask
             .lock()

@@ -50,26 +50,37 @@ pub fn masked_cross_entropy(logits: &Tensor, labels: &Tensor, weight: &Tensor) -
             ));
         }
     }
-    let rows =
-        logits
-            .contiguous()?
-            .apply_op3(&labels.contiguous()?, &weight.contiguous()?, XentFwd)?;
+    let rows = logits.contiguous()?.apply_op3(
+        &labels.contiguous()?,
+        &weight.contiguous()?,
+        Xent(Pass::Loss),
+    )?;
     Ok(rows.sum_all()?)
 }
 
-/// Per-row losses `[N]` f32.
-struct XentFwd;
+/// Which direction the op runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pass {
+    /// Per-row losses `[N]` f32.
+    Loss,
+    /// `dx [N, C]` (logits' dtype) for row weights already multiplied by the upstream
+    /// gradient.
+    Grad,
+}
 
-/// `dx [N, C]` (logits' dtype) for row weights already multiplied by the upstream gradient.
-struct XentBwd;
+/// The fused cross-entropy over `(logits, labels, weights)` in one direction.
+struct Xent(Pass);
 
 fn dims(l: &Layout) -> candle_core::Result<(usize, usize)> {
     l.shape().dims2()
 }
 
-impl CustomOp3 for XentFwd {
+impl CustomOp3 for Xent {
     fn name(&self) -> &'static str {
-        "masked_cross_entropy"
+        match self.0 {
+            Pass::Loss => "masked_cross_entropy",
+            Pass::Grad => "masked_cross_entropy_bwd",
+        }
     }
 
     fn cpu_fwd(
@@ -81,10 +92,15 @@ impl CustomOp3 for XentFwd {
         w: &CpuStorage,
         wl: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (n, c) = dims(xl)?;
         let (y, w) = (labels_cpu(y, yl)?, weights_cpu(w, wl)?);
-        let out = dispatch_float!("masked_cross_entropy", x, cpu_rows(x, xl, y, w, c))?;
-        Ok((CpuStorage::F32(out), Shape::from(n)))
+        match self.0 {
+            Pass::Loss => {
+                let (n, c) = dims(xl)?;
+                let out = dispatch_float!("masked_cross_entropy", x, cpu_rows(x, xl, y, w, c))?;
+                Ok((CpuStorage::F32(out), Shape::from(n)))
+            }
+            Pass::Grad => dispatch_float!("masked_cross_entropy", x, cpu_grad(x, xl, y, w)),
+        }
     }
 
     #[cfg(feature = "cuda")]
@@ -97,7 +113,7 @@ impl CustomOp3 for XentFwd {
         w: &CudaStorage,
         wl: &Layout,
     ) -> candle_core::Result<(CudaStorage, Shape)> {
-        cuda::forward(x, xl, y, yl, w, wl)
+        cuda::run(self.0, (x, xl), (y, yl), (w, wl))
     }
 
     fn bwd(
@@ -108,43 +124,18 @@ impl CustomOp3 for XentFwd {
         _res: &Tensor,
         grad: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        if self.0 == Pass::Grad {
+            return Err(candle_core::Error::BackwardNotSupported { op: self.name() });
+        }
         if !x.track_op() {
             return Ok((None, None, None));
         }
         let wg = (w * grad.to_dtype(DType::F32)?)?;
-        Ok((Some(x.apply_op3_no_bwd(y, &wg, &XentBwd)?), None, None))
-    }
-}
-
-impl CustomOp3 for XentBwd {
-    fn name(&self) -> &'static str {
-        "masked_cross_entropy_bwd"
-    }
-
-    fn cpu_fwd(
-        &self,
-        x: &CpuStorage,
-        xl: &Layout,
-        y: &CpuStorage,
-        yl: &Layout,
-        w: &CpuStorage,
-        wl: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (y, w) = (labels_cpu(y, yl)?, weights_cpu(w, wl)?);
-        dispatch_float!("masked_cross_entropy", x, cpu_grad(x, xl, y, w))
-    }
-
-    #[cfg(feature = "cuda")]
-    fn cuda_fwd(
-        &self,
-        x: &CudaStorage,
-        xl: &Layout,
-        y: &CudaStorage,
-        yl: &Layout,
-        w: &CudaStorage,
-        wl: &Layout,
-    ) -> candle_core::Result<(CudaStorage, Shape)> {
-        cuda::backward(x, xl, y, yl, w, wl)
+        Ok((
+            Some(x.apply_op3_no_bwd(y, &wg, &Xent(Pass::Grad))?),
+            None,
+            None,
+        ))
     }
 }
 
