@@ -231,15 +231,27 @@ def sha256(path):
 
 
 def find_binary(bin_dir, name):
-    """`bin_dir/name`, unpacked from `name.xz` when that is all there is or it is newer."""
+    """`bin_dir/name`; where `name.xz` is there, unpacked from it beside itself unless the
+    unpacked copy came from this very .xz (its sha256 kept in `.name.xz.sha256`): a warm
+    machine keeps the last call's copy, and file times need not survive the carry."""
     path = os.path.join(bin_dir, name)
     packed = path + ".xz"
-    if os.path.isfile(packed) and (not os.path.isfile(path) or os.path.getmtime(packed) > os.path.getmtime(path)):
-        tmp = path + ".unpacking"
-        with lzma.open(packed) as src, open(tmp, "wb") as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, path)
+    if os.path.isfile(packed):
+        stamp = os.path.join(bin_dir, f".{name}.xz.sha256")
+        digest = sha256(packed)
+        try:
+            with open(stamp) as f:
+                fresh = f.read().strip() == digest and os.path.isfile(path)
+        except OSError:
+            fresh = False
+        if not fresh:
+            tmp = path + ".unpacking"
+            with lzma.open(packed) as src, open(tmp, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            os.chmod(tmp, 0o755)
+            os.replace(tmp, path)
+            with open(stamp, "w") as f:
+                f.write(digest + "\n")
     if not os.path.isfile(path):
         have = sorted(os.listdir(bin_dir)) if os.path.isdir(bin_dir) else []
         raise FileNotFoundError(f"no {name} (or {name}.xz) in {bin_dir} (it holds: {', '.join(have) or 'nothing'}); "

@@ -445,6 +445,17 @@ class RunnerTests(unittest.TestCase):
         text = results.render(self.out, self.d)
         self.assertIn("| gcn-2x16-f32-input-cache | gcn 2x16 | f32 | input-cache | ours | 1.000 | 2 |", text)
 
+    def test_unpacks_again_when_the_xz_changes(self):
+        import run
+        path = run.find_binary(self.bin, "train_reddit")
+        os.utime(path, (1, 1))  # older than the .xz: file times must not matter
+        self.assertEqual(run.find_binary(self.bin, "train_reddit"), path)
+        with lzma.open(os.path.join(self.bin, "train_reddit.xz"), "wb") as f:
+            f.write(b"#!/bin/sh\necho new\n")
+        os.utime(os.path.join(self.bin, "train_reddit.xz"), (0, 0))  # and older than the copy
+        with open(run.find_binary(self.bin, "train_reddit")) as f:
+            self.assertIn("echo new", f.read())
+
     def test_failed_run_exits_nonzero(self):
         p = self.run_suite("--reps", "1", env={"FAKE_FAIL_MODEL": "sage"})
         self.assertEqual(p.returncode, 1)

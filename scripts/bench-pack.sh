@@ -54,9 +54,9 @@ for e in "${EXAMPLES[@]}"; do
     strip -o ".dev/bin/$e.stripped" "$TARGET/release/examples/$e"
     xz -6 -T0 -c ".dev/bin/$e.stripped" > ".dev/bin/$e.xz.tmp"
     mv ".dev/bin/$e.xz.tmp" ".dev/bin/$e.xz"
-    rm -f ".dev/bin/$e.stripped" ".dev/bin/$e" # a stale unpacked copy would shadow the new one
+    rm -f ".dev/bin/$e.stripped" ".dev/bin/$e" ".dev/bin/.$e.xz.sha256" # an unpacked copy must not travel
 done
-cp "$ANCHORS"/*.py .dev/anchors/
+cp -f "$ANCHORS"/*.py .dev/anchors/
 HEAD=$(git rev-parse HEAD)
 if [ -n "$(git status --porcelain --untracked-files=no)" ]; then HEAD="$HEAD+dirty"; fi
 echo "$HEAD" > .dev/GIT_HEAD
