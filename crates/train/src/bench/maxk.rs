@@ -27,6 +27,12 @@ pub struct MaxkBench {
         arg(long, value_delimiter = ',', default_value = "8,16,32,64,96,128,192")
     )]
     pub k: Vec<usize>,
+    /// Storage precisions of the features (CBSR values and the dense comparison): f32, bf16.
+    #[cfg_attr(
+        feature = "cli",
+        arg(long, value_delimiter = ',', default_value = "f32,bf16", value_parser = parse_dtype)
+    )]
+    pub dtypes: Vec<DType>,
     /// Timed repetitions (after 3 warm-ups).
     #[cfg_attr(
         feature = "cli",
@@ -45,6 +51,10 @@ pub struct MaxkBench {
 /// One k's timings (a row of `bench_maxk.json`).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct MaxkRow {
+    /// Storage precision of the features ("f32", "bf16").
+    pub dtype: String,
+    /// Our exact SpMM at K = D in that precision, ms.
+    pub exact_spmm_ms: f64,
     /// Entries kept per row.
     pub k: usize,
     /// MaxK (selection + CBSR gather), ms.
@@ -57,6 +67,8 @@ pub struct MaxkRow {
     pub spgemm_speedup_vs_cusparse: f64,
     /// cuSPARSE SpMM at K = D over the SSpMM.
     pub sspmm_speedup_vs_cusparse: f64,
+    /// Our exact SpMM in the same precision over the SpGEMM.
+    pub spgemm_speedup_vs_exact: f64,
     /// MaxK's time as a share of the SpGEMM's, percent.
     pub maxk_pct_of_spgemm: f64,
     /// Largest relative difference of the SpGEMM from the exact SpMM of the dense MaxK rows.
@@ -80,69 +92,129 @@ pub fn run(cfg: &MaxkBench) -> Result<Vec<MaxkRow>> {
     let sp = Cusparse::new(&g, &vals, &stream)?;
     let [c0, c1] = sp.time_both(&x, &c, &dev, cfg.reps)?;
     let cusp = c0.min(c1);
-    let exact = time_ms(&stream, cfg.reps, || {
-        spmm_weighted(&g, &x, &vals, Reduce::Sum)?;
-        Ok(())
-    })?;
     println!(
-        "{n} nodes, {} edges, D = {d}: cuSPARSE SpMM {cusp:.3} ms, our exact SpMM {exact:.3} ms",
+        "{n} nodes, {} edges, D = {d}: cuSPARSE SpMM (f32) {cusp:.3} ms",
         a.nnz()
     );
     println!(
-        "{:>4} {:>9} {:>10} {:>9} {:>11} {:>11} {:>9} {:>9}",
-        "k", "maxk ms", "spgemm ms", "sspmm ms", "fwd vs cuSP", "bwd vs cuSP", "maxk %", "rel err"
+        "{:>5} {:>4} {:>9} {:>9} {:>10} {:>9} {:>9} {:>11} {:>11} {:>7} {:>9}",
+        "dtype",
+        "k",
+        "exact ms",
+        "maxk ms",
+        "spgemm ms",
+        "sspmm ms",
+        "vs exact",
+        "fwd vs cuSP",
+        "bwd vs cuSP",
+        "maxk %",
+        "rel err"
     );
     let mut rows = Vec::new();
-    for &k in &cfg.k {
-        let maxk_ms = time_ms(&stream, cfg.reps, || {
-            maxk(&x, k)?;
+    for &dt in &cfg.dtypes {
+        let (x, dout) = (x.to_dtype(dt)?, dout.to_dtype(dt)?);
+        let exact = time_ms(&stream, cfg.reps, || {
+            spmm_weighted(&g, &x, &vals, Reduce::Sum)?;
             Ok(())
         })?;
-        let cb = maxk(&x, k)?;
-        let spgemm_ms = time_ms(&stream, cfg.reps, || {
-            spgemm(&g, &cb, Some(&vals), Reduce::Sum)?;
-            Ok(())
-        })?;
-        let sspmm_ms = time_ms(&stream, cfg.reps, || {
-            sspmm(&g, &dout, &cb, Some(&vals), Reduce::Sum)?;
-            Ok(())
-        })?;
-        let err = rel_diff(
-            &spgemm(&g, &cb, Some(&vals), Reduce::Sum)?,
-            &spmm_weighted(&g, &cb.to_dense()?, &vals, Reduce::Sum)?,
-        )?;
-        let r = MaxkRow {
-            k,
-            maxk_ms,
-            spgemm_ms,
-            sspmm_ms,
-            spgemm_speedup_vs_cusparse: cusp / spgemm_ms,
-            sspmm_speedup_vs_cusparse: cusp / sspmm_ms,
-            maxk_pct_of_spgemm: 100.0 * maxk_ms / spgemm_ms,
-            spgemm_rel_err_vs_exact: err,
-        };
-        println!(
-            "{:>4} {:>9.3} {:>10.3} {:>9.3} {:>10.2}x {:>10.2}x {:>8.1}% {:>9.1e}",
-            k,
-            r.maxk_ms,
-            r.spgemm_ms,
-            r.sspmm_ms,
-            r.spgemm_speedup_vs_cusparse,
-            r.sspmm_speedup_vs_cusparse,
-            r.maxk_pct_of_spgemm,
-            err
-        );
-        rows.push(r);
+        for &k in &cfg.k {
+            let r = time_k(&g, &vals, &x, &dout, k, cfg.reps, &stream)?;
+            let r = MaxkRow {
+                dtype: dtype_name(dt).into(),
+                exact_spmm_ms: exact,
+                spgemm_speedup_vs_cusparse: cusp / r.spgemm_ms,
+                sspmm_speedup_vs_cusparse: cusp / r.sspmm_ms,
+                spgemm_speedup_vs_exact: exact / r.spgemm_ms,
+                maxk_pct_of_spgemm: 100.0 * r.maxk_ms / r.spgemm_ms,
+                ..r
+            };
+            println!(
+                "{:>5} {:>4} {:>9.3} {:>9.3} {:>10.3} {:>9.3} {:>8.2}x {:>10.2}x {:>10.2}x {:>6.1}% {:>9.1e}",
+                r.dtype,
+                k,
+                exact,
+                r.maxk_ms,
+                r.spgemm_ms,
+                r.sspmm_ms,
+                r.spgemm_speedup_vs_exact,
+                r.spgemm_speedup_vs_cusparse,
+                r.sspmm_speedup_vs_cusparse,
+                r.maxk_pct_of_spgemm,
+                r.spgemm_rel_err_vs_exact
+            );
+            rows.push(r);
+        }
     }
     let doc = serde_json::json!({
         "device": "cuda:0", "graph": {"nodes": n, "edges": a.nnz(), "scale": cfg.scale},
-        "dim": d, "reps": cfg.reps, "cusparse_ms": cusp, "exact_spmm_ms": exact, "rows": rows,
+        "dim": d, "reps": cfg.reps, "cusparse_f32_ms": cusp, "rows": rows,
     });
     let json = cfg.out.join("bench_maxk.json");
     crate::report::write_json(&json, &doc)?;
     chart(&rows, &cfg.out.join("bench_maxk.svg"), d)?;
     println!("wrote {} and bench_maxk.svg", json.display());
     Ok(rows)
+}
+
+/// Times one k: MaxK, the SpGEMM and the SSpMM, and the SpGEMM's largest relative difference
+/// from the exact SpMM of the dense MaxK rows (the ratios are filled in by the caller).
+fn time_k(
+    g: &gnn_kernels::DeviceGraph,
+    vals: &Tensor,
+    x: &Tensor,
+    dout: &Tensor,
+    k: usize,
+    reps: usize,
+    stream: &std::sync::Arc<candle_core::cuda_backend::cudarc::driver::CudaStream>,
+) -> Result<MaxkRow> {
+    let maxk_ms = time_ms(stream, reps, || {
+        maxk(x, k)?;
+        Ok(())
+    })?;
+    let cb = maxk(x, k)?;
+    let spgemm_ms = time_ms(stream, reps, || {
+        spgemm(g, &cb, Some(vals), Reduce::Sum)?;
+        Ok(())
+    })?;
+    let sspmm_ms = time_ms(stream, reps, || {
+        sspmm(g, dout, &cb, Some(vals), Reduce::Sum)?;
+        Ok(())
+    })?;
+    let err = rel_diff(
+        &spgemm(g, &cb, Some(vals), Reduce::Sum)?.to_dtype(DType::F32)?,
+        &spmm_weighted(g, &cb.to_dense()?, vals, Reduce::Sum)?.to_dtype(DType::F32)?,
+    )?;
+    Ok(MaxkRow {
+        dtype: String::new(),
+        exact_spmm_ms: 0.0,
+        k,
+        maxk_ms,
+        spgemm_ms,
+        sspmm_ms,
+        spgemm_speedup_vs_cusparse: 0.0,
+        sspmm_speedup_vs_cusparse: 0.0,
+        spgemm_speedup_vs_exact: 0.0,
+        maxk_pct_of_spgemm: 0.0,
+        spgemm_rel_err_vs_exact: err,
+    })
+}
+
+fn dtype_name(dt: DType) -> &'static str {
+    match dt {
+        DType::BF16 => "bf16",
+        DType::F16 => "f16",
+        _ => "f32",
+    }
+}
+
+#[cfg(feature = "cli")]
+fn parse_dtype(s: &str) -> std::result::Result<DType, String> {
+    match s {
+        "f32" => Ok(DType::F32),
+        "bf16" => Ok(DType::BF16),
+        "f16" => Ok(DType::F16),
+        _ => Err(format!("unknown precision {s:?}: f32, bf16 or f16")),
+    }
 }
 
 /// Speed-ups over cuSPARSE against k, with the 2.5x target as a level.
