@@ -111,6 +111,52 @@ impl DeviceModel {
     }
 }
 
+/// The model a benchmark's floors use for the GPU it ran on, as its JSON document records it
+/// once.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FloorModel {
+    /// The GPU's name as its driver gives it.
+    pub gpu: String,
+    /// The rates the floors use.
+    pub model: DeviceModel,
+    /// True when the GPU has no model of its own ([`DeviceModel::for_gpu`]) and the floors use
+    /// the H100 SXM's.
+    pub assumed: bool,
+}
+
+impl FloorModel {
+    /// The model of the GPU named `gpu`, the H100 SXM's when it has none.
+    pub fn for_gpu(gpu: &str) -> Self {
+        let found = DeviceModel::for_gpu(gpu);
+        Self {
+            gpu: gpu.into(),
+            model: found.unwrap_or(DeviceModel::H100_SXM),
+            assumed: found.is_none(),
+        }
+    }
+}
+
+impl std::fmt::Display for FloorModel {
+    /// `floors: H100 SXM (HBM 3.35 TB/s, L2 9 TB/s, L1 33 TB/s) for NVIDIA H100 80GB HBM3`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let m = &self.model;
+        write!(
+            f,
+            "floors: {} (HBM {} TB/s, L2 {} TB/s, L1 {} TB/s) for {}{}",
+            m.name,
+            m.hbm_bytes_per_s / 1e12,
+            m.l2_bytes_per_s / 1e12,
+            m.l1_bytes_per_s / 1e12,
+            self.gpu,
+            if self.assumed {
+                " (no model of its own: assumed)"
+            } else {
+                ""
+            }
+        )
+    }
+}
+
 /// The bytes one product moves: what it must move once, and what it gathers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Traffic {
@@ -510,6 +556,17 @@ mod tests {
         assert_eq!(DeviceModel::for_gpu("NVIDIA H200"), Some(DeviceModel::H200));
         assert_eq!(DeviceModel::for_gpu("NVIDIA H100 PCIe"), None);
         assert_eq!(DeviceModel::for_gpu("NVIDIA A100-SXM4-80GB"), None);
+        let known = FloorModel::for_gpu("NVIDIA H100 80GB HBM3");
+        assert!(!known.assumed);
+        assert_eq!(
+            known.to_string(),
+            "floors: H100 SXM (HBM 3.35 TB/s, L2 9 TB/s, L1 33 TB/s) for NVIDIA H100 80GB HBM3"
+        );
+        let other = FloorModel::for_gpu("NVIDIA A100-SXM4-80GB");
+        assert!(other.assumed && other.model == DeviceModel::H100_SXM);
+        assert!(other
+            .to_string()
+            .ends_with("(no model of its own: assumed)"));
         // The H200 differs only in HBM: the gather floors are the H100's.
         let t = Spmm {
             n_rows: N,
