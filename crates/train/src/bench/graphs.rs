@@ -8,7 +8,9 @@
 //!   cuSPARSE's CSR SpMM (f32 only: the faster of its default and CSR_ALG2);
 //! - the dispatcher's verdict per (graph, K, precision) ([`super::regret`]): the kernel its
 //!   run recorded (matched to the candidate whose forced run recorded the same), the fastest
-//!   candidate, the regret; a summary over the sweep at the end;
+//!   candidate, the regret: the pick's forced time over the fastest forced time, so exactly 1
+//!   when the pick is the fastest (`auto_ms`, the dispatcher's own run of the same kernel, is
+//!   the time `bench/run.py` reports); a summary over the sweep at the end;
 //! - SDDMM on the same pattern: HP-SDDMM against cuSPARSE's SDDMM (f32 only).
 //!
 //! A candidate a width does not fit (the narrow kernel past 16 lanes of 16 bytes, where a
