@@ -16,14 +16,16 @@ SpMM Y = A X (CSR, N rows, nnz non-zeros, K columns, s bytes per feature element
     gather     = nnz K s
 SDDMM s_e = <A_i, B_j> for every non-zero e = (i, j), scores out in f32:
     compulsory = 4 nnz + 4 (N + 1) + 2 N K s + 4 nnz (scores)
-    gather     = 2 nnz K s (both rows per non-zero)
+    gather     = nnz K s (B_j per non-zero; A_i read once per row, as a kernel that keeps it
+                 resident while it walks the row does)
 Training epoch: the sum over the SpMMs the model runs in one epoch, forward and backward
 (epoch_spmm_widths says which for each formulation); the dense work is not counted, so the
 distance of an epoch to its floor includes it.
 
 Indices are counted as int32 and edge values as f32 for every measurement, ours and the
 peers' (PyTorch's CSR tensors hold int64 indices): the floor is the work's, not one
-implementation's storage.
+implementation's storage. The kernel benchmarks compute the same numbers in Rust
+(gnn_kernels::verify::floor) and print them beside their timings.
 """
 
 from dataclasses import dataclass
@@ -57,8 +59,9 @@ def sddmm_compulsory_bytes(n, nnz, k, s):
 
 
 def sddmm_gather_bytes(nnz, k, s):
-    """Logical bytes one SDDMM gathers: both K-wide rows per non-zero."""
-    return 2 * nnz * k * s
+    """Logical bytes one SDDMM gathers: a K-wide row of B per non-zero (A's row stays
+    resident over its row's non-zeros)."""
+    return nnz * k * s
 
 
 # The models the epoch floor knows (the report's `kind` spellings and the suites' names).

@@ -13,6 +13,7 @@ The output depends on the records alone (no clock, sorted everywhere): CI checks
 
 import argparse
 import json
+import math
 import os
 import shutil
 import sys
@@ -55,6 +56,10 @@ def fmt_bps(v):
 def _distance(row, key):
     d = row.get("distance") or {}
     return d.get(key)
+
+
+def fmt_regret(v):
+    return "-" if v is None else f"{v:.2f}x"
 
 
 def row_key(row):
@@ -116,6 +121,58 @@ def newest_rows(records):
     return chosen
 
 
+def record_note(rec, summary, link=None):
+    """The line under a suite's table that names one record: git hash and floor rates."""
+    r = summary.get("rates") or {}
+    git = (summary.get("git") or "unknown")
+    name = f"[`{rec}`]({link})" if link else f"`{rec}`"
+    return (f"- {name}: git {git[:12]}{git[40:] if len(git) > 40 else ''}; floors at HBM "
+            f"{fmt_bps(r.get('hbm'))}, L1 {fmt_bps(r.get('l1'))}, L2 {fmt_bps(r.get('l2'))} "
+            f"({r.get('source', 'no source')}).")
+
+
+def is_graphs_suite(rows):
+    """A suite of bench_graphs rows (the dispatcher's verdicts), rendered as matrices."""
+    return bool(rows) and all(row.get("kind") == "graphs" for row, _ in rows.values())
+
+
+def graphs_section(rows, out_dir):
+    """The lines of a bench_graphs suite: per precision, graphs (by non-zeros) x widths, each
+    cell the kernel the dispatcher ran and its regret; the verdict summed up under each."""
+    lines = ["", "Each cell: the kernel the SpMM dispatcher ran and its regret (its time over the fastest "
+             "candidate's; `1.00x` = it ran the fastest); `-` = not measured. Every candidate's time, the "
+             "floors and the distance to them are in the records' summary.json."]
+    by_prec, used = {}, {}
+    for row, (_, rec, summary, path) in rows.values():
+        by_prec.setdefault(row["precision"], []).append(row)
+        used[rec] = (summary, os.path.relpath(path, out_dir).replace(os.sep, "/") + "/")
+    for prec in sorted(by_prec, key=lambda p: (PRECISION_ORDER.get(p, 9), p)):
+        items = by_prec[prec]
+        ks = sorted({r["k"] for r in items})
+        graphs = sorted({(r.get("nnz") or 0, r.get("graph") or r["name"]) for r in items})
+        cell = {(r.get("graph") or r["name"], r["k"]): r for r in items}
+        lines += ["", f"### {prec}", "", "| graph | nnz | " + " | ".join(f"K={k}" for k in ks) + " |",
+                  "|---|---:|" + "---|" * len(ks)]
+        for nnz, g in graphs:
+            cells = []
+            for k in ks:
+                info = (cell.get((g, k)) or {}).get("info")
+                cells.append("-" if info is None else f"{info.get('dispatch') or '?'} {fmt_regret(info.get('regret'))}")
+            lines.append(f"| {g} | {nnz:,} | " + " | ".join(cells) + " |")
+        judged = sorted(((r["info"]["regret"], r.get("graph") or r["name"], r["k"]) for r in items
+                         if (r.get("info") or {}).get("regret") is not None), key=lambda t: (-t[0], t[1], t[2]))
+        if judged:
+            best = sum(1 for v, _, _ in judged if v <= 1.0)
+            over = sum(1 for v, _, _ in judged if v > 1.1)
+            geo = math.exp(sum(math.log(v) for v, _, _ in judged) / len(judged))
+            v, g, k = judged[0]
+            lines += ["", f"The pick was the fastest in {best} of {len(judged)} cases and more than 10 % slower "
+                          f"in {over}; regret geometric mean {geo:.3f}, worst {fmt_regret(v)} ({g}, K={k})."]
+    lines.append("")
+    lines += [record_note(rec, summary, link) for rec, (summary, link) in sorted(used.items())]
+    return lines
+
+
 def render(root, out_dir):
     """RESULTS.md's text for the records under `root`, links relative to `out_dir`."""
     records = load_records(root)
@@ -139,6 +196,10 @@ def render(root, out_dir):
         lines += ["", "No records yet."]
     for suite in suites:
         rows = chosen[suite]
+        if is_graphs_suite(rows):
+            lines += ["", f"## {suite}", "", f"Suite file: [suites/{suite}.toml](suites/{suite}.toml)."]
+            lines += graphs_section(rows, out_dir)
+            continue
         lines += ["", f"## {suite}", "", f"Suite file: [suites/{suite}.toml](suites/{suite}.toml).", "",
                   "| row | model | precision | shortcuts | peer | median ms | reps | GB/s | x HBM | x L1 | x L2 "
                   "| machine | record |",
@@ -155,13 +216,7 @@ def render(root, out_dir):
                 f"| {fmt_x(_distance(row, 'gather_l2'))} | {summary.get('machine', '')} | [{rec}]({link}) |")
             used[rec] = summary
         lines.append("")
-        for rec in sorted(used):
-            s = used[rec]
-            r = s.get("rates") or {}
-            git = (s.get("git") or "unknown")
-            lines.append(f"- `{rec}`: git {git[:12]}{git[40:] if len(git) > 40 else ''}; floors at HBM "
-                         f"{fmt_bps(r.get('hbm'))}, L1 {fmt_bps(r.get('l1'))}, L2 {fmt_bps(r.get('l2'))} "
-                         f"({r.get('source', 'no source')}).")
+        lines += [record_note(rec, used[rec]) for rec in sorted(used)]
     return "\n".join(lines) + "\n"
 
 

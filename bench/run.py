@@ -411,6 +411,23 @@ def extract_sddmm(doc, m):
     return {"ms": float(r[key]), "work": work, "facts": {"nodes": n, "nnz": nnz}, "info": info}
 
 
+def extract_graphs(doc, m):
+    """The dispatcher's SpMM of one (graph, K, precision) from bench_graphs' JSON; its info
+    carries the verdict (the pick, the fastest candidate, the regret) and every candidate's
+    time."""
+    g = m.spec["graph"]
+    for r in _get(doc, "rows"):
+        if r.get("graph") == g and r.get("k") == m.k and r.get("precision") == m.precision:
+            break
+    else:
+        raise Failure(f"no bench_graphs row for {g!r} at K={m.k} {m.precision}")
+    n, nnz = r["nodes"], r["nnz"]
+    work = floors.spmm_work(n, nnz, m.k, floors.element_bytes(m.precision), values=True)
+    info = {key: r.get(key) for key in ("dispatch", "best", "regret", "pick_is_best", "pick_ms", "best_ms",
+                                        "ge_ms", "narrow_ms", "hp_ms", "family", "order")}
+    return {"ms": float(r["auto_ms"]), "work": work, "facts": {"nodes": n, "nnz": nnz, "graph": g}, "info": info}
+
+
 # ---------------------------------------------------------------- summary
 
 
@@ -580,6 +597,8 @@ class Runner:
                     s = extract_same_graph_peer(doc, m, self.graph_facts, self.suite.graph.get("args", []))
                 elif run.kind == "spmm":
                     s = extract_spmm(doc, m)
+                elif run.kind == "graphs":
+                    s = extract_graphs(doc, m)
                 else:
                     s = extract_sddmm(doc, m)
             except (Failure, KeyError, TypeError, ValueError) as e:

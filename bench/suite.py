@@ -2,9 +2,9 @@
 the summary reports) and runs (the processes that produce them). README.md documents the
 format; this module is its only reader.
 
-A run is one process: one training run of ours, one bench_spmm / bench_sddmm invocation (all
-its widths and precisions), or one peer script invocation (all the suite's models of that
-peer). Every run repeats `repetitions` times; a measurement's median is over its repetitions.
+A run is one process: one training run of ours, one bench_spmm / bench_sddmm / bench_graphs
+invocation (all its widths, precisions and graphs), or one peer script invocation (all the
+suite's models of that peer). Every run repeats `repetitions` times; a measurement's median is over its repetitions.
 """
 
 import fnmatch
@@ -15,15 +15,17 @@ from dataclasses import dataclass, field
 import floors
 
 # Case kinds and the binary each runs.
-KINDS = {"train": "train_reddit", "spmm": "bench_spmm", "sddmm": "bench_sddmm"}
+KINDS = {"train": "train_reddit", "spmm": "bench_spmm", "sddmm": "bench_sddmm", "graphs": "bench_graphs"}
 # Peers each kind can have, and the precisions each peer runs.
 PEERS = {
     "train": {"pyg": ("f32", "bf16"), "tgcn": ("f32", "bf16")},
     "spmm": {"cusparse": ("f32",)},
     "sddmm": {"cusparse": ("f32",), "torch": ("f32",)},
+    "graphs": {},  # its rows judge our dispatcher; cuSPARSE stays in bench_graphs' own JSON
 }
 # Precisions each kind of ours runs (bench_sddmm times f32 only).
-OURS_PRECISIONS = {"train": ("f32", "bf16", "f16"), "spmm": ("f32", "bf16"), "sddmm": ("f32",)}
+OURS_PRECISIONS = {"train": ("f32", "bf16", "f16"), "spmm": ("f32", "bf16"), "sddmm": ("f32",),
+                   "graphs": ("f32", "bf16", "f16")}
 # Shortcuts: the train_reddit flags that turn each off (they are on by default).
 SHORTCUTS = {"input-cache": ["--no-input-cache"]}
 GRAPH_SOURCES = ("same-graph", "generated")
@@ -33,6 +35,7 @@ CASE_KEYS = {
     "train": _COMMON_KEYS | {"model", "layers", "hidden", "epochs", "shortcuts"},
     "spmm": _COMMON_KEYS | {"k"},
     "sddmm": _COMMON_KEYS | {"k", "torch_reps"},
+    "graphs": _COMMON_KEYS | {"k", "graphs"},
 }
 # The models same_graph.py trains (its --models names; tgcn_* is the plain-torch GCN).
 SAME_GRAPH_NAMES = {"gcn_2x128", "sage_2x128", "gcn_4x256", "sage_4x256", "tgcn_2x128", "tgcn_4x256",
@@ -57,7 +60,7 @@ class Measurement:
     shortcuts: list
     peer: str  # "ours" or the peer's name
     k: int = None  # feature width (kernel suites)
-    spec: dict = field(default_factory=dict)  # the case's table
+    spec: dict = field(default_factory=dict)  # the case's table (graphs: {"graph", "flags"})
 
 
 @dataclass
@@ -65,7 +68,7 @@ class Run:
     """One process to start per repetition and the measurements it yields."""
 
     name: str  # file stem of its raw JSON and log ("<name>-r<rep>.json")
-    kind: str  # train | spmm | sddmm | same-graph-peers | torch-sddmm
+    kind: str  # train | spmm | sddmm | graphs | same-graph-peers | torch-sddmm
     measurements: list
     binary: str = None  # an example binary from --bin-dir
     script: str = None  # a peer script (path relative to the repository or --anchors-dir)
@@ -125,7 +128,11 @@ class Suite:
 
 
 def restrict_run(run, measurements):
-    """`run` yielding only `measurements` (a peer script then trains only their models)."""
+    """`run` yielding only `measurements` (a peer script then trains only their models,
+    bench_graphs builds only their graphs)."""
+    if run.kind == "graphs":
+        return Run(run.name, run.kind, measurements, run.binary, run.script,
+                   graphs_args(measurements, measurements[0].spec["flags"]), run.epochs)
     if run.kind != "same-graph-peers":
         return Run(run.name, run.kind, measurements, run.binary, run.script, run.args, run.epochs)
     models = [peer_model(m) for m in measurements]
@@ -228,6 +235,8 @@ def _expand(case, where, graph):
     flags = _strings(case, "flags", where)
     if kind == "train":
         return _expand_train(case, where, name, precisions, peers, flags, graph)
+    if kind == "graphs":
+        return _expand_graphs(case, where, name, precisions, flags, graph)
     return _expand_kernel(case, where, name, kind, precisions, peers, flags, graph)
 
 
@@ -297,9 +306,7 @@ def _group_same_graph_peers(runs):
 def _expand_kernel(case, where, name, kind, precisions, peers, flags, graph):
     if graph["source"] != "generated":
         raise SuiteError(f"{where}: kind {kind} generates its graph: [graph] source must be \"generated\"")
-    ks = case.get("k")
-    if not isinstance(ks, list) or not ks or not all(isinstance(k, int) and k > 0 for k in ks):
-        raise SuiteError(f"{where}: `k` must be a non-empty list of positive widths")
+    ks = _widths(case, where)
     ms = []
     for k in ks:
         for prec in precisions:
@@ -324,6 +331,54 @@ def _expand_kernel(case, where, name, kind, precisions, peers, flags, graph):
                         args=["--dir", "{scratch}/sddmm-csr", "--k", ks_arg, "--reps", str(reps),
                               "--json", "{json}"]))
     return ms, runs
+
+
+def _widths(case, where):
+    ks = case.get("k")
+    if not isinstance(ks, list) or not ks or not all(isinstance(k, int) and k > 0 for k in ks):
+        raise SuiteError(f"{where}: `k` must be a non-empty list of positive widths")
+    return ks
+
+
+def graph_slug(graph):
+    """A bench_graphs graph name in a row name: spaces as dashes ("reddit@1 rcm" ->
+    "reddit@1-rcm")."""
+    return graph.replace(" ", "-")
+
+
+def graphs_args(measurements, flags):
+    """bench_graphs' arguments for `measurements`: their graphs, widths and precisions (each
+    once, in their order), the case's flags, the outputs."""
+    def once(values):
+        return list(dict.fromkeys(values))
+
+    graphs = once(m.spec["graph"] for m in measurements)
+    ks = once(str(m.k) for m in measurements)
+    precs = once(m.precision for m in measurements)
+    return ["--graphs", ",".join(graphs), "--k", ",".join(ks), "--precision", ",".join(precs)] + list(flags) + [
+        "--out", "{scratch}/bench-graphs", "--json", "{json}"]
+
+
+def _expand_graphs(case, where, name, precisions, flags, graph):
+    """bench_graphs over `graphs` x `k` x `precisions`: one row per combination, the
+    dispatcher's SpMM (its pick, the fastest candidate and the regret in the row's info)."""
+    if graph["source"] != "generated" or graph.get("flags"):
+        raise SuiteError(f"{where}: kind graphs builds its own graphs: [graph] source = \"generated\", flags = []")
+    ks = _widths(case, where)
+    graphs = _strings(case, "graphs", where)
+    if not graphs:
+        raise SuiteError(f"{where}: `graphs` must name bench_graphs' graphs (its --graphs)")
+    dup = sorted({g for g in graphs if graphs.count(g) > 1})
+    if dup or any("," in g for g in graphs):
+        raise SuiteError(f"{where}: `graphs` must be distinct names without commas ({dup or graphs})")
+    ms = []
+    for g in graphs:
+        for k in ks:
+            for prec in precisions:
+                mname = f"{name}-{graph_slug(g)}-k{k}-{prec}"
+                ms.append(Measurement(f"{mname}/ours", mname, name, "graphs", "spmm", prec, [], "ours", k=k,
+                                      spec={"graph": g, "flags": flags}))
+    return ms, [Run(name, "graphs", ms, binary=KINDS["graphs"], args=graphs_args(ms, flags))]
 
 
 def spmm_operand_nnz(kind, nodes, edges):

@@ -39,9 +39,10 @@ class FloorTests(unittest.TestCase):
         self.assertEqual(floors.spmm_gather_bytes(5, 2, 4), 40)
 
     def test_sddmm_bytes_by_hand(self):
-        # indices 20 + row pointers 16 + both operands 48 + scores 20; gather 2 * 5 * 2 * 4.
+        # indices 20 + row pointers 16 + both operands 48 + scores 20; gather 5 * 2 * 4 (B_j
+        # per non-zero, A_i resident over its row: gnn_kernels::verify::floor's count).
         self.assertEqual(floors.sddmm_compulsory_bytes(3, 5, 2, 4), 104)
-        self.assertEqual(floors.sddmm_gather_bytes(5, 2, 4), 80)
+        self.assertEqual(floors.sddmm_gather_bytes(5, 2, 4), 40)
 
     def test_reddit_figures(self):
         # The guide's K=128 figures: 1.16 GB f32 with values, 0.70 GB without, 0.58 GB bf16
@@ -99,7 +100,7 @@ class MachineTests(unittest.TestCase):
         table = run.load_machines(os.path.join(HERE, "machines.toml"))
         h100 = {"name": "NVIDIA H100 80GB HBM3", "driver": "580.1", "memory": "81559 MiB"}
         name, rates = run.identify_machine([h100, h100], table)
-        self.assertEqual((name, rates["hbm"], rates["l1"], rates["l2"]), ("h100x2", 3.35e12, 33e12, 7e12))
+        self.assertEqual((name, rates["hbm"], rates["l1"], rates["l2"]), ("h100x2", 3.35e12, 33e12, 9e12))
         name, rates = run.identify_machine([{"name": "NVIDIA H200", "driver": "", "memory": ""}], table)
         self.assertEqual((name, rates["hbm"]), ("h200", 4.8e12))
         name, rates = run.identify_machine([{"name": "NVIDIA A100-SXM4-80GB", "driver": "", "memory": ""}], table)
@@ -151,6 +152,44 @@ class SuiteTests(unittest.TestCase):
         s = self.load("sddmm").select(["*/torch"])
         self.assertEqual([r.kind for r in s.runs], ["sddmm", "torch-sddmm"])
 
+    def test_dispatch_rows_and_args(self):
+        s = self.load("dispatch")
+        (run,) = s.runs
+        self.assertEqual((run.kind, run.binary), ("graphs", "bench_graphs"))
+        graphs = run.args[run.args.index("--graphs") + 1].split(",")
+        self.assertGreaterEqual(len(graphs), 20)
+        self.assertTrue({"cora", "reddit@1", "mesh-4M", "sparse-2.5M", "reddit@1 louvain"} <= set(graphs))
+        self.assertEqual(run.args[run.args.index("--k") + 1], "1,2,4,8,16,32,64,128,256,602")
+        self.assertEqual(run.args[run.args.index("--precision") + 1], "f32,bf16")
+        self.assertIn("--dispatch-only", run.args)
+        self.assertEqual(run.args[-4:], ["--out", "{scratch}/bench-graphs", "--json", "{json}"])
+        self.assertEqual(len(s.measurements), len(graphs) * 10 * 2)
+        m = {x.id: x for x in s.measurements}["dispatch-reddit@1-rcm-k602-bf16/ours"]
+        self.assertEqual((m.spec["graph"], m.k, m.precision, m.kind), ("reddit@1 rcm", 602, "bf16", "graphs"))
+        # --only one graph: bench_graphs builds only it, at every width and precision.
+        r = s.select(["dispatch-reddit@1-rcm-*"])
+        self.assertEqual(len(r.measurements), 20)
+        self.assertEqual(r.runs[0].args[:2], ["--graphs", "reddit@1 rcm"])
+        self.assertIn("--dispatch-only", r.runs[0].args)
+
+    def test_graphs_case_checks(self):
+        with tempfile.TemporaryDirectory() as d:
+            def load(graph_flags, case):
+                p = os.path.join(d, "g.toml")
+                with open(p, "w") as f:
+                    f.write(f'repetitions = 1\n[graph]\nsource = "generated"\nflags = {graph_flags}\n'
+                            f'[[case]]\nname = "g"\nkind = "graphs"\nk = [8]\n{case}\n')
+                return suites.load(p)
+            self.assertEqual(len(load("[]", 'graphs = ["cora", "reddit@1"]').measurements), 2)
+            with self.assertRaisesRegex(suites.SuiteError, "builds its own graphs"):
+                load('["--scale", "1"]', 'graphs = ["cora"]')
+            with self.assertRaisesRegex(suites.SuiteError, "distinct"):
+                load("[]", 'graphs = ["cora", "cora"]')
+            with self.assertRaisesRegex(suites.SuiteError, "must name"):
+                load("[]", "graphs = []")
+            with self.assertRaisesRegex(suites.SuiteError, "peer"):
+                load("[]", 'graphs = ["cora"]\npeers = ["cusparse"]')
+
     def test_spmm_bf16_asks_for_the_kernel_table(self):
         s = self.load("spmm")
         self.assertIn("--kernels", s.runs[0].args)
@@ -173,6 +212,14 @@ def fake_record(root, suite, rec, started, rows, machine="h100"):
     with open(os.path.join(path, "summary.json"), "w") as f:
         json.dump({"suite": suite, "record": rec, "machine": machine, "started": started, "git": "a" * 40,
                    "rates": {"hbm": 3.35e12, "l1": 33e12, "l2": 7e12, "source": "test"}, "rows": rows}, f)
+
+
+def fake_graphs_row(graph, k, prec, pick, regret, nnz):
+    name = f"dispatch-{graph.replace(' ', '-')}-k{k}-{prec}"
+    return {"id": f"{name}/ours", "name": name, "case": "dispatch", "kind": "graphs", "model": "spmm",
+            "precision": prec, "shortcuts": [], "peer": "ours", "k": k, "median_ms": 1.0, "repetitions": 1,
+            "repetitions_wanted": 1, "status": "ok", "graph": graph, "nodes": 100, "nnz": nnz,
+            "info": {"dispatch": pick, "regret": regret}}
 
 
 def fake_row(rid, ms, peer="ours", status="ok"):
@@ -226,6 +273,24 @@ class ResultsTests(unittest.TestCase):
             self.assertEqual(len(json.load(f)["rows"]), 2)  # the earlier record is untouched
         with open(out) as f:
             self.assertIn("| c-f32 | gcn 2x128 | f32 | none | ours | 5.000 |", f.read())
+
+    def test_graphs_suite_renders_as_matrices(self):
+        fake_record(self.root, "dispatch", "h100-2026-01-05", "2026-01-05T10:00:00Z", [
+            fake_graphs_row("reddit@1 rcm", 1, "f32", "narrow", 1.0, 114_543_559),
+            fake_graphs_row("reddit@1 rcm", 602, "f32", "ge", 1.3, 114_543_559),
+            fake_graphs_row("cora", 1, "f32", "hp", 1.0, 13_264),
+            fake_graphs_row("cora", 1, "bf16", "hp", 1.05, 13_264)])
+        text = results.render(self.root, self.d)
+        section = text[text.index("## dispatch"):]
+        self.assertIn("### f32\n\n| graph | nnz | K=1 | K=602 |\n|---|---:|---|---|\n"
+                      "| cora | 13,264 | hp 1.00x | - |\n| reddit@1 rcm | 114,543,559 | narrow 1.00x | ge 1.30x |",
+                      section)
+        self.assertIn("fastest in 2 of 3 cases and more than 10 % slower in 1; regret geometric mean 1.091, "
+                      "worst 1.30x (reddit@1 rcm, K=602).", section)
+        self.assertIn("### bf16\n\n| graph | nnz | K=1 |\n|---|---:|---|\n| cora | 13,264 | hp 1.05x |", section)
+        self.assertIn("- [`h100-2026-01-05`](records/dispatch/h100-2026-01-05/): git aaaaaaaaaaaa", section)
+        # The other suites keep their row tables.
+        self.assertIn("| a-f32 | gcn 2x128 | f32 | none | ours | 11.00 | 3 |", text)
 
     def test_stale(self):
         fake_record(self.root, "headline", "h100-2026-01-03", "2026-01-03T10:00:00Z",
@@ -301,6 +366,19 @@ FAKE_SPMM = textwrap.dedent("""\
            "reps": 20, "rows": rows, "kernels": kernels if "--kernels" in a else [], "column_blocks": []}
     json.dump(doc, open(a[a.index("--json") + 1], "w"))
     """)
+FAKE_GRAPHS = textwrap.dedent("""\
+    #!/usr/bin/env python3
+    import json, sys
+    a = sys.argv[1:]
+    def val(flag):
+        return a[a.index(flag) + 1]
+    rows = [{"graph": g, "nodes": 1000, "nnz": 50000 + i, "k": int(k), "precision": p,
+             "auto_ms": int(k) / 10, "dispatch": "ge", "best": "hp", "regret": 1.25, "pick_is_best": False,
+             "ge_ms": int(k) / 10, "narrow_ms": None, "hp_ms": int(k) / 12.5}
+            for i, g in enumerate(val("--graphs").split(",")) for k in val("--k").split(",")
+            for p in val("--precision").split(",")]
+    json.dump({"rows": rows, "dispatch_only": "--dispatch-only" in a}, open(val("--json"), "w"))
+    """)
 FAKE_SDDMM = textwrap.dedent("""\
     #!/usr/bin/env python3
     import json, sys
@@ -330,6 +408,7 @@ class GpuSuiteTests(unittest.TestCase):
         write_exe(os.path.join(self.bin, "train_reddit"), FAKE_TRAIN)
         write_exe(os.path.join(self.bin, "bench_spmm"), FAKE_SPMM)
         write_exe(os.path.join(self.bin, "bench_sddmm"), FAKE_SDDMM)
+        write_exe(os.path.join(self.bin, "bench_graphs"), FAKE_GRAPHS)
         with open(os.path.join(self.anchors, "same_graph.py"), "w") as f:
             f.write(FAKE_SAME_GRAPH)
         self.out = os.path.join(self.d, "records")
@@ -375,6 +454,20 @@ class GpuSuiteTests(unittest.TestCase):
         self.assertEqual(rows["spmm-k128-f32/cusparse"]["median_ms"], 128 / 5)  # the faster algorithm
         self.assertEqual(rows["spmm-k128-bf16/ours"]["bytes_moved"], floors.spmm_compulsory_bytes(1000, 50000, 128, 2))
         self.assertIsNone(rows["spmm-k16-f32/ours"]["distance"]["gather_l1"])  # no GPU here: no cache rates
+
+    def test_dispatch_graphs(self):
+        rows, rec = self.run_suite("dispatch", "--only", "dispatch-cora-*,dispatch-reddit@1-rcm-k602-*")
+        self.assertEqual(len(rows), 22)
+        r = rows["dispatch-reddit@1-rcm-k602-bf16/ours"]
+        self.assertEqual((r["median_ms"], r["graph"], r["nnz"], r["status"]), (60.2, "reddit@1 rcm", 50001, "ok"))
+        self.assertEqual((r["info"]["dispatch"], r["info"]["best"], r["info"]["regret"]), ("ge", "hp", 1.25))
+        self.assertEqual(r["bytes_moved"], floors.spmm_compulsory_bytes(1000, 50001, 602, 2))
+        self.assertEqual(rows["dispatch-cora-k1-f32/ours"]["gather_bytes"], floors.spmm_gather_bytes(50000, 1, 4))
+        with open(os.path.join(rec, "command.txt")) as f:
+            commands = f.read()
+        self.assertIn("--graphs 'cora,reddit@1 rcm'", commands)
+        text = results.render(self.out, self.d)
+        self.assertIn("| reddit@1 rcm | 50,001 | - | - | - | - | - | - | - | - | - | ge 1.25x |", text)
 
     def test_sddmm_without_torch(self):
         rows, _ = self.run_suite("sddmm", "--only", "*/ours,*/cusparse")

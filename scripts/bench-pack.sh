@@ -10,7 +10,8 @@
 # the repository root, e.g. `python3 bench/run.py headline --only gcn-2x128`.
 #
 # Usage: scripts/bench-pack.sh [--features cuda|nccl] [EXAMPLE ...]  (verify is always added)
-#   EXAMPLE defaults to the binaries the suites run: train_reddit bench_spmm bench_sddmm.
+#   EXAMPLE defaults to the binaries the suites run: train_reddit bench_spmm bench_sddmm
+#   bench_graphs.
 # Anchors: $GNN_ANCHORS, default ../shared/anchors beside the repository. Uses
 # $CARGO_TARGET_DIR (default target/) and scripts/cuda-toolkit.sh's CUDA 13.0 environment.
 set -euo pipefail
@@ -28,7 +29,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 case $FEATURES in cuda|nccl) ;; *) echo "bench-pack: --features must be cuda or nccl" >&2; exit 2 ;; esac
-[ ${#EXAMPLES[@]} -gt 0 ] || EXAMPLES=(train_reddit bench_spmm bench_sddmm)
+[ ${#EXAMPLES[@]} -gt 0 ] || EXAMPLES=(train_reddit bench_spmm bench_sddmm bench_graphs)
 
 if ! command -v cargo >/dev/null 2>&1; then
     echo "bench-pack: no cargo here. This script builds on the development machine; on the GPU" >&2

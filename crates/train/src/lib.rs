@@ -10,7 +10,6 @@
 //! feature, `cli` (the shared command-line flags).
 #![deny(missing_docs)]
 
-#[cfg(all(feature = "cuda", feature = "verify"))]
 pub mod bench;
 pub mod checkpoint;
 #[cfg(feature = "cli")]

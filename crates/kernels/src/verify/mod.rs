@@ -23,6 +23,7 @@
 
 #[cfg(feature = "cuda")]
 pub mod bench;
+pub mod floor;
 mod suite;
 
 pub use suite::run;

@@ -1,36 +1,72 @@
-//! The graph sweep of the HP-SpMM/HP-SDDMM issue: SpMM and SDDMM on ~20 graphs from ~10 K to
-//! 100 M+ non-zeros (bundled Cora, Reddit-shaped graphs from 0.5 % to 2x scale, flat and
-//! heavily skewed degree distributions, sparse arxiv/products-like graphs, and the full
-//! Reddit-shaped graph in random, degree, RCM, Louvain and generator-community order), each at
-//! several widths K, ours against cuSPARSE in the same process on the same operands:
-//! - SpMM: the GCN operand (A + I, symmetric normalisation), weighted sum; GE-SpMM's row
-//!   kernel (row schedule) and narrow-row kernel, HP-SpMM (DTP), the dispatcher's pick (timed
-//!   as it runs), cuSPARSE CSR SpMM (the faster of its default and CSR_ALG2);
-//! - SDDMM on the same pattern: HP-SDDMM (DTP) vs cuSPARSE SDDMM.
+//! The graph sweep: SpMM and SDDMM on the 24 graphs of [`super::graph_set`] (13 K to 324 M
+//! non-zeros: power-law, flat, skewed, sparse and mesh-like), each at several widths K and
+//! storage precisions, ours against cuSPARSE in the same process on the same operands, every
+//! timing beside its floors ([`gnn_kernels::verify::floor`]), and the SpMM dispatcher judged:
+//! - SpMM: the GCN operand (A + I, symmetric normalisation, f32 edge values), weighted sum;
+//!   each of the dispatcher's candidates forced ([`CANDIDATES`]: GE-SpMM's row kernel, its
+//!   narrow-row kernel, HP-SpMM with DTP's partition), the dispatcher's own run (`auto`), and
+//!   cuSPARSE's CSR SpMM (f32 only: the faster of its default and CSR_ALG2);
+//! - the dispatcher's verdict per (graph, K, precision) ([`super::regret`]): the kernel its
+//!   run recorded (matched to the candidate whose forced run recorded the same), the fastest
+//!   candidate, the regret: the pick's forced time over the fastest forced time, so exactly 1
+//!   when the pick is the fastest (`auto_ms`, the dispatcher's own run of the same kernel, is
+//!   the time `bench/run.py` reports); a summary over the sweep at the end;
+//! - SDDMM on the same pattern: HP-SDDMM against cuSPARSE's SDDMM (f32 only).
+//!
+//! A candidate a width does not fit (the narrow kernel past 16 lanes of 16 bytes, where a
+//! forced narrow policy runs the row kernel) is not timed: `n/a` in the table, `null` in the
+//! JSON. `dispatch_only` leaves out cuSPARSE and the SDDMM: the dispatcher's data, in about
+//! half the time.
 
+use super::graph_set::select;
+use super::regret::{summarize, Case, Summary, Verdict};
 use crate::report::chart::{draw_svg, Line, Panel};
 use crate::report::{write_json, write_text, Table};
-use crate::Result;
+use crate::{Precision, Result};
 use candle_core::{DType, Tensor};
-use gnn_graph::{generate, Csr, Reorder, SyntheticSpec};
-use gnn_kernels::ops::spmm::dispatch::{pick, Pick};
+use gnn_kernels::ops::spmm::dispatch::spmm_choice_for;
 use gnn_kernels::partition::NPW_CANDIDATES;
 use gnn_kernels::peer::{gcn_operand, rel_diff, time_ms, Cusparse, CusparseSddmm};
-use gnn_kernels::{sddmm, spmm_weighted, Reduce, SpmmKernel};
+use gnn_kernels::verify::bench::floor_model;
+use gnn_kernels::verify::floor::{fmt_tb_s, fmt_x, FloorModel, Sddmm, Spmm};
+use gnn_kernels::{sddmm, spmm_weighted, KernelPolicy, KernelsUsed, Reduce, SpmmKernel};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
+
+/// The kernels the dispatcher chooses among, by the names their runs record, each forced.
+pub const CANDIDATES: [(&str, SpmmKernel); 3] = [
+    ("ge", SpmmKernel::Ge),
+    ("narrow", SpmmKernel::Narrow),
+    ("hp", SpmmKernel::Hp(0)),
+];
+
+/// Worst cases the summary lists.
+const WORST_LISTED: usize = 12;
 
 /// What [`run`] measures and where it writes (with the `cli` feature, the `bench_graphs`
 /// example's flags).
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct GraphsBench {
-    /// Feature widths.
+    /// Feature widths (each at least 1).
     #[cfg_attr(
         feature = "cli",
-        arg(long, value_delimiter = ',', default_value = "16,32,64,128,256")
+        arg(
+            long,
+            value_delimiter = ',',
+            default_value = "16,32,64,128,256",
+            value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+        )
     )]
     pub k: Vec<usize>,
+    /// Storage precisions of the features (f32, bf16, f16; edge values stay f32). cuSPARSE
+    /// runs in f32 only.
+    #[cfg_attr(
+        feature = "cli",
+        arg(long, value_delimiter = ',', default_value = "f32")
+    )]
+    pub precision: Vec<Precision>,
     /// Timed repetitions (after 3 warm-ups).
     #[cfg_attr(
         feature = "cli",
@@ -41,9 +77,16 @@ pub struct GraphsBench {
         )
     )]
     pub reps: usize,
+    /// Only these graphs, by exact name (comma-separated; an unknown name is an error that
+    /// lists the known ones); all by default.
+    #[cfg_attr(feature = "cli", arg(long, value_delimiter = ','))]
+    pub graphs: Vec<String>,
     /// Only the graphs whose name contains one of these (comma-separated); all by default.
     #[cfg_attr(feature = "cli", arg(long, value_delimiter = ','))]
     pub only: Vec<String>,
+    /// Time only our SpMM kernels and the dispatcher's pick (no cuSPARSE, no SDDMM).
+    #[cfg_attr(feature = "cli", arg(long))]
+    pub dispatch_only: bool,
     /// Also time HP-SpMM at every edges-per-group candidate (checks DTP's choice).
     #[cfg_attr(feature = "cli", arg(long))]
     pub npw_sweep: bool,
@@ -61,136 +104,87 @@ pub struct GraphsBench {
     /// Output folder: graphs.json, graphs.md, graphs.svg.
     #[cfg_attr(feature = "cli", arg(long, default_value = "runs/bench_graphs"))]
     pub out: PathBuf,
+    /// Also write the JSON document here (what `bench/run.py` reads).
+    #[cfg_attr(feature = "cli", arg(long))]
+    pub json: Option<PathBuf>,
 }
 
-/// One graph of the sweep: how it is made.
-enum Case {
-    /// The bundled Cora.
-    Cora,
-    /// A generated graph, in `order`.
-    Synthetic { spec: SyntheticSpec, order: Reorder },
-}
-
-/// The Reddit-shaped graph at `scale`.
-fn reddit(scale: f64) -> Result<SyntheticSpec> {
-    Ok(SyntheticSpec::reddit().scaled(scale)?)
-}
-
-/// A sparse graph with a milder degree tail and few features (only the structure is used).
-fn sparse(name: &str, nodes: usize, avg_degree: f64) -> SyntheticSpec {
-    SyntheticSpec {
-        name: name.into(),
-        nodes,
-        avg_degree,
-        features: 8,
-        degree_sigma: 1.0,
-        max_weight: 100.0,
-        ..SyntheticSpec::reddit()
+/// The table's columns: the graph, the candidates' times, the dispatcher's verdict, the
+/// pick's distance to the floor and, with the peers, cuSPARSE and the SDDMM.
+fn table(peers: bool) -> Table {
+    let mut t = Table::new()
+        .left("graph", 28)
+        .right("nnz", 11)
+        .right("K", 4)
+        .left("prec", 4);
+    for (h, w) in [
+        ("GE ms", 8),
+        ("narrow", 8),
+        ("HP ms", 8),
+        ("pick", 6),
+        ("fastest", 7),
+        ("regret", 6),
+        ("TB/s", 6),
+        ("x L1", 5),
+        ("x HBM", 5),
+    ] {
+        t = t.right(h, w);
     }
+    if peers {
+        for (h, w) in [
+            ("cuSP ms", 8),
+            ("pick/cuSP", 9),
+            ("SDDMM ms", 8),
+            ("sd/cuSP", 7),
+            ("sd x L1", 7),
+        ] {
+            t = t.right(h, w);
+        }
+    }
+    t
 }
 
-/// The sweep's graphs by name, smallest first, then the full graph reordered.
-fn cases() -> Result<Vec<(String, Case)>> {
-    let syn = |spec: SyntheticSpec| Case::Synthetic {
-        spec,
-        order: Reorder::None,
-    };
-    let mut v = vec![("cora".to_string(), Case::Cora)];
-    for s in [0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0] {
-        v.push((format!("reddit@{s}"), syn(reddit(s)?)));
-    }
-    for s in [0.05, 0.5] {
-        let mut flat = reddit(s)?;
-        flat.degree_sigma = 0.2;
-        flat.max_weight = 3.0;
-        v.push((format!("flat@{s}"), syn(flat)));
-        let mut skew = reddit(s)?;
-        skew.degree_sigma = 2.0;
-        v.push((format!("skewed@{s}"), syn(skew)));
-    }
-    v.push((
-        "sparse-100K".into(),
-        syn(sparse("sparse-100K", 100_000, 8.0)),
-    ));
-    v.push((
-        "sparse-1M".into(),
-        syn(sparse("sparse-1M", 1_000_000, 12.0)),
-    ));
-    v.push((
-        "sparse-2.5M".into(),
-        syn(sparse("sparse-2.5M", 2_500_000, 25.0)),
-    ));
-    for order in [Reorder::Degree, Reorder::Rcm, Reorder::Louvain] {
-        v.push((
-            format!("reddit@1 {order}"),
-            Case::Synthetic {
-                spec: reddit(1.0)?,
-                order,
-            },
+fn ms_cell(v: Option<f64>) -> String {
+    v.map_or("n/a".into(), |t| format!("{t:.3}"))
+}
+
+fn json<T: serde::Serialize>(v: T) -> serde_json::Value {
+    serde_json::to_value(v).unwrap_or(serde_json::Value::Null)
+}
+
+/// Runs the sweep on the first CUDA device: prints the table as it goes and the dispatcher's
+/// summary at the end, writes `graphs.json` (with the kernel policy of the operands, the
+/// floor model and the summary), `graphs.md` and `graphs.svg` under `args.out` (and the JSON
+/// to `args.json` too), and returns the JSON rows.
+pub fn run(args: &GraphsBench) -> Result<Vec<serde_json::Value>> {
+    if args.k.contains(&0) {
+        return Err(crate::Error::Invalid(
+            "bench_graphs: every K must be at least 1".into(),
         ));
     }
-    let mut community = reddit(1.0)?;
-    community.community_order = true;
-    v.push(("reddit@1 generator-community".into(), syn(community)));
-    Ok(v)
-}
-
-/// Builds a case's graph; returns it with the reordering's cost in seconds.
-fn build(case: &Case) -> Result<(Csr, f64)> {
-    match case {
-        Case::Cora => {
-            let src = crate::run::DataSource::bundled_cora();
-            Ok((crate::run::load(&src, false)?.dataset.graph, 0.0))
-        }
-        Case::Synthetic { spec, order } => {
-            let (ds, _) = generate(spec, 0)?;
-            let t = Instant::now();
-            let graph = match order {
-                Reorder::None => ds.graph,
-                o => ds.graph.permute(&o.order(&ds.graph)?)?,
-            };
-            Ok((graph, t.elapsed().as_secs_f64()))
-        }
-    }
-}
-
-/// Runs the sweep on the first CUDA device: prints the table as it goes, writes
-/// `graphs.json` (with the kernel policy of the operands), `graphs.md` and `graphs.svg` under
-/// `args.out`, and returns the JSON rows.
-pub fn run(args: &GraphsBench) -> Result<Vec<serde_json::Value>> {
     let (device, dev) = super::cuda_device()?;
     let dev = &dev;
     let stream = dev.cuda_stream();
-    let mut table = Table::new()
-        .left("graph", 30)
-        .right("nnz", 11)
-        .right("K", 4);
-    for h in [
-        "GE ms",
-        "narrow ms",
-        "HP ms",
-        "cuSP ms",
-        "pick",
-        "pick/cuSP",
-        "HP/GE",
-        "HPsd ms",
-        "cuSPsd ms",
-        "sd/cuSP",
-    ] {
-        table = table.right(h, 10);
-    }
+    let fm = floor_model(dev)?;
+    let model = fm.model;
+    let peers = !args.dispatch_only;
+    std::fs::create_dir_all(&args.out).map_err(|e| crate::Error::Io {
+        path: args.out.display().to_string(),
+        source: e,
+    })?;
+    let mut table = table(peers);
+    print!("{}", table.text());
     let mut rows = Vec::new();
+    let mut cases: Vec<(Precision, Case)> = Vec::new();
     let mut policy = None;
-    for (name, case) in cases()? {
-        if !args.only.is_empty() && !args.only.iter().any(|o| name.contains(o.as_str())) {
-            continue;
-        }
+    for case in select(&args.graphs, &args.only)? {
         let t = Instant::now();
-        let (graph, reorder_s) =
-            build(&case).map_err(|e| crate::Error::Invalid(format!("building {name}: {e}")))?;
+        let (graph, reorder_s) = case
+            .build()
+            .map_err(|e| crate::Error::Invalid(format!("building {}: {e}", case.name)))?;
         let (name, graph) = match args.heads {
-            1 => (name, graph),
-            h => (format!("{name} x{h} heads"), graph.expand_heads(h)?),
+            1 => (case.name.clone(), graph),
+            h => (format!("{} x{h} heads", case.name), graph.expand_heads(h)?),
         };
         let (a, g, vals) = gcn_operand(&graph, &device)?;
         policy.get_or_insert(*g.policy());
@@ -209,118 +203,312 @@ pub fn run(args: &GraphsBench) -> Result<Vec<serde_json::Value>> {
                 String::new()
             }
         );
-        let sp = Cusparse::new(&g, &vals, &stream)?;
-        for &k in &args.k {
-            let x = Tensor::randn(0f32, 1.0, (a.n_cols(), k), &device)?;
-            let time_spmm = |kernel: SpmmKernel| -> Result<f64> {
-                let gk = g.with_policy(g.policy().with_spmm(kernel));
-                Ok(time_ms(&stream, args.reps, || {
-                    spmm_weighted(&gk, &x, &vals, Reduce::Sum)?;
-                    Ok(())
-                })?)
-            };
-            let ge = time_spmm(SpmmKernel::Ge)?;
-            let narrow = time_spmm(SpmmKernel::Narrow)?;
-            let hp = time_spmm(SpmmKernel::Hp(0))?;
-            let auto = time_spmm(SpmmKernel::Auto)?;
-            let npw_sweep: Vec<(u32, f64)> = if args.npw_sweep {
-                NPW_CANDIDATES
-                    .into_iter()
-                    .map(|n| Ok((n, time_spmm(SpmmKernel::Hp(n))?)))
-                    .collect::<Result<_>>()?
-            } else {
-                Vec::new()
-            };
-            let c = Tensor::zeros((a.n_rows(), k), DType::F32, &device)?;
-            let cusp = sp.time_both(&x, &c, dev, args.reps)?;
-            let cusp_best = cusp[0].min(cusp[1]);
-            // Both kernels against cuSPARSE's product (time_both leaves CSR_ALG2's in c).
-            let mut errs = Vec::new();
-            for kernel in [SpmmKernel::Ge, SpmmKernel::Hp(0), SpmmKernel::Narrow] {
-                let gk = g.with_policy(g.policy().with_spmm(kernel));
-                let out = spmm_weighted(&gk, &x, &vals, Reduce::Sum)?;
-                errs.push(rel_diff(&out, &c)?);
+        let sp = if peers {
+            Some(Cusparse::new(&g, &vals, &stream)?)
+        } else {
+            None
+        };
+        for &prec in &args.precision {
+            let dt = prec.dtype();
+            let s = dt.size_in_bytes();
+            for &k in &args.k {
+                let x = Tensor::randn(0f32, 1.0, (a.n_cols(), k), &device)?.to_dtype(dt)?;
+                let spmm_on = |gk: &gnn_kernels::DeviceGraph| -> Result<f64> {
+                    Ok(time_ms(&stream, args.reps, || {
+                        spmm_weighted(gk, &x, &vals, Reduce::Sum)?;
+                        Ok(())
+                    })?)
+                };
+                // The candidates, each forced where the width fits it.
+                let mut times: Vec<(String, f64)> = Vec::new();
+                let mut kernel_ms: BTreeMap<&str, Option<f64>> = BTreeMap::new();
+                let mut recorded: Vec<(&str, KernelsUsed)> = Vec::new();
+                for (cand, kernel) in CANDIDATES {
+                    let gk = g.with_policy(g.policy().with_spmm(kernel));
+                    if spmm_choice_for(&gk, k, s).name() != cand {
+                        kernel_ms.insert(cand, None);
+                        continue;
+                    }
+                    let ms = spmm_on(&gk)?;
+                    kernel_ms.insert(cand, Some(ms));
+                    times.push((cand.to_string(), ms));
+                    recorded.push((cand, gk.kernels_used()));
+                }
+                // The dispatcher's own run, and which candidate it is.
+                let ga = g.with_policy(g.policy().with_spmm(SpmmKernel::Auto));
+                let auto = spmm_on(&ga)?;
+                let auto_kernels = ga.kernels_used().kernels("spmm");
+                let pick = match recorded
+                    .iter()
+                    .find(|(_, u)| u.kernels("spmm") == auto_kernels)
+                {
+                    Some((cand, _)) => cand.to_string(),
+                    None => {
+                        let n = auto_kernels.join("+");
+                        times.push((n.clone(), auto));
+                        n
+                    }
+                };
+                let verdict = Verdict::new(&pick, &times);
+                let npw_sweep: Vec<(u32, f64)> = if args.npw_sweep {
+                    NPW_CANDIDATES
+                        .into_iter()
+                        .map(|n| {
+                            Ok((
+                                n,
+                                spmm_on(&g.with_policy(g.policy().with_spmm(SpmmKernel::Hp(n))))?,
+                            ))
+                        })
+                        .collect::<Result<_>>()?
+                } else {
+                    Vec::new()
+                };
+                // cuSPARSE (f32 only): its product is the reference; else the row kernel's.
+                let cusp = match (&sp, dt) {
+                    (Some(sp), DType::F32) => {
+                        let c = Tensor::zeros((a.n_rows(), k), DType::F32, &device)?;
+                        let t = sp.time_both(&x, &c, dev, args.reps)?;
+                        Some((t, c))
+                    }
+                    _ => None,
+                };
+                let mut rel_err = BTreeMap::new();
+                let reference = match &cusp {
+                    Some((_, c)) => ("cusparse", c.clone()),
+                    None => (
+                        "ge",
+                        spmm_weighted(
+                            &g.with_policy(g.policy().with_spmm(SpmmKernel::Ge)),
+                            &x,
+                            &vals,
+                            Reduce::Sum,
+                        )?
+                        .to_dtype(DType::F32)?,
+                    ),
+                };
+                for (cand, kernel) in CANDIDATES {
+                    if kernel_ms[cand].is_none() || cand == reference.0 {
+                        continue;
+                    }
+                    let gk = g.with_policy(g.policy().with_spmm(kernel));
+                    let out = spmm_weighted(&gk, &x, &vals, Reduce::Sum)?.to_dtype(DType::F32)?;
+                    rel_err.insert(cand, rel_diff(&out, &reference.1)?);
+                }
+                drop(reference);
+                let cusp_ms = cusp.map(|(t, _)| t);
+                let cusp_best = cusp_ms.map(|t| t[0].min(t[1]));
+                // SDDMM on the same pattern (a = rows' features, b = x); cuSPARSE's in f32.
+                let sd = if peers {
+                    let y = Tensor::randn(0f32, 1.0, (a.n_rows(), k), &device)?.to_dtype(dt)?;
+                    let ours = time_ms(&stream, args.reps, || {
+                        sddmm(&g, &y, &x)?;
+                        Ok(())
+                    })?;
+                    let peer = if dt == DType::F32 {
+                        let e = Tensor::zeros(nnz, DType::F32, &device)?;
+                        let peer = CusparseSddmm::new(&g, &y, &x, &e, dev)?;
+                        let ms = time_ms(&stream, args.reps, || peer.run())?;
+                        let err = rel_diff(&sddmm(&g, &y, &x)?, &e)?;
+                        Some((ms, err))
+                    } else {
+                        None
+                    };
+                    Some((ours, peer))
+                } else {
+                    None
+                };
+                drop(x);
+                // Floors: f32 edge values, features of `s` bytes.
+                let spmm_t = Spmm {
+                    n_rows: a.n_rows(),
+                    n_cols: a.n_cols(),
+                    nnz,
+                    k,
+                    elem_bytes: s,
+                    value_bytes: 4,
+                }
+                .traffic();
+                let sddmm_t = Sddmm {
+                    n_rows: a.n_rows(),
+                    n_cols: a.n_cols(),
+                    nnz,
+                    k,
+                    elem_bytes: s,
+                }
+                .traffic();
+                let mut vs_floor = serde_json::Map::new();
+                for (cand, ms) in &kernel_ms {
+                    if let Some(ms) = ms {
+                        vs_floor.insert(cand.to_string(), json(spmm_t.distance(&model, *ms)));
+                    }
+                }
+                vs_floor.insert("auto".into(), json(spmm_t.distance(&model, auto)));
+                if let Some(t) = cusp_best {
+                    vs_floor.insert("cusparse".into(), json(spmm_t.distance(&model, t)));
+                }
+                if let Some((ours, peer)) = sd {
+                    vs_floor.insert("sddmm_hp".into(), json(sddmm_t.distance(&model, ours)));
+                    if let Some((ms, _)) = peer {
+                        vs_floor
+                            .insert("sddmm_cusparse".into(), json(sddmm_t.distance(&model, ms)));
+                    }
+                }
+                let d = spmm_t.distance(&model, auto);
+                let mut cells = vec![
+                    name.clone(),
+                    nnz.to_string(),
+                    k.to_string(),
+                    prec.to_string(),
+                    ms_cell(kernel_ms["ge"]),
+                    ms_cell(kernel_ms["narrow"]),
+                    ms_cell(kernel_ms["hp"]),
+                    pick.clone(),
+                    verdict.as_ref().map_or("-".into(), |v| v.best.clone()),
+                    verdict
+                        .as_ref()
+                        .map_or("-".into(), |v| format!("{:.2}x", v.regret)),
+                    fmt_tb_s(d.gather_tb_s),
+                    fmt_x(d.x_gather_l1),
+                    fmt_x(d.x_hbm),
+                ];
+                if peers {
+                    let sd_peer = sd.and_then(|(_, p)| p);
+                    cells.extend([
+                        cusp_best.map_or("-".into(), |t| format!("{t:.3}")),
+                        cusp_best.map_or("-".into(), |t| format!("{:.2}x", t / auto)),
+                        sd.map_or("-".into(), |(ms, _)| format!("{ms:.3}")),
+                        match (sd, sd_peer) {
+                            (Some((ours, _)), Some((ms, _))) => format!("{:.2}x", ms / ours),
+                            _ => "-".into(),
+                        },
+                        sd.map_or("-".into(), |(ms, _)| {
+                            fmt_x(sddmm_t.distance(&model, ms).x_gather_l1)
+                        }),
+                    ]);
+                }
+                table.row(cells);
+                println!("{}", table.text().lines().last().unwrap_or_default());
+                let ge = kernel_ms["ge"];
+                let hp = kernel_ms["hp"];
+                let fastest = times.iter().map(|t| t.1).fold(f64::INFINITY, f64::min);
+                rows.push(serde_json::json!({
+                    "graph": name, "family": case.family, "order": case.order.to_string(),
+                    "nodes": a.n_rows(), "nnz": nnz, "mean_row": st.mean,
+                    "max_row": st.max, "reorder_s": reorder_s, "k": k, "precision": prec,
+                    "ge_ms": ge, "narrow_ms": kernel_ms["narrow"], "hp_ms": hp, "auto_ms": auto,
+                    "auto_kernels": auto_kernels,
+                    "kernels_used": recorded.iter().map(|(c, u)| (c.to_string(), u.kernels("spmm"))).collect::<BTreeMap<_, _>>(),
+                    "dispatch": pick, "best": verdict.as_ref().map(|v| v.best.clone()),
+                    "best_ms": verdict.as_ref().map(|v| v.best_ms),
+                    "pick_ms": verdict.as_ref().map(|v| v.pick_ms),
+                    "regret": verdict.as_ref().map(|v| v.regret),
+                    "pick_is_best": verdict.as_ref().map(Verdict::pick_is_best),
+                    "cusparse_default_ms": cusp_ms.map(|t| t[0]),
+                    "cusparse_csr_alg2_ms": cusp_ms.map(|t| t[1]),
+                    "dispatch_vs_cusparse": cusp_best.map(|t| t / auto),
+                    "best_vs_cusparse": cusp_best.map(|t| t / fastest),
+                    "hp_vs_ge": ge.zip(hp).map(|(ge, hp)| ge / hp),
+                    "rel_err": rel_err, "rel_err_reference": if cusp_best.is_some() { "cusparse" } else { "ge" },
+                    "hp_npw_sweep": npw_sweep.iter().map(|(n, ms)| serde_json::json!({"npw": n, "ms": ms})).collect::<Vec<_>>(),
+                    "sddmm_hp_ms": sd.map(|(ms, _)| ms),
+                    "sddmm_cusparse_ms": sd.and_then(|(_, p)| p).map(|(ms, _)| ms),
+                    "sddmm_vs_cusparse": sd.and_then(|(ours, p)| p.map(|(ms, _)| ms / ours)),
+                    "sddmm_rel_err": sd.and_then(|(_, p)| p).map(|(_, e)| e),
+                    "floor": spmm_t.floors(&model),
+                    "sddmm_floor": sd.map(|_| sddmm_t.floors(&model)),
+                    "vs_floor": vs_floor,
+                }));
+                if let Some(verdict) = verdict {
+                    cases.push((
+                        prec,
+                        Case {
+                            case: format!("{name} K={k} {prec}"),
+                            verdict,
+                        },
+                    ));
+                }
             }
-            // The dispatcher's choice (HP-SpMM by its rule, else GE-SpMM's narrow-row kernel
-            // where a row fits, else its row kernel), timed as it runs.
-            let pick_name = match pick(&st, nnz, k, 4) {
-                Pick::Hp => "HP",
-                Pick::Narrow => "narrow",
-                Pick::Row => "GE",
-            };
-            let chosen = auto;
-            // SDDMM on the same pattern (a = rows' features, b = x).
-            let y = Tensor::randn(0f32, 1.0, (a.n_rows(), k), &device)?;
-            let sd = time_ms(&stream, args.reps, || {
-                sddmm(&g, &y, &x)?;
-                Ok(())
-            })?;
-            let e = Tensor::zeros(nnz, DType::F32, &device)?;
-            let peer = CusparseSddmm::new(&g, &y, &x, &e, dev)?;
-            let sd_cusp = time_ms(&stream, args.reps, || peer.run())?;
-            let sd_err = rel_diff(&sddmm(&g, &y, &x)?, &e)?;
-            drop(peer);
-            table.row(vec![
-                name.clone(),
-                nnz.to_string(),
-                k.to_string(),
-                format!("{ge:.3}"),
-                format!("{narrow:.3}"),
-                format!("{hp:.3}"),
-                format!("{cusp_best:.3}"),
-                pick_name.into(),
-                format!("{:.2}x", cusp_best / chosen),
-                format!("{:.2}x", ge / hp),
-                format!("{sd:.3}"),
-                format!("{sd_cusp:.3}"),
-                format!("{:.2}x", sd_cusp / sd),
-            ]);
-            println!("{}", table.text().lines().last().unwrap_or_default());
-            rows.push(serde_json::json!({
-                "graph": name, "nodes": a.n_rows(), "nnz": nnz, "mean_row": st.mean,
-                "max_row": st.max, "reorder_s": reorder_s, "k": k,
-                "ge_ms": ge, "narrow_ms": narrow, "hp_ms": hp, "auto_ms": auto,
-                "cusparse_default_ms": cusp[0],
-                "cusparse_csr_alg2_ms": cusp[1], "dispatch": pick_name.to_lowercase(),
-                "dispatch_vs_cusparse": cusp_best / chosen,
-                "best_vs_cusparse": cusp_best / ge.min(hp).min(narrow),
-                "hp_vs_ge": ge / hp,
-                "rel_err_ge": errs[0], "rel_err_hp": errs[1], "rel_err_narrow": errs[2],
-                "hp_npw_sweep": npw_sweep.iter().map(|(n, ms)| serde_json::json!({"npw": n, "ms": ms})).collect::<Vec<_>>(),
-                "sddmm_hp_ms": sd, "sddmm_cusparse_ms": sd_cusp, "sddmm_vs_cusparse": sd_cusp / sd,
-                "sddmm_rel_err": sd_err,
-            }));
         }
+        // The document so far after every graph: a run cut short keeps what it measured.
+        let (doc, _, _) = document(args, policy, &fm, &cases, &rows);
+        write_doc(args, &doc)?;
     }
     print!("{}", table.text());
-    std::fs::create_dir_all(&args.out).map_err(|e| crate::Error::Io {
-        path: args.out.display().to_string(),
-        source: e,
-    })?;
-    let doc = serde_json::json!({
-        "reps": args.reps, "kernel_policy": policy, "timing": "CUDA events on candle's stream, median after 3 warm-ups",
-        "operand": "A + I, GCN symmetric normalisation; SpMM weighted sum, SDDMM on the same pattern",
-        "rows": rows,
-    });
-    write_json(&args.out.join("graphs.json"), &doc)?;
+    let (doc, overall, by_precision) = document(args, policy, &fm, &cases, &rows);
+    println!("\nthe dispatcher over {} cases:\n{overall}", overall.cases);
+    for (p, s) in &by_precision {
+        println!("\n{p}:\n{s}");
+    }
+    write_doc(args, &doc)?;
     write_text(&args.out.join("graphs.md"), &table.markdown())?;
     chart(args, &rows)?;
     println!("wrote {}/graphs.{{json,md,svg}}", args.out.display());
     Ok(rows)
 }
 
-/// Three panels against non-zeros (log scale), one line per K: the dispatched SpMM over
-/// cuSPARSE, HP-SpMM over GE-SpMM, HP-SDDMM over cuSPARSE. Graphs in reordered ids are left
-/// out of the lines (they share the full graph's nnz).
+/// The sweep's JSON document from its rows and verdicts so far, with the dispatcher's
+/// summaries: over all cases, and per precision when there are several.
+fn document(
+    args: &GraphsBench,
+    policy: Option<KernelPolicy>,
+    fm: &FloorModel,
+    cases: &[(Precision, Case)],
+    rows: &[serde_json::Value],
+) -> (serde_json::Value, Summary, BTreeMap<String, Summary>) {
+    let of = |p: Option<Precision>| -> Vec<Case> {
+        cases
+            .iter()
+            .filter(|(q, _)| p.is_none_or(|p| *q == p))
+            .map(|(_, c)| c.clone())
+            .collect()
+    };
+    let overall = summarize(&of(None), WORST_LISTED);
+    let by_precision: BTreeMap<String, Summary> = if args.precision.len() > 1 {
+        args.precision
+            .iter()
+            .map(|&p| (p.to_string(), summarize(&of(Some(p)), WORST_LISTED)))
+            .collect()
+    } else {
+        BTreeMap::new()
+    };
+    let doc = serde_json::json!({
+        "reps": args.reps, "kernel_policy": policy, "timing": "CUDA events on candle's stream, median after 3 warm-ups",
+        "operand": "A + I, GCN symmetric normalisation (f32 edge values); SpMM weighted sum, SDDMM on the same pattern",
+        "ks": args.k, "precisions": args.precision, "dispatch_only": args.dispatch_only,
+        "candidates": CANDIDATES.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+        "floor_model": fm,
+        "dispatch_summary": {"all": overall, "by_precision": by_precision},
+        "rows": rows,
+    });
+    (doc, overall, by_precision)
+}
+
+/// Writes `doc` as `graphs.json` under `args.out`, and to `args.json` when given.
+fn write_doc(args: &GraphsBench, doc: &serde_json::Value) -> Result<()> {
+    write_json(&args.out.join("graphs.json"), doc)?;
+    if let Some(path) = &args.json {
+        write_json(path, doc)?;
+    }
+    Ok(())
+}
+
+/// Panels against non-zeros (log scale), one line per K: the dispatcher's regret per
+/// precision and, with the peers, the dispatched SpMM and HP-SDDMM over cuSPARSE (f32). Graphs
+/// in reordered ids are left out of the lines (they share the full graph's nnz).
 fn chart(args: &GraphsBench, rows: &[serde_json::Value]) -> Result<()> {
-    let series = |field: &str| -> Vec<Line> {
+    let series = |field: &str, prec: Precision| -> Vec<Line> {
+        let prec = prec.to_string();
+        let of = |r: &&serde_json::Value| {
+            r["precision"] == prec.as_str() && !r["graph"].as_str().unwrap_or("").contains(' ')
+        };
         let mut lines: Vec<Line> = args
             .k
             .iter()
             .map(|&k| {
                 let mut pts: Vec<(f64, f64)> = rows
                     .iter()
-                    .filter(|r| r["k"] == k && !r["graph"].as_str().unwrap_or("").contains(' '))
+                    .filter(of)
+                    .filter(|r| r["k"] == k)
                     .filter_map(|r| Some((r["nnz"].as_f64()?, r[field].as_f64()?)))
                     .collect();
                 pts.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -338,26 +526,32 @@ fn chart(args: &GraphsBench, rows: &[serde_json::Value]) -> Result<()> {
         lines.push(Line::level("parity", 1.0, lo, hi));
         lines
     };
-    let mut panels = vec![
-        Panel::lines(
-            "SpMM (dispatched) speed-up over cuSPARSE",
+    let mut panels: Vec<Panel> = args
+        .precision
+        .iter()
+        .map(|&p| {
+            Panel::lines(
+                format!("SpMM dispatcher's regret, {p}"),
+                "non-zeros",
+                "pick ms / fastest ms",
+                series("regret", p),
+            )
+        })
+        .collect();
+    if !args.dispatch_only && args.precision.contains(&Precision::F32) {
+        panels.push(Panel::lines(
+            "SpMM (dispatched) speed-up over cuSPARSE, f32",
             "non-zeros",
             "x cuSPARSE",
-            series("dispatch_vs_cusparse"),
-        ),
-        Panel::lines(
-            "HP-SpMM speed-up over GE-SpMM",
-            "non-zeros",
-            "GE ms / HP ms",
-            series("hp_vs_ge"),
-        ),
-        Panel::lines(
-            "HP-SDDMM speed-up over cuSPARSE SDDMM",
+            series("dispatch_vs_cusparse", Precision::F32),
+        ));
+        panels.push(Panel::lines(
+            "HP-SDDMM speed-up over cuSPARSE SDDMM, f32",
             "non-zeros",
             "x cuSPARSE",
-            series("sddmm_vs_cusparse"),
-        ),
-    ];
+            series("sddmm_vs_cusparse", Precision::F32),
+        ));
+    }
     for p in &mut panels {
         p.log_x = true;
     }

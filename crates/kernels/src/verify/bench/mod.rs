@@ -2,6 +2,9 @@
 //! ours against cuSPARSE ([`crate::peer`]) on the Reddit-shaped graph, in the same process on
 //! the same stream and operands, CUDA events, medians after warm-up. Each prints its table as
 //! it goes and returns the JSON document the example writes (and `bench/run.py` reads).
+//! Every timing stands beside its floors ([`crate::verify::floor`]): the gathered bytes' rate
+//! and the time over the L1 gather floor and over the compulsory-HBM floor; each document
+//! records the device model once (`floor_model`) and each row its `floor` and `vs_floor`.
 
 mod sddmm;
 mod spmm;
@@ -10,6 +13,7 @@ pub use sddmm::{sddmm, SddmmBench};
 pub use spmm::{spmm, SpmmBench};
 
 use crate::error::{Error, Result};
+use crate::verify::floor::FloorModel;
 use candle_core::cuda_backend::cudarc::driver::CudaStream;
 use candle_core::cuda_backend::CudaDevice;
 use candle_core::Device;
@@ -26,6 +30,18 @@ fn cuda(device: &Device) -> Result<(&CudaDevice, Arc<CudaStream>)> {
             "the kernel benchmarks run on a CUDA device, not {other:?}"
         ))),
     }
+}
+
+/// The floor model of `dev`'s GPU (by the name its driver gives), printed once.
+pub fn floor_model(dev: &CudaDevice) -> Result<FloorModel> {
+    let name = dev
+        .cuda_stream()
+        .context()
+        .name()
+        .map_err(|e| Error::Harness(format!("the GPU's name: {e:?}")))?;
+    let m = FloorModel::for_gpu(&name);
+    println!("{m}");
+    Ok(m)
 }
 
 /// A JSON value of `v` (the documents' rows).

@@ -1,12 +1,15 @@
 //! SDDMM benchmark on the Reddit-shaped graph (A + I, the attention layers' pattern): our
 //! HP-SDDMM (DTP's partition, and with `sweep` every edges-per-warp candidate) and our
-//! row-per-warp kernel against cuSPARSE's CSR SDDMM, same operands; `dump` also writes the
-//! graph's CSR (`indptr.npy`, `indices.npy`) for `bench/peers/torch_sddmm.py`.
+//! row-per-warp kernel against cuSPARSE's CSR SDDMM, same operands, each timing beside its
+//! floors (`crate::verify::floor::Sddmm`: gathered TB/s, time over the L1 gather floor and
+//! over the compulsory-HBM floor); `dump` also writes the graph's CSR (`indptr.npy`,
+//! `indices.npy`) for `bench/peers/torch_sddmm.py`.
 
-use super::{cuda, TIMING};
+use super::{cuda, floor_model, TIMING};
 use crate::error::{Error, Result};
 use crate::ops::sddmm::tuning::{auto_npw, NPW_CANDIDATES};
 use crate::peer::{gcn_operand, rel_diff, time_ms, CusparseSddmm};
+use crate::verify::floor::{fmt_tb_s, fmt_x, Sddmm};
 use crate::{KernelPolicy, SddmmKernel};
 use candle_core::{Device, Tensor};
 use gnn_graph::io::npz::{write_npy, NpyArray, NpyData};
@@ -36,10 +39,13 @@ pub struct SddmmBench {
 
 /// Runs the SDDMM benchmark on `device` (a CUDA device), printing its table, and returns the
 /// JSON document: `graph` (with the reordering and its cost), `reps`, `timing`,
-/// `kernel_policy`, `kernels_used` and `rows` (per width: HP ms and its edges per warp, rows
-/// ms, cuSPARSE ms, effective GB/s, speed-ups, relative difference, the sweep).
+/// `floor_model`, `kernel_policy`, `kernels_used` and `rows` (per width: HP ms and its edges
+/// per warp, rows ms, cuSPARSE ms, speed-ups, relative difference, the sweep, the `floor` and
+/// each timing's distance in `vs_floor`).
 pub fn sddmm(cfg: &SddmmBench, device: &Device) -> Result<serde_json::Value> {
     let (dev, stream) = cuda(device)?;
+    let fm = floor_model(dev)?;
+    let model = fm.model;
     let mut spec = SyntheticSpec::reddit().scaled(cfg.scale)?;
     spec.community_order = cfg.community_order;
     let (ds, rep) = generate(&spec, 0)?;
@@ -70,8 +76,18 @@ pub fn sddmm(cfg: &SddmmBench, device: &Device) -> Result<serde_json::Value> {
         a.degree_stats().max
     );
     println!(
-        "{:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-        "K", "HP ms", "npw", "rows ms", "cuSP ms", "HP GB/s", "vs cuSP", "vs rows", "rel err"
+        "{:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>6} {:>6} {:>9}",
+        "K",
+        "HP ms",
+        "npw",
+        "rows ms",
+        "cuSP ms",
+        "vs cuSP",
+        "vs rows",
+        "TB/s",
+        "x L1",
+        "x HBM",
+        "rel err"
     );
     let mut rows = Vec::new();
     for &k in &cfg.k {
@@ -101,26 +117,42 @@ pub fn sddmm(cfg: &SddmmBench, device: &Device) -> Result<serde_json::Value> {
         let err = rel_diff(&ours, &out)?;
         // DTP's choice, as the kernel computes it (the sweep row of the same npw matches).
         let npw = auto_npw(dev, nnz, k)?.map_or("-".to_string(), |n| n.to_string());
-        // Bytes a perfect kernel moves: indices + output + each b row gathered once per edge
-        // and each a row read once.
-        let bytes = nnz as f64 * (8.0 + 4.0 * k as f64) + 4.0 * (a.n_rows() * k) as f64;
-        let gbs = bytes / hp / 1e6;
+        // f32 operands: each B_j gathered once per edge, A_i once per row, f32 scores out.
+        let traffic = Sddmm {
+            n_rows: a.n_rows(),
+            n_cols: a.n_cols(),
+            nnz,
+            k,
+            elem_bytes: 4,
+        }
+        .traffic();
+        let d = traffic.distance(&model, hp);
         println!(
-            "{k:>5} {hp:>9.3} {npw:>9} {rows_ms:>9.3} {cusp:>9.3} {gbs:>9.0} {:>8.2}x {:>8.2}x {err:>9.1e}",
+            "{k:>5} {hp:>9.3} {npw:>9} {rows_ms:>9.3} {cusp:>9.3} {:>8.2}x {:>8.2}x {:>7} {:>6} {:>6} {err:>9.1e}",
             cusp / hp,
-            rows_ms / hp
+            rows_ms / hp,
+            fmt_tb_s(d.gather_tb_s),
+            fmt_x(d.x_gather_l1),
+            fmt_x(d.x_hbm),
         );
         rows.push(serde_json::json!({
             "k": k, "hp_ms": hp, "hp_npw": npw, "rows_ms": rows_ms, "cusparse_ms": cusp,
-            "hp_effective_gb_s": gbs, "speedup_vs_cusparse": cusp / hp,
+            "speedup_vs_cusparse": cusp / hp,
             "speedup_vs_rows": rows_ms / hp, "rel_err_vs_cusparse": err,
-            "sweep": sweep.iter().map(|(n, ms)| serde_json::json!({"npw": n, "ms": ms})).collect::<Vec<_>>(),
+            "floor": traffic.floors(&model),
+            "vs_floor": {
+                "hp": d, "rows": traffic.distance(&model, rows_ms),
+                "cusparse": traffic.distance(&model, cusp),
+            },
+            "sweep": sweep.iter().map(|(n, ms)| serde_json::json!({
+                "npw": n, "ms": ms, "x_gather_l1": traffic.distance(&model, *ms).x_gather_l1,
+            })).collect::<Vec<_>>(),
         }));
     }
     Ok(serde_json::json!({
         "graph": {"nodes": a.n_rows(), "nnz": nnz, "max_row": a.degree_stats().max, "scale": cfg.scale,
                   "reorder": cfg.reorder, "reorder_s": reorder_s, "community_order": cfg.community_order},
-        "reps": cfg.reps, "timing": TIMING,
+        "reps": cfg.reps, "timing": TIMING, "floor_model": fm,
         "kernel_policy": g.policy(), "kernels_used": g.kernels_used(),
         "rows": rows,
     }))

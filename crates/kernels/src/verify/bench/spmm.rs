@@ -1,12 +1,14 @@
 //! SpMM benchmark: our CSR kernels against cuSPARSE's CSR SpMM (descriptors and workspace
 //! created once, on candle's stream) on the GCN operand of the Reddit-shaped graph; ms,
-//! GFLOP/s (2 nnz K / t), our/cuSPARSE speed ratio. Optional tables: every compiled tile
-//! shape (`sweep`), each of our kernels forced in f32 and bf16 (`kernels`), and the SpMM cut
-//! into column blocks (`column_blocks`).
+//! our/cuSPARSE speed ratio, and the distance to the floor (gathered TB/s, time over the L1
+//! gather floor and over the compulsory-HBM floor; GFLOP/s = 2 nnz K / t in the JSON).
+//! Optional tables: every compiled tile shape (`sweep`), each of our kernels forced in f32 and
+//! bf16 (`kernels`), and the SpMM cut into column blocks (`column_blocks`).
 
-use super::{cuda, json, TIMING};
+use super::{cuda, floor_model, json, TIMING};
 use crate::error::{Error, Result};
 use crate::peer::{gcn_operand, rel_diff, time_ms, Cusparse, SpmmAlg};
+use crate::verify::floor::{fmt_tb_s, fmt_x, DeviceModel, Spmm, Traffic};
 use crate::{spmm_weighted, DeviceGraph, KernelPolicy, Reduce, SpmmKernel};
 use candle_core::cuda_backend::cudarc::driver::CudaStream;
 use candle_core::{DType, Device, Tensor};
@@ -33,11 +35,15 @@ pub struct SpmmBench {
 }
 
 /// Runs the SpMM benchmark on `device` (a CUDA device), printing its tables, and returns the
-/// JSON document: `graph`, `reps`, `timing`, `kernel_policy`, `kernels_used`, `rows` (per
-/// width: ours weighted sum and mean, cuSPARSE default and CSR_ALG2, GFLOP/s, speed-up,
-/// relative difference, the tile sweep), `kernels` and `column_blocks`.
+/// JSON document: `graph`, `reps`, `timing`, `floor_model`, `kernel_policy`, `kernels_used`,
+/// `rows` (per width: ours weighted sum and mean, cuSPARSE default and CSR_ALG2, GFLOP/s,
+/// speed-up, relative difference, the tile sweep, `floor` / `floor_mean` and each timing's
+/// distance in `vs_floor`), `kernels` and `column_blocks` (each row with its `floor` and
+/// `vs_floor`).
 pub fn spmm(cfg: &SpmmBench, device: &Device) -> Result<serde_json::Value> {
     let (dev, stream) = cuda(device)?;
+    let fm = floor_model(dev)?;
+    let model = fm.model;
     let spec = SyntheticSpec::reddit().scaled(cfg.scale)?;
     let (ds, rep) = generate(&spec, 0)?;
     println!("{rep}");
@@ -54,19 +60,27 @@ pub fn spmm(cfg: &SpmmBench, device: &Device) -> Result<serde_json::Value> {
         a.degree_stats().max
     );
     println!(
-        "{:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9}",
+        "{:>5} {:>10} {:>10} {:>10} {:>10} {:>8} {:>7} {:>6} {:>6} {:>9}",
         "K",
         "ours w ms",
         "ours mean",
         "cuSP dflt",
         "cuSP alg2",
-        "ours GF/s",
-        "cuSP GF/s",
         "ratio",
+        "TB/s",
+        "x L1",
+        "x HBM",
         "max err"
     );
     let mut rows = Vec::new();
     for &k in &cfg.k {
+        // The weighted sum reads f32 edge values; the mean reads none.
+        let traffic = spmm_traffic(&a, k, 4);
+        let traffic_mean = Spmm {
+            value_bytes: 0,
+            ..spmm_shape(&a, k, 4)
+        }
+        .traffic();
         let x = Tensor::randn(0f32, 1.0, (a.n_cols(), k), device)?;
         let c = Tensor::zeros((a.n_rows(), k), candle_core::DType::F32, device)?;
         let ours = time_ms(&stream, cfg.reps, || {
@@ -115,7 +129,8 @@ pub fn spmm(cfg: &SpmmBench, device: &Device) -> Result<serde_json::Value> {
                             spmm_weighted(&gt, &x, &vals, Reduce::Sum)?;
                             Ok(())
                         })?;
-                        sweep.push(serde_json::json!({"vec": vec, "cf": cf, "tile_major": tile_major, "unroll": unroll, "schedule": schedule, "ms": ms}));
+                        sweep.push(serde_json::json!({"vec": vec, "cf": cf, "tile_major": tile_major, "unroll": unroll, "schedule": schedule, "ms": ms,
+                            "x_gather_l1": traffic.distance(&model, ms).x_gather_l1}));
                     }
                 }
             }
@@ -154,16 +169,18 @@ pub fn spmm(cfg: &SpmmBench, device: &Device) -> Result<serde_json::Value> {
             );
         }
         let gf = |ms: f64| 2.0 * nnz as f64 * k as f64 / ms / 1e6;
+        let d = traffic.distance(&model, ours);
         println!(
-            "{:>5} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.0} {:>9.0} {:>8.2}x {:>9.1e}",
+            "{:>5} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>7.2}x {:>7} {:>6} {:>6} {:>9.1e}",
             k,
             ours,
             ours_mean,
             cusp[0],
             cusp[1],
-            gf(ours),
-            gf(best),
             best / ours,
+            fmt_tb_s(d.gather_tb_s),
+            fmt_x(d.x_gather_l1),
+            fmt_x(d.x_hbm),
             err
         );
         rows.push(serde_json::json!({
@@ -171,37 +188,63 @@ pub fn spmm(cfg: &SpmmBench, device: &Device) -> Result<serde_json::Value> {
             "cusparse_default_ms": cusp[0], "cusparse_csr_alg2_ms": cusp[1],
             "ours_gflops": gf(ours), "cusparse_best_gflops": gf(best),
             "speedup_vs_best_cusparse": best / ours, "rel_err_vs_cusparse": err,
+            "floor": traffic.floors(&model), "floor_mean": traffic_mean.floors(&model),
+            "vs_floor": {
+                "ours_weighted_sum": d,
+                "ours_mean": traffic_mean.distance(&model, ours_mean),
+                "cusparse_best": traffic.distance(&model, best),
+            },
             "sweep": sweep,
         }));
     }
     let kernels = if cfg.kernels {
-        compare_kernels(&g, &vals, &cfg.k, cfg.reps, &stream, device)?
+        compare_kernels(&a, &g, &vals, &cfg.k, cfg.reps, &stream, device, &model)?
     } else {
         Vec::new()
     };
     let column_blocks = if cfg.column_blocks.is_empty() {
         Vec::new()
     } else {
-        compare_column_blocks(&a, &g, &vals, cfg, &stream, device)?
+        compare_column_blocks(&a, &g, &vals, cfg, &stream, device, &model)?
     };
     Ok(serde_json::json!({
         "graph": {"name": ds.name, "nodes": a.n_rows(), "nnz": nnz, "max_row": a.degree_stats().max},
-        "reps": cfg.reps, "timing": TIMING,
+        "reps": cfg.reps, "timing": TIMING, "floor_model": fm,
         "kernel_policy": g.policy(), "kernels_used": g.kernels_used(),
         "rows": rows, "kernels": kernels, "column_blocks": column_blocks,
     }))
 }
 
+/// One SpMM over `a` at width `k` with `elem_bytes`-byte features and f32 edge values.
+fn spmm_shape(a: &Csr, k: usize, elem_bytes: usize) -> Spmm {
+    Spmm {
+        n_rows: a.n_rows(),
+        n_cols: a.n_cols(),
+        nnz: a.nnz(),
+        k,
+        elem_bytes,
+        value_bytes: 4,
+    }
+}
+
+/// [`spmm_shape`]'s traffic.
+fn spmm_traffic(a: &Csr, k: usize, elem_bytes: usize) -> Traffic {
+    spmm_shape(a, k, elem_bytes).traffic()
+}
+
 /// Each kernel forced (and the dispatcher's pick) at every width, f32 and bf16 storage: the
-/// weighted sum of the GCN operand, medians; the forced kernels' largest relative difference
-/// from the row kernel's output (same storage type).
+/// weighted sum of the GCN operand, medians, the pick's distance to the floor; the forced
+/// kernels' largest relative difference from the row kernel's output (same storage type).
+#[allow(clippy::too_many_arguments)]
 fn compare_kernels(
+    a: &Csr,
     g: &DeviceGraph,
     vals: &Tensor,
     ks: &[usize],
     reps: usize,
     stream: &Arc<CudaStream>,
     device: &Device,
+    model: &DeviceModel,
 ) -> Result<Vec<serde_json::Value>> {
     let kernels = [
         ("ge", SpmmKernel::Ge),
@@ -210,8 +253,19 @@ fn compare_kernels(
         ("auto", SpmmKernel::Auto),
     ];
     println!(
-        "{:>5} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10}",
-        "K", "dtype", "ge ms", "narrow", "hp", "auto", "ge/narr", "narrow err", "hp err"
+        "{:>5} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>6} {:>6} {:>10} {:>10}",
+        "K",
+        "dtype",
+        "ge ms",
+        "narrow",
+        "hp",
+        "auto",
+        "ge/narr",
+        "TB/s",
+        "x L1",
+        "x HBM",
+        "narrow err",
+        "hp err"
     );
     let mut rows = Vec::new();
     for &k in ks {
@@ -233,8 +287,10 @@ fn compare_kernels(
             }
             let (e_narrow, e_hp) = (rel_diff(&outs[1], &outs[0])?, rel_diff(&outs[2], &outs[0])?);
             let name = format!("{dt:?}").to_lowercase();
+            let traffic = spmm_traffic(a, k, dt.size_in_bytes());
+            let d = traffic.distance(model, ms[3]);
             println!(
-                "{:>5} {:>5} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>8.2}x {:>10.1e} {:>10.1e}",
+                "{:>5} {:>5} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>8.2}x {:>7} {:>6} {:>6} {:>10.1e} {:>10.1e}",
                 k,
                 name,
                 ms[0],
@@ -242,13 +298,21 @@ fn compare_kernels(
                 ms[2],
                 ms[3],
                 ms[0] / ms[1],
+                fmt_tb_s(d.gather_tb_s),
+                fmt_x(d.x_gather_l1),
+                fmt_x(d.x_hbm),
                 e_narrow,
                 e_hp
             );
+            let vs_floor: serde_json::Map<String, serde_json::Value> = kernels
+                .iter()
+                .zip(&ms)
+                .map(|((n, _), &t)| Ok(((*n).to_string(), json(traffic.distance(model, t))?)))
+                .collect::<Result<_>>()?;
             rows.push(serde_json::json!({
                 "k": k, "dtype": name, "ge_ms": ms[0], "narrow_ms": ms[1], "hp_ms": ms[2],
                 "auto_ms": ms[3], "narrow_rel_diff": e_narrow, "hp_rel_diff": e_hp,
-                "kernels_used": used,
+                "kernels_used": used, "floor": traffic.floors(model), "vs_floor": vs_floor,
             }));
         }
     }
@@ -257,8 +321,9 @@ fn compare_kernels(
 
 /// The weighted SpMM as `B` column blocks of equal node ranges (each block's SpMM reads its
 /// slice of `x`; the outputs added in the storage type), against the one SpMM, at every width,
-/// f32 and bf16: medians of the blocked SpMMs alone and with the adds, and the largest
-/// relative difference of the blocked result from the whole one.
+/// f32 and bf16: medians of the blocked SpMMs alone and with the adds, the one SpMM's and the
+/// blocked one's distance to the one SpMM's gather floor, and the largest relative difference
+/// of the blocked result from the whole one.
 fn compare_column_blocks(
     a: &Csr,
     g: &DeviceGraph,
@@ -266,11 +331,21 @@ fn compare_column_blocks(
     cfg: &SpmmBench,
     stream: &Arc<CudaStream>,
     device: &Device,
+    model: &DeviceModel,
 ) -> Result<Vec<serde_json::Value>> {
     let host_vals = vals.to_vec1::<f32>()?;
     println!(
-        "{:>3} {:>5} {:>5} {:>9} {:>11} {:>11} {:>8} {:>10}",
-        "B", "K", "dtype", "one ms", "blocks ms", "+ adds ms", "speedup", "max diff"
+        "{:>3} {:>5} {:>5} {:>9} {:>11} {:>11} {:>8} {:>7} {:>8} {:>10}",
+        "B",
+        "K",
+        "dtype",
+        "one ms",
+        "blocks ms",
+        "+ adds ms",
+        "speedup",
+        "one xL1",
+        "+add xL1",
+        "max diff"
     );
     let mut rows = Vec::new();
     for &b in &cfg.column_blocks {
@@ -325,13 +400,19 @@ fn compare_column_blocks(
                     .to_dtype(DType::F32)?;
                 let diff = rel_diff(&blocked, &whole)?;
                 let name = format!("{dt:?}").to_lowercase();
+                let traffic = spmm_traffic(a, k, dt.size_in_bytes());
+                let at = |ms| traffic.distance(model, ms);
                 println!(
-                    "{b:>3} {k:>5} {name:>5} {one:>9.3} {alone:>11.3} {added:>11.3} {:>7.2}x {diff:>10.1e}",
-                    one / added
+                    "{b:>3} {k:>5} {name:>5} {one:>9.3} {alone:>11.3} {added:>11.3} {:>7.2}x {:>7} {:>8} {diff:>10.1e}",
+                    one / added,
+                    fmt_x(at(one).x_gather_l1),
+                    fmt_x(at(added).x_gather_l1),
                 );
                 rows.push(serde_json::json!({
                     "blocks": b, "k": k, "dtype": name, "one_ms": one, "blocks_ms": alone,
                     "blocks_and_adds_ms": added, "max_rel_diff": diff,
+                    "floor": traffic.floors(model),
+                    "vs_floor": {"one": at(one), "blocks": at(alone), "blocks_and_adds": at(added)},
                 }));
             }
         }
