@@ -1,4 +1,4 @@
-//! The graph sweep: SpMM and SDDMM on 24 graphs from 13 K to 324 M non-zeros (power-law,
+//! The graph sweep: SpMM and SDDMM on 26 graphs from 13 K to 324 M non-zeros (power-law,
 //! flat, skewed, sparse and mesh-like), each at several widths K and storage precisions, ours
 //! against cuSPARSE in the same process on the same operands, every timing beside its floors,
 //! and the SpMM dispatcher judged: its pick, each candidate kernel's time, the fastest, the

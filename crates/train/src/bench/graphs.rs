@@ -1,4 +1,4 @@
-//! The graph sweep: SpMM and SDDMM on the 24 graphs of [`super::graph_set`] (13 K to 324 M
+//! The graph sweep: SpMM and SDDMM on the 26 graphs of [`super::graph_set`] (13 K to 324 M
 //! non-zeros: power-law, flat, skewed, sparse and mesh-like), each at several widths K and
 //! storage precisions, ours against cuSPARSE in the same process on the same operands, every
 //! timing beside its floors ([`gnn_kernels::verify::floor`]), and the SpMM dispatcher judged:

@@ -7,6 +7,8 @@ use crate::Result;
 use candle_core::{DType, Tensor};
 use gnn_graph::{generate, SyntheticSpec};
 use gnn_kernels::peer::{gcn_operand, rel_diff, time_ms, Cusparse};
+use gnn_kernels::verify::bench::floor_model;
+use gnn_kernels::verify::floor::{fmt_tb_s, fmt_x, Distance, Floors, Maxk, Spmm};
 use gnn_kernels::{maxk, spgemm, spmm_weighted, sspmm, Reduce};
 use std::path::PathBuf;
 
@@ -73,12 +75,40 @@ pub struct MaxkRow {
     pub maxk_pct_of_spgemm: f64,
     /// Largest relative difference of the SpGEMM from the exact SpMM of the dense MaxK rows.
     pub spgemm_rel_err_vs_exact: f64,
+    /// Floors of the exact SpMM, the SpGEMM and the SSpMM (gathered and compulsory bytes).
+    pub floor: RowFloors,
+    /// Each timing's distance to its floors.
+    pub vs_floor: RowDistances,
+}
+
+/// The floors of one row's three products ([`gnn_kernels::verify::floor`]).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RowFloors {
+    /// Our exact SpMM at K = D.
+    pub exact: Floors,
+    /// The forward SpGEMM over the CBSR rows.
+    pub spgemm: Floors,
+    /// The backward SSpMM.
+    pub sspmm: Floors,
+}
+
+/// One row's timings against their floors.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RowDistances {
+    /// Our exact SpMM at K = D.
+    pub exact: Distance,
+    /// The forward SpGEMM.
+    pub spgemm: Distance,
+    /// The backward SSpMM.
+    pub sspmm: Distance,
 }
 
 /// Runs the benchmark on the first CUDA device: prints the table, writes
 /// `bench_maxk.json` and `bench_maxk.svg` under `cfg.out`, and returns the rows.
 pub fn run(cfg: &MaxkBench) -> Result<Vec<MaxkRow>> {
     let (gpu, dev) = super::cuda_device()?;
+    let fm = floor_model(&dev)?;
+    let model = fm.model;
     let stream = dev.cuda_stream();
     let (ds, rep) = generate(&SyntheticSpec::reddit().scaled(cfg.scale)?, 0)?;
     println!("{rep}");
@@ -97,7 +127,7 @@ pub fn run(cfg: &MaxkBench) -> Result<Vec<MaxkRow>> {
         a.nnz()
     );
     println!(
-        "{:>5} {:>4} {:>9} {:>9} {:>10} {:>9} {:>9} {:>11} {:>11} {:>7} {:>9}",
+        "{:>5} {:>4} {:>9} {:>9} {:>10} {:>9} {:>9} {:>11} {:>11} {:>7} {:>9} {:>8} {:>8} {:>8} {:>8}",
         "dtype",
         "k",
         "exact ms",
@@ -108,7 +138,11 @@ pub fn run(cfg: &MaxkBench) -> Result<Vec<MaxkRow>> {
         "fwd vs cuSP",
         "bwd vs cuSP",
         "maxk %",
-        "rel err"
+        "rel err",
+        "fwd TB/s",
+        "fwd x L1",
+        "bwd x L1",
+        "ex x L1"
     );
     let mut rows = Vec::new();
     for &dt in &cfg.dtypes {
@@ -117,19 +151,54 @@ pub fn run(cfg: &MaxkBench) -> Result<Vec<MaxkRow>> {
             spmm_weighted(&g, &x, &vals, Reduce::Sum)?;
             Ok(())
         })?;
+        let s = dt.size_in_bytes();
+        let exact_t = Spmm {
+            n_rows: n,
+            n_cols: n,
+            nnz: a.nnz(),
+            k: d,
+            elem_bytes: s,
+            value_bytes: 4,
+        }
+        .traffic();
         for &k in &cfg.k {
             let r = time_k(&g, &vals, &x, &dout, k, cfg.reps, &stream)?;
+            let mk = Maxk {
+                n_rows: n,
+                n_cols: n,
+                nnz: a.nnz(),
+                dim: d,
+                k,
+                elem_bytes: s,
+                index_bytes: gnn_kernels::ops::maxk::index_dtype(d).size_in_bytes(),
+                value_bytes: 4,
+            };
+            let (fwd_t, bwd_t) = (mk.spgemm(), mk.sspmm());
             let r = MaxkRow {
+                floor: RowFloors {
+                    exact: exact_t.floors(&model),
+                    spgemm: fwd_t.floors(&model),
+                    sspmm: bwd_t.floors(&model),
+                },
+                vs_floor: RowDistances {
+                    exact: exact_t.distance(&model, exact),
+                    spgemm: fwd_t.distance(&model, r.spgemm_ms),
+                    sspmm: bwd_t.distance(&model, r.sspmm_ms),
+                },
                 dtype: dtype_name(dt).into(),
                 exact_spmm_ms: exact,
+                k,
+                maxk_ms: r.maxk_ms,
+                spgemm_ms: r.spgemm_ms,
+                sspmm_ms: r.sspmm_ms,
                 spgemm_speedup_vs_cusparse: cusp / r.spgemm_ms,
                 sspmm_speedup_vs_cusparse: cusp / r.sspmm_ms,
                 spgemm_speedup_vs_exact: exact / r.spgemm_ms,
                 maxk_pct_of_spgemm: 100.0 * r.maxk_ms / r.spgemm_ms,
-                ..r
+                spgemm_rel_err_vs_exact: r.err,
             };
             println!(
-                "{:>5} {:>4} {:>9.3} {:>9.3} {:>10.3} {:>9.3} {:>8.2}x {:>10.2}x {:>10.2}x {:>6.1}% {:>9.1e}",
+                "{:>5} {:>4} {:>9.3} {:>9.3} {:>10.3} {:>9.3} {:>8.2}x {:>10.2}x {:>10.2}x {:>6.1}% {:>9.1e} {:>8} {:>8} {:>8} {:>8}",
                 r.dtype,
                 k,
                 exact,
@@ -140,14 +209,18 @@ pub fn run(cfg: &MaxkBench) -> Result<Vec<MaxkRow>> {
                 r.spgemm_speedup_vs_cusparse,
                 r.sspmm_speedup_vs_cusparse,
                 r.maxk_pct_of_spgemm,
-                r.spgemm_rel_err_vs_exact
+                r.spgemm_rel_err_vs_exact,
+                fmt_tb_s(r.vs_floor.spgemm.gather_tb_s),
+                fmt_x(r.vs_floor.spgemm.x_gather_l1),
+                fmt_x(r.vs_floor.sspmm.x_gather_l1),
+                fmt_x(r.vs_floor.exact.x_gather_l1)
             );
             rows.push(r);
         }
     }
     let doc = serde_json::json!({
         "device": "cuda:0", "graph": {"nodes": n, "edges": a.nnz(), "scale": cfg.scale},
-        "dim": d, "reps": cfg.reps, "cusparse_f32_ms": cusp, "rows": rows,
+        "dim": d, "reps": cfg.reps, "cusparse_f32_ms": cusp, "floor_model": fm, "rows": rows,
     });
     let json = cfg.out.join("bench_maxk.json");
     crate::report::write_json(&json, &doc)?;
@@ -156,8 +229,16 @@ pub fn run(cfg: &MaxkBench) -> Result<Vec<MaxkRow>> {
     Ok(rows)
 }
 
+/// One k's medians (ms) and the SpGEMM's largest relative difference from the exact SpMM.
+struct Timed {
+    maxk_ms: f64,
+    spgemm_ms: f64,
+    sspmm_ms: f64,
+    err: f64,
+}
+
 /// Times one k: MaxK, the SpGEMM and the SSpMM, and the SpGEMM's largest relative difference
-/// from the exact SpMM of the dense MaxK rows (the ratios are filled in by the caller).
+/// from the exact SpMM of the dense MaxK rows.
 fn time_k(
     g: &gnn_kernels::DeviceGraph,
     vals: &Tensor,
@@ -166,7 +247,7 @@ fn time_k(
     k: usize,
     reps: usize,
     stream: &std::sync::Arc<candle_core::cuda_backend::cudarc::driver::CudaStream>,
-) -> Result<MaxkRow> {
+) -> Result<Timed> {
     let maxk_ms = time_ms(stream, reps, || {
         maxk(x, k)?;
         Ok(())
@@ -184,18 +265,11 @@ fn time_k(
         &spgemm(g, &cb, Some(vals), Reduce::Sum)?.to_dtype(DType::F32)?,
         &spmm_weighted(g, &cb.to_dense()?, vals, Reduce::Sum)?.to_dtype(DType::F32)?,
     )?;
-    Ok(MaxkRow {
-        dtype: String::new(),
-        exact_spmm_ms: 0.0,
-        k,
+    Ok(Timed {
         maxk_ms,
         spgemm_ms,
         sspmm_ms,
-        spgemm_speedup_vs_cusparse: 0.0,
-        sspmm_speedup_vs_cusparse: 0.0,
-        spgemm_speedup_vs_exact: 0.0,
-        maxk_pct_of_spgemm: 0.0,
-        spgemm_rel_err_vs_exact: err,
+        err,
     })
 }
 
