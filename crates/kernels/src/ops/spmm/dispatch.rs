@@ -19,6 +19,14 @@ pub const HP_ALWAYS_K: usize = 16;
 pub const HP_NARROW_NNZ: usize = 30_000_000;
 /// Mean row length at or below which HP-SpMM wins at every width (sparse graphs).
 pub const HP_SPARSE_MEAN_DEGREE: f64 = 32.0;
+/// Widest K at which the narrow kernel takes over from HP-SpMM on a large sparse graph (mean row
+/// <= [`HP_SPARSE_MEAN_DEGREE`], at least [`HP_NARROW_NNZ`] non-zeros): on the dispatch record
+/// (`bench/records/dispatch/h100-2026-11-27`) the products-like graph (2.5 M rows, 62.5 M
+/// non-zeros, mean row 25) runs HP-SpMM at 3.1-4.7 ms at K = 1..4 (slower than at K = 16: 2.3-2.7)
+/// and the narrow kernel at 1.9-2.9 ms, in its random, RCM and Louvain orders, f32 and bf16;
+/// from K = 8 they are within 13 % and HP-SpMM wins at 16. Smaller sparse graphs (12 M
+/// non-zeros, meshes of 9 M and 20 M) keep HP-SpMM at every K (2-6x over the narrow kernel).
+pub const SPARSE_NARROW_MAX_K: usize = 4;
 /// Non-zeros at or below which HP-SpMM wins up to [`HP_SMALL_MAX_K`] (the small-graph tail).
 pub const HP_SMALL_NNZ: usize = 400_000;
 /// Widest K of the small-graph rule.
@@ -75,7 +83,13 @@ pub enum Pick {
 /// 16..256 and K = 1..32; `c6f0242:docs/perf/h100-2026-11-25-narrow-graphs`: 12 graphs x K = 1..64
 /// with the narrow kernel):
 /// - Sparse graphs (mean row <= 32): HP-SpMM at every K (1.0-3.5x over the row kernel; the
-///   narrow kernel does not beat it there).
+///   narrow kernel does not beat it there), but the narrow kernel up to [`SPARSE_NARROW_MAX_K`]
+///   from [`HP_NARROW_NNZ`] non-zeros.
+///
+/// Re-measured on 26 graphs x K = 1..602 x f32/bf16 (`bench/records/dispatch/h100-2026-11-27`,
+/// 520 cases, its README): the rule before the large-sparse exception picked the fastest kernel
+/// in 446 cases, regret (pick / fastest) geometric mean 1.027, worst 2.15; with it 464, 1.010,
+/// 1.70 (replayed on the record by `tests/dispatch_record.rs`).
 /// - Small graphs (<= 400 K non-zeros, K <= 128): HP-SpMM (1.2-1.6x, the tail of one warp per
 ///   row).
 /// - Otherwise the narrow kernel wherever a row fits [`NARROW_MAX_LANES`] lanes, unless the
@@ -89,6 +103,9 @@ pub enum Pick {
 ///   balance buys).
 pub fn pick(stats: &DegreeStats, nnz: usize, k: usize, elem_bytes: usize) -> Pick {
     let sparse = stats.count > 0 && stats.mean <= HP_SPARSE_MEAN_DEGREE;
+    if sparse && nnz >= HP_NARROW_NNZ && k <= SPARSE_NARROW_MAX_K {
+        return Pick::Narrow;
+    }
     if sparse || (nnz <= HP_SMALL_NNZ && k <= HP_SMALL_MAX_K) {
         return Pick::Hp;
     }
@@ -244,6 +261,12 @@ mod tests {
         assert!([1, 16, 64, 256, 602]
             .iter()
             .all(|&k| at(&sparse, k, 4) == Hp));
+        // Large and sparse (62.5 M non-zeros, mean row 25): the narrow kernel to K = 4.
+        let products = g(2_500_000, 62_470_734);
+        for b in [4, 2] {
+            assert!([1, 2, 4].iter().all(|&k| at(&products, k, b) == Narrow));
+            assert!([8, 16, 128].iter().all(|&k| at(&products, k, b) == Hp));
+        }
         // Small and dense (Reddit-shaped at 1 %: 114 K non-zeros, mean row 49): HP to K = 128.
         let small = g(2_329, 114_376);
         assert!(at(&small, 128, 4) == Hp && at(&small, 256, 4) == Row);

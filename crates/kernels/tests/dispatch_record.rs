@@ -1,0 +1,63 @@
+//! The SpMM dispatcher's rule replayed on its measured record: every (graph, K, precision)
+//! case of `bench/records/dispatch/h100-2026-11-27` (26 graphs x K = 1..602 x f32/bf16, each
+//! candidate kernel forced and timed on one H100) is given to [`pick`], and the pick's recorded
+//! time is compared with the fastest candidate's. The bounds are the rule's measured regret
+//! (README of the record); a rule change that makes the record's cases slower fails here.
+
+use gnn_graph::csr::DegreeStats;
+use gnn_kernels::ops::spmm::dispatch::{pick, Pick};
+use serde_json::Value;
+
+const RECORD: &str = "bench/records/dispatch/h100-2026-11-27/dispatch-r1.json";
+
+fn record() -> Vec<Value> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(RECORD);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let doc: Value = serde_json::from_str(&text).expect("the record's JSON");
+    doc["rows"].as_array().expect("rows").clone()
+}
+
+/// The rule's statistics: the count and the mean are what it reads.
+fn stats(row: &Value) -> DegreeStats {
+    let nodes = row["nodes"].as_u64().expect("nodes") as usize;
+    let mean = row["mean_row"].as_f64().expect("mean_row");
+    let mut s = DegreeStats::from_degrees(&[1]);
+    s.count = nodes;
+    s.mean = mean;
+    s
+}
+
+#[test]
+fn the_rule_replayed_on_its_record() {
+    let rows = record();
+    assert_eq!(rows.len(), 520, "26 graphs x 10 widths x 2 precisions");
+    let (mut log_sum, mut worst, mut fastest) = (0.0f64, 1.0f64, 0usize);
+    for r in &rows {
+        let k = r["k"].as_u64().unwrap() as usize;
+        let elem = if r["precision"] == "f32" { 4 } else { 2 };
+        let nnz = r["nnz"].as_u64().unwrap() as usize;
+        let name = match pick(&stats(r), nnz, k, elem) {
+            Pick::Hp => "hp",
+            Pick::Narrow => "narrow",
+            Pick::Row => "ge",
+        };
+        let t = r[format!("{name}_ms")]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{} K={k}: {name} has no time", r["graph"]));
+        let regret = t / r["best_ms"].as_f64().unwrap();
+        log_sum += regret.ln();
+        worst = worst.max(regret);
+        fastest += usize::from(regret <= 1.0 + 1e-9);
+    }
+    let geomean = (log_sum / rows.len() as f64).exp();
+    println!(
+        "fastest in {fastest} of {}; regret geomean {geomean:.4}, worst {worst:.3}",
+        rows.len()
+    );
+    // Measured: 464 of 520, 1.0099, 1.699 (the rule before: 446, 1.027, 2.146).
+    assert!(fastest >= 464, "{fastest}");
+    assert!(geomean <= 1.0100, "{geomean}");
+    assert!(worst <= 1.70, "{worst}");
+}
