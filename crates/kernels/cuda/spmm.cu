@@ -116,40 +116,17 @@ __device__ __forceinline__ void spmm_impl(
                 }
             }
         }
-        if (e < n) {
-            // The last n - e < UNROLL edges of the batch, unrolled under warp-uniform guards so
-            // that their loads too are all issued before the arithmetic: a row shorter than
-            // UNROLL (every row of a mesh or a sparse citation graph) is all tail, and one
-            // dependent load per edge made such graphs latency-bound (4-5x over the HBM floor).
-            uint32_t c[UNROLL];
-            float v[UNROLL];
-#pragma unroll
-            for (int u = 0; u < UNROLL; ++u) {
-                c[u] = __shfl_sync(FULL, my_c, (e + u) & 31);
-                v[u] = __shfl_sync(FULL, my_v, (e + u) & 31);
-            }
+        for (; e < n; ++e) {
+            const uint32_t c = __shfl_sync(FULL, my_c, e);
+            const float v = __shfl_sync(FULL, my_v, e);
 #pragma unroll
             for (int cc = 0; cc < CF; ++cc) {
                 const int col = col0 + cc * 32 * VEC;
                 if (col < k) {
-                    float xv[UNROLL][VEC];
+                    float xv[VEC];
+                    load_vec<VEC>(x + (size_t)c * k + col, xv);
 #pragma unroll
-                    for (int u = 0; u < UNROLL; ++u) {
-                        if (e + u < n) {
-                            load_vec<VEC>(x + (size_t)c[u] * k + col, xv[u]);
-                        } else {
-#pragma unroll
-                            for (int j = 0; j < VEC; ++j) xv[u][j] = 0.f;
-                        }
-                    }
-#pragma unroll
-                    for (int u = 0; u < UNROLL; ++u) {
-                        if (e + u < n) {
-#pragma unroll
-                            for (int j = 0; j < VEC; ++j)
-                                update<MODE>(acc[cc][j], am[cc][j], v[u], xv[u][j], sign, base + e + u, start);
-                        }
-                    }
+                    for (int j = 0; j < VEC; ++j) update<MODE>(acc[cc][j], am[cc][j], v, xv[j], sign, base + e, start);
                 }
             }
         }
