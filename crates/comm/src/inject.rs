@@ -16,9 +16,11 @@ pub enum FaultKind {
     Error,
     /// It panics inside the collective (a bug).
     Panic,
-    /// It stops inside the collective without a word (a rank killed or hung where nothing
-    /// reports it), until the group is aborted (its own or another rank's watchdog), then
-    /// goes on and fails.
+    /// It stops before the collective without a word (a rank killed or hung where nothing
+    /// reports it) until its communicator reports the group aborted
+    /// ([`Communicator::async_error`]), then goes on and fails. Wrapped around a watchdog, it
+    /// is outside that watchdog's view: in-process, the other ranks' timeouts end it; a
+    /// process of an NCCL run learns of nothing and hangs until killed.
     Stall,
 }
 
@@ -74,6 +76,8 @@ pub struct FaultyComm {
     fault: Fault,
     /// The fault's epoch has begun.
     armed: AtomicBool,
+    /// The phase [`Communicator::note_step`] named last.
+    phase: std::sync::Mutex<&'static str>,
 }
 
 impl FaultyComm {
@@ -87,6 +91,7 @@ impl FaultyComm {
             inner,
             fault,
             armed: AtomicBool::new(false),
+            phase: std::sync::Mutex::new("setup"),
         })
     }
 
@@ -96,11 +101,14 @@ impl FaultyComm {
             return Ok(());
         }
         let (rank, epoch) = (self.fault.rank, self.fault.epoch);
+        let phase = *self.phase.lock().unwrap_or_else(|e| e.into_inner());
         match self.fault.kind {
             FaultKind::Error => Err(Error::Comm(format!(
-                "fault injected: rank {rank} fails at epoch {epoch}"
+                "fault injected: rank {rank} fails at epoch {epoch} ({phase})"
             ))),
-            FaultKind::Panic => panic!("fault injected: rank {rank} panics at epoch {epoch}"),
+            FaultKind::Panic => {
+                panic!("fault injected: rank {rank} panics at epoch {epoch} ({phase})")
+            }
             FaultKind::Stall => {
                 while self.inner.async_error().is_none() {
                     std::thread::sleep(Duration::from_millis(10));
@@ -168,6 +176,7 @@ impl Communicator for FaultyComm {
     }
 
     fn note_step(&self, epoch: usize, phase: &'static str) {
+        *self.phase.lock().unwrap_or_else(|e| e.into_inner()) = phase;
         if epoch >= self.fault.epoch {
             self.armed.store(true, Ordering::Relaxed);
         }
@@ -210,7 +219,7 @@ mod tests {
         });
         assert_eq!(
             out[1],
-            "communication: fault injected: rank 1 fails at epoch 2"
+            "communication: fault injected: rank 1 fails at epoch 2 (forward)"
         );
         assert!(
             out[0].contains("rank 1 failed: communication: fault injected"),

@@ -45,10 +45,11 @@ enum Waiting {
 
 impl Waiting {
     fn describe(&self, rank: usize, world: usize) -> String {
-        let ranks: Vec<usize> = match self {
+        let mut ranks: Vec<usize> = match self {
             Waiting::All => (0..world).filter(|&p| p != rank).collect(),
             Waiting::Ranks(r) => r.clone(),
         };
+        ranks.sort_unstable();
         match ranks.as_slice() {
             [] => "no other rank".into(),
             [p] => format!("rank {p}"),

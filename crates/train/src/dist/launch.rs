@@ -392,8 +392,8 @@ fn id_through_file(rank: usize, path: &Path) -> Result<gnn_comm::NcclId> {
 }
 
 /// One rank of a multi-process run: gets the NCCL id through the rendezvous, joins on its
-/// GPU (behind the watchdog, which ends the process when an aborted collective never
-/// returns) and trains.
+/// GPU (the process ends if that takes longer than the watchdog's timeout) and trains
+/// behind the watchdog (which ends the process when an aborted collective never returns).
 #[cfg(feature = "nccl")]
 fn nccl_process(
     cfg: &DistConfig,
@@ -419,9 +419,26 @@ fn nccl_process(
         proc.sources,
         proc.rendezvous.describe()
     );
-    let comm = Arc::new(
-        NcclComm::new(&id, proc.rank, proc.world, &device, true)?.with_overlap(cfg.overlap),
-    );
+    // Joining is collective and no watchdog sees it yet: a rank that died after the
+    // rendezvous would keep the others in it.
+    let joined = cfg.comm_timeout.map(|t| {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let rank = proc.rank;
+        std::thread::spawn(move || {
+            if rx.recv_timeout(t) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+                let e = format!(
+                    "rank {rank}: joining the NCCL communicator did not finish within {} s (a \
+                     rank died after the rendezvous?)",
+                    t.as_secs_f64()
+                );
+                end_process(&e, "ending the process");
+            }
+        });
+        tx
+    });
+    let comm = NcclComm::new(&id, proc.rank, proc.world, &device, true);
+    drop(joined);
+    let comm = Arc::new(comm?.with_overlap(cfg.overlap));
     let comm = guard(cfg, comm, Some(end_when_stuck()));
     let out = super::train_rank(
         plan,

@@ -25,7 +25,7 @@
 
 use crate::data::DeviceData;
 use crate::error::{Error, Result};
-use crate::trainer::{train, EpochLog, TrainConfig, TrainReport};
+use crate::trainer::{EpochLog, TrainConfig, TrainReport};
 use candle_core::Device;
 use gnn_comm::{Communicator, HaloExchange};
 use gnn_graph::{Dataset, Exchange, HaloStats, LocalGraph, RowPartition};
@@ -143,7 +143,7 @@ pub struct Recipe<'a> {
     pub kernels: KernelPolicy,
 }
 
-/// One rank's model, graph share and data, ready for [`train`].
+/// One rank's model, graph share and data, ready for [`crate::trainer::train`].
 pub struct Rank {
     /// The model (same initialisation on every rank: same config and seed).
     pub model: Gnn,
@@ -416,7 +416,7 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trainer::all_reduce_grads;
+    use crate::trainer::{all_reduce_grads, train};
     use candle_core::Tensor;
     use gnn_comm::LocalComm;
     use gnn_models::{Activation, DropoutRng, Forward};

@@ -246,6 +246,8 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
         "loss_curve": r0.history.iter().map(|h| h.loss).collect::<Vec<_>>(),
         "ranks": rank_rows(&outcomes),
         "wall_s": wall,
+        "comm_timeout_s": cfg.comm_timeout.map(|t| t.as_secs_f64()),
+        "resumed_from": cfg.resume.as_ref().map(|p| p.display().to_string()),
     });
     // One report per process in a multi-process run (each holds its own rank).
     let path = match &cfg.launch {
