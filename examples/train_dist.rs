@@ -12,9 +12,18 @@
 //! breakdown with the communication phase, each rank's epoch time and peak memory; the JSON
 //! report holds all of it.
 //!
-//! With `--nccl-id-file PATH` the process runs one rank (`RANK` of `WORLD_SIZE` on GPU
-//! `LOCAL_RANK`, from the environment as torchrun sets them; rank 0 writes the NCCL id to
-//! `PATH`, the others read it): one process per GPU, on one host or several.
+//! One process per GPU, on one host or several: with `--tcp-rendezvous` the process runs one
+//! rank and gets rank 0's NCCL id over TCP at `MASTER_ADDR:MASTER_PORT` (no shared file);
+//! with `--nccl-id-file PATH` rank 0 writes it to `PATH` and the others read it. The rank, the
+//! world size and the GPU come from `--rank`/`--world-size`/`--local-rank`, else torchrun's
+//! `RANK`/`WORLD_SIZE`/`LOCAL_RANK`, else Slurm's `SLURM_PROCID`/`SLURM_NTASKS`/
+//! `SLURM_LOCALID` (`gnn::train::dist::ProcessRank::from_env`).
+//!
+//! Faults: a collective that does not finish within `--comm-timeout` seconds (default 45)
+//! aborts the communicator and the rank exits with an error naming itself, the epoch and
+//! phase, and the ranks it waited for; a rank that fails makes the in-process ranks fail at
+//! once. `--checkpoint-every N` has rank 0 save the training state every N epochs, and
+//! `--resume STEM` continues from it (with any number of ranks).
 //!
 //! NCCL runs with at most 4 point-to-point channels (`gnn::train::dist::P2P_CHANNELS`) unless
 //! `NCCL_MAX_P2P_NCHANNELS` is set. Where memory is tight, `NCCL_MAX_NCHANNELS=4` caps the
@@ -27,18 +36,22 @@
 //! ```text
 //! cargo run --release --example train_dist -- --cpu --ranks 3 --scale 0.05 --epochs 20
 //! cargo run --release --features nccl --example train_dist -- --nccl --ranks 2 --scale 1
-//! # two processes (two hosts: the same, with a shared path and NCCL's network variables)
-//! RANK=0 WORLD_SIZE=2 train_dist --nccl-id-file /shared/id --scale 1 &
-//! RANK=1 WORLD_SIZE=2 train_dist --nccl-id-file /shared/id --scale 1
+//! # two processes, TCP rendezvous (two hosts: the same, with rank 0's host as MASTER_ADDR)
+//! export MASTER_ADDR=127.0.0.1 MASTER_PORT=29511 WORLD_SIZE=2
+//! RANK=0 train_dist --tcp-rendezvous --scale 1 --checkpoint-every 10 &
+//! RANK=1 train_dist --tcp-rendezvous --scale 1 --checkpoint-every 10
+//! # Slurm: srun -N2 --ntasks-per-node=4 --gpus-per-task=1 train_dist --tcp-rendezvous ...
 //! ```
 
 use anyhow::{bail, Result};
 use clap::Parser;
+use gnn::comm::Fault;
 use gnn::graph::Exchange;
 use gnn::models::ConvKind;
 use gnn::train::cli::{DataFlags, MaxkFlag, Recipe, TrainFlags};
-use gnn::train::dist::{run, DistConfig, Launch, ProcessRank};
+use gnn::train::dist::{run, DistConfig, Launch, ProcessRank, RankFlags, Rendezvous};
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(Parser, Debug)]
 #[command(about = "Multi-device full-batch GNN training over a 1-D node partition")]
@@ -68,12 +81,56 @@ struct Args {
     /// volume, point-to-point otherwise), p2p, or allgather.
     #[arg(long, default_value = "auto")]
     exchange: String,
-    /// Multi-process NCCL: this process runs one rank, `RANK` of `WORLD_SIZE` (environment,
-    /// as torchrun sets them) on GPU `LOCAL_RANK` (default: RANK); rank 0 writes the NCCL id
+    /// Multi-process NCCL: this process runs one rank (see --rank); rank 0 writes the NCCL id
     /// to this file (on a file system every rank reads), the others wait for it. Start one
     /// process per GPU, on one host or several.
     #[arg(long)]
     nccl_id_file: Option<PathBuf>,
+    /// Multi-process NCCL: this process runs one rank (see --rank); rank 0 listens on
+    /// MASTER_PORT and hands the NCCL id to the others, which connect to MASTER_ADDR (no
+    /// shared file). Implied by --master-addr.
+    #[arg(long)]
+    tcp_rendezvous: bool,
+    /// Rank 0's host for the TCP rendezvous [default: $MASTER_ADDR].
+    #[arg(long)]
+    master_addr: Option<String>,
+    /// Rank 0's port for the TCP rendezvous [default: $MASTER_PORT, else 29500].
+    #[arg(long)]
+    master_port: Option<u16>,
+    /// Seconds a rank waits for rank 0 at the rendezvous, and rank 0 for the others.
+    #[arg(long, default_value_t = 600)]
+    rendezvous_timeout: u64,
+    /// One rank per process: this process's rank [default: $RANK, else $SLURM_PROCID].
+    #[arg(long)]
+    rank: Option<usize>,
+    /// One rank per process: ranks in all [default: $WORLD_SIZE, else $SLURM_NTASKS].
+    #[arg(long)]
+    world_size: Option<usize>,
+    /// One rank per process: its GPU on this host [default: $LOCAL_RANK, else
+    /// $SLURM_LOCALID, else the rank; device 0 where CUDA_VISIBLE_DEVICES shows one GPU].
+    #[arg(long)]
+    local_rank: Option<usize>,
+    /// Seconds one collective may take before the rank's watchdog aborts the communicator
+    /// and the rank exits with an error naming it and the epoch (0: no watchdog).
+    #[arg(long, default_value_t = 45)]
+    comm_timeout: u64,
+    /// Rank 0 saves the training state (weights, Adam moments, dropout stream, epoch) every
+    /// N epochs (0: never).
+    #[arg(long, default_value_t = 0)]
+    checkpoint_every: usize,
+    /// Checkpoint stem [default: runs/checkpoints/dist-<model>-<dataset>].
+    #[arg(long)]
+    checkpoint: Option<PathBuf>,
+    /// Continue from this checkpoint (same model, data and recipe; any number of ranks;
+    /// --epochs may grow). Every rank reads it.
+    #[arg(long)]
+    resume: Option<PathBuf>,
+    /// Fault test: rank RANK fails at its first collective of epoch EPOCH, as
+    /// RANK:EPOCH[:KIND]; KIND error (default), panic, or stall (hangs outside communication
+    /// until the group is aborted: in one process, once the others time out; a process of a
+    /// multi-process run hangs until killed).
+    #[arg(long)]
+    inject_fault: Option<Fault>,
     /// Run each aggregation as the exchange followed by the SpMM (two ops, the local graph's
     /// transpose in the backward) even where the operand is symmetric and the exchange the
     /// all-gather, which otherwise fuse into one op that keeps less memory; for comparison.
@@ -99,8 +156,12 @@ fn main() -> Result<()> {
     if args.ranks == 0 {
         bail!("--ranks must be >= 1");
     }
-    if (args.nccl || args.nccl_id_file.is_some()) && !cfg!(feature = "nccl") {
-        bail!("--nccl and --nccl-id-file need a build with --features nccl");
+    let tcp = args.tcp_rendezvous || args.master_addr.is_some();
+    if (args.nccl || args.nccl_id_file.is_some() || tcp) && !cfg!(feature = "nccl") {
+        bail!("--nccl, --nccl-id-file and --tcp-rendezvous need a build with --features nccl");
+    }
+    if tcp && args.nccl_id_file.is_some() {
+        bail!("--tcp-rendezvous and --nccl-id-file are two ways to meet: choose one");
     }
     let mut cfg = DistConfig::new(
         args.data.source("reddit", args.seed)?,
@@ -113,11 +174,30 @@ fn main() -> Result<()> {
     cfg.train.seed = args.seed;
     cfg.train.profile = true;
     cfg.ranks = args.ranks;
-    cfg.launch = match &args.nccl_id_file {
-        Some(path) => Launch::Process(ProcessRank::from_env(path)?),
+    let flags = RankFlags {
+        rank: args.rank,
+        world: args.world_size,
+        local_rank: args.local_rank,
+    };
+    let rendezvous = match &args.nccl_id_file {
+        Some(path) => Some(Rendezvous::File(path.clone())),
+        None if tcp => Some(Rendezvous::tcp_from_env(
+            args.master_addr.clone(),
+            args.master_port,
+            Duration::from_secs(args.rendezvous_timeout),
+        )?),
+        None => None,
+    };
+    cfg.launch = match rendezvous {
+        Some(r) => Launch::Process(ProcessRank::from_env(flags, r)?),
         None if args.nccl => Launch::Nccl,
         None => Launch::InProcess,
     };
+    cfg.comm_timeout = (args.comm_timeout > 0).then(|| Duration::from_secs(args.comm_timeout));
+    cfg.train.checkpoint_every = args.checkpoint_every;
+    cfg.train.checkpoint = args.checkpoint.clone();
+    cfg.resume = args.resume.clone();
+    cfg.fault = args.inject_fault;
     cfg.cpu = args.train.device.cpu;
     cfg.kernels = args.train.device.policy()?;
     cfg.exchange = match args.exchange.as_str() {

@@ -14,10 +14,18 @@
 //! | `NcclComm` (feature `nccl`) | one rank per CUDA device through NCCL, on a stream of its own |
 //! | [`HaloExchange`] | a rank's rows plus the halo rows its local graph names; gradients go home |
 //! | [`SymmetricOperand`] | a local graph as column slices for the fused aggregation |
+//! | [`Watchdog`] | any communicator with a timeout: a collective that hangs aborts the group |
+//! | [`FaultyComm`] | any communicator that fails on purpose at a given epoch (fault tests) |
+//! | [`TcpRendezvous`] | hands rank 0's NCCL id to the other processes over TCP |
 //!
 //! Every method is collective: all ranks call the same methods in the same order with
 //! matching shapes. Training guarantees that by running the same model on every rank (the
 //! backward walks the same graph in the same order).
+//!
+//! A rank that fails must not leave the others waiting: [`Communicator::abort`] gives up on
+//! the group (the in-process group then fails every rank's calls at once, naming the failed
+//! rank), and a [`Watchdog`] around any communicator aborts a collective that does not finish
+//! within its timeout (a rank killed or stalled where nothing else can tell: NCCL over NVLink).
 //!
 //! The `cuda` feature builds the GPU paths of the ops; `nccl` adds the NCCL communicator
 //! (links `libnccl.so.2`).
@@ -25,15 +33,21 @@
 
 pub mod error;
 mod halo;
+mod inject;
 mod local;
 #[cfg(feature = "nccl")]
 mod nccl;
+pub mod rendezvous;
+mod watchdog;
 
 pub use error::{Error, Result};
 pub use halo::{HaloExchange, SymmetricOperand, GATHER_SLICE_ROWS};
+pub use inject::{Fault, FaultKind, FaultyComm};
 pub use local::LocalComm;
 #[cfg(feature = "nccl")]
 pub use nccl::{NcclComm, NcclId};
+pub use rendezvous::TcpRendezvous;
+pub use watchdog::{StuckHook, Watchdog, DEFAULT_COMM_TIMEOUT};
 
 use candle_core::Tensor;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -136,6 +150,39 @@ pub trait Communicator: Send + Sync + std::fmt::Debug {
 
     /// Wall time spent inside this communicator's calls so far (waiting for peers included).
     fn time_spent(&self) -> std::time::Duration;
+
+    /// Gives up on the group after a failure of this rank or a watchdog timeout: collectives
+    /// in progress and later ones fail instead of waiting for ranks that will not come. The
+    /// in-process group fails every rank's calls at once, naming this rank and `reason`; NCCL
+    /// aborts this rank's communicator (`ncclCommAbort`), and the other ranks learn of it
+    /// through their own watchdogs. Idempotent; the default does nothing.
+    fn abort(&self, reason: &str) {
+        let _ = reason;
+    }
+
+    /// An error the group has reported outside any call, if any: NCCL's asynchronous error
+    /// (`ncclCommGetAsyncError`), another in-process rank's failure, or an abort. Polled by
+    /// the [`Watchdog`] from its own thread, so it must not block. The default reports none.
+    fn async_error(&self) -> Option<Error> {
+        None
+    }
+
+    /// Tells the communicator what its caller is doing: training epoch `epoch` (0 before
+    /// training), `phase` of it (`"forward"`, `"gradient all-reduce"`, ...). Errors of the
+    /// collectives that follow name it; the default ignores it.
+    fn note_step(&self, epoch: usize, phase: &'static str) {
+        let _ = (epoch, phase);
+    }
+}
+
+/// How an error names a step noted by [`Communicator::note_step`]: `epoch 3 (forward)`, or
+/// `setup` before the first epoch.
+pub fn step_name(epoch: usize, phase: &str) -> String {
+    if epoch == 0 {
+        phase.to_string()
+    } else {
+        format!("epoch {epoch} ({phase})")
+    }
 }
 
 /// The ranks a ring step `k` ([`Communicator::shift_overlapped`]) sends to and receives

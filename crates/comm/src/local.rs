@@ -3,14 +3,55 @@
 use super::{check_exchange, Communicator, Counter};
 use crate::error::{Error, Result};
 use candle_core::Tensor;
-use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How often a rank waiting for a message looks whether the group has failed.
+const POLL: Duration = Duration::from_millis(10);
+
+/// The group's failure record, shared by its members: the first rank that failed and why.
+#[derive(Debug, Default)]
+struct Poison {
+    /// Set once `first` holds a failure (read without the lock on every wait).
+    set: AtomicBool,
+    first: Mutex<Option<(usize, String)>>,
+}
+
+impl Poison {
+    /// Records that `rank` failed, unless another failure came first.
+    fn set(&self, rank: usize, reason: &str) {
+        let mut first = self.first.lock().unwrap_or_else(|e| e.into_inner());
+        if first.is_none() {
+            *first = Some((rank, reason.to_string()));
+            self.set.store(true, Ordering::Release);
+        }
+    }
+
+    /// The first failure, as the error the other ranks' calls return.
+    fn error(&self) -> Option<Error> {
+        if !self.set.load(Ordering::Acquire) {
+            return None;
+        }
+        let first = self.first.lock().unwrap_or_else(|e| e.into_inner());
+        first.as_ref().map(|(rank, reason)| Error::PeerFailed {
+            rank: *rank,
+            reason: reason.clone(),
+        })
+    }
+}
 
 /// One rank of an in-process group made by [`LocalComm::group`]: ranks are threads of one
 /// process, messages are tensors moved through unbounded channels (one per ordered pair of
 /// ranks, so successive collectives match in order). Sums run in rank order, so every rank
 /// gets bit-identical results. For CPU tests and CPU runs, and for several ranks sharing one
 /// GPU (each on its own candle device) to check the partitioned GPU path.
+///
+/// No rank waits forever for one that failed: a rank that calls [`Communicator::abort`]
+/// (its training failed, or its [`crate::Watchdog`] gave up), panics while holding its
+/// member, or drops its member in the middle of a collective poisons the group, and every
+/// other rank's call then fails within milliseconds with [`Error::PeerFailed`] naming it.
 #[derive(Debug)]
 pub struct LocalComm {
     rank: usize,
@@ -20,6 +61,18 @@ pub struct LocalComm {
     /// `from[p]`: the channel from rank `p`.
     from: Vec<Mutex<Receiver<Tensor>>>,
     sent: Counter,
+    /// The group's failure record.
+    poison: Arc<Poison>,
+}
+
+impl Drop for LocalComm {
+    /// A member dropped while its thread panics poisons the group: the others would
+    /// otherwise wait for the panicked rank's messages.
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.poison.set(self.rank, "its thread panicked");
+        }
+    }
 }
 
 impl LocalComm {
@@ -36,6 +89,7 @@ impl LocalComm {
                 from_dst.push(Mutex::new(rx));
             }
         }
+        let poison = Arc::new(Poison::default());
         to.into_iter()
             .zip(from)
             .enumerate()
@@ -45,6 +99,7 @@ impl LocalComm {
                 to,
                 from,
                 sent: Counter::default(),
+                poison: poison.clone(),
             })
             .collect()
     }
@@ -68,9 +123,23 @@ impl LocalComm {
 
     fn send(&self, p: usize, t: Tensor) -> Result<()> {
         self.sent.add(&t);
-        self.to[p]
-            .send(t)
-            .map_err(|_| Error::Comm(format!("rank {p} has left the group")))
+        self.to[p].send(t).map_err(|_| self.left(p))
+    }
+
+    /// The group's failure, if any: every call checks it first.
+    fn check(&self) -> Result<()> {
+        self.poison.error().map_or(Ok(()), Err)
+    }
+
+    /// The error of a channel to or from rank `p` that closed: the group's failure if one
+    /// was recorded, else `p`'s leaving.
+    fn left(&self, p: usize) -> Error {
+        self.poison.error().unwrap_or_else(|| Error::PeerFailed {
+            rank: p,
+            reason: "it left the group (dropped its communicator) in the middle of a \
+                     collective"
+                .into(),
+        })
     }
 
     /// `t` on the device of `own`: ranks sharing one GPU each run on their own candle device
@@ -89,12 +158,16 @@ impl LocalComm {
         }
     }
 
+    /// The next message from rank `p`, unless the group fails first.
     fn recv(&self, p: usize) -> Result<Tensor> {
-        self.from[p]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .recv()
-            .map_err(|_| Error::Comm(format!("rank {p} has left the group")))
+        let rx = self.from[p].lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            match rx.recv_timeout(POLL) {
+                Ok(t) => return Ok(t),
+                Err(RecvTimeoutError::Timeout) => self.check()?,
+                Err(RecvTimeoutError::Disconnected) => return Err(self.left(p)),
+            }
+        }
     }
 }
 
@@ -108,10 +181,12 @@ impl Communicator for LocalComm {
     }
 
     fn exchange(&self, sends: &[Tensor], recv_rows: &[usize]) -> Result<Vec<Tensor>> {
+        self.check()?;
         self.sent.timed(|| self.exchange_inner(sends, recv_rows))
     }
 
     fn all_reduce_sum(&self, t: &Tensor) -> Result<Tensor> {
+        self.check()?;
         self.sent.timed(|| self.all_reduce_inner(t))
     }
 
@@ -121,6 +196,17 @@ impl Communicator for LocalComm {
 
     fn time_spent(&self) -> std::time::Duration {
         self.sent.time()
+    }
+
+    /// Poisons the group: every rank's calls fail with [`Error::PeerFailed`] naming this rank
+    /// and `reason` (unless another rank failed first: the first failure is the one named).
+    fn abort(&self, reason: &str) {
+        self.poison.set(self.rank, reason);
+    }
+
+    /// The group's first failure, whichever rank it was.
+    fn async_error(&self) -> Option<Error> {
+        self.poison.error()
     }
 }
 

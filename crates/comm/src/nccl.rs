@@ -3,16 +3,23 @@
 //! on both sides of every call (nothing synchronises the host), so that
 //! [`Communicator::shift_overlapped`] can run local kernels on candle's stream while a
 //! transfer is in flight.
+//!
+//! The communicator handle is held here (`RawComm`) rather than through cudarc's `Comm`,
+//! which keeps it private: a [`crate::Watchdog`] must be able to abort it
+//! (`ncclCommAbort`) and poll its asynchronous error (`ncclCommGetAsyncError`) from another
+//! thread.
 
 use super::{check_exchange, ring_peers, Communicator, Counter};
 use crate::error::{Error, Result};
 use candle_core::cuda_backend::{CudaDType, CudaDevice, CudaStorage};
 use candle_core::op::BackpropOp;
 use candle_core::{DType, Device, Storage, Tensor};
-use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
-use cudarc::nccl::safe::{group_end, group_start, Comm, Id, ReduceOp};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits};
+use cudarc::nccl::result::{self as nccl_result, NcclError};
+use cudarc::nccl::safe::{group_end, group_start, Id, NcclType};
+use cudarc::nccl::sys;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, TryLockError};
 
 fn nccl(what: &str, e: impl std::fmt::Debug) -> Error {
     Error::Comm(format!(
@@ -20,21 +27,36 @@ fn nccl(what: &str, e: impl std::fmt::Debug) -> Error {
     ))
 }
 
+/// [`nccl`] for NCCL's own errors, naming the result code (cudarc's `Debug` does not).
+fn nccl_code(what: &str, e: NcclError) -> Error {
+    nccl(what, e.0)
+}
+
 /// An NCCL unique id: made by rank 0, handed to every rank before [`NcclComm::new`] (in one
-/// process, by value; across processes or hosts, through a file every rank can read).
+/// process, by value; across processes or hosts, through a file every rank can read or
+/// over TCP, [`crate::TcpRendezvous`]).
 #[derive(Debug, Clone, Copy)]
 pub struct NcclId(Id);
 
 impl NcclId {
     /// A fresh id (rank 0).
     pub fn new() -> Result<Self> {
-        Ok(Self(Id::new().map_err(|e| nccl("unique id", e))?))
+        Ok(Self(Id::new().map_err(|e| nccl_code("unique id", e))?))
+    }
+
+    /// The id's 128 bytes.
+    pub fn to_bytes(&self) -> [u8; crate::rendezvous::ID_BYTES] {
+        self.0.internal().map(|c| c as u8)
+    }
+
+    /// The id of 128 bytes [`Self::to_bytes`] gave.
+    pub fn from_bytes(bytes: [u8; crate::rendezvous::ID_BYTES]) -> Self {
+        Self(Id::uninit(bytes.map(|b| b as std::ffi::c_char)))
     }
 
     /// Writes the id's 128 bytes to `path` (rank 0 of a multi-process run).
     pub fn write(&self, path: &Path) -> Result<()> {
-        let bytes: Vec<u8> = self.0.internal().iter().map(|&c| c as u8).collect();
-        std::fs::write(path, bytes)
+        std::fs::write(path, self.to_bytes())
             .map_err(|e| Error::Comm(format!("{}: cannot write the NCCL id: {e}", path.display())))
     }
 
@@ -54,14 +76,255 @@ impl NcclId {
                     bytes.len()
                 ),
             })?;
-        Ok(Self(Id::uninit(arr.map(|b| b as std::ffi::c_char))))
+        Ok(Self::from_bytes(arr))
+    }
+}
+
+/// An NCCL communicator handle and the stream its collectives go on.
+///
+/// Every use of the handle holds a read guard of `live`, which is `false` once the handle
+/// is aborted (and freed). [`Self::abort`] takes the write guard only when no use holds a
+/// read guard: it never frees the handle under a call. A call that NCCL keeps inside an
+/// enqueue (a group end connecting to a dead peer) therefore keeps the abort from happening;
+/// the watchdog's stuck hook is for that case.
+struct RawComm {
+    comm: sys::ncclComm_t,
+    stream: Arc<CudaStream>,
+    live: RwLock<bool>,
+    /// Why it was aborted.
+    reason: Mutex<String>,
+}
+
+impl RawComm {
+    /// Joins rank `rank` of `world` to the communicator of `id`, its collectives on `stream`
+    /// (collective: blocks until every rank has joined).
+    fn join(stream: Arc<CudaStream>, rank: usize, world: usize, id: &NcclId) -> Result<Self> {
+        let bad = |what: &str| Error::InvalidArgument {
+            op: "nccl",
+            what: format!("{what} does not fit NCCL's int"),
+        };
+        let nranks = i32::try_from(world).map_err(|_| bad("the world size"))?;
+        let r = i32::try_from(rank).map_err(|_| bad("the rank"))?;
+        let mut comm = std::mem::MaybeUninit::uninit();
+        let uid = sys::ncclUniqueId {
+            internal: *id.0.internal(),
+        };
+        // SAFETY: `comm` is a valid place for the handle, which NCCL writes on success (and
+        // only then is it read).
+        let comm = unsafe {
+            nccl_result::comm_init_rank(comm.as_mut_ptr(), nranks, uid, r)
+                .map_err(|e| nccl_code("init", e))?;
+            comm.assume_init()
+        };
+        Ok(Self {
+            comm,
+            stream,
+            live: RwLock::new(true),
+            reason: Mutex::new(String::new()),
+        })
+    }
+
+    /// A read guard of the live handle, or the error saying why it was aborted.
+    fn use_handle(&self, rank: usize) -> Result<RwLockReadGuard<'_, bool>> {
+        let live = self.live.read().unwrap_or_else(|e| e.into_inner());
+        if !*live {
+            return Err(Error::Comm(format!(
+                "rank {rank}: the NCCL communicator was aborted ({})",
+                self.reason.lock().unwrap_or_else(|e| e.into_inner())
+            )));
+        }
+        Ok(live)
+    }
+
+    /// Aborts the handle unless a call is using it; returns whether it is aborted now.
+    fn abort(&self, reason: &str) -> bool {
+        let mut live = match self.live.try_write() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(g)) => g.into_inner(),
+            Err(TryLockError::WouldBlock) => return false,
+        };
+        if *live {
+            *self.reason.lock().unwrap_or_else(|e| e.into_inner()) = reason.to_string();
+            // SAFETY: the write guard excludes every other use of the handle, and `live`
+            // false keeps every later one away. The result is ignored: the handle is gone
+            // either way.
+            let _ = unsafe { nccl_result::comm_abort(self.comm) };
+            *live = false;
+        }
+        true
+    }
+
+    /// NCCL's asynchronous error of the handle, or that it was aborted; `None` while a call
+    /// is aborting it.
+    fn async_error(&self) -> Option<String> {
+        let live = match self.live.try_read() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(g)) => g.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
+        };
+        if !*live {
+            return Some(format!(
+                "the NCCL communicator was aborted ({})",
+                self.reason.lock().unwrap_or_else(|e| e.into_inner())
+            ));
+        }
+        let mut code = sys::ncclResult_t::ncclSuccess;
+        // SAFETY: the handle is live while the read guard is held; NCCL allows this query
+        // from any thread, concurrently with the handle's other calls.
+        let queried = unsafe { sys::ncclCommGetAsyncError(self.comm, &mut code) };
+        match (queried.result(), code.result()) {
+            (Ok(_), Ok(_)) => None,
+            (Ok(_), Err(e)) => Some(format!(
+                "NCCL asynchronous error {:?} (NCCL_DEBUG=INFO prints NCCL's reason)",
+                e.0
+            )),
+            (Err(e), _) => Some(format!("ncclCommGetAsyncError failed: {:?}", e.0)),
+        }
+    }
+}
+
+impl Drop for RawComm {
+    fn drop(&mut self) {
+        let live = self.live.get_mut().unwrap_or_else(|e| e.into_inner());
+        if *live {
+            // SAFETY: the last use of the handle (`&mut self`). Aborted rather than
+            // destroyed, as cudarc's `Comm` does: destroying waits for work a failed run may
+            // never finish.
+            let _ = unsafe { nccl_result::comm_abort(self.comm) };
+            *live = false;
+        }
+    }
+}
+
+/// The right to enqueue collectives: the call mutex (calls do not overlap) and a read
+/// guard of the live handle. Its methods mirror cudarc's `Comm`'s.
+struct Enqueue<'a> {
+    raw: &'a RawComm,
+    _call: MutexGuard<'a, ()>,
+    _live: RwLockReadGuard<'a, bool>,
+}
+
+impl Enqueue<'_> {
+    fn stream(&self) -> sys::cudaStream_t {
+        self.raw.stream.cu_stream() as sys::cudaStream_t
+    }
+
+    fn send<T: NcclType, S: DevicePtr<T>>(&self, data: &S, peer: usize) -> Result<()> {
+        let (src, _record) = data.device_ptr(&self.raw.stream);
+        // SAFETY: `src` holds `data.len()` elements of `T` on this rank's device; the handle
+        // is live (the read guard) and the stream is the communicator's.
+        unsafe {
+            nccl_result::send(
+                src as _,
+                data.len(),
+                T::as_nccl_type(),
+                peer as i32,
+                self.raw.comm,
+                self.stream(),
+            )
+        }
+        .map_err(|e| nccl_code("send", e))?;
+        Ok(())
+    }
+
+    fn recv<T: NcclType, R: DevicePtrMut<T>>(&self, buf: &mut R, peer: usize) -> Result<()> {
+        let count = buf.len();
+        let (dst, _record) = buf.device_ptr_mut(&self.raw.stream);
+        // SAFETY: `dst` holds `count` elements of `T`; as in `send`.
+        unsafe {
+            nccl_result::recv(
+                dst as _,
+                count,
+                T::as_nccl_type(),
+                peer as i32,
+                self.raw.comm,
+                self.stream(),
+            )
+        }
+        .map_err(|e| nccl_code("recv", e))?;
+        Ok(())
+    }
+
+    fn all_reduce_sum<T: NcclType, S: DevicePtr<T>, R: DevicePtrMut<T>>(
+        &self,
+        send: &S,
+        recv: &mut R,
+    ) -> Result<()> {
+        let count = send.len();
+        let (src, _r1) = send.device_ptr(&self.raw.stream);
+        let (dst, _r2) = recv.device_ptr_mut(&self.raw.stream);
+        // SAFETY: both buffers hold `count` elements of `T`; as in `send`.
+        unsafe {
+            nccl_result::all_reduce(
+                src as _,
+                dst as _,
+                count,
+                T::as_nccl_type(),
+                sys::ncclRedOp_t::ncclSum,
+                self.raw.comm,
+                self.stream(),
+            )
+        }
+        .map_err(|e| nccl_code("all-reduce", e))?;
+        Ok(())
+    }
+
+    fn all_gather<T: NcclType, S: DevicePtr<T>, R: DevicePtrMut<T>>(
+        &self,
+        send: &S,
+        recv: &mut R,
+    ) -> Result<()> {
+        let count = send.len();
+        let (src, _r1) = send.device_ptr(&self.raw.stream);
+        let (dst, _r2) = recv.device_ptr_mut(&self.raw.stream);
+        // SAFETY: `send` holds `count` elements of `T` and `recv` world x `count` (the
+        // callers allocate it so); as in `send`.
+        unsafe {
+            nccl_result::all_gather(
+                src as _,
+                dst as _,
+                count,
+                T::as_nccl_type(),
+                self.raw.comm,
+                self.stream(),
+            )
+        }
+        .map_err(|e| nccl_code("all-gather", e))?;
+        Ok(())
+    }
+
+    fn reduce_scatter_sum<T: NcclType, S: DevicePtr<T>, R: DevicePtrMut<T>>(
+        &self,
+        send: &S,
+        recv: &mut R,
+    ) -> Result<()> {
+        let count = recv.len();
+        let (src, _r1) = send.device_ptr(&self.raw.stream);
+        let (dst, _r2) = recv.device_ptr_mut(&self.raw.stream);
+        // SAFETY: `recv` holds `count` elements of `T` and `send` world x `count` (checked by
+        // the caller); as in `send`.
+        unsafe {
+            nccl_result::reduce_scatter(
+                src as _,
+                dst as _,
+                count,
+                T::as_nccl_type(),
+                sys::ncclRedOp_t::ncclSum,
+                self.raw.comm,
+                self.stream(),
+            )
+        }
+        .map_err(|e| nccl_code("reduce-scatter", e))?;
+        Ok(())
     }
 }
 
 /// One rank of an NCCL communicator on one CUDA device.
 pub struct NcclComm {
-    /// The handle is used by one call at a time (the mutex), from the rank's own thread.
-    comm: Mutex<Comm>,
+    /// The handle, used by one call at a time (`calls`), from the rank's own thread; aborted
+    /// from any.
+    comm: RawComm,
+    calls: Mutex<()>,
     device: CudaDevice,
     /// The stream NCCL runs on (forked from candle's): it waits for candle's stream before
     /// every collective, and candle's waits for it after (see [`Self::lock`]).
@@ -77,8 +340,10 @@ pub struct NcclComm {
     overlap: bool,
 }
 
-// SAFETY: `Comm` holds a raw `ncclComm_t`, which NCCL allows to be used from any thread as
-// long as calls on it do not overlap; every use goes through the mutex.
+// SAFETY: `RawComm` holds a raw `ncclComm_t`, which NCCL allows to be used from any thread as
+// long as calls on it do not overlap: every enqueue goes through the `calls` mutex; the
+// abort and the asynchronous-error query, which NCCL allows from another thread, go through
+// `RawComm::live` so that neither touches a freed handle.
 unsafe impl Send for NcclComm {}
 unsafe impl Sync for NcclComm {}
 
@@ -154,10 +419,10 @@ impl NcclComm {
         // of it is bracketed by those waits (`lock` and `leave`).
         unsafe { dev.disable_event_tracking() };
         let stream = main.fork().map_err(|e| nccl("NCCL stream", e))?;
-        let comm =
-            Comm::from_rank(stream.clone(), rank, world, id.0).map_err(|e| nccl("init", e))?;
+        let comm = RawComm::join(stream.clone(), rank, world, id)?;
         Ok(Self {
-            comm: Mutex::new(comm),
+            comm,
+            calls: Mutex::new(()),
             device: dev.clone(),
             stream,
             rank,
@@ -177,12 +442,18 @@ impl NcclComm {
 
     /// The communicator, with the NCCL stream made to wait for everything enqueued on
     /// candle's stream so far (the inputs, and the outputs' allocation): call it after
-    /// allocating and before enqueuing the collective.
-    fn lock(&self) -> Result<MutexGuard<'_, Comm>> {
+    /// allocating and before enqueuing the collective. An error once aborted.
+    fn lock(&self) -> Result<Enqueue<'_>> {
+        let call = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+        let live = self.comm.use_handle(self.rank)?;
         self.stream
             .join(&self.device.cuda_stream())
             .map_err(|e| nccl("ordering the NCCL stream after candle's", e))?;
-        Ok(self.comm.lock().unwrap_or_else(|e| e.into_inner()))
+        Ok(Enqueue {
+            raw: &self.comm,
+            _call: call,
+            _live: live,
+        })
     }
 
     /// Candle's stream waits for the collectives enqueued so far.
@@ -259,7 +530,7 @@ impl NcclComm {
             .collect::<std::result::Result<_, _>>()
             .map_err(|e| nccl("receive buffer", e))?;
         let comm = self.lock()?;
-        group_start().map_err(|e| nccl("group start", e))?;
+        group_start().map_err(|e| nccl_code("group start", e))?;
         for (p, (st, l)) in guards.iter().enumerate() {
             let len = l.shape().elem_count();
             if p == self.rank || len == 0 {
@@ -274,7 +545,7 @@ impl NcclComm {
             // SAFETY: the view holds `len` elements of `T`, i.e. `len * size_of::<T>()` bytes.
             let bytes = unsafe { view.transmute::<u8>(len * std::mem::size_of::<T>()) }
                 .ok_or_else(|| Error::Comm("byte view of a send buffer".into()))?;
-            comm.send(&bytes, p as i32).map_err(|e| nccl("send", e))?;
+            comm.send(&bytes, p)?;
         }
         for (p, buf) in recv.iter_mut().enumerate() {
             let len = buf.len();
@@ -284,10 +555,9 @@ impl NcclComm {
             // SAFETY: the buffer holds `len` elements of `T`.
             let mut bytes = unsafe { buf.transmute_mut::<u8>(len * std::mem::size_of::<T>()) }
                 .ok_or_else(|| Error::Comm("byte view of a receive buffer".into()))?;
-            comm.recv(&mut bytes, p as i32)
-                .map_err(|e| nccl("recv", e))?;
+            comm.recv(&mut bytes, p)?;
         }
-        group_end().map_err(|e| nccl("group end", e))?;
+        group_end().map_err(|e| nccl_code("group end", e))?;
         drop(comm);
         drop(guards);
         Ok(recv
@@ -302,7 +572,7 @@ impl NcclComm {
 
     fn all_reduce_typed<T>(&self, t: &Tensor) -> Result<Tensor>
     where
-        T: CudaDType + DeviceRepr + ValidAsZeroBits + cudarc::nccl::safe::NcclType,
+        T: CudaDType + DeviceRepr + ValidAsZeroBits + NcclType,
     {
         let t = t.contiguous()?;
         let n = t.elem_count();
@@ -318,8 +588,7 @@ impl NcclComm {
             let src = cs.as_cuda_slice::<T>()?;
             let view = src.slice(l.start_offset()..l.start_offset() + n);
             let comm = self.lock()?;
-            comm.all_reduce(&view, &mut out, &ReduceOp::Sum)
-                .map_err(|e| nccl("all-reduce", e))?;
+            comm.all_reduce_sum(&view, &mut out)?;
         }
         let st = Storage::Cuda(CudaStorage::wrap_cuda_slice(out, self.device.clone()));
         Ok(Tensor::from_storage(
@@ -363,8 +632,7 @@ impl NcclComm {
             let mut recv = unsafe { out.transmute_mut::<u8>(self.world * bytes) }
                 .ok_or_else(|| Error::Comm("byte view of an all-gather output".into()))?;
             let comm = self.lock()?;
-            comm.all_gather(&send, &mut recv)
-                .map_err(|e| nccl("all-gather", e))?;
+            comm.all_gather(&send, &mut recv)?;
         }
         Ok(self.wrap(out, (self.world * m, d)))
     }
@@ -422,28 +690,27 @@ impl NcclComm {
             .slice(l.start_offset()..l.start_offset() + n);
         let size = std::mem::size_of::<T>();
         let comm = self.lock()?;
-        group_start().map_err(|e| nccl("group start", e))?;
+        group_start().map_err(|e| nccl_code("group start", e))?;
         if n > 0 {
             // As bytes (any dtype; a shift only moves them).
             // SAFETY: the view holds `n` elements of `T`, i.e. `n * size` bytes.
             let bytes = unsafe { view.transmute::<u8>(n * size) }
                 .ok_or_else(|| Error::Comm("byte view of a shift input".into()))?;
-            comm.send(&bytes, dst as i32).map_err(|e| nccl("send", e))?;
+            comm.send(&bytes, dst)?;
         }
         if recv_rows * d > 0 {
             // SAFETY: the buffer holds `recv_rows * d` elements of `T`.
             let mut bytes = unsafe { out.transmute_mut::<u8>(recv_rows * d * size) }
                 .ok_or_else(|| Error::Comm("byte view of a shift output".into()))?;
-            comm.recv(&mut bytes, src as i32)
-                .map_err(|e| nccl("recv", e))?;
+            comm.recv(&mut bytes, src)?;
         }
-        group_end().map_err(|e| nccl("group end", e))?;
+        group_end().map_err(|e| nccl_code("group end", e))?;
         Ok(self.wrap(out, (recv_rows, d)))
     }
 
     fn reduce_scatter_typed<T>(&self, t: &Tensor) -> Result<Tensor>
     where
-        T: CudaDType + DeviceRepr + ValidAsZeroBits + cudarc::nccl::safe::NcclType,
+        T: CudaDType + DeviceRepr + ValidAsZeroBits + NcclType,
     {
         let (rows, d) = t.dims2()?;
         if rows % self.world != 0 {
@@ -467,8 +734,7 @@ impl NcclComm {
             let src = cs.as_cuda_slice::<T>()?;
             let view = src.slice(l.start_offset()..l.start_offset() + rows * d);
             let comm = self.lock()?;
-            comm.reduce_scatter(&view, &mut out, &ReduceOp::Sum)
-                .map_err(|e| nccl("reduce-scatter", e))?;
+            comm.reduce_scatter_sum(&view, &mut out)?;
         }
         Ok(self.wrap(out, (m, d)))
     }
@@ -555,5 +821,19 @@ impl Communicator for NcclComm {
 
     fn time_spent(&self) -> std::time::Duration {
         self.counter.time()
+    }
+
+    /// `ncclCommAbort` on this rank's handle, unless a call is inside an enqueue (which an
+    /// abort must not free the handle under; the watchdog's stuck hook ends such a process).
+    /// The kernels of collectives in flight stop, so a thread waiting for them returns.
+    fn abort(&self, reason: &str) {
+        self.comm.abort(reason);
+    }
+
+    /// `ncclCommGetAsyncError` (a network peer gone, say), or the abort.
+    fn async_error(&self) -> Option<Error> {
+        self.comm
+            .async_error()
+            .map(|t| Error::Comm(format!("rank {}: {t}", self.rank)))
     }
 }

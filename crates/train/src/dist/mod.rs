@@ -13,23 +13,37 @@
 //! One run from one config, what the `train_dist` example does, is [`run()`] ([`DistConfig`]);
 //! where the ranks live and how they meet (threads, NCCL, one process per rank) is
 //! [`Launch`]; what it prints and writes is in [`report`].
+//!
+//! Faults: no rank waits forever for one that failed. A rank whose training fails aborts its
+//! communicator ([`gnn_comm::Communicator::abort`]): in-process, every other rank's next or
+//! current collective fails at once naming it. Every rank's communicator sits behind a
+//! [`gnn_comm::Watchdog`] ([`DistConfig::comm_timeout`]), so a rank killed or hung where
+//! nothing reports it (an NCCL peer process gone) times the others out with an error naming
+//! their rank, the epoch and phase, and the ranks they waited for. Rank 0 writes the
+//! checkpoints (`TrainConfig::checkpoint_every`; the state is replicated, which every
+//! checkpoint epoch checks), and a run resumes from one with any number of ranks.
 
 use crate::data::DeviceData;
 use crate::error::{Error, Result};
-use crate::trainer::{train, EpochLog, TrainConfig, TrainReport};
+use crate::trainer::{EpochLog, TrainConfig, TrainReport};
 use candle_core::Device;
 use gnn_comm::{Communicator, HaloExchange};
 use gnn_graph::{Dataset, Exchange, HaloStats, LocalGraph, RowPartition};
 use gnn_kernels::{KernelPolicy, KernelsUsed};
 use gnn_models::{ConvKind, Gnn, ModelConfig, ModelGraph, Operands};
 use std::ops::Range;
+use std::panic::AssertUnwindSafe;
+use std::path::Path;
 use std::sync::Arc;
+use std::time::Instant;
 
 mod launch;
 pub mod report;
 mod run;
 
-pub use launch::{default_p2p_channels, Launch, ProcessRank, P2P_CHANNELS};
+pub use launch::{
+    default_p2p_channels, Launch, ProcessRank, RankFlags, Rendezvous, P2P_CHANNELS, STUCK_GRACE,
+};
 pub use run::{run, DistConfig, DistOutcome};
 
 /// The model kind's operands of a dataset's graph and their partition: computed once, shared
@@ -129,7 +143,7 @@ pub struct Recipe<'a> {
     pub kernels: KernelPolicy,
 }
 
-/// One rank's model, graph share and data, ready for [`train`].
+/// One rank's model, graph share and data, ready for [`crate::trainer::train`].
 pub struct Rank {
     /// The model (same initialisation on every rank: same config and seed).
     pub model: Gnn,
@@ -158,13 +172,6 @@ impl Rank {
                 comm.world(),
                 plan.partition.parts()
             )));
-        }
-        if recipe.train.checkpoint.is_some() {
-            return Err(Error::Invalid(
-                "checkpoints of multi-device runs are not supported yet (every rank would \
-                 write the same file): leave TrainConfig::checkpoint unset"
-                    .into(),
-            ));
         }
         let local = plan.local(comm.rank())?;
         let rows = local.rows.clone();
@@ -259,18 +266,31 @@ pub fn local_comms(
 
 /// Trains rank `comm.rank()` on `device`: the body of one rank's thread in [`train_ranks`],
 /// and the whole of a process that runs one rank of a multi-process run. `on_epoch` sees its
-/// epochs (the loss and accuracies are global, the same on every rank).
+/// epochs (the loss and accuracies are global, the same on every rank). With `resume`, it
+/// continues from that checkpoint ([`crate::TrainState`], written by rank 0 of a run of the
+/// same model and recipe, with any number of ranks), read by every rank onto its device.
 pub fn train_rank(
     plan: &DistPlan,
     ds: &Dataset,
     recipe: Recipe<'_>,
     comm: Arc<dyn Communicator>,
     device: &Device,
+    resume: Option<&Path>,
     on_epoch: impl FnMut(&EpochLog),
 ) -> Result<RankOutcome> {
     let rank = comm.rank();
     let r = Rank::new(plan, ds, recipe, comm, device)?;
-    let report = train(&r.model, &r.graph, &r.data, recipe.train, on_epoch)?;
+    let state = resume
+        .map(|p| crate::TrainState::load(p, device))
+        .transpose()?;
+    let report = crate::trainer::train_from(
+        &r.model,
+        &r.graph,
+        &r.data,
+        recipe.train,
+        state.as_ref(),
+        on_epoch,
+    )?;
     Ok(RankOutcome {
         rank,
         rows: r.rows,
@@ -281,17 +301,22 @@ pub fn train_rank(
 }
 
 /// Trains on `ds` with one thread per device, rank `r` on `devices[r]` with the communicator
-/// `make_comm(r, device)` makes. `on_epoch` sees rank 0's epochs (every rank logs the same
-/// global loss and accuracies). A rank that fails calls `on_rank_error` with its rank and
-/// error, then drops its communicator: that fails the others' next exchange in-process, but
-/// NCCL's collectives wait for the missing rank forever, so an NCCL caller ends the process
-/// there (as torchrun does when a worker fails). The first error is returned.
+/// `make_comm(r, device)` makes, from the checkpoint `resume` when given ([`train_rank`]).
+/// `on_epoch` sees rank 0's epochs (every rank logs the same global loss and accuracies). A
+/// rank that fails calls `on_rank_error` with its rank and error, then aborts its
+/// communicator ([`Communicator::abort`]): in-process that fails the others' collectives at
+/// once, naming it; NCCL's collectives would wait for the missing rank until their watchdog
+/// gives up, so an NCCL caller ends the process in `on_rank_error` (as torchrun does when a
+/// worker fails). A rank that panics is an error of that rank. Returns the root cause: the
+/// error of the rank that failed first.
+#[allow(clippy::too_many_arguments)]
 pub fn train_ranks(
     plan: &DistPlan,
     ds: &Dataset,
     recipe: Recipe<'_>,
     make_comm: &CommFactory<'_>,
     devices: &[Device],
+    resume: Option<&Path>,
     on_epoch: impl Fn(&EpochLog) + Sync,
     on_rank_error: &(dyn Fn(usize, &Error) + Sync),
 ) -> Result<Vec<RankOutcome>> {
@@ -302,44 +327,96 @@ pub fn train_ranks(
             plan.partition.parts()
         )));
     }
-    std::thread::scope(|s| {
+    // Each rank's outcome, when it ended, and (when it failed) the rank its communicator
+    // says failed first. The root cause of a failed run is that rank's error (the in-process
+    // group records the first rank that gave up on it); failing that, the error that came
+    // first.
+    type Ended = (Result<RankOutcome>, Instant, Option<usize>);
+    let results: Vec<Ended> = std::thread::scope(|s| {
         let handles: Vec<_> = devices
             .iter()
             .enumerate()
             .map(|(rank, device)| {
                 let on_epoch = &on_epoch;
-                s.spawn(move || -> Result<RankOutcome> {
-                    let out = make_comm(rank, device)
-                        .map_err(Error::from)
-                        .and_then(|comm| {
-                            train_rank(plan, ds, recipe, comm, device, |log| {
-                                if rank == 0 {
-                                    on_epoch(log)
-                                }
-                            })
-                        });
-                    if let Err(e) = &out {
-                        on_rank_error(rank, e);
-                    }
-                    out
+                s.spawn(move || -> Ended {
+                    let comm = match make_comm(rank, device) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            // It never joined: whatever the others say, the failure is its.
+                            let (e, at) = (Error::from(e), Instant::now());
+                            on_rank_error(rank, &e);
+                            return (Err(e), at, Some(rank));
+                        }
+                    };
+                    // A panic is this rank's error like any other: caught while `comm` is
+                    // still held, so that the abort below names it.
+                    let train = AssertUnwindSafe(|| {
+                        train_rank(plan, ds, recipe, comm.clone(), device, resume, |log| {
+                            if rank == 0 {
+                                on_epoch(log)
+                            }
+                        })
+                    });
+                    let out = std::panic::catch_unwind(train).unwrap_or_else(|p| {
+                        Err(Error::Invalid(format!(
+                            "rank {rank} panicked: {}",
+                            panic_text(p.as_ref())
+                        )))
+                    });
+                    let at = Instant::now();
+                    let Err(e) = &out else {
+                        return (out, at, None);
+                    };
+                    on_rank_error(rank, e);
+                    comm.abort(&e.to_string());
+                    let first = comm.async_error().and_then(|e| e.failed_peer());
+                    (out, at, first)
                 })
             })
             .collect();
-        let mut out = Vec::with_capacity(handles.len());
-        for h in handles {
-            out.push(
-                h.join()
-                    .map_err(|_| Error::Invalid("a training rank panicked".into()))??,
-            );
-        }
-        Ok(out)
-    })
+        handles
+            .into_iter()
+            .enumerate()
+            .map(|(rank, h)| {
+                h.join().unwrap_or_else(|p| {
+                    let e = format!("rank {rank} panicked: {}", panic_text(p.as_ref()));
+                    (Err(Error::Invalid(e)), Instant::now(), Some(rank))
+                })
+            })
+            .collect()
+    });
+    let failed = |r: usize| results.get(r).is_some_and(|(o, _, _)| o.is_err());
+    let root = results
+        .iter()
+        .filter_map(|(_, _, first)| *first)
+        .find(|&r| failed(r))
+        .or_else(|| {
+            (0..results.len())
+                .filter(|&r| failed(r))
+                .min_by_key(|&r| results[r].1)
+        });
+    match root {
+        Some(i) => Err(results
+            .into_iter()
+            .nth(i)
+            .and_then(|(r, _, _)| r.err())
+            .unwrap_or_else(|| Error::Invalid("a rank failed".into()))),
+        None => results.into_iter().map(|(r, _, _)| r).collect(),
+    }
+}
+
+/// The message of a panic's payload.
+fn panic_text(p: &(dyn std::any::Any + Send)) -> &str {
+    p.downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| p.downcast_ref::<&str>().copied())
+        .unwrap_or("(no message)")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trainer::all_reduce_grads;
+    use crate::trainer::{all_reduce_grads, train};
     use candle_core::Tensor;
     use gnn_comm::LocalComm;
     use gnn_models::{Activation, DropoutRng, Forward};
@@ -522,6 +599,7 @@ mod tests {
                 recipe(&cfg, &train),
                 &comms,
                 &[dev.clone(), dev.clone(), dev],
+                None,
                 |_| {},
                 &|_, _| {},
             )
@@ -592,8 +670,9 @@ mod tests {
             recipe(&cfg, &train),
             &ordered,
             &[Device::Cpu, Device::Cpu],
+            None,
             |_| {},
-            &|rank, e| failed.lock().unwrap().push((rank, e.to_string())),
+            &|rank, e: &Error| failed.lock().unwrap().push((rank, e.to_string())),
         )
         .unwrap_err();
         let mut failed = failed.into_inner().unwrap();
@@ -608,21 +687,212 @@ mod tests {
     }
 
     #[test]
-    fn attention_and_checkpoints_are_refused() {
+    fn attention_is_refused() {
         let ds = cora();
         assert!(DistPlan::new(&ds, ConvKind::Gat, 2, None).is_err());
         let plan = DistPlan::new(&ds, ConvKind::Gcn, 1, None).unwrap();
-        let cfg = ModelConfig::new(ConvKind::Gcn, ds.features.cols(), 8, ds.num_classes, 2, 0.5);
-        let train = TrainConfig {
-            checkpoint: Some("x".into()),
-            ..TrainConfig::default()
-        };
-        let comm: Arc<dyn Communicator> = Arc::new(LocalComm::group(1).pop().unwrap());
-        let e = Rank::new(&plan, &ds, recipe(&cfg, &train), comm, &Device::Cpu)
-            .err()
-            .unwrap();
-        assert!(e.to_string().contains("checkpoint"), "{e}");
         let stats = plan.stats().unwrap();
         assert_eq!(stats.halo, vec![0]);
+    }
+
+    /// Trains GCN on Cora over 3 in-process ranks, each communicator behind a watchdog of
+    /// `timeout`, rank `fault.rank`'s failing as `fault` says (outside its watchdog, as the
+    /// launches put it); returns the run's error, every rank's error with when it came, and
+    /// the wall time.
+    fn fail_run(
+        fault: gnn_comm::Fault,
+        timeout: std::time::Duration,
+    ) -> (Error, Vec<(usize, String, Instant)>, std::time::Duration) {
+        let ds = cora();
+        let plan = DistPlan::new(&ds, ConvKind::Gcn, 3, None).unwrap();
+        let cfg = ModelConfig::new(ConvKind::Gcn, ds.features.cols(), 8, ds.num_classes, 2, 0.5);
+        let train = TrainConfig {
+            epochs: 6,
+            ..TrainConfig::default()
+        };
+        let local = local_comms(3);
+        let make = |rank: usize, d: &Device| -> gnn_comm::Result<Arc<dyn Communicator>> {
+            let c = Arc::new(gnn_comm::Watchdog::new(local(rank, d)?, timeout));
+            Ok(gnn_comm::FaultyComm::wrap(c, fault))
+        };
+        let failed = std::sync::Mutex::new(Vec::new());
+        let t = Instant::now();
+        let e = train_ranks(
+            &plan,
+            &ds,
+            recipe(&cfg, &train),
+            &make,
+            &[Device::Cpu, Device::Cpu, Device::Cpu],
+            None,
+            |_| {},
+            &|rank, e: &Error| {
+                failed
+                    .lock()
+                    .unwrap()
+                    .push((rank, e.to_string(), Instant::now()))
+            },
+        )
+        .unwrap_err();
+        let took = t.elapsed();
+        let mut failed = failed.into_inner().unwrap();
+        failed.sort_by_key(|f| f.0);
+        (e, failed, took)
+    }
+
+    #[test]
+    fn a_failed_or_panicked_rank_fails_every_survivor_at_once_naming_it() {
+        use gnn_comm::{Fault, FaultKind};
+        for kind in [FaultKind::Error, FaultKind::Panic] {
+            // A watchdog far longer than the test: the survivors learn of rank 1 from its
+            // abort, not from a timeout.
+            let fault = Fault {
+                rank: 1,
+                epoch: 3,
+                kind,
+            };
+            let (e, failed, took) = fail_run(fault, std::time::Duration::from_secs(60));
+            assert!(
+                took < std::time::Duration::from_secs(30),
+                "{kind:?}: {took:?}"
+            );
+            assert_eq!(failed.iter().map(|f| f.0).collect::<Vec<_>>(), [0, 1, 2]);
+            // The run's error is the root cause, rank 1's own.
+            let root = e.to_string();
+            assert!(root.contains("fault injected: rank 1"), "{kind:?}: {root}");
+            let dead = failed[1].2;
+            for (rank, text, at) in [&failed[0], &failed[2]] {
+                assert!(
+                    text.starts_with(&format!("rank {rank} at epoch 3 ("))
+                        && text.contains("rank 1 failed:")
+                        && text.contains("fault injected: rank 1"),
+                    "{kind:?} rank {rank}: {text}"
+                );
+                // After rank 1's failure (which precedes its abort), within moments.
+                let after = at.saturating_duration_since(dead);
+                assert!(
+                    *at >= dead && after < std::time::Duration::from_secs(5),
+                    "{kind:?} rank {rank}: {after:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn checkpoints_check_that_the_ranks_state_is_replicated() {
+        // Rank 1's gradient sums are nudged: its weights drift from rank 0's, and the first
+        // checkpoint epoch says so instead of saving a state that would not restore it.
+        #[derive(Debug)]
+        struct Skewed(LocalComm);
+        impl Communicator for Skewed {
+            fn rank(&self) -> usize {
+                self.0.rank()
+            }
+            fn world(&self) -> usize {
+                self.0.world()
+            }
+            fn exchange(&self, s: &[Tensor], r: &[usize]) -> gnn_comm::Result<Vec<Tensor>> {
+                self.0.exchange(s, r)
+            }
+            fn all_reduce_sum(&self, t: &Tensor) -> gnn_comm::Result<Tensor> {
+                let sum = self.0.all_reduce_sum(t)?;
+                if self.rank() == 1 && t.dtype() == candle_core::DType::F32 {
+                    return Ok((sum * 1.001)?);
+                }
+                Ok(sum)
+            }
+            fn bytes_sent(&self) -> u64 {
+                self.0.bytes_sent()
+            }
+            fn time_spent(&self) -> std::time::Duration {
+                self.0.time_spent()
+            }
+        }
+        let ds = cora();
+        let plan = DistPlan::new(&ds, ConvKind::Gcn, 2, None).unwrap();
+        let cfg = ModelConfig::new(ConvKind::Gcn, ds.features.cols(), 8, ds.num_classes, 2, 0.5);
+        let dir = tempfile::tempdir().unwrap();
+        let train = TrainConfig {
+            epochs: 4,
+            checkpoint_every: 2,
+            checkpoint: Some(dir.path().join("state")),
+            ..TrainConfig::default()
+        };
+        let members = std::sync::Mutex::new(
+            LocalComm::group(2)
+                .into_iter()
+                .map(Some)
+                .collect::<Vec<_>>(),
+        );
+        let make = |rank: usize, _: &Device| -> gnn_comm::Result<Arc<dyn Communicator>> {
+            let c = members.lock().unwrap()[rank].take().unwrap();
+            Ok(Arc::new(Skewed(c)))
+        };
+        let e = train_ranks(
+            &plan,
+            &ds,
+            recipe(&cfg, &train),
+            &make,
+            &[Device::Cpu, Device::Cpu],
+            None,
+            |_| {},
+            &|_, _| {},
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains(
+                "after epoch 2, rank 1's parameters or optimiser state differ from rank 0's"
+            ),
+            "{e}"
+        );
+        assert!(!crate::checkpoint::state_paths(&dir.path().join("state"))
+            .0
+            .exists());
+    }
+
+    #[test]
+    fn a_stalled_rank_times_every_survivor_out() {
+        use gnn_comm::{Fault, FaultKind};
+        let fault = Fault {
+            rank: 1,
+            epoch: 3,
+            kind: FaultKind::Stall,
+        };
+        let timeout = std::time::Duration::from_millis(500);
+        let (e, failed, took) = fail_run(fault, timeout);
+        assert!(took < std::time::Duration::from_secs(30), "{took:?}");
+        assert_eq!(failed.iter().map(|f| f.0).collect::<Vec<_>>(), [0, 1, 2]);
+        // The first error is a survivor's timeout in epoch 3's forward, where rank 1 stalled.
+        let root = e.to_string();
+        assert!(
+            (root.starts_with("rank 0: ") || root.starts_with("rank 2: "))
+                && root.contains("at epoch 3 (forward) did not finish within 0.5 s"),
+            "{root}"
+        );
+        let waiting = root
+            .split("(waiting for ")
+            .nth(1)
+            .and_then(|w| w.split(')').next())
+            .unwrap_or_default();
+        assert!(
+            waiting
+                .trim_start_matches("ranks ")
+                .trim_start_matches("rank ")
+                .split(", ")
+                .any(|r| r == "1"),
+            "{root}"
+        );
+        for (rank, text, _) in &failed {
+            assert!(
+                text.contains("did not finish within 0.5 s"),
+                "rank {rank}: {text}"
+            );
+        }
+        // The stalled rank goes on once the group is aborted, and fails with the timeout.
+        assert!(
+            failed[1].1.starts_with("rank 1 at epoch 3 (forward)"),
+            "{}",
+            failed[1].1
+        );
     }
 }

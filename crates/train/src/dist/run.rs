@@ -69,6 +69,15 @@ pub struct DistConfig {
     pub json: PathBuf,
     /// The command line or other note recorded in the report.
     pub note: String,
+    /// How long one collective may take before the rank's watchdog aborts the communicator
+    /// and the rank fails ([`gnn_comm::Watchdog`]); `None`: no watchdog. Default
+    /// [`gnn_comm::DEFAULT_COMM_TIMEOUT`].
+    pub comm_timeout: Option<std::time::Duration>,
+    /// Continue from this checkpoint (written by rank 0 of a run of the same model, data and
+    /// recipe, with any number of ranks; every rank reads it).
+    pub resume: Option<PathBuf>,
+    /// A rank that fails on purpose (tests of the fault handling).
+    pub fault: Option<gnn_comm::Fault>,
 }
 
 impl DistConfig {
@@ -94,6 +103,9 @@ impl DistConfig {
             stats_only: false,
             json: PathBuf::from("runs/train_dist.json"),
             note: String::new(),
+            comm_timeout: Some(gnn_comm::DEFAULT_COMM_TIMEOUT),
+            resume: None,
+            fault: None,
         }
     }
 }
@@ -142,7 +154,16 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
     reorder(&mut loaded, cfg.reorder)?;
     let ds = &loaded.dataset;
     let model = cfg.model.config(ds);
-    let train = &cfg.train;
+    // Checkpoints, written by rank 0, go to `runs/checkpoints/dist-<model>-<dataset>` unless
+    // the recipe names a stem.
+    let mut train = cfg.train.clone();
+    if train.checkpoint_every > 0 && train.checkpoint.is_none() {
+        train.checkpoint = Some(PathBuf::from(format!(
+            "runs/checkpoints/dist-{}-{}",
+            model.kind, ds.name
+        )));
+    }
+    let train = &train;
 
     // Communication volume per partition count, at the hidden width in the run's precision.
     let elem = train.precision.dtype().size_in_bytes() as u64;
@@ -170,6 +191,20 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
         row_normalize: !loaded.raw_features,
         kernels: cfg.kernels,
     };
+    if let (true, Some(p)) = (train.checkpoint_every > 0, &train.checkpoint) {
+        println!(
+            "checkpoints every {} epochs in {} (rank 0)",
+            train.checkpoint_every,
+            p.display()
+        );
+    }
+    if let Some(p) = &cfg.resume {
+        println!("resuming from {}", p.display());
+    }
+    match cfg.comm_timeout {
+        Some(t) => println!("watchdog: a collective may take {} s", t.as_secs_f64()),
+        None => println!("watchdog: off"),
+    }
     let t = Instant::now();
     let on_epoch = |log: &EpochLog| {
         if let Some((tr, va, te)) = log.acc {
@@ -211,6 +246,8 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
         "loss_curve": r0.history.iter().map(|h| h.loss).collect::<Vec<_>>(),
         "ranks": rank_rows(&outcomes),
         "wall_s": wall,
+        "comm_timeout_s": cfg.comm_timeout.map(|t| t.as_secs_f64()),
+        "resumed_from": cfg.resume.as_ref().map(|p| p.display().to_string()),
     });
     // One report per process in a multi-process run (each holds its own rank).
     let path = match &cfg.launch {
@@ -295,6 +332,97 @@ mod tests {
         assert!(run(&cfg).is_err());
     }
 
+    /// The values of `t` as bits.
+    fn bits(t: &candle_core::Tensor) -> Vec<u32> {
+        let v = t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    #[test]
+    fn a_failed_rank_ends_the_run_and_a_resumed_run_equals_an_uninterrupted_one() {
+        use crate::TrainState;
+        use candle_core::Device;
+        let dir = tempfile::tempdir().unwrap();
+        let stem = |name: &str| dir.path().join(format!("ckpt-{name}"));
+        let base = |name: &str| {
+            let mut cfg = cora(dir.path().join(format!("report-{name}.json")));
+            cfg.ranks = 3;
+            cfg.train.epochs = 8;
+            cfg.train.checkpoint_every = 2;
+            cfg.train.checkpoint = Some(stem(name));
+            cfg
+        };
+        let whole = run(&base("whole")).unwrap();
+
+        // Rank 1 fails in epoch 6: the run ends with its error (the others' collectives fail
+        // at once, not after the 45 s watchdog), and the last checkpoint is epoch 4's.
+        let mut cut = base("cut");
+        cut.fault = Some("1:6".parse().unwrap());
+        let t = Instant::now();
+        let e = run(&cut).err().unwrap().to_string();
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(30),
+            "{:?}",
+            t.elapsed()
+        );
+        assert!(e.contains("fault injected: rank 1 fails at epoch 6"), "{e}");
+        let saved = TrainState::load(stem("cut"), &Device::Cpu).unwrap();
+        assert_eq!(saved.meta.epoch, 4);
+        // Kept for the resume on two ranks below (the next run overwrites the stem).
+        let (at4, _) = crate::checkpoint::state_paths(&stem("at4"));
+        std::fs::copy(crate::checkpoint::state_paths(&stem("cut")).0, at4).unwrap();
+
+        // Resumed on the same ranks: every epoch's loss and accuracies, and the final
+        // parameters, moments and best weights, bit for bit.
+        let mut resumed = base("cut");
+        resumed.resume = Some(stem("cut"));
+        let out = run(&resumed).unwrap();
+        for o in &out.ranks {
+            let (a, b) = (&o.report.history, &whole.ranks[0].report.history);
+            assert_eq!(a.len(), 8);
+            for (x, y) in a.iter().zip(b) {
+                assert_eq!(
+                    (x.epoch, x.loss.to_bits(), x.acc),
+                    (y.epoch, y.loss.to_bits(), y.acc),
+                    "rank {}",
+                    o.rank
+                );
+            }
+            assert_eq!(o.report.test_acc, whole.ranks[0].report.test_acc);
+        }
+        let (a, b) = (
+            TrainState::load(stem("whole"), &Device::Cpu).unwrap(),
+            TrainState::load(stem("cut"), &Device::Cpu).unwrap(),
+        );
+        assert_eq!((a.meta.epoch, b.meta.epoch), (8, 8));
+        assert_eq!(a.meta.adam_steps, b.meta.adam_steps);
+        assert_eq!(a.meta.dropout, b.meta.dropout);
+        assert_eq!(a.params.len(), b.params.len());
+        assert!(!a.best.is_empty());
+        for (k, p) in &a.params {
+            assert_eq!(bits(p), bits(&b.params[k]), "{k}");
+            assert_eq!(bits(&a.moments[k].0), bits(&b.moments[k].0), "m {k}");
+            assert_eq!(bits(&a.moments[k].1), bits(&b.moments[k].1), "v {k}");
+            assert_eq!(bits(&a.best[k]), bits(&b.best[k]), "best {k}");
+        }
+
+        // On two ranks instead: the same masks (they follow global rows), the same losses
+        // up to the order of float sums.
+        let mut two = base("two");
+        two.ranks = 2;
+        two.resume = Some(stem("at4"));
+        let out = run(&two).unwrap();
+        assert_eq!(out.ranks.len(), 2);
+        for (x, y) in out.ranks[0]
+            .report
+            .history
+            .iter()
+            .zip(&whole.ranks[0].report.history)
+        {
+            assert!(((x.loss - y.loss) / y.loss).abs() < 1e-5, "{x:?} vs {y:?}");
+        }
+    }
+
     #[test]
     fn a_process_launch_has_its_world() {
         let mut cfg = cora(PathBuf::from("unused.json"));
@@ -303,7 +431,8 @@ mod tests {
             rank: 1,
             world: 3,
             gpu: 1,
-            id_file: "id".into(),
+            rendezvous: crate::dist::Rendezvous::File("id".into()),
+            sources: "test".into(),
         });
         assert_eq!(cfg.world(), 3);
         #[cfg(not(feature = "nccl"))]

@@ -48,6 +48,7 @@ impl Trainer<'_> {
         let setup0 = gnn_kernels::setup_time();
         let t0 = Instant::now();
         *phase = format!("running training epoch {epoch} (forward{})", self.need);
+        self.note(epoch, "forward");
         let logits = self.forward(first)?;
         self.device.synchronize()?;
         clock.forward = t0.elapsed();
@@ -67,6 +68,7 @@ impl Trainer<'_> {
         self.records.mark(&self.device, window::BACKWARD)?;
         let t3 = Instant::now();
         *phase = format!("running training epoch {epoch} (optimiser step)");
+        self.note(epoch, "optimiser step");
         if !skip {
             let cfg = self.cfg;
             self.opt
@@ -111,6 +113,7 @@ impl Trainer<'_> {
     ) -> Result<(f64, GradStore)> {
         let t2 = Instant::now();
         *phase = format!("running training epoch {epoch} (backward{})", self.need);
+        self.note(epoch, "backward");
         let mut grads = match &self.scaler {
             Some(s) => s.backward(loss)?,
             None => loss.backward()?,
@@ -126,6 +129,7 @@ impl Trainer<'_> {
         let loss_value = match &self.comm {
             Some(c) => {
                 *phase = format!("running training epoch {epoch} (gradient all-reduce)");
+                self.note(epoch, "gradient all-reduce");
                 all_reduce_grads(c.as_ref(), &self.vars, &mut grads, loss)?
             }
             None => loss_value,
@@ -157,9 +161,13 @@ impl Trainer<'_> {
         };
         // Nothing of this epoch has reached the parameters, moments or records yet: with the
         // dropout stream rewound, the current state is the state before the epoch.
+        // Rank 0 of a multi-device run saves it (every rank stops here: the loss and the
+        // gradients are the summed ones).
         let saved = match &self.cfg.checkpoint {
-            Some(path) => Some(self.state(epoch - 1, rng_before).save(path)?),
-            None => None,
+            Some(path) if self.writes_checkpoints() => {
+                Some(self.state(epoch - 1, rng_before).save(path)?)
+            }
+            _ => None,
         };
         let f16_range = self.cfg.precision == crate::Precision::F16 && !loss_value.is_finite();
         let tensor = if f16_range {

@@ -222,7 +222,10 @@ impl<'a> Trainer<'a> {
     fn resume(&mut self, st: &TrainState) -> Result<usize> {
         self.select.weights = st.apply(self.model, self.cfg, &mut self.opt)?;
         let m = &st.meta;
-        (self.rng, self.select.best, self.final_loss) = (m.dropout, m.best, m.final_loss);
+        // The stream's position is global; where this rank's rows start in it is this
+        // rank's own (rank 0 wrote the checkpoint; 0 on one device either way).
+        let rng = m.dropout.with_row_offset(self.rng.row_offset);
+        (self.rng, self.select.best, self.final_loss) = (rng, m.best, m.final_loss);
         self.records.history = m.history.clone();
         (self.records.epoch_ms, self.records.infer_ms) = (m.epoch_ms.clone(), m.infer_ms.clone());
         // f16: continue with the saved loss scale (checkpoints from before it was saved
@@ -250,6 +253,52 @@ impl<'a> Trainer<'a> {
             loss_scale: self.scaler,
         };
         TrainState::capture(meta, &self.vars, &self.opt, self.select.weights.as_deref())
+    }
+
+    /// Names the step the communicator's errors report (one rank of a multi-device run).
+    fn note(&self, epoch: usize, phase: &'static str) {
+        if let Some(c) = &self.comm {
+            c.note_step(epoch, phase);
+        }
+    }
+
+    /// Whether this trainer writes checkpoints: on one device, and on rank 0 of a
+    /// multi-device run (the others hold the same state, see [`Self::check_replicated`]).
+    fn writes_checkpoints(&self) -> bool {
+        self.comm.as_ref().is_none_or(|c| c.rank() == 0)
+    }
+
+    /// On a multi-device run, checks that every rank holds rank 0's parameters, optimiser
+    /// moments and best-validation weights, bit for bit (a collective: every rank calls it at
+    /// the same epoch), so that rank 0's checkpoint restores every rank. They are replicated
+    /// by construction (the summed gradients and the accuracies that select the best epoch
+    /// are the same on every rank); what is each rank's own (the dropout stream's row offset,
+    /// the timings) is not compared and is not taken from the checkpoint on resume.
+    fn check_replicated(&self, epoch: usize) -> Result<()> {
+        let Some(comm) = self.comm.as_ref().filter(|c| c.world() > 1) else {
+            return Ok(());
+        };
+        let mut tensors: Vec<Tensor> = self
+            .vars
+            .iter()
+            .map(|(_, v)| v.as_tensor().clone())
+            .collect();
+        for (m, v) in self.opt.moments() {
+            tensors.extend([m, v]);
+        }
+        tensors.extend(self.select.weights.iter().flatten().cloned());
+        let fp = fingerprint(&tensors)?;
+        let mine = Tensor::from_vec(vec![fp as u32, (fp >> 32) as u32], (1, 2), &self.device)?;
+        let all = comm.all_gather(&mine)?.to_vec2::<u32>()?;
+        match all.iter().position(|row| row != &all[0]) {
+            None => Ok(()),
+            Some(r) => Err(Error::Invalid(format!(
+                "after epoch {epoch}, rank {r}'s parameters or optimiser state differ from rank \
+                 0's (fingerprints {:08x}{:08x} and {:08x}{:08x}): the replicated state diverged, \
+                 and rank 0's checkpoint would not restore rank {r}",
+                all[r][1], all[r][0], all[0][1], all[0][0]
+            ))),
+        }
     }
 
     /// Time spent inside the communicator so far (zero on one device).
@@ -293,8 +342,12 @@ impl<'a> Trainer<'a> {
             self.records.history.push(log);
             if cfg.checkpoint_every > 0 && epoch % cfg.checkpoint_every == 0 {
                 if let Some(path) = &cfg.checkpoint {
+                    self.note(epoch, "checkpoint");
                     self.device.synchronize()?;
-                    self.state(epoch, self.rng).save(path)?;
+                    self.check_replicated(epoch)?;
+                    if self.writes_checkpoints() {
+                        self.state(epoch, self.rng).save(path)?;
+                    }
                 }
             }
             self.records.mark(&self.device, window::EVAL)?;
@@ -307,6 +360,23 @@ impl<'a> Trainer<'a> {
         self.records
             .finish(best, self.final_loss, self.scaler, &self.device)
     }
+}
+
+/// FNV-1a over the f32 bits of `tensors`' values, in order (read to the host).
+fn fingerprint(tensors: &[Tensor]) -> Result<u64> {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for t in tensors {
+        let values = t
+            .to_dtype(candle_core::DType::F32)?
+            .flatten_all()?
+            .to_vec1::<f32>()?;
+        for v in values {
+            for b in v.to_bits().to_le_bytes() {
+                h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        }
+    }
+    Ok(h)
 }
 
 /// Logits of every node in evaluation mode (no dropout): the inference path.

@@ -123,6 +123,7 @@ impl Trainer<'_> {
         self.device.synchronize()?;
         let te = Instant::now();
         *phase = format!("evaluating after epoch {epoch}");
+        self.note(epoch, "evaluation");
         self.graph.set_phase_timing(false);
         let logits = self.model.forward(
             self.graph,
