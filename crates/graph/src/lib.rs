@@ -44,5 +44,7 @@ pub use io::ogb::load_ogb_node;
 pub use io::planetoid::load_planetoid;
 pub use norm::{gcn_norm, mean_norm, Normalization};
 pub use partition::{Exchange, HaloStats, LocalGraph, RowPartition};
-pub use partitioner::{metis, MetisOptions, MetisReport, NodeParts, Partitioner, Renumbering};
+pub use partitioner::{
+    imbalance, metis, MetisOptions, MetisReport, NodeParts, Partitioner, Renumbering,
+};
 pub use reorder::Reorder;

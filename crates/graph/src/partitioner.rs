@@ -547,7 +547,10 @@ mod tests {
             let range = RowPartition::balanced_by_nnz(&g, parts).unwrap();
             let range_halo: usize = range.halo_sizes(&g).unwrap().iter().sum();
             let ranges = NodeParts::from_ranges(&range);
-            assert_eq!(ranges.halo_sizes(&g).unwrap(), range.halo_sizes(&g).unwrap());
+            assert_eq!(
+                ranges.halo_sizes(&g).unwrap(),
+                range.halo_sizes(&g).unwrap()
+            );
             let (m, _) = metis(&g, parts, &MetisOptions::default()).unwrap();
             let metis_halo: usize = m.halo_sizes(&g).unwrap().iter().sum();
             let (rc, mc) = (ranges.edge_cut(&g).unwrap(), m.edge_cut(&g).unwrap());
