@@ -74,6 +74,10 @@ struct Args {
     /// sparse graph whose halo follows the edge cut; range otherwise).
     #[arg(long, default_value = "auto")]
     partition: Partitioner,
+    /// METIS sees at most this many undirected edges (its ids are 32-bit, and its run time
+    /// grows with them): above it, a hash sample of the edges stands for the graph.
+    #[arg(long, default_value_t = gnn::graph::partitioner::MAX_METIS_EDGES)]
+    metis_max_edges: usize,
     /// Write every node's predictions after training to this `.npz` (`pred`, `logits`; row
     /// `i` is node `i` of the loaded file, whatever the partition's renumbering).
     #[arg(long)]
@@ -139,6 +143,7 @@ fn main() -> Result<()> {
         e => Some(e.parse::<Exchange>()?),
     };
     cfg.partition = args.partition;
+    cfg.metis.max_edges = args.metis_max_edges;
     cfg.predictions = args.predictions.clone();
     cfg.split_aggregation = args.split_aggregation;
     if let Some(rows) = args.gather_slice_rows {

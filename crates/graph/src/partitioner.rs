@@ -35,10 +35,13 @@ pub enum Partitioner {
 
 impl Partitioner {
     /// Mean row length (non-zeros per node) below which [`Partitioner::Auto`] picks METIS.
-    /// Measured with `train_dist --stats-only` (GCN operands, see the `train_dist` page of
-    /// the guide): on a products-like graph (mean 51) METIS cut the 4-part halo to a fraction
-    /// of the range partition's; on the Reddit-shaped graph (mean 492, 156 at scale 0.1) both
-    /// halos stay near the all-gather's volume, and METIS only adds its run time.
+    /// Measured with `train_dist --stats-only` on generated graphs of 233 K nodes with random
+    /// ids (GCN operands; halo rows, METIS against ranges, at 2 / 4 / 8 parts):
+    /// products-like (mean 51, homophily 0.8) -18 / -30 / -41 %, papers-like (mean 29,
+    /// homophily 0.6) -15 / -22 / -29 %; Reddit-shaped at scale 0.1 (mean 155) -1.2 / -3.3 /
+    /// -6.8 % and at scale 1 (mean 492) -0.2 / -0.7 / -2.1 %, where both halos stay above
+    /// 3/4 of the all-gather's volume, so the exchange moves the same bytes either way and
+    /// METIS only adds its run time (41 to 96 s at scale 1) and its 3 % imbalance.
     pub const SPARSE_MEAN_DEGREE: f64 = 100.0;
 
     /// The method this choice stands for on `csr` split into `parts`, and why (one line for
@@ -317,9 +320,12 @@ pub struct MetisReport {
     pub partition_s: f64,
 }
 
-/// Default [`MetisOptions::max_edges`]: METIS's adjacency of 32-bit ids at most `2^30`
-/// entries (4 GiB), half its limit, so its internal sums of edge counts stay in range.
-pub const MAX_METIS_EDGES: usize = 1 << 29;
+/// Default [`MetisOptions::max_edges`], 2^28 undirected edges: METIS's adjacency of 32-bit
+/// ids then holds at most 2^29 entries (2 GiB; a quarter of its limit, so its internal sums
+/// of edge counts stay in range), and its serial run stays near five minutes (measured on
+/// the CPU: 41 to 96 s per part count for the 57 M undirected edges of the Reddit-shaped
+/// graph). A papers100M-sized graph (1.6 G edges) is partitioned from a 1-in-6 sample.
+pub const MAX_METIS_EDGES: usize = 1 << 28;
 
 /// Sum of vertex weights above which they are divided down (METIS's weights are 32-bit and
 /// it multiplies their sum by the imbalance tolerance).
@@ -531,9 +537,9 @@ mod tests {
                 ren.partition.halo_sizes(&h).unwrap(),
                 p.halo_sizes(&g).unwrap()
             );
-            for r in 0..parts {
+            for (r, &z) in nnz.iter().enumerate() {
                 let l = LocalGraph::build(&h, &ren.partition, r).unwrap();
-                assert_eq!(l.csr.nnz(), nnz[r]);
+                assert_eq!(l.csr.nnz(), z);
             }
         }
     }

@@ -101,26 +101,28 @@ impl PartitionRow {
     }
 }
 
-/// Prints one line per partition: its edge cut, halo rows (all parts and per part), non-zero
-/// balance and the partitioner's seconds.
-pub fn partition_table(rows: &[PartitionRow]) {
-    println!(
+/// The header of [`partition_line`]'s table.
+pub fn partition_header() -> String {
+    format!(
         "{:>9} {:>5} {:>14} {:>9} {:>14} {:>10} {:>8}  halo rows per rank",
         "partition", "parts", "edge cut", "cut share", "halo rows", "nnz imbal.", "seconds"
-    );
-    for r in rows {
-        println!(
-            "{:>9} {:>5} {:>14} {:>8.1}% {:>14} {:>10.3} {:>8.2}  {:?}",
-            r.method.to_string(),
-            r.parts,
-            r.edge_cut,
-            100.0 * r.edge_cut_share,
-            r.total_halo,
-            r.nnz_imbalance,
-            r.seconds,
-            r.halo
-        );
-    }
+    )
+}
+
+/// One partition's line: its edge cut, halo rows (all parts and per part), non-zero balance
+/// and the partitioner's seconds.
+pub fn partition_line(r: &PartitionRow) -> String {
+    format!(
+        "{:>9} {:>5} {:>14} {:>8.1}% {:>14} {:>10.3} {:>8.2}  {:?}",
+        r.method.to_string(),
+        r.parts,
+        r.edge_cut,
+        100.0 * r.edge_cut_share,
+        r.total_halo,
+        r.nnz_imbalance,
+        r.seconds,
+        r.halo
+    )
 }
 
 /// The line naming `plan`'s exchange (`forced` or chosen by volume) and how its aggregations

@@ -20,8 +20,8 @@
 
 use super::launch::{default_p2p_channels, no_nccl, train_launched, Launch};
 use super::report::{
-    exchange_line, fused, halo_table, partition_table, print_results, rank_rows, slice_rows_json,
-    PartitionRow,
+    exchange_line, fused, halo_table, partition_header, partition_line, print_results, rank_rows,
+    slice_rows_json, PartitionRow,
 };
 use super::{DistPlan, RankOutcome, Recipe};
 use crate::device::pick_device;
@@ -63,6 +63,8 @@ pub struct DistConfig {
     /// ([`Partitioner::resolve`], the default). The choice, its reason, and the edge cut and
     /// halo sizes of the partition (of both with `stats_only`) are printed and reported.
     pub partition: Partitioner,
+    /// METIS's settings where it runs (seed, imbalance, the most edges it sees).
+    pub metis: MetisOptions,
     /// Write every node's predictions here after training (`.npz`: `pred` and `logits`, row
     /// `i` = node `i` of the loaded file, whatever the renumbering; see
     /// [`crate::sweep::inference::write_predictions`]). Written by the process running rank 0.
@@ -103,6 +105,7 @@ impl DistConfig {
             kernels: KernelPolicy::default(),
             exchange: None,
             partition: Partitioner::Auto,
+            metis: MetisOptions::default(),
             predictions: None,
             split_aggregation: false,
             slice_rows: Some(gnn_comm::GATHER_SLICE_ROWS),
@@ -276,8 +279,9 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
 
 /// Picks the partition `cfg.partition` stands for on `plan`'s operands (ranges of the loaded
 /// ids) over `ranks`, prints the choice and its reason, and the edge cut and halo sizes of
-/// the chosen partition (with `stats_only`, of both range and METIS). Returns the report's
-/// `partition` and, for METIS, the renumbering that makes its parts ranges.
+/// the chosen partition; with `stats_only`, of both range and METIS for every part count
+/// from 2 to `ranks`. Returns the report's `partition` and, for METIS, the renumbering that
+/// makes its parts ranges.
 fn choose_partition(
     cfg: &DistConfig,
     plan: &DistPlan,
@@ -286,20 +290,38 @@ fn choose_partition(
     let csr = &plan.operands.csr;
     let (method, reason) = cfg.partition.resolve(csr, ranks);
     println!("partition: {method} ({reason})");
-    let ranges = NodeParts::from_ranges(&plan.partition);
-    let mut rows = vec![PartitionRow::of(
-        Partitioner::Range,
-        &ranges,
-        csr,
-        plan.halo_sizes.clone(),
-        0.0,
-        None,
-    )?];
+    let counts: Vec<usize> = if cfg.stats_only && ranks > 1 {
+        (2..=ranks).collect()
+    } else {
+        vec![ranks]
+    };
+    let mut rows = Vec::new();
     let mut renumbering = None;
-    if ranks > 1 && (method == Partitioner::Metis || cfg.stats_only) {
+    println!("{}", partition_header());
+    // Each line as it comes: METIS takes minutes on graphs of 10^8 non-zeros.
+    let mut push = |row: PartitionRow| {
+        println!("{}", partition_line(&row));
+        rows.push(row);
+    };
+    for &p in &counts {
+        let range = gnn_graph::RowPartition::balanced_by_nnz(csr, p)?;
+        let halo = range.halo_sizes(csr)?;
+        let ranges = NodeParts::from_ranges(&range);
+        push(PartitionRow::of(
+            Partitioner::Range,
+            &ranges,
+            csr,
+            halo,
+            0.0,
+            None,
+        )?);
+        let chosen = p == ranks && method == Partitioner::Metis;
+        if p < 2 || !(chosen || cfg.stats_only) {
+            continue;
+        }
         let (parts, report) = crate::progress::step(
-            format!("METIS: {ranks} parts of {} nodes", csr.n_rows()),
-            || metis(csr, ranks, &MetisOptions::default()),
+            format!("METIS: {p} parts of {} nodes", csr.n_rows()),
+            || metis(csr, p, &cfg.metis),
         )?;
         let halo = parts.halo_sizes(csr)?;
         let seconds = report.prepare_s + report.partition_s;
@@ -309,7 +331,7 @@ fn choose_partition(
                 100.0 * report.edge_sample
             );
         }
-        rows.push(PartitionRow::of(
+        push(PartitionRow::of(
             Partitioner::Metis,
             &parts,
             csr,
@@ -317,11 +339,10 @@ fn choose_partition(
             seconds,
             Some(report),
         )?);
-        if method == Partitioner::Metis {
+        if chosen {
             renumbering = Some(parts.renumbering()?);
         }
     }
-    partition_table(&rows);
     let mean = csr.nnz() as f64 / csr.n_rows().max(1) as f64;
     Ok((
         json!({
@@ -414,10 +435,14 @@ mod tests {
         // Both partitions measured, the range one kept.
         assert_eq!(out.partition["chosen"], "range");
         let compared = out.partition["compared"].as_array().unwrap();
-        let methods: Vec<_> = compared.iter().map(|r| r["method"].clone()).collect();
-        assert_eq!(methods, [json!("range"), json!("metis")]);
+        let methods: Vec<_> = compared
+            .iter()
+            .map(|r| (r["method"].clone(), r["parts"].clone()))
+            .collect();
+        let want = [("range", 2), ("metis", 2), ("range", 3), ("metis", 3)];
+        assert_eq!(methods, want.map(|(m, p)| (json!(m), json!(p))));
         for r in compared {
-            assert_eq!(r["halo"].as_array().unwrap().len(), 3);
+            assert_eq!(r["halo"].as_array().unwrap().len(), r["parts"]);
             assert!(r["edge_cut"].as_u64().unwrap() > 0);
         }
         assert!(out.ranks.is_empty() && out.report.is_none());
