@@ -1,5 +1,5 @@
 //! Node partitions whose parts need not be contiguous id ranges: which part every node
-//! belongs to ([`NodeParts`]), from METIS ([`metis`], k-way, minimum edge cut) or from a
+//! belongs to ([`NodeParts`]), from METIS ([`metis()`], k-way, minimum edge cut) or from a
 //! [`RowPartition`], with the measures that decide between them (halo rows per part, edge
 //! cut, non-zeros per part), and the renumbering that makes every part a contiguous range
 //! ([`NodeParts::renumbering`]) so the range-based halo machinery ([`LocalGraph`]) runs
@@ -25,7 +25,7 @@ use std::time::Instant;
 pub enum Partitioner {
     /// Contiguous id ranges balanced by non-zeros ([`RowPartition::balanced_by_nnz`]).
     Range,
-    /// METIS k-way, minimum edge cut, vertex weights = row length + 1 ([`metis`]).
+    /// METIS k-way, minimum edge cut, vertex weights = row length + 1 ([`metis()`]).
     Metis,
     /// METIS on sparse graphs (mean row length below [`Partitioner::SPARSE_MEAN_DEGREE`]),
     /// ranges otherwise ([`Partitioner::resolve`]).
@@ -276,7 +276,7 @@ pub fn imbalance(loads: &[usize]) -> f64 {
     }
 }
 
-/// Settings of [`metis`].
+/// Settings of [`metis()`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MetisOptions {
     /// METIS's random seed (the result is deterministic for a seed and graph).
@@ -301,7 +301,7 @@ impl Default for MetisOptions {
     }
 }
 
-/// What [`metis`] handed METIS and how long it took.
+/// What [`metis()`] handed METIS and how long it took.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MetisReport {
     /// Undirected edges (self loops left out) of the symmetrised pattern given to METIS.

@@ -44,7 +44,7 @@ pub fn halo_table(plan: &DistPlan, ranks: usize, hidden: usize, elem: u64) -> Re
     Ok(stats)
 }
 
-/// One partition's measures over the model's operands: what [`partition_table`] prints and
+/// One partition's measures over the model's operands: what [`partition_line`] prints and
 /// the report's `partition.compared` holds.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct PartitionRow {
