@@ -410,9 +410,12 @@ mod tests {
     #[test]
     fn rank_zero_names_the_ranks_that_never_came() {
         let (l, r) = local(Duration::from_millis(500));
+        // Rank 2 waits longer than rank 0 serves, so that it hears rank 0's refusal rather
+        // than timing out first on a loaded machine (both at 0.5 s raced under `cargo test`).
+        let patient = r.clone().with_timeout(Duration::from_secs(20));
         let (served, fetched) = std::thread::scope(|s| {
             // Rank 2 of 3 connects; rank 1 never does. A stray connection does not count.
-            let h = s.spawn(|| r.fetch(2, 3));
+            let h = s.spawn(|| patient.fetch(2, 3));
             let stray = s.spawn(|| {
                 let mut c = TcpStream::connect(("127.0.0.1", r.port)).unwrap();
                 c.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();

@@ -13,7 +13,8 @@
 //!   that detects which of these a path holds ([`load_auto`]), and a seeded synthetic
 //!   generator ([`generate()`]).
 //! - [`RowPartition`] / [`LocalGraph`]: nnz-balanced 1-D row partitions with halo exchange
-//!   lists, for multi-device training.
+//!   lists, for multi-device training; [`NodeParts`] / [`metis()`]: partitions that follow the
+//!   graph's communities (METIS, minimum edge cut), renumbered into ranges.
 //!
 //! Every loader returns a typed [`Error`] naming the file, the field and the problem.
 #![deny(missing_docs)]
@@ -27,6 +28,7 @@ pub mod io;
 pub mod louvain;
 pub mod norm;
 pub mod partition;
+pub mod partitioner;
 pub mod reorder;
 
 pub use coo::{BuildOptions, Coo, SelfLoops};
@@ -42,4 +44,7 @@ pub use io::ogb::load_ogb_node;
 pub use io::planetoid::load_planetoid;
 pub use norm::{gcn_norm, mean_norm, Normalization};
 pub use partition::{Exchange, HaloStats, LocalGraph, RowPartition};
+pub use partitioner::{
+    imbalance, metis, MetisOptions, MetisReport, NodeParts, Partitioner, Renumbering,
+};
 pub use reorder::Reorder;

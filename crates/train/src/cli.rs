@@ -421,6 +421,10 @@ pub struct DataFlags {
     /// Generated graph: number nodes community by community (same graph, relabelled).
     #[arg(long)]
     pub community_order: bool,
+    /// Generated graph: mean row length at scale 1 (self loop included; scaled by
+    /// sqrt(--scale) as the preset's 492 is), e.g. 51 for a products-like sparse graph.
+    #[arg(long)]
+    pub avg_degree: Option<f64>,
     /// Renumber the nodes after loading for locality: none, degree, rcm, louvain (its cost is
     /// printed).
     #[arg(long, default_value = "none")]
@@ -453,6 +457,9 @@ impl DataFlags {
                     }
                     if let Some(h) = self.homophily {
                         spec.homophily = h;
+                    }
+                    if let Some(d) = self.avg_degree {
+                        spec.avg_degree = d;
                     }
                     spec.community_order = self.community_order;
                 }

@@ -1,6 +1,8 @@
 //! Multi-device full-batch training (1-D partition, CAGNET's scheme): each rank owns a
 //! contiguous, non-zero-balanced range of nodes ([`gnn_graph::RowPartition`]) with their rows
-//! of `A`, `X`, the labels and the split; every aggregation first brings in the halo rows
+//! of `A`, `X`, the labels and the split (a METIS partition, whose parts are not ranges of the
+//! loaded ids, is turned into ranges by renumbering the dataset once before the plan is made:
+//! [`run()`]); every aggregation first brings in the halo rows
 //! from their owners ([`gnn_comm::HaloExchange`], whose backward returns the halo
 //! gradients); weights are replicated and their gradients summed over ranks every step.
 //!
@@ -26,7 +28,7 @@
 use crate::data::DeviceData;
 use crate::error::{Error, Result};
 use crate::trainer::{EpochLog, TrainConfig, TrainReport};
-use candle_core::Device;
+use candle_core::{Device, Tensor};
 use gnn_comm::{Communicator, HaloExchange};
 use gnn_graph::{Dataset, Exchange, HaloStats, LocalGraph, RowPartition};
 use gnn_kernels::{KernelPolicy, KernelsUsed};
@@ -67,6 +69,9 @@ pub struct DistPlan {
     /// run while the exchange is in flight. `None` keeps it whole. Default
     /// [`gnn_comm::GATHER_SLICE_ROWS`] (blocks not cut further).
     pub slice_rows: Option<usize>,
+    /// After training, every rank computes its rows' logits (evaluation mode, the selected
+    /// parameters) and rank 0 gathers all of them ([`RankOutcome::logits`]). Default off.
+    pub gather_logits: bool,
 }
 
 impl DistPlan {
@@ -78,6 +83,23 @@ impl DistPlan {
         parts: usize,
         exchange: Option<Exchange>,
     ) -> Result<Self> {
+        Self::with_partition(
+            ds,
+            kind,
+            |csr| RowPartition::balanced_by_nnz(csr, parts),
+            exchange,
+        )
+    }
+
+    /// The operands of `kind` on `ds`'s graph under the ranges `partition` makes of them
+    /// (e.g. the ranges of a renumbered METIS partition, [`gnn_graph::Renumbering`]), the
+    /// exchange as in [`Self::new`].
+    pub fn with_partition(
+        ds: &Dataset,
+        kind: ConvKind,
+        partition: impl FnOnce(&gnn_graph::Csr) -> gnn_graph::Result<RowPartition>,
+        exchange: Option<Exchange>,
+    ) -> Result<Self> {
         if matches!(kind, ConvKind::Gat | ConvKind::Transformer) {
             return Err(Error::Invalid(format!(
                 "{kind} does not train on several devices yet (its head-expanded graphs have \
@@ -85,8 +107,14 @@ impl DistPlan {
             )));
         }
         let operands = Operands::new(&ds.graph, kind)?;
-        let partition = RowPartition::balanced_by_nnz(&operands.csr, parts)
-            .map_err(gnn_kernels::Error::from)?;
+        let partition = partition(&operands.csr).map_err(gnn_kernels::Error::from)?;
+        if partition.bounds().last() != Some(&operands.csr.n_rows()) {
+            return Err(Error::Invalid(format!(
+                "a partition of {} nodes for a graph of {}",
+                partition.bounds().last().copied().unwrap_or(0),
+                operands.csr.n_rows()
+            )));
+        }
         let halo_sizes = partition
             .halo_sizes(&operands.csr)
             .map_err(gnn_kernels::Error::from)?;
@@ -101,6 +129,7 @@ impl DistPlan {
             halo_sizes,
             symmetric,
             slice_rows: Some(gnn_comm::GATHER_SLICE_ROWS),
+            gather_logits: false,
         })
     }
 
@@ -110,18 +139,25 @@ impl DistPlan {
             .map_err(gnn_kernels::Error::from)?)
     }
 
-    /// Rows, non-zeros and halo sizes of every rank (builds every local graph once).
+    /// Rows, non-zeros and halo sizes of every rank under the plan's partition (builds every
+    /// local graph once).
     pub fn stats(&self) -> Result<HaloStats> {
-        self.halo_stats(self.partition.parts())
+        self.stats_of(&self.partition)
     }
 
-    /// The same statistics for a partition of these operands into `parts` ranges (other
-    /// partition counts without rebuilding the operands).
+    /// The same statistics for a partition of these operands into `parts` ranges balanced by
+    /// non-zeros (other partition counts without rebuilding the operands).
     pub fn halo_stats(&self, parts: usize) -> Result<HaloStats> {
+        let part = RowPartition::balanced_by_nnz(&self.operands.csr, parts)
+            .map_err(gnn_kernels::Error::from)?;
+        self.stats_of(&part)
+    }
+
+    fn stats_of(&self, part: &RowPartition) -> Result<HaloStats> {
         let csr = &self.operands.csr;
-        let part = RowPartition::balanced_by_nnz(csr, parts).map_err(gnn_kernels::Error::from)?;
+        let parts = part.parts();
         let locals = (0..parts)
-            .map(|r| LocalGraph::build(csr, &part, r).map_err(gnn_kernels::Error::from))
+            .map(|r| LocalGraph::build(csr, part, r).map_err(gnn_kernels::Error::from))
             .collect::<std::result::Result<Vec<_>, _>>()?;
         Ok(HaloStats::of(&locals))
     }
@@ -233,6 +269,10 @@ pub struct RankOutcome {
     pub report: TrainReport,
     /// The kernels its graph's ops ran.
     pub kernels_used: KernelsUsed,
+    /// With [`DistPlan::gather_logits`], on rank 0: every node's logits `[N, C]` (f32, rows
+    /// in the plan's node order, the dataset's as trained), from the selected parameters in
+    /// evaluation mode; `None` elsewhere.
+    pub logits: Option<Tensor>,
 }
 
 /// Makes rank `r`'s communicator on its device, inside the rank's thread (NCCL's join is
@@ -279,7 +319,7 @@ pub fn train_rank(
     on_epoch: impl FnMut(&EpochLog),
 ) -> Result<RankOutcome> {
     let rank = comm.rank();
-    let r = Rank::new(plan, ds, recipe, comm, device)?;
+    let r = Rank::new(plan, ds, recipe, comm.clone(), device)?;
     let state = resume
         .map(|p| crate::TrainState::load(p, device))
         .transpose()?;
@@ -291,13 +331,43 @@ pub fn train_rank(
         state.as_ref(),
         on_epoch,
     )?;
+    let logits = if plan.gather_logits {
+        gather_logits(plan, &r, comm.as_ref())?
+    } else {
+        None
+    };
     Ok(RankOutcome {
         rank,
         rows: r.rows,
         halo: r.halo,
         report,
         kernels_used: r.graph.kernels_used(),
+        logits,
     })
+}
+
+/// Every rank's logits of its rows (evaluation mode, the rank's current parameters), gathered:
+/// `[N, C]` f32 on rank 0 in the plan's node order, `None` on the others. Collective: every
+/// rank calls it (each block padded to the longest range for the all-gather).
+fn gather_logits(plan: &DistPlan, r: &Rank, comm: &dyn Communicator) -> Result<Option<Tensor>> {
+    let local = crate::trainer::predict(&r.model, &r.graph, &r.data.x)?
+        .to_dtype(candle_core::DType::F32)?;
+    let (rows, classes) = local.dims2()?;
+    let m = plan.partition.max_len();
+    let padded = if rows < m {
+        let pad = Tensor::zeros((m - rows, classes), local.dtype(), local.device())?;
+        Tensor::cat(&[&local, &pad], 0)?
+    } else {
+        local
+    };
+    let all = comm.all_gather(&padded)?;
+    if comm.rank() != 0 {
+        return Ok(None);
+    }
+    let blocks = (0..plan.partition.parts())
+        .map(|q| all.narrow(0, q * m, plan.partition.range(q).len()))
+        .collect::<candle_core::Result<Vec<_>>>()?;
+    Ok(Some(Tensor::cat(&blocks, 0)?))
 }
 
 /// Trains on `ds` with one thread per device, rank `r` on `devices[r]` with the communicator
@@ -417,7 +487,6 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> &str {
 mod tests {
     use super::*;
     use crate::trainer::{all_reduce_grads, train};
-    use candle_core::Tensor;
     use gnn_comm::LocalComm;
     use gnn_models::{Activation, DropoutRng, Forward};
     use std::collections::BTreeMap;
@@ -510,7 +579,27 @@ mod tests {
     }
 
     fn ranks(ds: &Dataset, cfg: &ModelConfig, parts: usize, exchange: Exchange) -> Vec<Grads> {
-        let mut plan = DistPlan::new(ds, cfg.kind, parts, Some(exchange)).unwrap();
+        let plan = DistPlan::new(ds, cfg.kind, parts, Some(exchange)).unwrap();
+        ranks_of(plan, ds, cfg)
+    }
+
+    /// `ds` renumbered so each of the `parts` METIS parts of `kind`'s operands is a range, and
+    /// those ranges (what `run` does for `--partition metis`).
+    fn metis_renumbered(ds: &Dataset, kind: ConvKind, parts: usize) -> (Dataset, RowPartition) {
+        let csr = Operands::new(&ds.graph, kind).unwrap().csr;
+        let (p, _) = gnn_graph::metis(&csr, parts, &gnn_graph::MetisOptions::default()).unwrap();
+        let ren = p.renumbering().unwrap();
+        // Not the identity: some node moved (Cora's ids are no METIS partition).
+        assert!(ren
+            .new_of_old
+            .iter()
+            .enumerate()
+            .any(|(o, &n)| o != n as usize));
+        (ds.permute(&ren.new_of_old).unwrap(), ren.partition)
+    }
+
+    fn ranks_of(mut plan: DistPlan, ds: &Dataset, cfg: &ModelConfig) -> Vec<Grads> {
+        let parts = plan.partition.parts();
         // Cora is undirected: under the all-gather the dense aggregations run as one op
         // (HaloExchange::aggregate_symmetric), under point-to-point as exchange + SpMM.
         assert!(plan.symmetric, "Cora's operands are symmetric");
@@ -566,6 +655,71 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn metis_partitions_give_the_single_device_losses_and_gradients() {
+        let ds = cora();
+        for (name, cfg) in configs(&ds) {
+            for parts in 2..=4 {
+                // Dropout masks follow the node ids: the single-device run to match is the one
+                // on the renumbered graph.
+                let (renumbered, ranges) = metis_renumbered(&ds, cfg.kind, parts);
+                let (loss, grads) = whole(&renumbered, &cfg);
+                for ex in [Exchange::PointToPoint, Exchange::AllGather] {
+                    let plan = DistPlan::with_partition(
+                        &renumbered,
+                        cfg.kind,
+                        |_| Ok(ranges.clone()),
+                        Some(ex),
+                    )
+                    .unwrap();
+                    assert_eq!(plan.partition, ranges);
+                    let got = ranks_of(plan, &renumbered, &cfg);
+                    for (r, (l, g)) in got.iter().enumerate() {
+                        let what = format!("{name} metis P={parts} {ex} rank {r}");
+                        assert!(
+                            ((l - loss) / loss).abs() < 1e-5,
+                            "{what}: loss {l} vs {loss}"
+                        );
+                        for (k, want) in &grads {
+                            // A bias gradient sums the output gradient over Cora's 140 train
+                            // nodes (ids 0..140): one range holds them all and sums them in
+                            // the single-device order, METIS spreads them over ranks whose
+                            // partial sums cancel to 1e-3 of a term (measured: up to 1.1e-4
+                            // of the sum apart, every other gradient within 1e-6).
+                            let tol = if k.ends_with("bias") { 3e-4 } else { 1e-5 };
+                            assert_close(&g[k], want, tol, &format!("{what} d{k}"));
+                        }
+                        assert_eq!(g, &got[0].1, "{what}");
+                    }
+                }
+            }
+        }
+        // Without dropout the renumbering changes nothing but the summation order: the METIS
+        // ranks reproduce the single-device step on the file's ids.
+        let mut cfg = ModelConfig::new(
+            ConvKind::Gcn,
+            ds.features.cols(),
+            24,
+            ds.num_classes,
+            2,
+            0.0,
+        );
+        cfg.input_dropout = 0.0;
+        let (loss, grads) = whole(&ds, &cfg);
+        let (renumbered, ranges) = metis_renumbered(&ds, cfg.kind, 3);
+        let plan = DistPlan::with_partition(&renumbered, cfg.kind, |_| Ok(ranges), None).unwrap();
+        for (l, g) in ranks_of(plan, &renumbered, &cfg) {
+            assert!(((l - loss) / loss).abs() < 1e-5, "loss {l} vs {loss}");
+            for (k, want) in &grads {
+                let tol = if k.ends_with("bias") { 3e-4 } else { 1e-5 };
+                assert_close(&g[k], want, tol, &format!("no dropout d{k}"));
+            }
+        }
+        // A partition of another node count is refused.
+        let short = RowPartition::from_bounds(vec![0, 10], 10).unwrap();
+        assert!(DistPlan::with_partition(&ds, ConvKind::Gcn, |_| Ok(short), None).is_err());
     }
 
     #[test]

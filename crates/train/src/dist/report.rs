@@ -5,7 +5,7 @@
 use super::{DistPlan, RankOutcome};
 use crate::device::gib;
 use crate::error::Result;
-use gnn_graph::Exchange;
+use gnn_graph::{imbalance, Csr, Exchange, MetisReport, NodeParts, Partitioner};
 use gnn_models::ModelConfig;
 use serde_json::{json, Value};
 
@@ -42,6 +42,87 @@ pub fn halo_table(plan: &DistPlan, ranks: usize, hidden: usize, elem: u64) -> Re
             "auto_exchange": pick, "mb_per_exchange_at_hidden": mb}));
     }
     Ok(stats)
+}
+
+/// One partition's measures over the model's operands: what [`partition_line`] prints and
+/// the report's `partition.compared` holds.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PartitionRow {
+    /// How the nodes were split.
+    pub method: Partitioner,
+    /// Number of parts.
+    pub parts: usize,
+    /// Nodes per part.
+    pub rows: Vec<usize>,
+    /// Non-zeros per part.
+    pub nnz: Vec<usize>,
+    /// Largest non-zero share over the mean (1.0 = perfect balance).
+    pub nnz_imbalance: f64,
+    /// Halo rows per part (received per exchange).
+    pub halo: Vec<usize>,
+    /// Halo rows of all parts (the point-to-point volume of one exchange).
+    pub total_halo: usize,
+    /// Non-zeros whose row and column lie in different parts (both directions of an
+    /// undirected edge count).
+    pub edge_cut: usize,
+    /// `edge_cut` over all non-zeros.
+    pub edge_cut_share: f64,
+    /// Seconds the partitioner took (0 for ranges).
+    pub seconds: f64,
+    /// What METIS was given, for a METIS partition.
+    pub metis: Option<MetisReport>,
+}
+
+impl PartitionRow {
+    /// The measures of `parts` over `csr`, with its `halo` sizes already computed.
+    pub fn of(
+        method: Partitioner,
+        parts: &NodeParts,
+        csr: &Csr,
+        halo: Vec<usize>,
+        seconds: f64,
+        metis: Option<MetisReport>,
+    ) -> gnn_graph::Result<Self> {
+        let nnz = parts.nnz(csr)?;
+        let edge_cut = parts.edge_cut(csr)?;
+        Ok(Self {
+            method,
+            parts: parts.parts(),
+            rows: parts.sizes(),
+            nnz_imbalance: imbalance(&nnz),
+            nnz,
+            total_halo: halo.iter().sum(),
+            halo,
+            edge_cut,
+            edge_cut_share: edge_cut as f64 / csr.nnz().max(1) as f64,
+            seconds,
+            metis,
+        })
+    }
+}
+
+/// The header of [`partition_line`]'s table.
+pub fn partition_header() -> String {
+    format!(
+        "{:>9} {:>5} {:>14} {:>9} {:>14} {:>10} {:>8}  halo rows per rank",
+        "partition", "parts", "edge cut", "cut share", "halo rows", "nnz imbal.", "seconds"
+    )
+}
+
+/// One partition's line: its edge cut, halo rows (all parts and per part), non-zero balance
+/// and the partitioner's seconds.
+pub fn partition_line(r: &PartitionRow) -> String {
+    format!(
+        "{:>9} {:>5} {:>14} {:>8.1}% {:>14} {:>10.3} {:>8.2}  {:?}",
+        r.method.to_string(),
+        r.parts,
+        r.edge_cut,
+        100.0 * r.edge_cut_share,
+        r.total_halo,
+        r.nnz_imbalance,
+        r.seconds,
+        r.halo
+    )
 }
 
 /// The line naming `plan`'s exchange (`forced` or chosen by volume) and how its aggregations

@@ -1,7 +1,9 @@
 //! One distributed training run from one config struct, what the `train_dist` example does:
-//! load or generate the data, partition the model's operands, print the halo statistics,
-//! train every rank the launch puts in this process, print the results and write the JSON
-//! report.
+//! load or generate the data, partition the model's operands (contiguous ranges, or METIS
+//! parts after renumbering the nodes so each part is a range: [`DistConfig::partition`]),
+//! print the halo statistics, train every rank the launch puts in this process, print the
+//! results and write the JSON report. Per-node outputs ([`DistConfig::predictions`]) are
+//! written in the file's node order whatever the renumbering.
 //!
 //! ```no_run
 //! use gnn_models::ConvKind;
@@ -17,14 +19,17 @@
 //! ```
 
 use super::launch::{default_p2p_channels, no_nccl, train_launched, Launch};
-use super::report::{exchange_line, fused, halo_table, print_results, rank_rows, slice_rows_json};
+use super::report::{
+    exchange_line, fused, halo_table, partition_header, partition_line, print_results, rank_rows,
+    slice_rows_json, PartitionRow,
+};
 use super::{DistPlan, RankOutcome, Recipe};
 use crate::device::pick_device;
 use crate::error::{Error, Result};
 use crate::report::write_text;
-use crate::run::{load, reorder, DataSource, ModelSpec};
+use crate::run::{load, reorder, DataSource, Loaded, ModelSpec};
 use crate::trainer::{EpochLog, TrainConfig};
-use gnn_graph::{Exchange, Reorder};
+use gnn_graph::{metis, Exchange, MetisOptions, NodeParts, Partitioner, Reorder};
 use gnn_kernels::{KernelPolicy, KernelsUsed};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -53,6 +58,17 @@ pub struct DistConfig {
     pub kernels: KernelPolicy,
     /// How ranks exchange rows; `None`: chosen by volume ([`Exchange::by_volume`]).
     pub exchange: Option<Exchange>,
+    /// How nodes are assigned to ranks: contiguous ranges balanced by non-zeros, METIS (the
+    /// nodes renumbered once so each part is a range), or by mean degree
+    /// ([`Partitioner::resolve`], the default). The choice, its reason, and the edge cut and
+    /// halo sizes of the partition (of both with `stats_only`) are printed and reported.
+    pub partition: Partitioner,
+    /// METIS's settings where it runs (seed, imbalance, the most edges it sees).
+    pub metis: MetisOptions,
+    /// Write every node's predictions here after training (`.npz`: `pred` and `logits`, row
+    /// `i` = node `i` of the loaded file, whatever the renumbering; see
+    /// [`crate::sweep::inference::write_predictions`]). Written by the process running rank 0.
+    pub predictions: Option<PathBuf>,
     /// Run each aggregation as the exchange followed by the SpMM even where the operand is
     /// symmetric and the exchange the all-gather (which otherwise fuse into one op that keeps
     /// less memory); for comparison.
@@ -97,6 +113,9 @@ impl DistConfig {
             cpu: false,
             kernels: KernelPolicy::default(),
             exchange: None,
+            partition: Partitioner::Auto,
+            metis: MetisOptions::default(),
+            predictions: None,
             split_aggregation: false,
             slice_rows: Some(gnn_comm::GATHER_SLICE_ROWS),
             overlap: true,
@@ -124,8 +143,12 @@ impl DistConfig {
 pub struct DistOutcome {
     /// How the ranks exchanged rows.
     pub exchange: Exchange,
-    /// The halo statistics per partition count `1..=ranks` (as the report holds them).
+    /// The halo statistics per partition count `1..=ranks` (as the report holds them), of
+    /// contiguous ranges of the loaded ids.
     pub halo_stats: Vec<Value>,
+    /// The partition chosen, why, and its edge cut and halo sizes (with `stats_only`, those
+    /// of both the range and the METIS partition): the report's `partition`.
+    pub partition: Value,
     /// The ranks this process ran, in rank order; empty with `stats_only`.
     pub ranks: Vec<RankOutcome>,
     /// The JSON report and where it was written; `None` with `stats_only`.
@@ -152,25 +175,37 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
     println!("kernels: {}", cfg.kernels);
     let mut loaded = load(&cfg.data, device.is_cpu())?;
     reorder(&mut loaded, cfg.reorder)?;
-    let ds = &loaded.dataset;
-    let model = cfg.model.config(ds);
+    let model = cfg.model.config(&loaded.dataset);
     // Checkpoints, written by rank 0, go to `runs/checkpoints/dist-<model>-<dataset>` unless
     // the recipe names a stem.
     let mut train = cfg.train.clone();
     if train.checkpoint_every > 0 && train.checkpoint.is_none() {
         train.checkpoint = Some(PathBuf::from(format!(
             "runs/checkpoints/dist-{}-{}",
-            model.kind, ds.name
+            model.kind, loaded.dataset.name
         )));
     }
     let train = &train;
 
     // Communication volume per partition count, at the hidden width in the run's precision.
     let elem = train.precision.dtype().size_in_bytes() as u64;
-    let mut plan = DistPlan::new(ds, model.kind, ranks, cfg.exchange)?;
+    let mut plan = DistPlan::new(&loaded.dataset, model.kind, ranks, cfg.exchange)?;
+    println!("contiguous ranges of the loaded ids, balanced by non-zeros:");
+    let stats = halo_table(&plan, ranks, model.hidden, elem)?;
+    let (partition, renumbering) = choose_partition(cfg, &plan, ranks)?;
+    if let Some(ren) = renumbering {
+        drop(plan);
+        renumber(&mut loaded, &ren.new_of_old)?;
+        plan = DistPlan::with_partition(
+            &loaded.dataset,
+            model.kind,
+            |_| Ok(ren.partition),
+            cfg.exchange,
+        )?;
+    }
     plan.symmetric &= !cfg.split_aggregation;
     plan.slice_rows = cfg.slice_rows;
-    let stats = halo_table(&plan, ranks, model.hidden, elem)?;
+    plan.gather_logits = cfg.predictions.is_some();
     println!(
         "{}",
         exchange_line(&plan, cfg.exchange.is_some(), cfg.split_aggregation)
@@ -179,10 +214,12 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
         return Ok(DistOutcome {
             exchange: plan.exchange,
             halo_stats: stats,
+            partition,
             ranks: Vec::new(),
             report: None,
         });
     }
+    let ds = &loaded.dataset;
 
     let recipe = Recipe {
         model: &model,
@@ -216,6 +253,13 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
     };
     let outcomes = train_launched(cfg, &plan, ds, recipe, &device, &on_epoch)?;
     let wall = t.elapsed().as_secs_f64();
+    if let (Some(path), Some(logits)) = (
+        &cfg.predictions,
+        outcomes.iter().find_map(|o| o.logits.as_ref()),
+    ) {
+        crate::sweep::inference::write_predictions(path, logits, loaded.new_of_old.as_deref())?;
+        println!("wrote predictions (file node order) to {}", path.display());
+    }
     print_results(&model, &plan, ranks, &outcomes, wall);
     let mut kernels_used = KernelsUsed::default();
     for o in &outcomes {
@@ -239,6 +283,7 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
         "gather_slice_rows": slice_rows_json(plan.slice_rows),
         "overlap": cfg.overlap,
         "halo_stats": stats,
+        "partition": partition,
         "test_acc": r0.test_acc,
         "best_val_acc": r0.best_val_acc,
         "best_epoch": r0.best_epoch,
@@ -263,9 +308,106 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
     Ok(DistOutcome {
         exchange: plan.exchange,
         halo_stats: stats,
+        partition,
         ranks: outcomes,
         report: Some((report, path)),
     })
+}
+
+/// Picks the partition `cfg.partition` stands for on `plan`'s operands (ranges of the loaded
+/// ids) over `ranks`, prints the choice and its reason, and the edge cut and halo sizes of
+/// the chosen partition; with `stats_only`, of both range and METIS for every part count
+/// from 2 to `ranks`. Returns the report's `partition` and, for METIS, the renumbering that
+/// makes its parts ranges.
+fn choose_partition(
+    cfg: &DistConfig,
+    plan: &DistPlan,
+    ranks: usize,
+) -> Result<(Value, Option<gnn_graph::Renumbering>)> {
+    let csr = &plan.operands.csr;
+    let (method, reason) = cfg.partition.resolve(csr, ranks);
+    println!("partition: {method} ({reason})");
+    let counts: Vec<usize> = if cfg.stats_only && ranks > 1 {
+        (2..=ranks).collect()
+    } else {
+        vec![ranks]
+    };
+    let mut rows = Vec::new();
+    let mut renumbering = None;
+    println!("{}", partition_header());
+    // Each line as it comes: METIS takes minutes on graphs of 10^8 non-zeros.
+    let mut push = |row: PartitionRow| {
+        println!("{}", partition_line(&row));
+        rows.push(row);
+    };
+    for &p in &counts {
+        let range = gnn_graph::RowPartition::balanced_by_nnz(csr, p)?;
+        let halo = range.halo_sizes(csr)?;
+        let ranges = NodeParts::from_ranges(&range);
+        push(PartitionRow::of(
+            Partitioner::Range,
+            &ranges,
+            csr,
+            halo,
+            0.0,
+            None,
+        )?);
+        let chosen = p == ranks && method == Partitioner::Metis;
+        if p < 2 || !(chosen || cfg.stats_only) {
+            continue;
+        }
+        let (parts, report) = crate::progress::step(
+            format!("METIS: {p} parts of {} nodes", csr.n_rows()),
+            || metis(csr, p, &cfg.metis),
+        )?;
+        let halo = parts.halo_sizes(csr)?;
+        let seconds = report.prepare_s + report.partition_s;
+        if report.edge_sample < 1.0 {
+            println!(
+                "METIS saw {:.1} % of the undirected edges (a hash sample: its ids are 32-bit)",
+                100.0 * report.edge_sample
+            );
+        }
+        push(PartitionRow::of(
+            Partitioner::Metis,
+            &parts,
+            csr,
+            halo,
+            seconds,
+            Some(report),
+        )?);
+        if chosen {
+            renumbering = Some(parts.renumbering()?);
+        }
+    }
+    let mean = csr.nnz() as f64 / csr.n_rows().max(1) as f64;
+    Ok((
+        json!({
+            "requested": cfg.partition,
+            "chosen": method,
+            "reason": reason,
+            "parts": ranks,
+            "mean_row_length": mean,
+            "sparse_below": Partitioner::SPARSE_MEAN_DEGREE,
+            "compared": rows,
+        }),
+        renumbering,
+    ))
+}
+
+/// Renumbers `loaded`'s nodes by `new_of_old`, composing the map back to the file's ids.
+fn renumber(loaded: &mut Loaded, new_of_old: &[u32]) -> Result<()> {
+    let t = Instant::now();
+    loaded.dataset = loaded.dataset.permute(new_of_old)?;
+    loaded.new_of_old = Some(match loaded.new_of_old.take() {
+        Some(first) => first.iter().map(|&m| new_of_old[m as usize]).collect(),
+        None => new_of_old.to_vec(),
+    });
+    println!(
+        "renumbered the nodes so each part is a range in {:.2} s",
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 #[cfg(test)]
@@ -323,9 +465,23 @@ mod tests {
         cfg.ranks = 3;
         cfg.stats_only = true;
         cfg.exchange = Some(Exchange::AllGather);
+        cfg.partition = Partitioner::Range;
         let out = run(&cfg).unwrap();
         assert_eq!(out.exchange, Exchange::AllGather);
         assert_eq!(out.halo_stats.len(), 3);
+        // Both partitions measured, the range one kept.
+        assert_eq!(out.partition["chosen"], "range");
+        let compared = out.partition["compared"].as_array().unwrap();
+        let methods: Vec<_> = compared
+            .iter()
+            .map(|r| (r["method"].clone(), r["parts"].clone()))
+            .collect();
+        let want = [("range", 2), ("metis", 2), ("range", 3), ("metis", 3)];
+        assert_eq!(methods, want.map(|(m, p)| (json!(m), json!(p))));
+        for r in compared {
+            assert_eq!(r["halo"].as_array().unwrap().len(), r["parts"]);
+            assert!(r["edge_cut"].as_u64().unwrap() > 0);
+        }
         assert!(out.ranks.is_empty() && out.report.is_none());
         assert!(!cfg.json.exists());
         cfg.ranks = 0;
@@ -350,6 +506,10 @@ mod tests {
             cfg.train.epochs = 8;
             cfg.train.checkpoint_every = 2;
             cfg.train.checkpoint = Some(stem(name));
+            // Range partitions keep the file's ids, so the dropout masks (which follow global
+            // rows) are the same on 3 and 2 ranks; METIS (`auto` picks it on Cora) renumbers
+            // per part count, and a resume on another count draws other masks.
+            cfg.partition = Partitioner::Range;
             cfg
         };
         let whole = run(&base("whole")).unwrap();
@@ -421,6 +581,63 @@ mod tests {
         {
             assert!(((x.loss - y.loss) / y.loss).abs() < 1e-5, "{x:?} vs {y:?}");
         }
+    }
+
+    #[test]
+    fn a_metis_run_writes_predictions_in_the_file_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let run_with = |partition: Partitioner| {
+            let mut cfg = cora(dir.path().join(format!("{partition}.json")));
+            // No dropout: both partitions then train the same function (masks follow ids).
+            cfg.model.dropout = 0.0;
+            cfg.model.input_dropout = 0.0;
+            cfg.ranks = 3;
+            cfg.partition = partition;
+            let path = dir.path().join(format!("{partition}.npz"));
+            cfg.predictions = Some(path.clone());
+            let out = run(&cfg).unwrap();
+            let (report, _) = out.report.unwrap();
+            assert_eq!(report["partition"]["chosen"], json!(partition));
+            assert_eq!(report["partition"]["reason"], "as requested");
+            let mut z = gnn_graph::io::npz::NpzArchive::open(&path).unwrap();
+            let logits = match z.read("logits").unwrap().data {
+                gnn_graph::io::npz::NpyData::F32(v) => v,
+                other => panic!("logits {other:?}"),
+            };
+            let rows: Vec<_> = out.ranks.iter().map(|o| o.rows.clone()).collect();
+            (logits, report, rows)
+        };
+        let (metis, report, metis_rows) = run_with(Partitioner::Metis);
+        let (range, range_report, range_rows) = run_with(Partitioner::Range);
+        assert_eq!(metis.len(), 2708 * 7);
+        assert_ne!(metis_rows, range_rows, "METIS gave the range partition");
+        // The same model function on the same nodes, row for row in the file's order: equal up
+        // to the order of float sums (rows out of order would differ by whole logits).
+        let scale = range.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let worst = metis
+            .iter()
+            .zip(&range)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        assert!(worst <= 1e-3 * scale, "max diff {worst}, scale {scale}");
+        // The METIS report holds both partitions' measures, the range one only its own.
+        let compared = report["partition"]["compared"].as_array().unwrap();
+        assert_eq!(compared.len(), 2);
+        assert_eq!(compared[1]["method"], "metis");
+        assert!(compared[1]["metis"]["partition_s"].as_f64().unwrap() >= 0.0);
+        let halo = |r: &Value| r["total_halo"].as_u64().unwrap();
+        assert!(halo(&compared[1]) < halo(&compared[0]), "{compared:?}");
+        let ranks = report["ranks"].as_array().unwrap();
+        for (r, row) in ranks.iter().enumerate() {
+            assert_eq!(row["halo"], compared[1]["halo"][r], "rank {r}");
+        }
+        assert_eq!(
+            range_report["partition"]["compared"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
     }
 
     #[test]
