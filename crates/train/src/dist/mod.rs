@@ -638,7 +638,10 @@ mod tests {
         for (name, cfg) in configs(&ds) {
             let (loss, grads) = whole(&ds, &cfg);
             for (parts, ex) in
-                (1..=4).flat_map(|p| [Exchange::PointToPoint, Exchange::AllGather].map(|e| (p, e)))
+                // P = 8: the eight-GPU layout of issue 41, on the in-process communicator.
+                (1..=4)
+                    .chain([8])
+                    .flat_map(|p| [Exchange::PointToPoint, Exchange::AllGather].map(|e| (p, e)))
             {
                 let got = ranks(&ds, &cfg, parts, ex);
                 for (r, (l, g)) in got.iter().enumerate() {
@@ -661,7 +664,7 @@ mod tests {
     fn metis_partitions_give_the_single_device_losses_and_gradients() {
         let ds = cora();
         for (name, cfg) in configs(&ds) {
-            for parts in 2..=4 {
+            for parts in (2..=4).chain([8]) {
                 // Dropout masks follow the node ids: the single-device run to match is the one
                 // on the renumbered graph.
                 let (renumbered, ranges) = metis_renumbered(&ds, cfg.kind, parts);
