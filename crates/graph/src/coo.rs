@@ -137,8 +137,8 @@ impl Coo {
     }
 
     /// Builds the CSR (row = target, column = source) with sorted rows, in parallel (a
-    /// bucket sort by rows; 12 bytes per entry before de-duplication besides the edge list);
-    /// the result does not depend on the number of threads.
+    /// bucket sort by rows, 12 to 16 bytes per entry besides the edge list); the result does
+    /// not depend on the number of threads.
     pub fn to_csr(&self, opts: BuildOptions) -> Result<Csr> {
         build_csr(self.n_nodes, &self.src, &self.dst, opts)
     }
@@ -163,7 +163,8 @@ const BUCKET_BITS: u32 = 10;
 /// 4. the kept entries are copied into place (no copy when nothing was dropped) and the row
 ///    pointers summed.
 ///
-/// Memory: 12 bytes per stored entry before de-duplication besides the input.
+/// Memory besides the input: 12 bytes per entry before de-duplication (8 of them freed
+/// before step 4), and 4 more per kept entry when de-duplication dropped any.
 pub(crate) fn build_csr(n: usize, src: &[u32], dst: &[u32], opts: BuildOptions) -> Result<Csr> {
     build_csr_in_chunks(n, src, dst, opts, EDGE_CHUNK)
 }

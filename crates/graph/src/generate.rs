@@ -757,6 +757,8 @@ pub fn generate(spec: &SyntheticSpec, seed: u64) -> Result<(Dataset, GenReport)>
         drop((src, dst));
         graph = union_rows(&graph, &more)?;
     }
+    // The tables are not needed again: free them before the features are drawn.
+    drop((global, local, weights));
     let within: usize = (0..n)
         .into_par_iter()
         .map(|i| {
