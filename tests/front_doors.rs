@@ -41,7 +41,9 @@ fn flags_resolve_against_the_recipe() {
     );
     let c = parse(&["--dataset", "reddit", "--scale", "0.01", "--signal", "0.5"]);
     match c.data.source("cora", 7).unwrap() {
-        DataSource::Synthetic { spec, scale, seed } => {
+        DataSource::Synthetic {
+            spec, scale, seed, ..
+        } => {
             assert_eq!((scale, seed, spec.signal), (Some(0.01), 7, 0.5));
         }
         other => panic!("{other:?}"),

@@ -1,6 +1,6 @@
 //! Edge lists (COO) and their conversion to CSR: de-duplication, symmetrisation, self loops.
 
-use crate::csr::{split_rows_mut, Csr};
+use crate::csr::Csr;
 use crate::error::{Error, Result};
 use rayon::prelude::*;
 
@@ -136,94 +136,260 @@ impl Coo {
         self.src.is_empty()
     }
 
-    /// Builds the CSR (row = target, column = source) with sorted rows.
+    /// Builds the CSR (row = target, column = source) with sorted rows, in parallel (a
+    /// bucket sort by rows, 12 to 16 bytes per entry besides the edge list); the result does
+    /// not depend on the number of threads.
     pub fn to_csr(&self, opts: BuildOptions) -> Result<Csr> {
-        let n = self.n_nodes;
-        let skip_loops = opts.self_loops != SelfLoops::Keep;
-        let keep = |s: u32, d: u32| !(skip_loops && s == d);
-        // Counting pass (targets are rows).
-        let mut counts = vec![0u64; n + 1];
-        for (&s, &d) in self.src.iter().zip(&self.dst) {
-            if keep(s, d) {
-                counts[d as usize + 1] += 1;
-                if opts.symmetrize && s != d {
-                    counts[s as usize + 1] += 1;
-                }
+        build_csr(self.n_nodes, &self.src, &self.dst, opts)
+    }
+}
+
+/// Edges per task of [`build_csr`]'s first two passes.
+const EDGE_CHUNK: usize = 1 << 20;
+/// [`build_csr`] groups rows into at most `2^BUCKET_BITS` buckets of consecutive rows.
+const BUCKET_BITS: u32 = 10;
+
+/// Builds the `n x n` CSR of the edges `src[k] -> dst[k]` (row = target, column = source)
+/// with sorted rows, as [`Coo::to_csr`] documents, checking every endpoint against `n`.
+///
+/// A parallel bucket sort, deterministic whatever the thread count (every row is sorted at
+/// the end, so the order in which its entries arrive does not matter):
+/// 1. rows are grouped into at most 1,024 buckets of `2^shift` consecutive rows; each chunk of
+///    edges counts its entries per bucket;
+/// 2. each chunk scatters `row << 32 | column` keys into its own slice of every bucket;
+/// 3. each bucket counts its rows, places columns (and self loops) row by row into its region
+///    of the output, sorts and de-duplicates each row and packs the kept entries to the
+///    region's front;
+/// 4. the kept entries are copied into place (no copy when nothing was dropped) and the row
+///    pointers summed.
+///
+/// Memory besides the input: 12 bytes per entry before de-duplication (8 of them freed
+/// before step 4), and 4 more per kept entry when de-duplication dropped any.
+pub(crate) fn build_csr(n: usize, src: &[u32], dst: &[u32], opts: BuildOptions) -> Result<Csr> {
+    build_csr_in_chunks(n, src, dst, opts, EDGE_CHUNK)
+}
+
+/// [`build_csr`] with `edge_chunk` edges per task (small in tests, to exercise many chunks).
+fn build_csr_in_chunks(
+    n: usize,
+    src: &[u32],
+    dst: &[u32],
+    opts: BuildOptions,
+    edge_chunk: usize,
+) -> Result<Csr> {
+    if src.len() != dst.len() {
+        return Err(Error::InvalidStructure(format!(
+            "edge list has {} sources but {} targets",
+            src.len(),
+            dst.len()
+        )));
+    }
+    if n >= u32::MAX as usize {
+        return Err(Error::InvalidStructure(format!(
+            "{n} nodes exceed the 32-bit index range"
+        )));
+    }
+    let skip_loops = opts.self_loops != SelfLoops::Keep;
+    let add_loops = opts.self_loops == SelfLoops::Add;
+    let dedup = opts.dedup || add_loops;
+    let sym = opts.symmetrize;
+    let shift = (usize::BITS - n.leading_zeros()).saturating_sub(BUCKET_BITS);
+    let rows_per_bucket = 1usize << shift;
+    let n_buckets = n.div_ceil(rows_per_bucket);
+    // Visits the entries `(row, column)` of edge `s -> d`.
+    #[inline(always)]
+    fn entries(s: u32, d: u32, skip_loops: bool, sym: bool, mut f: impl FnMut(u32, u32)) {
+        if skip_loops && s == d {
+            return;
+        }
+        f(d, s);
+        if sym && s != d {
+            f(s, d);
+        }
+    }
+
+    // 1. Entries per (chunk, bucket), endpoints checked.
+    let counts: Vec<Vec<usize>> = src
+        .par_chunks(edge_chunk)
+        .zip(dst.par_chunks(edge_chunk))
+        .map(|(s, d)| {
+            if let Some(&v) = s.iter().chain(d).find(|&&v| v as usize >= n) {
+                return Err(Error::InvalidStructure(format!(
+                    "edge endpoint {v} is out of range (n_nodes = {n})"
+                )));
+            }
+            let mut c = vec![0usize; n_buckets];
+            for (&s, &d) in s.iter().zip(d) {
+                entries(s, d, skip_loops, sym, |row, _| {
+                    c[row as usize >> shift] += 1
+                });
+            }
+            Ok(c)
+        })
+        .collect::<Result<_>>()?;
+    let bucket_len: Vec<usize> = (0..n_buckets)
+        .map(|b| counts.iter().map(|c| c[b]).sum())
+        .collect();
+
+    // 2. Scatter: chunk `k` owns slice `k` of every bucket (buckets in order, chunks in order
+    // inside each).
+    let mut keys = vec![0u64; bucket_len.iter().sum()];
+    {
+        let mut slices: Vec<Vec<&mut [u64]>> = counts.iter().map(|_| Vec::new()).collect();
+        let mut rest = keys.as_mut_slice();
+        for b in 0..n_buckets {
+            for (k, c) in counts.iter().enumerate() {
+                let (head, tail) = rest.split_at_mut(c[b]);
+                slices[k].push(head);
+                rest = tail;
             }
         }
-        if opts.self_loops == SelfLoops::Add {
-            counts.iter_mut().skip(1).for_each(|c| *c += 1);
-        }
-        for i in 0..n {
-            counts[i + 1] += counts[i];
-        }
-        let total = counts[n];
-        if total >= u32::MAX as u64 {
-            return Err(Error::InvalidStructure(format!(
-                "{total} entries exceed the 32-bit offset range"
-            )));
-        }
-        let indptr: Vec<u32> = counts.iter().map(|&c| c as u32).collect();
-        let mut next: Vec<u32> = indptr.clone();
-        let mut indices = vec![0u32; total as usize];
-        let mut put = |row: u32, col: u32| {
-            let slot = &mut next[row as usize];
-            indices[*slot as usize] = col;
-            *slot += 1;
-        };
-        for (&s, &d) in self.src.iter().zip(&self.dst) {
-            if keep(s, d) {
-                put(d, s);
-                if opts.symmetrize && s != d {
-                    put(s, d);
-                }
-            }
-        }
-        if opts.self_loops == SelfLoops::Add {
-            for i in 0..n as u32 {
-                put(i, i);
-            }
-        }
-        // Sort each row, then de-duplicate; record the kept length.
-        let dedup = opts.dedup || opts.self_loops == SelfLoops::Add;
-        let lens: Vec<u32> = split_rows_mut(&mut indices, &indptr)
+        slices
             .into_par_iter()
-            .map(|row| {
-                row.sort_unstable();
-                if !dedup {
-                    return row.len() as u32;
+            .zip(src.par_chunks(edge_chunk).zip(dst.par_chunks(edge_chunk)))
+            .for_each(|(mut out, (s, d))| {
+                let mut fill = vec![0usize; n_buckets];
+                for (&s, &d) in s.iter().zip(d) {
+                    entries(s, d, skip_loops, sym, |row, col| {
+                        let b = row as usize >> shift;
+                        out[b][fill[b]] = (row as u64) << 32 | col as u64;
+                        fill[b] += 1;
+                    });
                 }
-                let mut w = 0usize;
-                for r in 0..row.len() {
-                    if r == 0 || row[r] != row[w - 1] {
-                        row[w] = row[r];
-                        w += 1;
+            });
+    }
+    drop(counts);
+
+    // 3. Per bucket: place, sort, de-duplicate, pack.
+    let rows_of = |b: usize| b * rows_per_bucket..((b + 1) * rows_per_bucket).min(n);
+    let region_len: Vec<usize> = (0..n_buckets)
+        .map(|b| bucket_len[b] + if add_loops { rows_of(b).len() } else { 0 })
+        .collect();
+    let mut indices = vec![0u32; region_len.iter().sum()];
+    let mut lens = vec![0u32; n];
+    let kept: Vec<usize> = {
+        let key_parts = split_sizes(&keys, &bucket_len);
+        let out_parts = split_sizes_mut(&mut indices, &region_len);
+        let len_parts: Vec<&mut [u32]> = lens.chunks_mut(rows_per_bucket).collect();
+        key_parts
+            .into_par_iter()
+            .zip(out_parts)
+            .zip(len_parts)
+            .enumerate()
+            .map(|(b, ((keys, out), lens))| {
+                let rows = rows_of(b);
+                let mut start = vec![0usize; rows.len() + 1];
+                for &k in keys {
+                    start[(k >> 32) as usize - rows.start + 1] += 1;
+                }
+                if add_loops {
+                    start.iter_mut().skip(1).for_each(|c| *c += 1);
+                }
+                for r in 0..rows.len() {
+                    start[r + 1] += start[r];
+                }
+                let mut fill = start.clone();
+                for &k in keys {
+                    let r = (k >> 32) as usize - rows.start;
+                    out[fill[r]] = k as u32;
+                    fill[r] += 1;
+                }
+                if add_loops {
+                    for (r, i) in rows.clone().enumerate() {
+                        out[fill[r]] = i as u32;
                     }
                 }
-                w as u32
+                let mut w = 0usize;
+                for (r, len) in lens.iter_mut().enumerate() {
+                    let row = &mut out[start[r]..start[r + 1]];
+                    row.sort_unstable();
+                    let mut k = row.len();
+                    if dedup {
+                        k = 0;
+                        for q in 0..row.len() {
+                            if q == 0 || row[q] != row[k - 1] {
+                                row[k] = row[q];
+                                k += 1;
+                            }
+                        }
+                    }
+                    out.copy_within(start[r]..start[r] + k, w);
+                    w += k;
+                    *len = k as u32;
+                }
+                w
             })
-            .collect();
-        // Compact.
-        let mut out_ptr = Vec::with_capacity(n + 1);
-        out_ptr.push(0u32);
-        let mut w = 0usize;
-        for (i, &len) in lens.iter().enumerate() {
-            let start = indptr[i] as usize;
-            indices.copy_within(start..start + len as usize, w);
-            w += len as usize;
-            out_ptr.push(w as u32);
-        }
-        indices.truncate(w);
-        indices.shrink_to_fit();
-        // SAFETY: the invariants of `Csr::new_checked` hold by construction:
-        // - shape: `n = n_nodes < u32::MAX` (checked by `Coo::new`, the only way to build a
-        //   `Coo` from outside this module; `Csr::to_coo` below copies a valid CSR's bounds);
-        // - `out_ptr` has `n + 1` entries, starts at 0 and is a running sum of row lengths, so
-        //   it is non-decreasing and ends at `w == indices.len()`; `total < u32::MAX` was
-        //   checked above, so no offset wrapped;
-        // - every index is an endpoint `< n_nodes` (the `Coo` invariant) or a self loop `i < n`.
-        Ok(unsafe { Csr::new_unchecked(n, n, out_ptr, indices) })
+            .collect()
+    };
+    drop(keys);
+
+    // 4. Pack the buckets and sum the row pointers.
+    let total: usize = kept.iter().sum();
+    if total >= u32::MAX as usize {
+        return Err(Error::InvalidStructure(format!(
+            "{total} entries exceed the 32-bit offset range"
+        )));
     }
+    let mut bucket_start = Vec::with_capacity(n_buckets);
+    let mut acc = 0usize;
+    for &k in &kept {
+        bucket_start.push(acc);
+        acc += k;
+    }
+    let indices = if total == indices.len() {
+        indices
+    } else {
+        let mut packed = vec![0u32; total];
+        split_sizes_mut(&mut packed, &kept)
+            .into_par_iter()
+            .zip(split_sizes(&indices, &region_len))
+            .for_each(|(dst, src)| dst.copy_from_slice(&src[..dst.len()]));
+        packed
+    };
+    let mut indptr = vec![0u32; n + 1];
+    indptr[1..]
+        .par_chunks_mut(rows_per_bucket)
+        .zip(lens.par_chunks(rows_per_bucket))
+        .zip(bucket_start)
+        .for_each(|((ptr, lens), start)| {
+            let mut acc = start as u32;
+            for (p, &l) in ptr.iter_mut().zip(lens) {
+                acc += l;
+                *p = acc;
+            }
+        });
+    // SAFETY: the invariants of `Csr::new_checked` hold by construction:
+    // - shape: `n < u32::MAX` was checked above;
+    // - `indptr` has `n + 1` entries, starts at 0 and is the running sum of the kept row
+    //   lengths (bucket by bucket from each bucket's start, the sum of the kept lengths
+    //   before it), so it is non-decreasing and ends at `total == indices.len()`; `total <
+    //   u32::MAX` was checked, so no offset wrapped;
+    // - every index is an endpoint, checked `< n` in pass 1, or a self loop `i < n`.
+    Ok(unsafe { Csr::new_unchecked(n, n, indptr, indices) })
+}
+
+/// `data` cut into consecutive pieces of the given sizes (which sum to at most its length).
+pub(crate) fn split_sizes<'a, T>(mut data: &'a [T], sizes: &[usize]) -> Vec<&'a [T]> {
+    sizes
+        .iter()
+        .map(|&s| {
+            let (head, tail) = data.split_at(s);
+            data = tail;
+            head
+        })
+        .collect()
+}
+
+/// [`split_sizes`] for a mutable slice.
+pub(crate) fn split_sizes_mut<'a, T>(mut data: &'a mut [T], sizes: &[usize]) -> Vec<&'a mut [T]> {
+    sizes
+        .iter()
+        .map(|&s| {
+            let (head, tail) = std::mem::take(&mut data).split_at_mut(s);
+            data = tail;
+            head
+        })
+        .collect()
 }
 
 impl Csr {
@@ -242,14 +408,146 @@ impl Csr {
 
     /// The edge list of this pattern (source = column, target = row).
     pub fn to_coo(&self) -> Coo {
-        let mut dst = Vec::with_capacity(self.nnz());
-        for i in 0..self.n_rows() {
-            dst.extend(std::iter::repeat_n(i as u32, self.row_len(i)));
-        }
+        const BLOCK: usize = 4096;
+        let (n, ptr) = (self.n_rows(), self.indptr());
+        let blocks: Vec<std::ops::Range<usize>> = (0..n.div_ceil(BLOCK))
+            .map(|b| b * BLOCK..((b + 1) * BLOCK).min(n))
+            .collect();
+        let sizes: Vec<usize> = blocks
+            .iter()
+            .map(|r| (ptr[r.end] - ptr[r.start]) as usize)
+            .collect();
+        let mut dst = vec![0u32; self.nnz()];
+        split_sizes_mut(&mut dst, &sizes)
+            .into_par_iter()
+            .zip(blocks)
+            .for_each(|(out, rows)| {
+                let base = ptr[rows.start] as usize;
+                for i in rows {
+                    out[ptr[i] as usize - base..ptr[i + 1] as usize - base].fill(i as u32);
+                }
+            });
         Coo {
-            n_nodes: self.n_rows().max(self.n_cols()),
+            n_nodes: n.max(self.n_cols()),
             src: self.indices().to_vec(),
             dst,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    /// The definition: every entry listed, sorted, de-duplicated where asked.
+    fn reference(n: usize, src: &[u32], dst: &[u32], o: BuildOptions) -> (Vec<u32>, Vec<u32>) {
+        let mut e: Vec<(u32, u32)> = Vec::new();
+        for (&s, &d) in src.iter().zip(dst) {
+            if o.self_loops != SelfLoops::Keep && s == d {
+                continue;
+            }
+            e.push((d, s));
+            if o.symmetrize && s != d {
+                e.push((s, d));
+            }
+        }
+        if o.self_loops == SelfLoops::Add {
+            e.extend((0..n as u32).map(|i| (i, i)));
+        }
+        e.sort_unstable();
+        if o.dedup || o.self_loops == SelfLoops::Add {
+            e.dedup();
+        }
+        let mut ptr = vec![0u32; n + 1];
+        for &(r, _) in &e {
+            ptr[r as usize + 1] += 1;
+        }
+        for i in 0..n {
+            ptr[i + 1] += ptr[i];
+        }
+        (ptr, e.into_iter().map(|(_, c)| c).collect())
+    }
+
+    #[test]
+    fn parallel_build_equals_the_definition_for_every_option() {
+        let mut r = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(5);
+        // One bucket per row (n < 1024), then rows grouped 4 to a bucket (n = 3000); hubs and
+        // repeats so rows are long and de-duplication matters; chunks of 7 edges.
+        for n in [1usize, 5, 300, 3000] {
+            let m = 8 * n;
+            let hub = |r: &mut rand_xoshiro::Xoshiro256PlusPlus| {
+                if r.random_bool(0.2) {
+                    r.random_range(0..n.min(3)) as u32
+                } else {
+                    r.random_range(0..n) as u32
+                }
+            };
+            let src: Vec<u32> = (0..m).map(|_| hub(&mut r)).collect();
+            let dst: Vec<u32> = (0..m).map(|_| hub(&mut r)).collect();
+            for symmetrize in [false, true] {
+                for dedup in [false, true] {
+                    for self_loops in [SelfLoops::Keep, SelfLoops::Remove, SelfLoops::Add] {
+                        let o = BuildOptions {
+                            symmetrize,
+                            dedup,
+                            self_loops,
+                        };
+                        let want = reference(n, &src, &dst, o);
+                        for chunk in [7, EDGE_CHUNK] {
+                            let got = build_csr_in_chunks(n, &src, &dst, o, chunk).unwrap();
+                            assert_eq!(
+                                (got.indptr(), got.indices()),
+                                (&want.0[..], &want.1[..]),
+                                "n {n}, {o:?}, chunk {chunk}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_build_checks_lengths_and_endpoints() {
+        let o = BuildOptions::default();
+        let e = build_csr(3, &[0, 1], &[1], o).unwrap_err().to_string();
+        assert!(e.contains("2 sources but 1 targets"), "{e}");
+        let e = build_csr_in_chunks(3, &[0, 1, 2, 0], &[1, 1, 9, 0], o, 2)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("endpoint 9 is out of range (n_nodes = 3)"),
+            "{e}"
+        );
+        let empty = build_csr(0, &[], &[], o).unwrap();
+        assert_eq!(
+            (empty.n_rows(), empty.nnz(), empty.indptr()),
+            (0, 0, &[0u32][..])
+        );
+    }
+
+    #[test]
+    fn to_coo_lists_every_entry_by_row() {
+        let g = build_csr(
+            5000,
+            &[1, 4999, 7, 7],
+            &[0, 4999, 4998, 2],
+            BuildOptions::undirected(),
+        )
+        .unwrap();
+        let coo = g.to_coo();
+        let mut pairs: Vec<(u32, u32)> = coo
+            .dst()
+            .iter()
+            .copied()
+            .zip(coo.src().iter().copied())
+            .collect();
+        pairs.sort_unstable();
+        assert_eq!(
+            pairs,
+            vec![(0, 1), (1, 0), (2, 7), (7, 2), (7, 4998), (4998, 7)]
+        );
+        assert_eq!(coo.to_csr(BuildOptions::default()).unwrap(), g);
     }
 }

@@ -72,12 +72,12 @@ impl Features {
     pub fn first_non_finite(&self) -> Option<(usize, usize, f32)> {
         match self {
             Features::Dense(d) => {
-                let p = d.data.par_iter().position_first(|v| !v.is_finite())?;
+                let p = first_non_finite(&d.data)?;
                 let c = d.cols.max(1);
                 Some((p / c, p % c, d.data[p]))
             }
             Features::Sparse(s) => {
-                let p = s.values.par_iter().position_first(|v| !v.is_finite())?;
+                let p = first_non_finite(&s.values)?;
                 let row = s.pattern.indptr().partition_point(|&o| o as usize <= p) - 1;
                 Some((row, s.pattern.indices()[p] as usize, s.values[p]))
             }
@@ -160,6 +160,19 @@ impl Features {
                 .for_each(norm),
         }
     }
+}
+
+/// Position of the first NaN or infinite value, searched in parallel by blocks (a branch-free
+/// scan of each block; a per-value parallel search costs ~10 ns a value).
+fn first_non_finite(values: &[f32]) -> Option<usize> {
+    const BLOCK: usize = 1 << 16;
+    // All exponent bits set: infinite or NaN.
+    let bad = |v: &f32| (v.to_bits() >> 23) & 0xff == 0xff;
+    let block = values
+        .par_chunks(BLOCK)
+        .position_first(|c| c.iter().fold(false, |acc, v| acc | bad(v)))?;
+    let start = block * BLOCK;
+    values[start..].iter().position(bad).map(|p| start + p)
 }
 
 /// Train / validation / test node ids.

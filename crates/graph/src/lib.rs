@@ -10,8 +10,10 @@
 //!   ([`load_planetoid`]), DGL's Reddit ([`load_dgl_reddit`]), OGB node-property raw
 //!   folders ([`load_ogb_node`]), gnn-benchmark `.npz` files ([`load_gnn_benchmark`]: PyG's
 //!   CitationFull / Amazon / Coauthor), edge-list folders ([`load_edge_list_dir`]), one door
-//!   that detects which of these a path holds ([`load_auto`]), and a seeded synthetic
-//!   generator ([`generate()`]).
+//!   that detects which of these a path holds ([`load_auto`]), gnn's own binary CSR format
+//!   written once and memory-mapped on the next load ([`io::binary`]), and a seeded
+//!   synthetic generator ([`generate()`]: Reddit- and papers100M-shaped graphs, built in
+//!   parallel).
 //! - [`RowPartition`] / [`LocalGraph`]: nnz-balanced 1-D row partitions with halo exchange
 //!   lists, for multi-device training; [`NodeParts`] / [`metis()`]: partitions that follow the
 //!   graph's communities (METIS, minimum edge cut), renumbered into ranges.
@@ -35,7 +37,7 @@ pub use coo::{BuildOptions, Coo, SelfLoops};
 pub use csr::{Csr, DegreeStats};
 pub use dataset::{Dataset, DatasetSummary, DenseMatrix, Features, SparseRows, Split};
 pub use error::{Error, Result};
-pub use generate::{generate, GenReport, SyntheticSpec};
+pub use generate::{generate, DegreeScaling, GenReport, SyntheticSpec};
 pub use io::auto::{detect, load_auto, Format};
 pub use io::dgl::load_dgl_reddit;
 pub use io::edge_list::load_edge_list_dir;

@@ -391,27 +391,33 @@ pub struct MaxkFlag {
     pub maxk_after_first: bool,
 }
 
-/// Which dataset: a folder in any detected format, the bundled Cora, or the generated
-/// Reddit-shaped graph.
+/// Which dataset: a folder in any detected format, the bundled Cora, or a generated
+/// Reddit- or papers100M-shaped graph.
 #[derive(clap::Args, Debug, Clone)]
 pub struct DataFlags {
-    /// Dataset folder or gnn-benchmark `.npz` file, format detected: Planetoid raw folder,
-    /// DGL Reddit (reddit_data.npz + reddit_graph.npz), OGB raw folder, gnn-benchmark npz,
-    /// edge-list folder (edges.txt + features.npy + labels.npy).
+    /// Dataset folder or file, format detected: gnn's binary CSR (graph.gnncsr, written by
+    /// --save-graph), Planetoid raw folder, DGL Reddit (reddit_data.npz + reddit_graph.npz),
+    /// OGB raw folder, gnn-benchmark npz, edge-list folder (edges.txt + features.npy +
+    /// labels.npy).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
     /// Dataset name: inside --data-dir, Planetoid's file prefix (cora, citeseer, pubmed) or the
-    /// `.npz` stem; without it, `cora` (bundled) or `reddit` (a generated Reddit-shaped graph)
-    /// [default: train_reddit reddit, the others cora].
+    /// `.npz` stem; without it, `cora` (bundled), `reddit` (a generated Reddit-shaped graph) or
+    /// `papers100m` (a generated papers100M-shaped one) [default: train_reddit reddit, the
+    /// others cora].
     #[arg(long)]
     pub dataset: Option<String>,
     /// Seed of the stratified split, for formats that carry none (gnn-benchmark, edge lists).
     #[arg(long, default_value_t = 0)]
     pub split_seed: u64,
-    /// Generated graph: node-count scale (1 = Reddit's 232,965 nodes) [default: 1 on a GPU,
-    /// 0.2 on the CPU].
+    /// Generated graph: node-count scale (1 = Reddit's 232,965 nodes, papers100M's 111 M)
+    /// [default: 1 on a GPU; on the CPU 0.2, papers100m 0.005].
     #[arg(long)]
     pub scale: Option<f64>,
+    /// Generated graph: also write it (graph, features, labels, split) to DIR/graph.gnncsr in
+    /// gnn's binary CSR format; `--data-dir DIR` then loads it instead of generating.
+    #[arg(long, value_name = "DIR")]
+    pub save_graph: Option<PathBuf>,
     /// Generated graph: scale of the class signal in the features (noise has unit variance).
     #[arg(long)]
     pub signal: Option<f32>,
@@ -440,6 +446,19 @@ impl DataFlags {
     /// Where the data comes from; `seed` seeds a generated graph.
     pub fn source(&self, default: &str, seed: u64) -> Result<DataSource> {
         let name = self.name(default);
+        let generated = matches!(
+            name,
+            "reddit" | "synthetic-reddit" | "papers100m" | "synthetic-papers100m"
+        );
+        if self.save_graph.is_some() && (self.data_dir.is_some() || !generated) {
+            return Err(crate::Error::Invalid(format!(
+                "--save-graph writes a generated graph (--dataset reddit or papers100m, no \
+                 --data-dir); this run reads {}",
+                self.data_dir
+                    .as_ref()
+                    .map_or_else(|| name.to_string(), |d| d.display().to_string())
+            )));
+        }
         if let Some(dir) = &self.data_dir {
             return Ok(DataSource::Files {
                 path: dir.clone(),
@@ -449,25 +468,32 @@ impl DataFlags {
         }
         match name {
             "cora" => Ok(DataSource::bundled_cora()),
-            "reddit" | "synthetic-reddit" => {
-                let mut src = DataSource::reddit_shaped(self.scale, seed);
-                if let DataSource::Synthetic { spec, .. } = &mut src {
-                    if let Some(s) = self.signal {
-                        spec.signal = s;
-                    }
-                    if let Some(h) = self.homophily {
-                        spec.homophily = h;
-                    }
-                    if let Some(d) = self.avg_degree {
-                        spec.avg_degree = d;
-                    }
-                    spec.community_order = self.community_order;
+            "reddit" | "synthetic-reddit" | "papers100m" | "synthetic-papers100m" => {
+                let mut spec = if name.ends_with("reddit") {
+                    gnn_graph::SyntheticSpec::reddit()
+                } else {
+                    gnn_graph::SyntheticSpec::papers100m()
+                };
+                if let Some(s) = self.signal {
+                    spec.signal = s;
                 }
-                Ok(src)
+                if let Some(h) = self.homophily {
+                    spec.homophily = h;
+                }
+                if let Some(d) = self.avg_degree {
+                    spec.avg_degree = d;
+                }
+                spec.community_order = self.community_order;
+                Ok(DataSource::Synthetic {
+                    spec,
+                    scale: self.scale,
+                    seed,
+                    save: self.save_graph.clone(),
+                })
             }
             other => Err(crate::Error::Invalid(format!(
                 "--dataset {other} needs --data-dir (a folder or .npz file holding it); without \
-                 one, `cora` (bundled) and `reddit` (generated) are available"
+                 one, `cora` (bundled), `reddit` and `papers100m` (generated) are available"
             ))),
         }
     }
@@ -531,6 +557,60 @@ mod tests {
         assert!(e.contains("--spmm-kernel ge") && e.contains("CPU"), "{e}");
         let d = parse(&["--cpu", "--deterministic"]).unwrap().device;
         assert!(d.policy().unwrap().deterministic);
+    }
+
+    #[derive(Parser)]
+    struct Data {
+        #[command(flatten)]
+        data: DataFlags,
+    }
+
+    fn data(args: &[&str]) -> DataFlags {
+        Data::try_parse_from(std::iter::once("d").chain(args.iter().copied()))
+            .unwrap()
+            .data
+    }
+
+    #[test]
+    fn generated_datasets_and_save_graph() {
+        let d = data(&[
+            "--dataset",
+            "papers100m",
+            "--scale",
+            "0.01",
+            "--save-graph",
+            "out",
+        ]);
+        match d.source("reddit", 3).unwrap() {
+            DataSource::Synthetic {
+                spec,
+                scale,
+                seed,
+                save,
+            } => {
+                assert_eq!(spec, gnn_graph::SyntheticSpec::papers100m());
+                assert_eq!((scale, seed, save), (Some(0.01), 3, Some("out".into())));
+            }
+            other => panic!("{other:?}"),
+        }
+        let d = data(&["--homophily", "0.3"]);
+        match d.source("reddit", 0).unwrap() {
+            DataSource::Synthetic { spec, save, .. } => {
+                assert_eq!(
+                    (spec.name.as_str(), spec.homophily),
+                    ("synthetic-reddit", 0.3)
+                );
+                assert_eq!(save, None);
+            }
+            other => panic!("{other:?}"),
+        }
+        for args in [
+            &["--data-dir", "x", "--save-graph", "out"][..],
+            &["--save-graph", "out"],
+        ] {
+            let e = data(args).source("cora", 0).unwrap_err().to_string();
+            assert!(e.contains("--save-graph writes a generated graph"), "{e}");
+        }
     }
 
     #[derive(Parser)]

@@ -3,12 +3,14 @@
 //!
 //! | the path holds | format |
 //! |---|---|
+//! | `graph.gnncsr`, or is a file starting with `GNNCSR` | gnn's binary CSR ([`super::binary`]) |
 //! | `ind.<name>.x`, `ind.<name>.graph`, ... | Planetoid (PyG's `Planetoid/<Name>/raw`) |
 //! | `reddit_data.npz` + `reddit_graph.npz` | DGL's Reddit |
 //! | `raw/edge.csv.gz` | OGB node-property raw folder |
 //! | a `.npz` file with `adj_indptr`, or a folder with `<name>.npz` or a single such `.npz` | gnn-benchmark (PyG's CitationFull / Amazon / Coauthor) |
 //! | `edges.txt` or `edges.csv` + `features.npy` + `labels.npy` | edge-list folder |
 
+use super::binary::{is_binary_csr, load_binary, FILE_NAME};
 use super::edge_list::{edge_file, load_edge_list_dir};
 use super::gnn_benchmark::load_gnn_benchmark;
 use super::npz::NpzArchive;
@@ -30,6 +32,8 @@ pub enum Format {
     GnnBenchmark(PathBuf),
     /// Edge-list folder.
     EdgeList,
+    /// This file in gnn's binary CSR format.
+    Binary(PathBuf),
 }
 
 impl std::fmt::Display for Format {
@@ -40,6 +44,7 @@ impl std::fmt::Display for Format {
             Format::Ogb => write!(f, "OGB node-property"),
             Format::GnnBenchmark(p) => write!(f, "gnn-benchmark npz ({})", p.display()),
             Format::EdgeList => write!(f, "edge list"),
+            Format::Binary(p) => write!(f, "binary CSR ({})", p.display()),
         }
     }
 }
@@ -47,8 +52,8 @@ impl std::fmt::Display for Format {
 impl Format {
     /// The name the dataset at `path` is loaded under, which its load errors call it:
     /// Planetoid's prefix `name`, `reddit` for DGL's files, the folder's name for OGB and
-    /// edge-list folders, the file's stem for gnn-benchmark (`name` is not used by the last
-    /// three).
+    /// edge-list folders, the file's stem for gnn-benchmark, the folder's name (or the file's
+    /// stem) for the binary format (`name` is not used by the last four).
     pub fn dataset_name(&self, path: &Path, name: &str) -> String {
         match self {
             Format::Planetoid => name.to_string(),
@@ -56,6 +61,7 @@ impl Format {
             Format::Ogb => super::file_name(path, false, "ogb"),
             Format::GnnBenchmark(file) => super::file_name(file, true, "gnn-benchmark"),
             Format::EdgeList => super::file_name(path, false, "edge-list"),
+            Format::Binary(_) => super::file_name(path, !path.is_dir(), "binary"),
         }
     }
 }
@@ -70,14 +76,17 @@ fn is_gnn_benchmark(path: &Path) -> bool {
 /// gnn-benchmark file stem). The error lists what was looked for.
 pub fn detect(path: &Path, name: &str) -> Result<Format> {
     if path.is_file() {
+        if is_binary_csr(path) {
+            return Ok(Format::Binary(path.to_path_buf()));
+        }
         if is_gnn_benchmark(path) {
             return Ok(Format::GnnBenchmark(path.to_path_buf()));
         }
         return Err(Error::format(
             path,
             "<file>",
-            "not a gnn-benchmark .npz (no `adj_indptr` array); pass a folder for the other \
-             formats",
+            "neither gnn's binary CSR nor a gnn-benchmark .npz (no `adj_indptr` array); pass a \
+             folder for the other formats",
         ));
     }
     if !path.is_dir() {
@@ -85,6 +94,9 @@ pub fn detect(path: &Path, name: &str) -> Result<Format> {
             path,
             std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or folder"),
         ));
+    }
+    if path.join(FILE_NAME).is_file() {
+        return Ok(Format::Binary(path.join(FILE_NAME)));
     }
     if path.join(format!("ind.{name}.graph")).is_file() {
         return Ok(Format::Planetoid);
@@ -114,7 +126,8 @@ pub fn detect(path: &Path, name: &str) -> Result<Format> {
             path,
             "<folder>",
             format!(
-                "no dataset found: looked for Planetoid `ind.{name}.graph`, DGL \
+                "no dataset found: looked for gnn's binary `{FILE_NAME}`, Planetoid \
+                 `ind.{name}.graph`, DGL \
                  `reddit_data.npz` + `reddit_graph.npz`, OGB `raw/edge.csv.gz`, an edge list \
                  `edges.txt`/`edges.csv`, and gnn-benchmark `.npz` files"
             ),
@@ -135,7 +148,7 @@ pub fn detect(path: &Path, name: &str) -> Result<Format> {
 /// Loads whatever [`detect`] finds at `path`. Formats without a split of their own
 /// (gnn-benchmark; edge lists without split files) get [`crate::Split::stratified`] from
 /// `split_seed`; Planetoid, OGB and edge lists are read as undirected graphs without self
-/// loops, DGL Reddit as stored.
+/// loops, DGL Reddit and the binary format as stored.
 pub fn load_auto(path: impl AsRef<Path>, name: &str, split_seed: u64) -> Result<(Dataset, Format)> {
     let path = path.as_ref();
     let format = detect(path, name)?;
@@ -145,6 +158,7 @@ pub fn load_auto(path: impl AsRef<Path>, name: &str, split_seed: u64) -> Result<
         Format::Ogb => super::ogb::load_ogb_node(path, None, BuildOptions::undirected())?,
         Format::GnnBenchmark(file) => load_gnn_benchmark(file, split_seed)?,
         Format::EdgeList => load_edge_list_dir(path, BuildOptions::undirected(), split_seed)?,
+        Format::Binary(file) => load_binary(file)?.0,
     };
     Ok((ds, format))
 }

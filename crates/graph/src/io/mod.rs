@@ -1,6 +1,7 @@
 //! Dataset file formats; [`auto`] detects which one a path holds.
 
 pub mod auto;
+pub mod binary;
 pub mod dgl;
 pub mod edge_list;
 pub mod gnn_benchmark;
