@@ -207,6 +207,12 @@ pub fn train(
     let dev = parse_device(device)?;
     let ds = data.ds.clone();
     let row_normalize = row_normalize.unwrap_or(data.row_normalize);
+    if ds.split.train.is_empty() || ds.num_classes == 0 {
+        return Err(value_error(format!(
+            "{} has no training nodes: training needs labels (y) and a split",
+            ds.name
+        )));
+    }
     let mcfg = spec.config(&ds);
     mcfg.validate().map_err(model_err)?;
     let policy = gnn_kernels::KernelPolicy {
