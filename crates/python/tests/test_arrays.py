@@ -178,3 +178,9 @@ def test_load_reads_the_engines_formats(tmp_path, cora, small):
     (tmp_path / "labels.npy").unlink()
     with pytest.raises(ValueError, match="labels.npy"):
         gnn.load(tmp_path)
+
+
+def test_ml_dtypes_bfloat16_arrays_are_taken(small):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    xb = small["x"].astype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(build(small, x=xb).x, xb.astype(np.float32))
