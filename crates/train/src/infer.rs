@@ -51,6 +51,27 @@ impl Engine {
         })
     }
 
+    /// Binds `model` to graph operands already on `device` (those a training run used), with
+    /// the aggregation they carry.
+    pub fn from_parts(model: Gnn, graph: ModelGraph, device: &Device) -> Self {
+        Self {
+            model,
+            graph,
+            device: device.clone(),
+        }
+    }
+
+    /// Binds the engine to another graph (rows = targets), keeping the model, the kernel
+    /// policy and the aggregation: serving a model on a graph it was not trained on. On an
+    /// error the engine is unchanged.
+    pub fn rebind(&mut self, graph: &Csr) -> Result<()> {
+        let mut g = ModelGraph::new(graph, self.model.config().kind, &self.device)?
+            .with_policy(*self.graph.policy());
+        g.aggregation = self.graph.aggregation;
+        self.graph = g;
+        Ok(())
+    }
+
     /// Loads a checkpoint written by [`Gnn::save`] (`weights` = stem or `.safetensors`) and
     /// binds it to `graph`.
     pub fn load(weights: impl AsRef<Path>, graph: &Csr, device: &Device) -> Result<Self> {
@@ -235,6 +256,52 @@ mod tests {
         let d = (&y - &exact).unwrap().abs().unwrap().max_all().unwrap();
         assert!(d.to_scalar::<f32>().unwrap() > 1e-3);
         assert_eq!(e.classify(&x).unwrap().len(), 2708);
+    }
+
+    #[test]
+    fn a_rebound_engine_serves_the_new_graph_and_keeps_its_aggregation() {
+        let ds = cora();
+        let dev = Device::Cpu;
+        let (x, _) = HostFeatures::from_dataset(&ds, true)
+            .unwrap()
+            .upload(&dev)
+            .unwrap();
+        let mut e = Engine::load(weights(), &ds.graph, &dev).unwrap();
+        e.set_aggregation("fastrand:2".parse().unwrap()).unwrap();
+        let sampled = e.predict(&x).unwrap();
+        // The same model over a graph without edges: the self loops alone.
+        let n = ds.num_nodes();
+        let empty = gnn_graph::Csr::empty(n, n).unwrap();
+        e.rebind(&empty).unwrap();
+        assert_eq!(e.aggregation().to_string(), "fastrand:2");
+        let alone = e.predict(&x).unwrap();
+        let d = (&alone - &sampled)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap();
+        assert!(d.to_scalar::<f32>().unwrap() > 1e-3);
+        // A graph of the wrong size is refused and the engine keeps the old one.
+        assert!(e.rebind(&gnn_graph::Csr::empty(3, 4).unwrap()).is_err());
+        e.rebind(&ds.graph).unwrap();
+        let back = e.predict(&x).unwrap();
+        assert_eq!(
+            back.to_vec2::<f32>().unwrap(),
+            sampled.to_vec2::<f32>().unwrap()
+        );
+        // from_parts keeps the operands it is given.
+        let model = Gnn::load(weights(), &dev).unwrap();
+        let graph = ModelGraph::new(&ds.graph, model.config().kind, &dev).unwrap();
+        let exact = Engine::from_parts(model, graph, &dev).predict(&x).unwrap();
+        let reference = Engine::load(weights(), &ds.graph, &dev)
+            .unwrap()
+            .predict(&x)
+            .unwrap();
+        assert_eq!(
+            exact.to_vec2::<f32>().unwrap(),
+            reference.to_vec2::<f32>().unwrap()
+        );
     }
 
     #[test]

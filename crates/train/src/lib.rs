@@ -55,6 +55,6 @@ pub use optim::{Adam, LrSchedule, OptimizerKind};
 pub use precision::{LossScale, Precision};
 pub use report::PhaseSums;
 pub use trainer::{
-    masked_cross_entropy, predict, time_to_accuracy, train, train_from, EpochLog, PeakByPhase,
-    TimeToAccuracy, TrainConfig, TrainReport, TTA_TOLERANCE,
+    masked_cross_entropy, predict, time_to_accuracy, train, train_from, train_with_control,
+    EpochLog, PeakByPhase, TimeToAccuracy, TrainConfig, TrainReport, TTA_TOLERANCE,
 };

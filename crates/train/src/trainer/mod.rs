@@ -40,6 +40,7 @@ use gnn_comm::Communicator;
 use gnn_models::{DropoutRng, Forward, Gnn, ModelGraph};
 use report::{window, Records};
 use select::Selection;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -69,7 +70,25 @@ pub fn train_from(
     data: &DeviceData,
     cfg: &TrainConfig,
     resume: Option<&TrainState>,
-    on_epoch: impl FnMut(&EpochLog),
+    mut on_epoch: impl FnMut(&EpochLog),
+) -> Result<TrainReport> {
+    train_with_control(model, graph, data, cfg, resume, |log| {
+        on_epoch(log);
+        ControlFlow::Continue(())
+    })
+}
+
+/// [`train_from`] whose `on_epoch` may end the run: `ControlFlow::Break(())` stops it after
+/// that epoch, as early stopping does (the weights of the best validation epoch so far are
+/// restored and the report covers the epochs run). For front doors that stop on a user's
+/// request (an interrupt, a callback) with the last good state kept.
+pub fn train_with_control(
+    model: &Gnn,
+    graph: &ModelGraph,
+    data: &DeviceData,
+    cfg: &TrainConfig,
+    resume: Option<&TrainState>,
+    on_epoch: impl FnMut(&EpochLog) -> ControlFlow<()>,
 ) -> Result<TrainReport> {
     let mut phase = "setting up training (optimiser state)".to_string();
     let r = check(model, data, cfg).and_then(|()| {
@@ -318,7 +337,7 @@ impl<'a> Trainer<'a> {
     fn run(
         mut self,
         start: usize,
-        mut on_epoch: impl FnMut(&EpochLog),
+        mut on_epoch: impl FnMut(&EpochLog) -> ControlFlow<()>,
         phase: &mut String,
     ) -> Result<TrainReport> {
         let cfg = self.cfg;
@@ -338,7 +357,7 @@ impl<'a> Trainer<'a> {
             if epoch % cfg.eval_every == 0 || epoch == cfg.epochs {
                 log.acc = Some(self.evaluate(epoch, phase)?);
             }
-            on_epoch(&log);
+            let flow = on_epoch(&log);
             self.records.history.push(log);
             if cfg.checkpoint_every > 0 && epoch % cfg.checkpoint_every == 0 {
                 if let Some(path) = &cfg.checkpoint {
@@ -351,7 +370,7 @@ impl<'a> Trainer<'a> {
                 }
             }
             self.records.mark(&self.device, window::EVAL)?;
-            if stop.should_stop(&self.select.best) {
+            if flow.is_break() || stop.should_stop(&self.select.best) {
                 break;
             }
         }
@@ -382,4 +401,47 @@ fn fingerprint(tensors: &[Tensor]) -> Result<u64> {
 /// Logits of every node in evaluation mode (no dropout): the inference path.
 pub fn predict(model: &Gnn, graph: &ModelGraph, x: &Tensor) -> Result<Tensor> {
     Ok(model.forward(graph, x, &mut Forward::eval())?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_cora as cora;
+    use gnn_models::{ConvKind, ModelConfig};
+
+    #[test]
+    fn a_break_from_the_callback_stops_after_that_epoch_with_the_same_losses() {
+        let dev = Device::Cpu;
+        let ds = cora();
+        let data = DeviceData::new(&ds, &dev, true).unwrap();
+        let graph = ModelGraph::new(&ds.graph, ConvKind::Gcn, &dev).unwrap();
+        let cfg = ModelConfig::new(ConvKind::Gcn, ds.features.cols(), 16, 7, 2, 0.5);
+        let tc = TrainConfig {
+            epochs: 8,
+            ..Default::default()
+        };
+        let full = train(
+            &Gnn::new(cfg.clone(), &dev, 0).unwrap(),
+            &graph,
+            &data,
+            &tc,
+            |_| {},
+        )
+        .unwrap();
+        let model = Gnn::new(cfg, &dev, 0).unwrap();
+        let mut seen = 0;
+        let cut = train_with_control(&model, &graph, &data, &tc, None, |log| {
+            seen += 1;
+            if log.epoch == 3 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        })
+        .unwrap();
+        assert_eq!((seen, cut.epochs_run, cut.history.len()), (3, 3, 3));
+        assert!(cut.best_epoch <= 3);
+        let losses = |r: &TrainReport| r.history.iter().map(|h| h.loss).collect::<Vec<_>>();
+        assert_eq!(losses(&cut), losses(&full)[..3]);
+    }
 }
