@@ -3,7 +3,7 @@
 
 use crate::arrays::{self, value_error};
 use crate::errors::to_py;
-use gnn_graph::{BuildOptions, Coo, Dataset, Features, SelfLoops, Split, SyntheticSpec};
+use gnn_graph::{BuildOptions, Coo, Dataset, Features, SelfLoops, Split};
 use gnn_train::run::DataSource;
 use numpy::ndarray::Array2;
 use numpy::{IntoPyArray, PyArray1, PyArray2};
@@ -382,11 +382,7 @@ pub fn reddit_shaped(py: Python<'_>, scale: f64, seed: u64) -> PyResult<Data> {
     if !(scale > 0.0 && scale.is_finite()) {
         return Err(value_error(format!("scale = {scale}: it must be > 0")));
     }
-    let src = DataSource::Synthetic {
-        spec: SyntheticSpec::reddit(),
-        scale: Some(scale),
-        seed,
-    };
+    let src = DataSource::reddit_shaped(Some(scale), seed);
     let loaded = py
         .detach(|| gnn_train::run::load(&src, true))
         .map_err(to_py)?;
