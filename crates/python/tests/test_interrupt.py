@@ -44,6 +44,10 @@ def test_sigint_stops_at_an_epoch_boundary_keeping_the_best_state(mode):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # A shell without job control starts background jobs with SIGINT ignored, and Python
+        # keeps an inherited SIG_IGN instead of installing its KeyboardInterrupt handler:
+        # give the child the default disposition, as a terminal's Ctrl-C finds it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         want = "EPOCH 3" if mode == "callback" else "READY"
