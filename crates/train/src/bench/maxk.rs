@@ -3,7 +3,7 @@
 //! SpMM at K = D on the same graph and GCN-normalised values.
 
 use crate::report::chart::{draw_svg, Line, Panel};
-use crate::Result;
+use crate::{Precision, Result};
 use candle_core::{DType, Tensor};
 use gnn_graph::{generate, SyntheticSpec};
 use gnn_kernels::peer::{gcn_operand, rel_diff, time_ms, Cusparse};
@@ -32,9 +32,9 @@ pub struct MaxkBench {
     /// Storage precisions of the features (CBSR values and the dense comparison): f32, bf16.
     #[cfg_attr(
         feature = "cli",
-        arg(long, value_delimiter = ',', default_value = "f32,bf16", value_parser = parse_dtype)
+        arg(long, value_delimiter = ',', default_value = "f32,bf16")
     )]
-    pub dtypes: Vec<DType>,
+    pub dtypes: Vec<Precision>,
     /// Timed repetitions (after 3 warm-ups).
     #[cfg_attr(
         feature = "cli",
@@ -145,7 +145,8 @@ pub fn run(cfg: &MaxkBench) -> Result<Vec<MaxkRow>> {
         "ex x L1"
     );
     let mut rows = Vec::new();
-    for &dt in &cfg.dtypes {
+    for &prec in &cfg.dtypes {
+        let dt = prec.dtype();
         let (x, dout) = (x.to_dtype(dt)?, dout.to_dtype(dt)?);
         let exact = time_ms(&stream, cfg.reps, || {
             spmm_weighted(&g, &x, &vals, Reduce::Sum)?;
@@ -185,7 +186,7 @@ pub fn run(cfg: &MaxkBench) -> Result<Vec<MaxkRow>> {
                     spgemm: fwd_t.distance(&model, r.spgemm_ms),
                     sspmm: bwd_t.distance(&model, r.sspmm_ms),
                 },
-                dtype: dtype_name(dt).into(),
+                dtype: prec.to_string(),
                 exact_spmm_ms: exact,
                 k,
                 maxk_ms: r.maxk_ms,
@@ -271,24 +272,6 @@ fn time_k(
         sspmm_ms,
         err,
     })
-}
-
-fn dtype_name(dt: DType) -> &'static str {
-    match dt {
-        DType::BF16 => "bf16",
-        DType::F16 => "f16",
-        _ => "f32",
-    }
-}
-
-#[cfg(feature = "cli")]
-fn parse_dtype(s: &str) -> std::result::Result<DType, String> {
-    match s {
-        "f32" => Ok(DType::F32),
-        "bf16" => Ok(DType::BF16),
-        "f16" => Ok(DType::F16),
-        _ => Err(format!("unknown precision {s:?}: f32, bf16 or f16")),
-    }
 }
 
 /// Speed-ups over cuSPARSE against k, with the 2.5x target as a level.
