@@ -1,11 +1,13 @@
 //! The SpMM dispatcher's rule replayed on its measured record: every (graph, K, precision)
 //! case of `bench/records/dispatch/h100-2026-11-27` (26 graphs x K = 1..602 x f32/bf16, each
-//! candidate kernel forced and timed on one H100) is given to [`pick`], and the pick's recorded
-//! time is compared with the fastest candidate's. The bounds are the rule's measured regret
+//! candidate kernel forced and timed on one H100) is given to the dispatcher under the default
+//! policy ([`spmm_choice`]), and the pick's recorded time is compared with the fastest
+//! candidate's. The bounds are the rule's measured regret
 //! (README of the record); a rule change that makes the record's cases slower fails here.
 
 use gnn_graph::csr::DegreeStats;
-use gnn_kernels::ops::spmm::dispatch::{pick, Pick};
+use gnn_kernels::ops::spmm::dispatch::spmm_choice;
+use gnn_kernels::KernelPolicy;
 use serde_json::Value;
 
 const RECORD: &str = "bench/records/dispatch/h100-2026-11-27/dispatch-r1.json";
@@ -38,11 +40,9 @@ fn the_rule_replayed_on_its_record() {
         let k = r["k"].as_u64().unwrap() as usize;
         let elem = if r["precision"] == "f32" { 4 } else { 2 };
         let nnz = r["nnz"].as_u64().unwrap() as usize;
-        let name = match pick(&stats(r), nnz, k, elem) {
-            Pick::Hp => "hp",
-            Pick::Narrow => "narrow",
-            Pick::Row => "ge",
-        };
+        // The default policy's choice: the rule as a run applies it, named as the record names
+        // its candidates (`hp`, `narrow`, `ge`).
+        let name = spmm_choice(&KernelPolicy::default(), &stats(r), nnz, k, elem).name();
         let t = r[format!("{name}_ms")]
             .as_f64()
             .unwrap_or_else(|| panic!("{} K={k}: {name} has no time", r["graph"]));
