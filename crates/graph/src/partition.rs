@@ -413,11 +413,13 @@ impl HaloStats {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::coo::{BuildOptions, Coo};
 
-    fn graph(n: usize, edges: &[(u32, u32)]) -> Csr {
+    /// An undirected graph with self loops from an edge list (shared with the partitioner's
+    /// tests).
+    pub(crate) fn graph(n: usize, edges: &[(u32, u32)]) -> Csr {
         let (r, c): (Vec<u32>, Vec<u32>) = edges.iter().copied().unzip();
         Coo::new(n, r, c)
             .unwrap()

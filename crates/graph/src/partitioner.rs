@@ -463,15 +463,8 @@ pub fn metis(csr: &Csr, parts: usize, opts: &MetisOptions) -> Result<(NodeParts,
 mod tests {
     use super::*;
     use crate::coo::{BuildOptions, Coo};
+    use crate::partition::tests::graph;
     use crate::partition::LocalGraph;
-
-    fn graph(n: usize, edges: &[(u32, u32)]) -> Csr {
-        let (r, c): (Vec<u32>, Vec<u32>) = edges.iter().copied().unzip();
-        Coo::new(n, r, c)
-            .unwrap()
-            .to_csr(BuildOptions::undirected_self_loops())
-            .unwrap()
-    }
 
     /// `communities` blocks of `size` nodes, `inner` random edges per node inside its block
     /// and one to anywhere from `outer_pct` % of the nodes, ids shuffled (a sparse graph with
