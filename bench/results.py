@@ -173,6 +173,69 @@ def graphs_section(rows, out_dir):
     return lines
 
 
+def is_dist_suite(rows):
+    """A suite of train_dist rows (several ranks), rendered with its scaling columns."""
+    return bool(rows) and all(row.get("kind") == "dist" for row, _ in rows.values())
+
+
+def fmt_gib(v):
+    return "-" if v is None else f"{v / 2**30:.1f}"
+
+
+def fmt_pct(v):
+    return "-" if v is None else f"{100 * v:.0f} %"
+
+
+def fmt_count(v):
+    return "-" if v is None else f"{v:,}"
+
+
+def dist_section(rows, out_dir):
+    """The lines of a train_dist suite: one row per model, precision, partition and rank
+    count, with the speed-up over the same case's one-rank row of the same record (rows of
+    different records are never compared), the communication share, the largest per-rank
+    peak, the rows received per exchange and the partition's edge cut."""
+    lines = ["", "Median epoch = the slowest rank's median epoch (ranks meet at every all-reduce); speed-up = "
+             "the same case and precision on one rank, in the same record, over this row (`-`: no one-rank row "
+             "there); comm = the profiled epoch's communication phase (halo exchange + gradient all-reduce, as "
+             "waited for) over its total, mean over ranks; peak = the largest rank's peak allocated GPU memory; "
+             "received = rows each rank receives per exchange (mean; the all-gather's rows under it); cut = the "
+             "partition's edge cut (share of the non-zeros). Per-rank figures are in the records' summary.json.",
+             "", "| row | model | precision | graph | partition | ranks | median ms | speed-up | comm | peak GiB "
+             "| received rows | cut | machine | record |",
+             "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+    one = {}
+    for row, (_, rec, _, _) in rows.values():
+        if row.get("ranks") == 1:
+            one[(rec, row["case"], row["precision"])] = row["median_ms"]
+    used = {}
+
+    def key(rid):
+        row = rows[rid][0]
+        return (row.get("case") or "", PRECISION_ORDER.get(row.get("precision"), 9), row.get("partition") != "range",
+                row.get("partition") or "", row.get("ranks") or 0)
+
+    for rid in sorted(rows, key=key):
+        row, (_, rec, summary, path) = rows[rid]
+        info = row.get("info") or {}
+        base = one.get((rec, row["case"], row["precision"]))
+        speed = "-" if base is None or row.get("ranks") == 1 else f"{base / row['median_ms']:.2f}x"
+        received = [r for r in info.get("received_rows_per_rank") or [] if r is not None]
+        mean_rx = round(sum(received) / len(received)) if received else None
+        cut = info.get("edge_cut_share")
+        link = os.path.relpath(path, out_dir).replace(os.sep, "/") + "/"
+        lines.append(
+            f"| {row['name']} | {row['model']} | {row['precision']} | {row.get('graph') or '-'} "
+            f"| {row.get('partition') or '-'} | {row.get('ranks')} | {fmt_ms(row['median_ms'])} | {speed} "
+            f"| {fmt_pct(info.get('comm_share'))} | {fmt_gib(info.get('peak_allocated_bytes'))} "
+            f"| {fmt_count(mean_rx)} | {'-' if cut is None or row.get('ranks') == 1 else fmt_pct(cut)} "
+            f"| {summary.get('machine', '')} | [{rec}]({link}) |")
+        used[rec] = summary
+    lines.append("")
+    lines += [record_note(rec, used[rec]) for rec in sorted(used)]
+    return lines
+
+
 def render(root, out_dir):
     """RESULTS.md's text for the records under `root`, links relative to `out_dir`."""
     records = load_records(root)
@@ -199,6 +262,10 @@ def render(root, out_dir):
         if is_graphs_suite(rows):
             lines += ["", f"## {suite}", "", f"Suite file: [suites/{suite}.toml](suites/{suite}.toml)."]
             lines += graphs_section(rows, out_dir)
+            continue
+        if is_dist_suite(rows):
+            lines += ["", f"## {suite}", "", f"Suite file: [suites/{suite}.toml](suites/{suite}.toml)."]
+            lines += dist_section(rows, out_dir)
             continue
         lines += ["", f"## {suite}", "", f"Suite file: [suites/{suite}.toml](suites/{suite}.toml).", "",
                   "| row | model | precision | shortcuts | peer | median ms | reps | GB/s | x HBM | x L1 | x L2 "

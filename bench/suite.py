@@ -2,33 +2,41 @@
 the summary reports) and runs (the processes that produce them). README.md documents the
 format; this module is its only reader.
 
-A run is one process: one training run of ours, one bench_spmm / bench_sddmm / bench_graphs
-invocation (all its widths, precisions and graphs), or one peer script invocation (all the
-suite's models of that peer). Every run repeats `repetitions` times; a measurement's median is over its repetitions.
+A run is one process: one training run of ours (train_reddit, or train_dist over several
+ranks), one bench_spmm / bench_sddmm / bench_graphs invocation (all its widths, precisions and
+graphs), or one peer script invocation (all the suite's models of that peer). Every run repeats `repetitions` times; a measurement's median is over its repetitions.
 """
 
 import fnmatch
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 
 import floors
 
 # Case kinds and the binary each runs.
-KINDS = {"train": "train_reddit", "spmm": "bench_spmm", "sddmm": "bench_sddmm", "graphs": "bench_graphs"}
+KINDS = {"train": "train_reddit", "spmm": "bench_spmm", "sddmm": "bench_sddmm", "graphs": "bench_graphs",
+         "dist": "train_dist"}
 # Peers each kind can have, and the precisions each peer runs.
 PEERS = {
     "train": {"pyg": ("f32", "bf16"), "tgcn": ("f32", "bf16")},
     "spmm": {"cusparse": ("f32",)},
     "sddmm": {"cusparse": ("f32",), "torch": ("f32",)},
     "graphs": {},  # its rows judge our dispatcher; cuSPARSE stays in bench_graphs' own JSON
+    "dist": {},
 }
 # Precisions each kind of ours runs (bench_sddmm times f32 only).
 OURS_PRECISIONS = {"train": ("f32", "bf16", "f16"), "spmm": ("f32", "bf16"), "sddmm": ("f32",),
-                   "graphs": ("f32", "bf16", "f16")}
+                   "graphs": ("f32", "bf16", "f16"), "dist": ("f32", "bf16", "f16")}
 # Shortcuts: the train_reddit flags that turn each off (they are on by default).
 SHORTCUTS = {"input-cache": ["--no-input-cache"]}
-GRAPH_SOURCES = ("same-graph", "generated")
+# same-graph: same_graph.py's files; generated: the examples' own generator flags, every run
+# generating; saved: generated once per suite invocation by train_dist --save-graph (gnn's
+# binary CSR, memory-mapped), every run loading it with --data-dir (dist cases only).
+GRAPH_SOURCES = ("same-graph", "generated", "saved")
+# train_dist's --partition values.
+PARTITIONS = ("range", "metis", "auto")
 # The keys a [[case]] of each kind may hold.
 _COMMON_KEYS = {"name", "kind", "precisions", "peers", "flags"}
 CASE_KEYS = {
@@ -36,6 +44,7 @@ CASE_KEYS = {
     "spmm": _COMMON_KEYS | {"k"},
     "sddmm": _COMMON_KEYS | {"k", "torch_reps"},
     "graphs": _COMMON_KEYS | {"k", "graphs"},
+    "dist": _COMMON_KEYS | {"model", "layers", "hidden", "epochs", "ranks", "partitions", "graph"},
 }
 # The models same_graph.py trains (its --models names; tgcn_* is the plain-torch GCN).
 SAME_GRAPH_NAMES = {"gcn_2x128", "sage_2x128", "gcn_4x256", "sage_4x256", "tgcn_2x128", "tgcn_4x256",
@@ -68,12 +77,13 @@ class Run:
     """One process to start per repetition and the measurements it yields."""
 
     name: str  # file stem of its raw JSON and log ("<name>-r<rep>.json")
-    kind: str  # train | spmm | sddmm | graphs | same-graph-peers | torch-sddmm
+    kind: str  # train | spmm | sddmm | graphs | dist | same-graph-peers | torch-sddmm
     measurements: list
     binary: str = None  # an example binary from --bin-dir
     script: str = None  # a peer script (path relative to the repository or --anchors-dir)
     args: list = field(default_factory=list)  # arguments; "{json}" / "{out}" / "{scratch}" filled at run time
     epochs: int = None
+    graph: list = None  # dist on a saved graph: the generator flags of the graph it loads
 
 
 @dataclass
@@ -121,6 +131,17 @@ class Suite:
         return Suite(self.name, self.path, self.description, self.repetitions, self.timeout_s,
                      self.versions, self.graph, ms, runs)
 
+    def saved_graphs(self):
+        """[(folder name, generator flags)] of the saved graphs its runs load, each once, in
+        the order of the runs (empty unless [graph] source = "saved")."""
+        if self.graph["source"] != "saved":
+            return []
+        out = {}
+        for r in self.runs:
+            if r.graph is not None:
+                out.setdefault(graph_folder(r.graph), r.graph)
+        return list(out.items())
+
     def python_peers(self):
         """The Python peers its runs start (their versions are checked against `versions`)."""
         return sorted({m.peer for r in self.runs if r.kind in ("same-graph-peers", "torch-sddmm")
@@ -134,7 +155,7 @@ def restrict_run(run, measurements):
         return Run(run.name, run.kind, measurements, run.binary, run.script,
                    graphs_args(measurements, measurements[0].spec["flags"]), run.epochs)
     if run.kind != "same-graph-peers":
-        return Run(run.name, run.kind, measurements, run.binary, run.script, run.args, run.epochs)
+        return Run(run.name, run.kind, measurements, run.binary, run.script, run.args, run.epochs, run.graph)
     models = [peer_model(m) for m in measurements]
     return Run(run.name, run.kind, measurements, run.binary, run.script,
                same_graph_peer_args(run.epochs, models), run.epochs)
@@ -200,6 +221,10 @@ def load(path):
         _strings(graph, "args", f"{where} [graph]")
     else:
         _strings(graph, "flags", f"{where} [graph]")
+    if source == "saved":
+        graph.setdefault("dir", f"/tmp/gnn-bench/{name}-graphs")
+        if not isinstance(graph["dir"], str):
+            raise SuiteError(f"{where} [graph]: `dir` must be a string")
     cases = _need(doc, "case", list, where)
     measurements, runs = [], []
     for i, case in enumerate(cases):
@@ -233,10 +258,14 @@ def _expand(case, where, graph):
         if p not in PEERS[kind]:
             raise SuiteError(f"{where}: peer {p!r} is not one of {sorted(PEERS[kind])} for kind {kind}")
     flags = _strings(case, "flags", where)
+    if graph["source"] == "saved" and kind != "dist":
+        raise SuiteError(f"{where}: [graph] source \"saved\" is for dist cases (train_dist --data-dir)")
     if kind == "train":
         return _expand_train(case, where, name, precisions, peers, flags, graph)
     if kind == "graphs":
         return _expand_graphs(case, where, name, precisions, flags, graph)
+    if kind == "dist":
+        return _expand_dist(case, where, name, precisions, flags, graph)
     return _expand_kernel(case, where, name, kind, precisions, peers, flags, graph)
 
 
@@ -281,6 +310,55 @@ def _expand_train(case, where, name, precisions, peers, flags, graph):
             m = Measurement(f"{mname}/{p}", mname, name, "train", label, prec, [], p, spec=spec)
             ms.append(m)
             runs.append(Run("same-graph-peers", "same-graph-peers", [m], script=graph["script"], epochs=epochs))
+    return ms, runs
+
+
+def graph_folder(flags):
+    """The folder (under [graph] dir) of the saved graph that generator `flags` make: the
+    flags joined by dashes, without their leading dashes ("--scale 4" -> "scale-4"), or
+    "default" for none."""
+    text = "-".join(f.lstrip("-") for f in flags)
+    return re.sub(r"[^A-Za-z0-9.@]+", "-", text).strip("-") or "default"
+
+
+def _expand_dist(case, where, name, precisions, flags, graph):
+    """train_dist over each rank count x partition x precision: one row per combination (one
+    rank: one row, the range partition; nothing is cut). On a saved graph every run loads it
+    with --data-dir; a case's `graph` (generator flags) replaces [graph] flags for its runs."""
+    if graph["source"] == "same-graph":
+        raise SuiteError(f"{where}: kind dist reads a generated or saved graph, not same_graph.py's files")
+    model = _need(case, "model", str, where)
+    layers = _need(case, "layers", int, where)
+    hidden = _need(case, "hidden", int, where)
+    epochs = _need(case, "epochs", int, where)
+    ranks = case.get("ranks", [2])
+    if not isinstance(ranks, list) or not ranks or not all(isinstance(r, int) and r > 0 for r in ranks) \
+            or len(set(ranks)) != len(ranks):
+        raise SuiteError(f"{where}: `ranks` must be a list of distinct positive rank counts")
+    partitions = _strings(case, "partitions", where, ["range"])
+    if not partitions or any(p not in PARTITIONS for p in partitions) or len(set(partitions)) != len(partitions):
+        raise SuiteError(f"{where}: `partitions` must be distinct names of {PARTITIONS}")
+    gflags = _strings(case, "graph", where, graph["flags"])
+    if graph["source"] == "saved":
+        data = ["--data-dir", "{graph_dir}/" + graph_folder(gflags)]
+    else:
+        data = list(gflags)
+    label = f"{model} {layers}x{hidden}"
+    ms, runs = [], []
+    for prec in precisions:
+        for p in ranks:
+            for part in (partitions if p > 1 else ["range"]):
+                mname = f"{name}-{prec}-{part}-p{p}"
+                spec = {"model": model, "layers": layers, "hidden": hidden, "epochs": epochs, "ranks": p,
+                        "partition": part, "graph": gflags,
+                        "graph_folder": graph_folder(gflags) if graph["source"] == "saved" else None}
+                m = Measurement(f"{mname}/ours", mname, name, "dist", label, prec, [], "ours", spec=spec)
+                args = data + ["--model", model, "--layers", str(layers), "--hidden", str(hidden),
+                               "--precision", prec, "--epochs", str(epochs), "--ranks", str(p),
+                               "--partition", part] + flags + ["--json", "{json}"]
+                ms.append(m)
+                runs.append(Run(mname, "dist", [m], binary=KINDS["dist"], args=args, epochs=epochs,
+                                graph=gflags if graph["source"] == "saved" else None))
     return ms, runs
 
 

@@ -476,6 +476,377 @@ class GpuSuiteTests(unittest.TestCase):
         self.assertEqual(rows["sddmm-k64-f32/ours"]["gather_bytes"], floors.sddmm_gather_bytes(50000, 64, 4))
 
 
+# A real train_dist report (bench/testdata: `train_dist --cpu --ranks 2 --scale 0.05 --epochs 5
+# --partition metis`, trimmed to the fields the runner reads).
+DIST_FIXTURE = os.path.join(HERE, "testdata", "train_dist-cpu-metis-p2.json")
+
+# A stand-in for train_dist: the graph step (--save-graph: writes the file, prints the summary
+# line) and training runs (--data-dir): the fixture's report reshaped to the flags (model, ranks,
+# partition, precision), with GPU-like peaks and an epoch of 100 ms / ranks.
+FAKE_DIST = textwrap.dedent("""\
+    #!/usr/bin/env python3
+    import copy, json, os, sys
+    a = sys.argv[1:]
+    def val(flag, default=None):
+        return a[a.index(flag) + 1] if flag in a else default
+    if "--save-graph" in a:
+        out = val("--save-graph")
+        os.makedirs(out, exist_ok=True)
+        scale = float(val("--scale", "1"))
+        nodes, edges = int(10000 * scale), int(500000 * scale)
+        with open(os.path.join(out, "graph.gnncsr"), "wb") as f:
+            f.write(b"x" * (100 + int(100 * scale)))
+        with open(os.path.join(out, "facts.json"), "w") as f:
+            json.dump({"nodes": nodes, "edges": edges, "name": "fake@%g" % scale}, f)
+        print("generated fake@%g (seed 0): %d nodes, %d directed edges incl. self loops, 128 features, "
+              "172 classes in 1.5 s" % (scale, nodes, edges))
+        print("fake@%g: %d nodes, %d edges, 128 features, 172 classes, split 10/20/30" % (scale, nodes, edges))
+        print("wrote %s/graph.gnncsr (0.00 GB) in 0.2 s; --data-dir %s loads it" % (out, out))
+        sys.exit(0)
+    if "--tcp-rendezvous" in a:
+        # One rank of a multi-process run: every epoch a heartbeat file, and an "all-reduce"
+        # that waits for every rank's; a rank gone longer than --comm-timeout ends this one
+        # with train_dist's watchdog error. Rank 0 checkpoints; --resume continues from it.
+        import time
+        rank, world, port = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), os.environ["MASTER_PORT"]
+        epochs, every, timeout = int(val("--epochs")), int(val("--checkpoint-every")), float(val("--comm-timeout"))
+        stem = val("--checkpoint")
+        beat = os.path.join(os.path.dirname(stem), "beat-" + port + "-%d")
+        start, losses = 0, []
+        if "--resume" in a:
+            with open(val("--resume") + ".json") as f:
+                st = json.load(f)
+            start, losses = st["epoch"], st["losses"]
+        for e in range(start + 1, epochs + 1):
+            with open(beat % rank, "w") as f:
+                f.write(str(e))
+            t = time.time()
+            while True:
+                behind = []
+                for q in range(world):
+                    try:
+                        with open(beat % q) as f:
+                            v = int(f.read() or 0)
+                    except (OSError, ValueError):
+                        v = 0
+                    if v < e:
+                        behind.append(q)
+                if not behind:
+                    break
+                if time.time() - t > timeout:
+                    sys.stderr.write("Error: rank %d: all-reduce at epoch %d (gradient all-reduce) did not finish "
+                                     "within %g s (waiting for rank %d); the communicator was aborted: a rank died "
+                                     "or stalled\\n" % (rank, e, timeout, behind[0]))
+                    sys.exit(1)
+                time.sleep(0.005)
+            losses.append(3.0 / (1 + e))
+            print("  epoch %4d/%d  loss %.4f  acc train 0.500 val 0.500 test 0.500  10 ms/epoch"
+                  % (e, epochs, losses[-1]), flush=True)
+            if rank == 0 and e % every == 0:
+                with open(stem + ".json.tmp", "w") as f:
+                    json.dump({"epoch": e, "losses": losses}, f)
+                os.replace(stem + ".json.tmp", stem + ".json")
+            time.sleep(0.03)
+        with open(val("--json")[:-len(".json")] + ".rank%d.json" % rank, "w") as f:
+            json.dump({"loss_curve": losses, "test_acc": 0.5, "resumed_from": val("--resume")}, f)
+        sys.exit(0)
+    with open(os.environ["FAKE_DIST_FIXTURE"]) as f:
+        doc = json.load(f)
+    with open(os.path.join(val("--data-dir"), "facts.json")) as f:
+        g = json.load(f)
+    p = int(val("--ranks"))
+    part = val("--partition")
+    chosen = "range" if p == 1 or part == "auto" else part
+    doc["dataset"].update(nodes=g["nodes"], edges=g["edges"], name=g["name"])
+    doc["model"].update(kind={"sage": "sage_mean"}.get(val("--model"), val("--model")),
+                        layers=int(val("--layers")), hidden=int(val("--hidden")))
+    doc["train"]["precision"] = val("--precision")
+    row = doc["partition"]["compared"][1 if chosen == "metis" else 0]
+    doc["partition"].update(chosen=chosen, requested=part, parts=p,
+                            compared=[dict(row, method=chosen, parts=p, halo=[row["halo"][0]] * p)])
+    ranks = []
+    for r in range(p):
+        x = copy.deepcopy(doc["ranks"][r % 2])
+        x.update(rank=r, epoch_ms_median=100.0 / p + r, peak_allocated_bytes=(r + 1) * 2**30,
+                 halo=x["halo"] if p > 1 else 0)
+        ranks.append(x)
+    doc["ranks"] = ranks
+    with open(val("--json"), "w") as f:
+        json.dump(doc, f)
+    print("ok")
+    """)
+
+DIST_SUITE = textwrap.dedent("""\
+    description = "test"
+    repetitions = 1
+    [graph]
+    source = "saved"
+    dir = "GRAPHS"
+    flags = ["--dataset", "papers100m", "--scale", "1", "--seed", "0"]
+    [[case]]
+    name = "gcn-3x8"
+    kind = "dist"
+    model = "gcn"
+    layers = 3
+    hidden = 8
+    epochs = 4
+    precisions = ["bf16"]
+    ranks = [1, 2, 4]
+    partitions = ["range", "metis"]
+    flags = ["--nccl"]
+    [[case]]
+    name = "sage-3x8-small"
+    kind = "dist"
+    model = "sage"
+    layers = 3
+    hidden = 8
+    epochs = 4
+    precisions = ["bf16"]
+    ranks = [4]
+    graph = ["--dataset", "papers100m", "--scale", "0.1", "--seed", "0"]
+    flags = ["--nccl"]
+    """)
+
+
+class DistTests(unittest.TestCase):
+    """The dist kind: suite expansion, the report reader on a real report, the runner end to
+    end on a stand-in (saved graphs made once and reused), and the scaling table."""
+
+    def setUp(self):
+        self.d = tempfile.mkdtemp()
+        self.bin = os.path.join(self.d, "bin")
+        os.makedirs(self.bin)
+        write_exe(os.path.join(self.bin, "train_dist"), FAKE_DIST)
+        self.suite = os.path.join(self.d, "dist-test.toml")
+        with open(self.suite, "w") as f:
+            f.write(DIST_SUITE.replace("GRAPHS", os.path.join(self.d, "graphs")))
+        self.out = os.path.join(self.d, "records")
+
+    def tearDown(self):
+        shutil.rmtree(self.d)
+
+    def run_suite(self, *extra):
+        env = dict(os.environ, FAKE_DIST_FIXTURE=DIST_FIXTURE)
+        p = subprocess.run([sys.executable, os.path.join(HERE, "run.py"), self.suite, "--bin-dir", self.bin,
+                            "--out", self.out, "--machine", "fake4", *extra],
+                           capture_output=True, text=True, timeout=300, env=env)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        recs = sorted(os.listdir(os.path.join(self.out, "dist-test")))
+        rec = os.path.join(self.out, "dist-test", recs[-1])
+        with open(os.path.join(rec, "summary.json")) as f:
+            return {r["id"]: r for r in json.load(f)["rows"]}, rec
+
+    def test_the_suites(self):
+        s = suites.load(os.path.join(HERE, "suites", "dist-scaling.toml"))
+        self.assertEqual(len(s.measurements), 12)
+        run = {r.name: r for r in s.runs}["gcn-3x256-s4-bf16-range-p4"]
+        self.assertEqual((run.kind, run.binary), ("dist", "train_dist"))
+        a = run.args
+        self.assertEqual(a[:2], ["--data-dir", "{graph_dir}/dataset-reddit-scale-4-seed-0"])
+        for flag, v in (("--ranks", "4"), ("--partition", "range"), ("--precision", "bf16"), ("--layers", "3"),
+                        ("--hidden", "256"), ("--json", "{json}")):
+            self.assertEqual(a[a.index(flag) + 1], v, flag)
+        self.assertIn("--nccl", a)
+        self.assertEqual([f for f, _ in s.saved_graphs()],
+                         ["dataset-reddit-scale-1-seed-0", "dataset-reddit-scale-4-seed-0"])
+        self.assertEqual([f for f, _ in s.select(["*-s1"]).saved_graphs()], ["dataset-reddit-scale-1-seed-0"])
+        self.assertEqual(len(s.select(["*-s1"]).measurements), 6)
+        p = suites.load(os.path.join(HERE, "suites", "dist-papers.toml"))
+        ids = {m.id for m in p.measurements}
+        self.assertIn("gcn-3x128-full-bf16-range-p4/ours", ids)
+        self.assertIn("sage-3x256-s0.1-bf16-metis-p4/ours", ids)
+        self.assertNotIn("gcn-3x128-full-bf16-metis-p4/ours", ids)  # no METIS at full size
+        self.assertEqual([f for f, _ in p.select(["gcn-3x256-s0.1"]).saved_graphs()],
+                         ["dataset-papers100m-scale-0.1-seed-0"])
+
+    def test_case_checks(self):
+        def load(case, source='source = "saved"\nflags = []'):
+            path = os.path.join(self.d, "x.toml")
+            with open(path, "w") as f:
+                f.write(f'repetitions = 1\n[graph]\n{source}\n[[case]]\nname = "x"\nmodel = "gcn"\nlayers = 2\n'
+                        f'hidden = 8\nepochs = 2\n{case}\n')
+            return suites.load(path)
+        s = load('kind = "dist"\nranks = [1, 2]\npartitions = ["metis", "range"]')
+        # One rank: one row (nothing is cut); more: one per partition.
+        self.assertEqual([m.name for m in s.measurements], ["x-f32-range-p1", "x-f32-metis-p2", "x-f32-range-p2"])
+        with self.assertRaisesRegex(suites.SuiteError, "ranks"):
+            load('kind = "dist"\nranks = [0]')
+        with self.assertRaisesRegex(suites.SuiteError, "ranks"):
+            load('kind = "dist"\nranks = [2, 2]')
+        with self.assertRaisesRegex(suites.SuiteError, "partitions"):
+            load('kind = "dist"\npartitions = ["hash"]')
+        with self.assertRaisesRegex(suites.SuiteError, "not same_graph"):
+            load('kind = "dist"', 'source = "same-graph"\nscript = "same_graph.py"')
+        with self.assertRaisesRegex(suites.SuiteError, "is for dist cases"):
+            load('kind = "train"')
+        with self.assertRaisesRegex(suites.SuiteError, "unknown keys"):
+            load('kind = "dist"\nshortcuts = [[]]')
+        # A generated graph goes on every run's command line.
+        g = load('kind = "dist"\ngraph = ["--scale", "2"]', 'source = "generated"\nflags = ["--scale", "1"]')
+        self.assertEqual(g.runs[0].args[:2], ["--scale", "2"])
+        self.assertEqual(g.saved_graphs(), [])
+
+    def test_reads_a_real_report(self):
+        import run
+        with open(DIST_FIXTURE) as f:
+            doc = json.load(f)
+        spec = {"model": "gcn", "layers": 2, "hidden": 128, "ranks": 2, "partition": "metis", "graph_folder": "g"}
+        m = suites.Measurement("x/ours", "x", "x", "dist", "gcn 2x128", "f32", [], "ours", spec=spec)
+        s = run.extract_dist(doc, m, {"g": {"nodes": 11648, "edges": 1280344}})
+        self.assertEqual(s["ms"], 453.848664)  # the slower rank's median epoch
+        info = s["info"]
+        self.assertEqual((info["partition"], info["exchange"], info["edge_cut"]), ("metis", "all-gather", 390150))
+        self.assertAlmostEqual(info["edge_cut_share"], 0.3047227932493142)
+        self.assertEqual(info["comm_share_per_rank"], [round(41.18 / 422.42, 4), round(24.33 / 431.59, 4)])
+        self.assertAlmostEqual(info["comm_share"], (41.18 / 422.42 + 24.33 / 431.59) / 2, places=3)
+        self.assertEqual(info["halo_rows_per_rank"], [5957, 5412])
+        self.assertEqual(info["total_halo_rows"], 11369)
+        self.assertEqual(info["received_rows_per_rank"], [6108, 6108])
+        self.assertEqual(info["comm_bytes_per_epoch_per_rank"], [2147016.0, 2333320.0])
+        self.assertEqual(info["peak_allocated_bytes_per_rank"], [None, None])  # the CPU has none
+        self.assertIsNone(info["peak_allocated_bytes"])
+        self.assertEqual(info["time_to_accuracy"]["epoch"], 5)
+        self.assertEqual(s["facts"], {"nodes": 11648, "nnz": 1280344, "graph": "synthetic-reddit@0.05",
+                                      "ranks": 2, "partition": "metis"})
+        for change, msg in (({"partition": "range"}, "asked for range"), ({"ranks": 4}, "asked for 4"),
+                            ({"hidden": 256}, "asked for gcn 2x256")):
+            bad = suites.Measurement("x/ours", "x", "x", "dist", "", "f32", [], "ours", spec=dict(spec, **change))
+            with self.assertRaisesRegex(run.Failure, msg):
+                run.extract_dist(doc, bad, None)
+        with self.assertRaisesRegex(run.Failure, "graph step wrote"):
+            run.extract_dist(doc, m, {"g": {"nodes": 1, "edges": 2}})
+        with self.assertRaisesRegex(run.Failure, "precision"):
+            run.extract_dist(doc, suites.Measurement("x/ours", "x", "x", "dist", "", "bf16", [], "ours", spec=spec),
+                             None)
+
+    def test_end_to_end_and_the_scaling_table(self):
+        rows, rec = self.run_suite()
+        self.assertEqual(len(rows), 6)
+        self.assertTrue(all(r["status"] == "ok" for r in rows.values()))
+        p4 = rows["gcn-3x8-bf16-metis-p4/ours"]
+        self.assertEqual((p4["median_ms"], p4["ranks"], p4["partition"], p4["nodes"]), (28.0, 4, "metis", 10000))
+        self.assertEqual(p4["info"]["peak_allocated_bytes_per_rank"], [2**30, 2**31, 3 * 2**30, 2**32])
+        self.assertEqual(p4["info"]["peak_allocated_bytes"], 2**32)
+        self.assertIsNone(p4["bytes_moved"])  # no floors for a distributed epoch
+        self.assertEqual(rows["gcn-3x8-bf16-range-p1/ours"]["median_ms"], 100.0)
+        self.assertEqual(rows["sage-3x8-small-bf16-range-p4/ours"]["nodes"], 1000)
+        with open(os.path.join(rec, "graph.json")) as f:
+            graphs = json.load(f)
+        self.assertEqual(sorted(graphs), ["dataset-papers100m-scale-0.1-seed-0", "dataset-papers100m-scale-1-seed-0"])
+        self.assertFalse(graphs["dataset-papers100m-scale-1-seed-0"]["reused"])
+        self.assertEqual(graphs["dataset-papers100m-scale-1-seed-0"]["generate_s"], 1.5)
+        with open(os.path.join(rec, "command.txt")) as f:
+            commands = f.read()
+        self.assertIn("--stats-only --ranks 1 --partition range --save-graph", commands)
+        self.assertIn("--data-dir " + os.path.join(self.d, "graphs", "dataset-papers100m-scale-1-seed-0"), commands)
+        text = results.render(self.out, self.d)
+        section = text[text.index("## dist-test"):]
+        self.assertIn("| gcn-3x8-bf16-range-p1 | gcn 3x8 | bf16 | fake@1 | range | 1 | 100.0 | - | 10 % | 1.0 "
+                      "| 0 | - | fake4 |", section)
+        self.assertIn("| gcn-3x8-bf16-range-p2 | gcn 3x8 | bf16 | fake@1 | range | 2 | 51.00 | 1.96x |", section)
+        self.assertIn("| gcn-3x8-bf16-metis-p4 | gcn 3x8 | bf16 | fake@1 | metis | 4 | 28.00 | 3.57x | 8 % | 4.0 "
+                      "| 6,108 | 30 % |", section)
+        # range rows first, by rank count, then METIS.
+        self.assertLess(section.index("range-p4"), section.index("metis-p2"))
+        self.assertLess(section.index("range-p1"), section.index("range-p2"))
+        # The second invocation reuses both graphs (same flags, same binary).
+        _, rec2 = self.run_suite("--only", "sage-3x8-small")
+        with open(os.path.join(rec2, "command.txt")) as f:
+            self.assertIn("reused", f.read())
+        self.assertFalse(os.path.exists(os.path.join(rec2, "graph-dataset-papers100m-scale-0.1-seed-0.log")))
+        # Its one-rank-less record gives no speed-up of its own.
+        text = results.render(self.out, self.d)
+        self.assertIn("| sage-3x8-small-bf16-range-p4 | sage 3x8 | bf16 | fake@0.1 | range | 4 | 28.00 | - |", text)
+        # Another binary: the graph is made again.
+        with open(os.path.join(self.bin, "train_dist"), "a") as f:
+            f.write("# changed\n")
+        _, rec3 = self.run_suite("--only", "sage-3x8-small")
+        self.assertTrue(os.path.isfile(os.path.join(rec3, "graph-dataset-papers100m-scale-0.1-seed-0.log")))
+
+    def test_graphs_only_then_the_runs(self):
+        _, rec = self.run_suite("--graphs-only", "--only", "sage-3x8-small")
+        with open(os.path.join(rec, "summary.json")) as f:
+            summary = json.load(f)
+        self.assertEqual((summary["rows"], summary["graphs_only"]), ([], True))
+        with open(os.path.join(rec, "graph.json")) as f:
+            self.assertEqual(list(json.load(f)), ["dataset-papers100m-scale-0.1-seed-0"])
+        rows, rec = self.run_suite("--only", "sage-3x8-small")
+        self.assertEqual(list(rows), ["sage-3x8-small-bf16-range-p4/ours"])
+        with open(os.path.join(rec, "graph.json")) as f:
+            self.assertTrue(json.load(f)["dataset-papers100m-scale-0.1-seed-0"]["reused"])
+        p = subprocess.run([sys.executable, os.path.join(HERE, "run.py"), "spmm", "--graphs-only"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("make their own graphs", p.stderr)
+
+    def test_dry_run_lists_the_graph_steps(self):
+        p = subprocess.run([sys.executable, os.path.join(HERE, "run.py"), "dist-papers", "--dry-run", "--only",
+                            "gcn-3x256-s0.1"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("graph-dataset-papers100m-scale-0.1-seed-0: ", p.stdout)
+        self.assertIn("--save-graph /tmp/gnn-bench/dist-papers-graphs/dataset-papers100m-scale-0.1-seed-0", p.stdout)
+        self.assertIn("-> gcn-3x256-s0.1-bf16-metis-p4/ours", p.stdout)
+        self.assertNotIn("scale-1-seed", p.stdout)
+
+
+class FaultTestTests(unittest.TestCase):
+    """bench/fault_test.py end to end on the stand-in's multi-process mode (heartbeat files for
+    NCCL, its watchdog error for the real one's)."""
+
+    def setUp(self):
+        self.d = tempfile.mkdtemp()
+        self.bin = os.path.join(self.d, "bin")
+        os.makedirs(self.bin)
+        write_exe(os.path.join(self.bin, "train_dist"), FAKE_DIST)
+
+    def tearDown(self):
+        shutil.rmtree(self.d)
+
+    def fault_test(self, *extra):
+        p = subprocess.run([sys.executable, os.path.join(HERE, "fault_test.py"), "--bin-dir", self.bin, "--out",
+                            os.path.join(self.d, "records"), "--graph-dir", os.path.join(self.d, "graphs"),
+                            "--machine", "testbox", "--scale", "0.5", "--epochs", "30", "--checkpoint-every", "5",
+                            "--comm-timeout", "1", "--goal-s", "20", "--timeout", "120", *extra],
+                           capture_output=True, text=True, timeout=300)
+        (rec,) = os.listdir(os.path.join(self.d, "records", "faults"))
+        rec = os.path.join(self.d, "records", "faults", rec)
+        with open(os.path.join(rec, "fault.json")) as f:
+            return p, json.load(f), rec
+
+    def test_kill_one_rank_of_three_then_resume(self):
+        p, doc, rec = self.fault_test("--world", "3", "--kill-rank", "1", "--kill-epoch", "12")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertTrue(doc["passed"], doc["checks"])
+        cut = doc["cut"]
+        self.assertGreaterEqual(cut["epoch_at_kill"], 12)
+        self.assertIn(cut["checkpoint_epoch"], (10, 15))  # 15 only where the kill came late (a busy machine)
+        self.assertEqual(sorted(cut["survivors"]), ["0", "2"])
+        for s in cut["survivors"].values():
+            self.assertEqual(s["exit"], 1)
+            self.assertTrue(s["names_dead_rank"] and s["names_epoch"], s)
+            self.assertRegex(s["message"], r"^Error: rank [02]: all-reduce at epoch 1[2-5] .*waiting for rank 1")
+            self.assertGreaterEqual(s["exit_s_after_kill"], 0.5)  # the stand-in's 1 s watchdog
+        match = doc["resume_vs_whole"]
+        self.assertTrue(match["bit_identical"])
+        self.assertEqual(match["epochs"], 30)
+        with open(os.path.join(rec, "command.txt")) as f:
+            commands = f.read()
+        for want in ("RANK=2 LOCAL_RANK=2", "MASTER_ADDR=127.0.0.1", "--tcp-rendezvous", "--checkpoint-every 5",
+                     "# cut: SIGKILL to rank 1", "--resume", "--deterministic", "--save-graph"):
+            self.assertIn(want, commands)
+        for f in ("README.md", "graph.json", "whole-rank0.log", "cut-rank2.log", "resumed.rank1.json"):
+            self.assertTrue(os.path.isfile(os.path.join(rec, f)), f)
+        with open(os.path.join(rec, "README.md")) as f:
+            self.assertIn("| at most 5 epochs lost | yes |", f.read())
+
+    def test_a_failed_check_exits_1(self):
+        # Survivors that take longer than the goal fail the test (and say so).
+        p, doc, _ = self.fault_test("--kill-epoch", "8", "--goal-s", "0.5")
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertFalse(doc["passed"])
+        self.assertIn("FAIL  rank 0 exited within 0.5 s", p.stdout)
+
+
 class RunnerTests(unittest.TestCase):
     def setUp(self):
         self.d = tempfile.mkdtemp()
