@@ -291,6 +291,71 @@ __device__ __forceinline__ void spmm_narrow_impl(
     }
 SPMM_NARROW(float, f32, 4) SPMM_NARROW(__nv_bfloat16, bf16, 8) SPMM_NARROW(__half, f16, 8)
 
+// Row groups (sum/mean; graphs of short rows: meshes, products-like): G lanes per row, each
+// lane 16 bytes of a row of x per load (VEC = 16 / sizeof(T) columns), 32 / G rows per warp, U
+// edges in flight, fp32 accumulators, and the result written once in x's storage type. No
+// zero fill, no atomics, no narrowing pass: on such graphs those, not the gather, are what the
+// row-scheduled and HP kernels pay (mesh-4M, 20 M nnz, bf16 K = 128: HP-SpMM 6.46 ms against a
+// 0.66 ms HBM floor, bench/records/dispatch/h100-2026-11-27). Rows wider than one warp's 32 x 16
+// bytes take column tiles (blockIdx.y). A group walks its row alone, so one hub row stalls its
+// warp's other rows: the dispatcher keeps this kernel to graphs of short rows. The host
+// guarantees k * sizeof(T) % 16 == 0 and a 16-byte-aligned x; g_lanes is the lanes per row in
+// one tile (<= 32).
+template <typename T, int U>
+__device__ __forceinline__ void spmm_group_impl(const uint32_t* __restrict__ indptr,
+                                                const uint32_t* __restrict__ indices,
+                                                const float* __restrict__ vals, const T* __restrict__ x,
+                                                T* __restrict__ out, int n_rows, int k, int g_lanes,
+                                                int weighted, int mean) {
+    constexpr int VEC = 16 / sizeof(T);
+    const int lane = threadIdx.x & 31;
+    const int per_warp = 32 / g_lanes;
+    const int sub = lane / g_lanes;
+    const int gl = lane - sub * g_lanes;
+    const int warp = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    const int row = warp * per_warp + sub;
+    const int col = (blockIdx.y * g_lanes + gl) * VEC;
+    if (sub >= per_warp || row >= n_rows || col >= k) return;
+    const uint32_t start = __ldg(indptr + row), end = __ldg(indptr + row + 1);
+    float acc[VEC];
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) acc[j] = 0.f;
+    for (uint32_t p = start; p < end; p += U) {
+        float xv[U][VEC];
+        float a[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            if (p + u < end) {
+                const uint32_t c = __ldg(indices + p + u);
+                a[u] = weighted ? __ldg(vals + p + u) : 1.f;
+                load_vec<VEC>(x + (size_t)c * k + col, xv[u]);
+            } else {
+                a[u] = 0.f;
+#pragma unroll
+                for (int j = 0; j < VEC; ++j) xv[u][j] = 0.f;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int j = 0; j < VEC; ++j) acc[j] = fmaf(a[u], xv[u][j], acc[j]);
+    }
+    const float scale = (mean && end > start) ? 1.f / (float)(end - start) : 1.f;
+    union { uint4 u; T h[VEC]; } o;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) o.h[j] = from_f32<T>(acc[j] * scale);
+    *reinterpret_cast<uint4*>(out + (size_t)row * k + col) = o.u;
+}
+
+#define SPMM_GROUP(TY, NAME)                                                                       \
+    extern "C" __global__ void spmm_group_##NAME(                                                  \
+        const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,                 \
+        const float* __restrict__ vals, const TY* __restrict__ x, TY* __restrict__ out,            \
+        int n_rows, int k, int g_lanes, int weighted, int mean) {                                  \
+        spmm_group_impl<TY, 4>(indptr, indices, vals, x, out, n_rows, k, g_lanes, weighted, mean); \
+    }
+SPMM_GROUP(float, f32) SPMM_GROUP(__nv_bfloat16, bf16) SPMM_GROUP(__half, f16)
+
 // dst[r, t] = src[r, t] for t < k, 0 for k <= t < kp: rows of 2- or 4-byte elements copied to
 // a 16-byte-aligned row stride for the narrow kernel's vector loads.
 template <typename B>

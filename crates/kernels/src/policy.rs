@@ -9,7 +9,7 @@
 //!
 //! | field | values | what it decides |
 //! |---|---|---|
-//! | `spmm` | `auto`, `ge`, `narrow`, `hp`, `hp:N` | the sum/mean SpMM kernel ([`crate::ops::spmm::dispatch`]) |
+//! | `spmm` | `auto`, `ge`, `narrow`, `group`, `hp`, `hp:N` | the sum/mean SpMM kernel ([`crate::ops::spmm::dispatch`]) |
 //! | `spmm_tiling` | a [`SpmmTiling`] or none | GE-SpMM's row-kernel shape (tuning sweeps) |
 //! | `column_block` | `auto`, `off`, a width | the row kernel's column-blocked schedule |
 //! | `sddmm` | `auto`, `rows`, `hp:N` | the SDDMM kernel |
@@ -64,6 +64,11 @@ pub enum SpmmKernel {
     /// (`Hp(0)`, or any other `N`): DTP's choice. Deterministic mode runs GE-SpMM instead
     /// (HP-SpMM adds shared rows atomically).
     Hp(u32),
+    /// `group`: row groups (lanes of 16-byte loads per row, several rows per warp, the result
+    /// written once in the features' precision: no zero fill, atomics or narrowing pass),
+    /// where a row of `k` features is whole 16-byte loads; GE-SpMM's row kernel otherwise.
+    /// Forced only: the dispatcher does not pick it until a dispatch record has timed it.
+    Group,
 }
 
 /// The SDDMM kernel on a GPU. Spelled as `--sddmm-kernel` takes it.
@@ -114,7 +119,7 @@ pub struct KernelPolicy {
     pub spmm: SpmmKernel,
     /// A forced shape of GE-SpMM's row kernel (tuning sweeps); checked against each call's
     /// width and alignment at launch, an invalid one falls back to the built-in shape. While
-    /// set, `auto` and `narrow` run the row kernel.
+    /// set, `auto`, `narrow` and `group` run the row kernel.
     pub spmm_tiling: Option<SpmmTiling>,
     /// Column blocking of the row kernel.
     pub column_block: ColumnBlock,
@@ -192,6 +197,7 @@ impl fmt::Display for SpmmKernel {
             Self::Auto => f.write_str("auto"),
             Self::Ge => f.write_str("ge"),
             Self::Narrow => f.write_str("narrow"),
+            Self::Group => f.write_str("group"),
             Self::Hp(0) => f.write_str("hp"),
             Self::Hp(n) => write!(f, "hp:{n}"),
         }
@@ -230,18 +236,20 @@ fn edges_per_group(kind: &str, s: &str, n: &str) -> Result<u32, String> {
 
 impl std::str::FromStr for SpmmKernel {
     type Err = String;
-    /// `auto`, `ge`, `narrow`, `hp` or `hp:N` with `N` in [`NPW_CANDIDATES`], any case.
+    /// `auto`, `ge`, `narrow`, `group`, `hp` or `hp:N` with `N` in [`NPW_CANDIDATES`], any
+    /// case.
     fn from_str(s: &str) -> Result<Self, String> {
         let want = s.trim().to_ascii_lowercase();
         match want.as_str() {
             "auto" => Ok(Self::Auto),
             "ge" => Ok(Self::Ge),
             "narrow" => Ok(Self::Narrow),
+            "group" => Ok(Self::Group),
             "hp" => Ok(Self::Hp(0)),
             w => match w.strip_prefix("hp:") {
                 Some(n) => edges_per_group("SpmmKernel", s, n).map(Self::Hp),
                 None => Err(format!(
-                    "SpmmKernel `{s}`: expected auto, ge, narrow, hp or hp:N with N in \
+                    "SpmmKernel `{s}`: expected auto, ge, narrow, group, hp or hp:N with N in \
                      {NPW_CANDIDATES:?}"
                 )),
             },
@@ -308,10 +316,11 @@ mod value_enum {
     use clap::builder::PossibleValue;
 
     /// The variants and their spellings, `hp:N` for every candidate, smallest first.
-    const SPMM: [(SpmmKernel, &str); 10] = [
+    const SPMM: [(SpmmKernel, &str); 11] = [
         (SpmmKernel::Auto, "auto"),
         (SpmmKernel::Ge, "ge"),
         (SpmmKernel::Narrow, "narrow"),
+        (SpmmKernel::Group, "group"),
         (SpmmKernel::Hp(0), "hp"),
         (SpmmKernel::Hp(8), "hp:8"),
         (SpmmKernel::Hp(32), "hp:32"),
@@ -330,8 +339,8 @@ mod value_enum {
         (SddmmKernel::Hp(256), "hp:256"),
         (SddmmKernel::Hp(512), "hp:512"),
     ];
-    const SPMM_VARIANTS: [SpmmKernel; 10] = {
-        let mut v = [SpmmKernel::Auto; 10];
+    const SPMM_VARIANTS: [SpmmKernel; 11] = {
+        let mut v = [SpmmKernel::Auto; 11];
         let mut i = 0;
         while i < v.len() {
             v[i] = SPMM[i].0;
@@ -362,6 +371,7 @@ mod value_enum {
                 Self::Auto => "the measured dispatcher",
                 Self::Ge => "GE-SpMM's row kernel",
                 Self::Narrow => "GE-SpMM's narrow-row kernel where the width allows",
+                Self::Group => "row groups, output in the features' precision (short rows)",
                 Self::Hp(0) => "HP-SpMM, DTP's edges per group",
                 Self::Hp(_) => "HP-SpMM, this many edges per group",
             };
@@ -388,7 +398,7 @@ mod value_enum {
 ///
 /// | op | kernels |
 /// |---|---|
-/// | `spmm` | `ge` (GE-SpMM's row kernel), `ge-blocked` (its column-blocked schedule), `narrow`, `hp`, `cpu` |
+/// | `spmm` | `ge` (GE-SpMM's row kernel), `ge-blocked` (its column-blocked schedule), `narrow`, `hp`, `group`, `cpu` |
 /// | `sddmm` | `hp`, `rows`, `cpu` |
 /// | `sspmm` (MaxK backward) | `cbsr` (the SSpMM kernel), `transpose` (deterministic: the transpose SpMM and a gather), `cpu` |
 ///

@@ -4,7 +4,8 @@
 //! timing beside its floors ([`gnn_kernels::verify::floor`]), and the SpMM dispatcher judged:
 //! - SpMM: the GCN operand (A + I, symmetric normalisation, f32 edge values), weighted sum;
 //!   each of the dispatcher's candidates forced ([`CANDIDATES`]: GE-SpMM's row kernel, its
-//!   narrow-row kernel, HP-SpMM with DTP's partition), the dispatcher's own run (`auto`), and
+//!   narrow-row kernel, HP-SpMM with DTP's partition, row groups), the dispatcher's own run
+//!   (`auto`), and
 //!   cuSPARSE's CSR SpMM (f32 only: the faster of its default and CSR_ALG2);
 //! - the dispatcher's verdict per (graph, K, precision) ([`super::regret`]): the kernel its
 //!   run recorded (matched to the candidate whose forced run recorded the same), the fastest
@@ -14,7 +15,8 @@
 //! - SDDMM on the same pattern: HP-SDDMM against cuSPARSE's SDDMM (f32 only).
 //!
 //! A candidate a width does not fit (the narrow kernel past 16 lanes of 16 bytes, where a
-//! forced narrow policy runs the row kernel) is not timed: `n/a` in the table, `null` in the
+//! forced narrow policy runs the row kernel; row groups where a row is not whole 16-byte
+//! loads) is not timed: `n/a` in the table, `null` in the
 //! JSON. `dispatch_only` leaves out cuSPARSE and the SDDMM: the dispatcher's data, in about
 //! half the time.
 
@@ -24,7 +26,7 @@ use crate::report::chart::{draw_svg, Line, Panel};
 use crate::report::{write_json, write_text, Table};
 use crate::{Precision, Result};
 use candle_core::{DType, Tensor};
-use gnn_kernels::ops::spmm::dispatch::spmm_choice_for;
+use gnn_kernels::ops::spmm::dispatch::{group_shape, spmm_choice_for};
 use gnn_kernels::partition::NPW_CANDIDATES;
 use gnn_kernels::peer::{gcn_operand, rel_diff, time_ms, Cusparse, CusparseSddmm};
 use gnn_kernels::verify::bench::floor_model;
@@ -35,10 +37,13 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 /// The kernels the dispatcher chooses among, by the names their runs record, each forced.
-pub const CANDIDATES: [(&str, SpmmKernel); 3] = [
+/// `group` (row groups writing the features' precision) is timed beside them though the
+/// dispatcher does not pick it yet: the sweep is the data a rule for it needs.
+pub const CANDIDATES: [(&str, SpmmKernel); 4] = [
     ("ge", SpmmKernel::Ge),
     ("narrow", SpmmKernel::Narrow),
     ("hp", SpmmKernel::Hp(0)),
+    ("group", SpmmKernel::Group),
 ];
 
 /// Worst cases the summary lists.
@@ -121,6 +126,7 @@ fn table(peers: bool) -> Table {
         ("GE ms", 8),
         ("narrow", 8),
         ("HP ms", 8),
+        ("group", 8),
         ("pick", 6),
         ("fastest", 7),
         ("regret", 6),
@@ -225,7 +231,11 @@ pub fn run(args: &GraphsBench) -> Result<Vec<serde_json::Value>> {
                 let mut recorded: Vec<(&str, KernelsUsed)> = Vec::new();
                 for (cand, kernel) in CANDIDATES {
                     let gk = g.with_policy(g.policy().with_spmm(kernel));
-                    if spmm_choice_for(&gk, k, s).name() != cand {
+                    let fits = match kernel {
+                        SpmmKernel::Group => group_shape(k, s, 0).is_some(),
+                        _ => spmm_choice_for(&gk, k, s).name() == cand,
+                    };
+                    if !fits {
                         kernel_ms.insert(cand, None);
                         continue;
                     }
@@ -362,6 +372,7 @@ pub fn run(args: &GraphsBench) -> Result<Vec<serde_json::Value>> {
                     ms_cell(kernel_ms["ge"]),
                     ms_cell(kernel_ms["narrow"]),
                     ms_cell(kernel_ms["hp"]),
+                    ms_cell(kernel_ms["group"]),
                     pick.clone(),
                     verdict.as_ref().map_or("-".into(), |v| v.best.clone()),
                     verdict
@@ -395,7 +406,7 @@ pub fn run(args: &GraphsBench) -> Result<Vec<serde_json::Value>> {
                     "graph": name, "family": case.family, "order": case.order.to_string(),
                     "nodes": a.n_rows(), "nnz": nnz, "mean_row": st.mean,
                     "max_row": st.max, "reorder_s": reorder_s, "k": k, "precision": prec,
-                    "ge_ms": ge, "narrow_ms": kernel_ms["narrow"], "hp_ms": hp, "auto_ms": auto,
+                    "ge_ms": ge, "narrow_ms": kernel_ms["narrow"], "hp_ms": hp, "group_ms": kernel_ms["group"], "auto_ms": auto,
                     "auto_kernels": auto_kernels,
                     "kernels_used": recorded.iter().map(|(c, u)| (c.to_string(), u.kernels("spmm"))).collect::<BTreeMap<_, _>>(),
                     "dispatch": pick, "best": verdict.as_ref().map(|v| v.best.clone()),

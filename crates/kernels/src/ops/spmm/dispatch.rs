@@ -53,6 +53,20 @@ pub fn narrow_shape(k: usize, elem_bytes: usize) -> Option<(usize, usize)> {
     narrow_shape_upto(k, elem_bytes, NARROW_MAX_LANES)
 }
 
+/// The row-group kernel's shape ([`SpmmChoice::Group`]) for `k` columns of `elem_bytes`-byte
+/// elements starting `offset` elements into their buffer: `(lanes, tiles)`, the lanes a row
+/// takes in one column tile (at most 32, each 16 bytes per load) and the tiles; `None` where a
+/// row is not whole 16-byte loads or the rows are not 16-byte aligned (the row kernel runs
+/// then).
+pub fn group_shape(k: usize, elem_bytes: usize, offset: usize) -> Option<(usize, usize)> {
+    let vec = 16 / elem_bytes.clamp(1, 16);
+    if k == 0 || !k.is_multiple_of(vec) || !offset.is_multiple_of(vec) {
+        return None;
+    }
+    let loads = k / vec;
+    Some((loads.min(32), loads.div_ceil(32)))
+}
+
 /// [`narrow_shape`] up to `max_lanes` lanes.
 pub(crate) fn narrow_shape_upto(
     k: usize,
@@ -133,15 +147,20 @@ pub enum SpmmChoice {
     Narrow(usize),
     /// GE-SpMM's row kernel (the built-in shape or the policy's forced tiling).
     Row,
+    /// Row groups ([`SpmmKernel::Group`]): the result written in the features' precision;
+    /// the launch falls back to [`Self::Row`] where a row is not whole 16-byte loads.
+    Group,
 }
 
 impl SpmmChoice {
-    /// The kernel's name in a [`crate::policy::KernelsUsed`] record: `hp`, `narrow`, `ge`.
+    /// The kernel's name in a [`crate::policy::KernelsUsed`] record: `hp`, `narrow`, `ge`,
+    /// `group`.
     pub fn name(self) -> &'static str {
         match self {
             Self::Hp(_) => "hp",
             Self::Narrow(_) => "narrow",
             Self::Row => "ge",
+            Self::Group => "group",
         }
     }
 }
@@ -169,6 +188,7 @@ pub fn spmm_choice(
         SpmmKernel::Narrow if !forced_tiling => {
             narrow(narrow_shape_upto(k, elem_bytes, NARROW_FORCED_MAX_LANES))
         }
+        SpmmKernel::Group if !forced_tiling => SpmmChoice::Group,
         SpmmKernel::Auto if !forced_tiling => match pick(stats, nnz, k, elem_bytes) {
             Pick::Hp if !det => SpmmChoice::Hp(None),
             Pick::Narrow => narrow(narrow_shape(k, elem_bytes)),
@@ -299,6 +319,7 @@ mod tests {
             SpmmChoice::Hp(Some(n)) => format!("H{n}"),
             SpmmChoice::Narrow(kp) => format!("N{kp}"),
             SpmmChoice::Row => "R".into(),
+            SpmmChoice::Group => "G".into(),
         }
     }
 
@@ -353,6 +374,30 @@ mod tests {
     }
 
     #[test]
+    fn group_shapes_cover_whole_rows_of_16_byte_loads() {
+        assert_eq!(group_shape(128, 2, 0), Some((16, 1)));
+        assert_eq!(group_shape(128, 4, 0), Some((32, 1)));
+        assert_eq!(group_shape(256, 4, 0), Some((32, 2)));
+        assert_eq!(group_shape(96, 4, 0), Some((24, 1)));
+        assert_eq!(group_shape(8, 2, 0), Some((1, 1)));
+        assert_eq!(group_shape(264, 2, 0), Some((32, 2)));
+        // Not whole 16-byte loads, or misaligned rows: the row kernel.
+        assert_eq!(group_shape(41, 4, 0), None);
+        assert_eq!(group_shape(602, 2, 0), None);
+        assert_eq!(group_shape(128, 2, 4), None);
+        assert_eq!(group_shape(0, 4, 0), None);
+        for elem in [2, 4] {
+            for k in 1..=1100 {
+                if let Some((lanes, tiles)) = group_shape(k, elem, 0) {
+                    let vec = 16 / elem;
+                    assert!(lanes <= 32 && lanes * tiles * vec >= k, "k {k}");
+                    assert!((tiles - 1) * 32 * vec < k, "k {k}: an empty tile");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn forced_kernels_make_the_choices_of_the_old_overrides() {
         // Written down from the rule before policies under `set_kernel_override`,
         // `set_deterministic` and `set_tiling_override`, on the Reddit-shaped degrees in f32
@@ -378,6 +423,11 @@ mod tests {
             ),
             (d.with_spmm(SpmmKernel::Hp(0)), "H H H H H H H H H H H H H"),
             (d.with_spmm(SpmmKernel::Hp(7)), "H H H H H H H H H H H H H"),
+            (d.with_spmm(SpmmKernel::Group), "G G G G G G G G G G G G G"),
+            (
+                d.with_spmm(SpmmKernel::Group).with_deterministic(true),
+                "G G G G G G G G G G G G G",
+            ),
             (
                 d.with_deterministic(true),
                 "N4 N4 N8 N8 N16 N32 N44 N48 R R R R R",
@@ -408,6 +458,13 @@ mod tests {
                 KernelPolicy {
                     spmm_tiling: tiling,
                     ..d.with_spmm(SpmmKernel::Narrow)
+                },
+                "R R R R R R R R R R R R R",
+            ),
+            (
+                KernelPolicy {
+                    spmm_tiling: tiling,
+                    ..d.with_spmm(SpmmKernel::Group)
                 },
                 "R R R R R R R R R R R R R",
             ),

@@ -232,7 +232,8 @@ fn spmm_traffic(a: &Csr, k: usize, elem_bytes: usize) -> Traffic {
     spmm_shape(a, k, elem_bytes).traffic()
 }
 
-/// Each kernel forced (and the dispatcher's pick) at every width, f32 and bf16 storage: the
+/// Each kernel forced (and the dispatcher's pick; row groups fall back to the row kernel where a
+/// row is not whole 16-byte loads, as `kernels_used` records) at every width, f32 and bf16 storage: the
 /// weighted sum of the GCN operand, medians, the pick's distance to the floor; the forced
 /// kernels' largest relative difference from the row kernel's output (same storage type).
 #[allow(clippy::too_many_arguments)]
@@ -251,21 +252,24 @@ fn compare_kernels(
         ("narrow", SpmmKernel::Narrow),
         ("hp", SpmmKernel::Hp(0)),
         ("auto", SpmmKernel::Auto),
+        ("group", SpmmKernel::Group),
     ];
     println!(
-        "{:>5} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>6} {:>6} {:>10} {:>10}",
+        "{:>5} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>6} {:>6} {:>10} {:>10} {:>10}",
         "K",
         "dtype",
         "ge ms",
         "narrow",
         "hp",
         "auto",
+        "group",
         "ge/narr",
         "TB/s",
         "x L1",
         "x HBM",
         "narrow err",
-        "hp err"
+        "hp err",
+        "group err"
     );
     let mut rows = Vec::new();
     for &k in ks {
@@ -285,24 +289,30 @@ fn compare_kernels(
                 ms.push(t);
                 outs.push(out);
             }
-            let (e_narrow, e_hp) = (rel_diff(&outs[1], &outs[0])?, rel_diff(&outs[2], &outs[0])?);
+            let (e_narrow, e_hp, e_group) = (
+                rel_diff(&outs[1], &outs[0])?,
+                rel_diff(&outs[2], &outs[0])?,
+                rel_diff(&outs[4], &outs[0])?,
+            );
             let name = format!("{dt:?}").to_lowercase();
             let traffic = spmm_traffic(a, k, dt.size_in_bytes());
             let d = traffic.distance(model, ms[3]);
             println!(
-                "{:>5} {:>5} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>8.2}x {:>7} {:>6} {:>6} {:>10.1e} {:>10.1e}",
+                "{:>5} {:>5} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>8.2}x {:>7} {:>6} {:>6} {:>10.1e} {:>10.1e} {:>10.1e}",
                 k,
                 name,
                 ms[0],
                 ms[1],
                 ms[2],
                 ms[3],
+                ms[4],
                 ms[0] / ms[1],
                 fmt_tb_s(d.gather_tb_s),
                 fmt_x(d.x_gather_l1),
                 fmt_x(d.x_hbm),
                 e_narrow,
-                e_hp
+                e_hp,
+                e_group
             );
             let vs_floor: serde_json::Map<String, serde_json::Value> = kernels
                 .iter()
@@ -311,7 +321,8 @@ fn compare_kernels(
                 .collect::<Result<_>>()?;
             rows.push(serde_json::json!({
                 "k": k, "dtype": name, "ge_ms": ms[0], "narrow_ms": ms[1], "hp_ms": ms[2],
-                "auto_ms": ms[3], "narrow_rel_diff": e_narrow, "hp_rel_diff": e_hp,
+                "auto_ms": ms[3], "group_ms": ms[4], "narrow_rel_diff": e_narrow, "hp_rel_diff": e_hp,
+                "group_rel_diff": e_group,
                 "kernels_used": used, "floor": traffic.floors(model), "vs_floor": vs_floor,
             }));
         }

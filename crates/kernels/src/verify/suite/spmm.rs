@@ -62,10 +62,16 @@ pub(super) fn check_spmm_half(
                 let (abs_dx, _) = abs_g.ok_or_else(|| missing("abs half grads"))?;
                 let lim_out = bound(&abs_out, sum_depth(deg_rows, c.grouped()))?;
                 let lim_dx = bound(&abs_dx, sum_depth(deg_cols, c.grouped()))?;
-                // The dispatcher's pick, and GE-SpMM's row and narrow-row kernels forced.
-                for (ki, kernel) in [SpmmKernel::Auto, SpmmKernel::Ge, SpmmKernel::Narrow]
-                    .into_iter()
-                    .enumerate()
+                // The dispatcher's pick, GE-SpMM's row and narrow-row kernels and the row
+                // groups (output in the storage type) forced.
+                for (ki, kernel) in [
+                    SpmmKernel::Auto,
+                    SpmmKernel::Ge,
+                    SpmmKernel::Narrow,
+                    SpmmKernel::Group,
+                ]
+                .into_iter()
+                .enumerate()
                 {
                     let gg = &gg.with_policy(gg.policy().with_spmm(kernel));
                     let run = || -> Result<(Tensor, Tensor)> {
@@ -330,6 +336,7 @@ pub(super) fn check_hp_spmm(
             SpmmKernel::Hp(0),
             SpmmKernel::Ge,
             SpmmKernel::Narrow,
+            SpmmKernel::Group,
             SpmmKernel::Auto,
         ]
     } else {

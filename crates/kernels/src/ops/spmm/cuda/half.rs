@@ -1,7 +1,8 @@
 //! The half-precision (bf16 / f16) SpMM: fp32 accumulation, the result narrowed to `x`'s
-//! dtype, through the same dispatcher and kernels' half-precision twins as f32.
+//! dtype, through the same dispatcher and kernels' half-precision twins as f32 (the row groups
+//! write `x`'s dtype themselves).
 
-use super::{hp_spmm, i32_arg, row_kernel_cfg, spmm_narrow_into, Items, L2_BYTES};
+use super::{hp_spmm, i32_arg, row_kernel_cfg, spmm_group, spmm_narrow_into, Items, L2_BYTES};
 use crate::cuda::{f32_view_opt, launched, narrowed, zeros, FloatView};
 use crate::device_graph::DeviceGraph;
 use crate::ops::spmm::dispatch::{spmm_choice_for, SpmmChoice as Choice};
@@ -12,7 +13,8 @@ use candle_core::cuda_backend::CudaDevice;
 use candle_core::{CudaStorage, Layout, Result, Shape};
 
 /// SpMM of half-precision `x` (bf16 or f16): fp32 accumulation into an fp32 buffer, narrowed
-/// to `x`'s dtype at the end (one pass over `n_rows * k`, small beside the `nnz * k` gather
+/// to `x`'s dtype at the end (the row groups, [`Choice::Group`], accumulate in registers and
+/// write `x`'s dtype directly) (one pass over `n_rows * k`, small beside the `nnz * k` gather
 /// that half precision halves). Max/min (with the argmax when `want_arg`) run the row kernel
 /// without a schedule, as for f32; the narrowing of their result is exact when unweighted.
 pub(super) fn spmm_half(
@@ -34,6 +36,20 @@ pub(super) fn spmm_half(
         None
     };
     let off = xl.start_offset();
+    let shape = Shape::from((g.n_rows(), k));
+    if !extreme && spmm_choice_for(g, k, 2) == Choice::Group {
+        let mean = reduce == Reduce::Mean;
+        let direct = match &xv {
+            FloatView::Bf16(v) => spmm_group(g, &dev, "bf16", v, off, k, vv.as_ref(), mean)?
+                .map(|o| CudaStorage::wrap_cuda_slice(o, dev.clone())),
+            FloatView::F16(v) => spmm_group(g, &dev, "f16", v, off, k, vv.as_ref(), mean)?
+                .map(|o| CudaStorage::wrap_cuda_slice(o, dev.clone())),
+            FloatView::F32(_) => None,
+        };
+        if let Some(out) = direct {
+            return Ok((out, None, shape));
+        }
+    }
     let out = match &xv {
         FloatView::Bf16(v) => spmm_half_into(
             g,
@@ -51,7 +67,6 @@ pub(super) fn spmm_half(
         }
         FloatView::F32(_) => candle_core::bail!("spmm: F32 is not a half-precision dtype"),
     };
-    let shape = Shape::from((g.n_rows(), k));
     let out = narrowed(out, &dev, &shape, xv.dtype())?;
     let arg = arg.map(|a| CudaStorage::wrap_cuda_slice(a, dev));
     Ok((out, arg, shape))
@@ -111,7 +126,8 @@ fn spmm_half_into<T: DeviceRepr>(
             spmm_narrow_into(g, dev, name, xv, offset, (k, kp), vv, mean, &out)?;
             return Ok(out);
         }
-        Choice::Row => {}
+        // Group (here only where its shape refused k) runs the row kernel.
+        Choice::Row | Choice::Group => {}
     }
     let (vec, n_tiles, tile_major) = match forced_tiling {
         Some(t)

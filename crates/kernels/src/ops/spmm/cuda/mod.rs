@@ -4,9 +4,11 @@
 //! launches, records the kernel on the graph, and wraps the results as candle storages.
 
 mod arg;
+mod group;
 mod half;
 
 pub(crate) use arg::{edge_grad_arg, gather_arg, scatter_arg};
+use group::spmm_group;
 use half::spmm_half;
 
 use crate::cuda::{elementwise_cfg, f32_view, f32_view_opt, launched, zeros};
@@ -324,8 +326,19 @@ pub(crate) fn spmm_fwd(
     let n = g.n_rows();
     let xv = f32_view("spmm", x, xl)?;
     let vv = f32_view_opt("spmm", vals)?;
-    let out = zeros::<f32>(&dev, n * k)?;
     let extreme = matches!(reduce, Reduce::Max | Reduce::Min);
+    if !extreme && spmm_choice_for(g, k, 4) == Choice::Group {
+        let mean = reduce == Reduce::Mean;
+        let off = xl.start_offset();
+        if let Some(out) = spmm_group(g, &dev, "f32", &xv, off, k, vv.as_ref(), mean)? {
+            return Ok((
+                CudaStorage::wrap_cuda_slice(out, dev),
+                None,
+                Shape::from((n, k)),
+            ));
+        }
+    }
+    let out = zeros::<f32>(&dev, n * k)?;
     let arg = if want_arg && extreme {
         Some(zeros::<u32>(&dev, n * k)?)
     } else {
