@@ -133,7 +133,7 @@ fn partitioned_spmm_and_its_gradient_match_the_whole_graph() {
                         let own = h.own_rows();
                         assert_eq!(own.len(), xl.dim(0).unwrap());
                         let mine = full.narrow(0, own.start, own.len()).unwrap();
-                        let diff = (mine - xl.as_tensor()).unwrap().abs().unwrap();
+                        let diff = (mine - xl).unwrap().abs().unwrap();
                         assert_eq!(diff.max_all().unwrap().to_scalar::<f32>().unwrap(), 0.0);
                         if weighted {
                             let v = vals
