@@ -1,7 +1,8 @@
 //! Multi-device full-batch training (`gnn::train::dist`): the graph's nodes split into
 //! `--ranks` parts balanced by non-zeros (contiguous ranges, or METIS parts with the nodes
 //! renumbered once so each part is a range: `--partition`), one rank per thread, halo rows
-//! exchanged before every aggregation, gradients all-reduced every step.
+//! exchanged before every aggregation (GAT and the transformer: their projected rows, each
+//! rank's edge softmax over its own rows), gradients all-reduced every step.
 //!
 //! With `--nccl` (a build with `--features nccl`) rank `r` runs on GPU `r` and talks through
 //! NCCL. Without it the ranks share one device (the first GPU, or the CPU with `--cpu`) and

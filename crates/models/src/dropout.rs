@@ -127,6 +127,21 @@ impl DropoutRng {
         Ok(m.dropout(p, seed)?)
     }
 
+    /// [`Self::dropout`] of `x` as elements `offset..` of a longer tensor (in row-major
+    /// order): the mask the whole tensor's dropout draws there, whatever the row offset. An
+    /// attention layer's per-edge coefficients on a partitioned graph are such a range of the
+    /// whole graph's ([`crate::ModelGraph::edge_offset`]); offset 0 on one device is
+    /// [`Self::dropout`] there.
+    pub fn dropout_at(&mut self, x: &Tensor, p: f32, offset: u64) -> Result<Tensor> {
+        if p <= 0.0 {
+            return Ok(x.clone());
+        }
+        let seed = self
+            .next_seed()
+            .wrapping_add(offset.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        Ok(gnn_kernels::dropout(x, p, seed)?)
+    }
+
     /// Inverted dropout: zeroes each entry with probability `p`, scales the rest by `1/(1-p)`.
     pub fn dropout(&mut self, x: &Tensor, p: f32) -> Result<Tensor> {
         if p <= 0.0 {

@@ -84,6 +84,9 @@ pub struct ModelGraph {
     halo: Option<HaloExchange>,
     /// The global id of row 0 (a partitioned graph's first owned row; 0 otherwise).
     row_offset: usize,
+    /// The global index of edge 0 (a partitioned graph's first edge in the whole operand's
+    /// order; 0 otherwise).
+    edge_offset: usize,
     /// A partitioned graph's local operand for [`HaloExchange::aggregate_symmetric`], when
     /// the whole operand is symmetric (structure and values) and the exchange the all-gather.
     symmetric: Option<SymmetricOperand>,
@@ -160,8 +163,9 @@ impl ModelGraph {
 
     /// One rank's share of `ops` in a multi-device run: its rows of the operands (`local`,
     /// built from `ops.csr`), uploaded with the columns `halo` delivers, and the exchange
-    /// that brings in the other ranks' rows before every aggregation. Attention layers are
-    /// refused on it (their head-expanded graphs have no halo plan yet).
+    /// that brings in the other ranks' rows before every aggregation. An attention layer
+    /// exchanges its projected rows ([`Self::exchange`]) and runs on the head-expanded local
+    /// graph ([`Self::heads`]): every row's edges are local, so is its edge softmax.
     ///
     /// `symmetric`: the whole operand is symmetric in structure and values (GCN's normalised
     /// `A + I` and GraphSAGE/GIN's `A` of an undirected graph). With the all-gather exchange,
@@ -218,6 +222,7 @@ impl ModelGraph {
         };
         g.halo = Some(halo);
         g.row_offset = local.rows.start;
+        g.edge_offset = local.edges.start;
         Ok(g)
     }
 
@@ -262,6 +267,47 @@ impl ModelGraph {
         self.row_offset
     }
 
+    /// The global index of this graph's edge 0 in the whole operand's edge order: the first
+    /// edge of a partitioned graph's rows (its edges are a range of the whole graph's), 0 for
+    /// a whole one (per-edge dropout masks are offset by it).
+    pub fn edge_offset(&self) -> usize {
+        self.edge_offset
+    }
+
+    /// Every tensor of `xs` (`[n_rows, d_k]`: rows of this graph's rows) with the rows this
+    /// graph's columns name: the tensors themselves on a whole graph; on a partitioned one,
+    /// this rank's rows and the halo rows from their owners, in one exchange of all of them
+    /// ([`HaloExchange::forward`]: differentiable, the halo rows' gradients go home). This
+    /// graph's own rows lie at [`Self::own_columns`] of each result.
+    pub fn exchange(&self, xs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let Some(h) = &self.halo else {
+            return Ok(xs.iter().map(|&x| x.clone()).collect());
+        };
+        if let [x] = xs {
+            return Ok(vec![h.forward(x)?]);
+        }
+        let joined = h.forward(&Tensor::cat(xs, 1)?)?;
+        let mut at = 0;
+        xs.iter()
+            .map(|x| {
+                let w = x.dim(1)?;
+                let part = joined.narrow(1, at, w)?.contiguous()?;
+                at += w;
+                Ok(part)
+            })
+            .collect()
+    }
+
+    /// Where this graph's own rows lie among the rows [`Self::exchange`] returns (and its
+    /// columns): `0..n_rows` on a whole graph and under the point-to-point exchange, this
+    /// rank's block under the all-gather.
+    pub fn own_columns(&self) -> std::ops::Range<usize> {
+        match &self.halo {
+            Some(h) => h.own_rows(),
+            None => 0..self.graph.n_rows(),
+        }
+    }
+
     /// The halo exchange of a partitioned graph ([`Self::partitioned`]).
     pub fn halo(&self) -> Option<&HaloExchange> {
         self.halo.as_ref()
@@ -286,6 +332,7 @@ impl ModelGraph {
             expanded: Default::default(),
             halo: None,
             row_offset: 0,
+            edge_offset: 0,
             symmetric: None,
             sliced: false,
         }
@@ -310,18 +357,15 @@ impl ModelGraph {
     }
 
     /// The graph with each row repeated per head ([`gnn_graph::Csr::expand_heads`]), on the
-    /// same device, built once per head count.
+    /// same device, built once per head count. Row `i * heads + h` is head `h` of row `i`,
+    /// column `j * heads + h` head `h` of column `j`: on a partitioned graph, the local rows
+    /// by the exchanged columns ([`Self::exchange`]'s rows, `heads` per row), its edges the
+    /// range from `heads * edge_offset()` of the whole head-expanded graph's.
     pub fn heads(&self, heads: usize) -> Result<DeviceGraph> {
-        if self.halo.is_some() {
-            return Err(Error::Config(
-                "attention layers (GAT, transformer) do not run on a partitioned graph yet; \
-                 multi-device training covers GCN, GraphSAGE, GIN and MLP, with ReLU or MaxK"
-                    .into(),
-            ));
-        }
         if heads == 1 {
-            return Ok(self.graph.clone());
+            return Ok(self.whole()?.clone());
         }
+        self.whole()?;
         let mut map = self.expanded.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(g) = map.get(&heads) {
             return Ok(g.with_policy_of(&self.graph));

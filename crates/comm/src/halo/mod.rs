@@ -179,6 +179,20 @@ impl HaloExchange {
         }
     }
 
+    /// Where this rank's own rows lie in [`Self::forward`]'s output (and among the local
+    /// graph's columns, [`Self::local_csr`]): first under the point-to-point exchange, at this
+    /// rank's padded block under the all-gather.
+    pub fn own_rows(&self) -> std::ops::Range<usize> {
+        let n = self.0.n_local;
+        match &self.0.mode {
+            Mode::PointToPoint { .. } => 0..n,
+            Mode::AllGather { part } => {
+                let start = self.0.comm.rank() * part.max_len();
+                start..start + n
+            }
+        }
+    }
+
     /// `[n_local, d]` -> the rows the local graph's columns name: this rank's rows, then the
     /// halo rows in the local graph's column order (point-to-point), or every rank's rows
     /// in padded blocks (all-gather). Differentiable in `x` (the backward is collective too).

@@ -129,6 +129,12 @@ fn partitioned_spmm_and_its_gradient_match_the_whole_graph() {
                 let got = on_ranks(&g, parts, exchange, |local, lg, h| {
                     rank_pass(local, &x, &w, |xl| {
                         let full = h.forward(xl).unwrap();
+                        // This rank's rows lie where own_rows says, unchanged.
+                        let own = h.own_rows();
+                        assert_eq!(own.len(), xl.dim(0).unwrap());
+                        let mine = full.narrow(0, own.start, own.len()).unwrap();
+                        let diff = (mine - xl).unwrap().abs().unwrap();
+                        assert_eq!(diff.max_all().unwrap().to_scalar::<f32>().unwrap(), 0.0);
                         if weighted {
                             let v = vals
                                 .narrow(0, local.edges.start, local.edges.len())

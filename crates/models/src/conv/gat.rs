@@ -8,7 +8,8 @@
 //! Built from the sparse ops on the head-expanded graph ([`ModelGraph::heads`]): the
 //! coefficients come from [`gnn_kernels::gat_attention`] (the `s_dst[i] + s_src[j]` score,
 //! LeakyReLU and edge softmax in one op, storing only `alpha`), aggregated by the weighted
-//! SpMM.
+//! SpMM. On a partitioned graph the layer exchanges `W x` into the halo first
+//! ([`ModelGraph::exchange`]) and takes the source scores of the halo rows from it.
 //!
 //! Parameters (PyG names): `lin.weight [heads * F, in]`, `att_src [1, heads, F]`,
 //! `att_dst [1, heads, F]`, `bias [heads * F]` (concat) or `[F]` (mean).
@@ -89,20 +90,30 @@ impl GatConv {
         let (n, h, f) = (x.dim(0)?, self.heads, self.width);
         let gh = attention_graph(g, h, "GAT")?;
         let xw = self.lin.forward_no_bias(g, x)?;
-        let alpha = {
+        let (xs, alpha) = {
             let _t = g.phase(Phase::Aggregation);
-            // Both node scores of every head in one GEMM: xw [N, H F] times the
+            // The rows the graph's columns name: xw itself on one device; on a partitioned
+            // graph, with the halo rows from their owners (one exchange; the backward sends
+            // their gradients home). Every row's edges are then local, so is its softmax.
+            let xs = g.exchange(&[&xw])?.remove(0);
+            let own = g.own_columns();
+            // Both node scores of every head in one GEMM: xs [cols, H F] times the
             // block-diagonal [H F, 2H] of att_src | att_dst (fp32 accumulation in cuBLAS under
-            // half precision, and no [N, H, F] product). The attention itself runs in fp32.
-            let s = xw
-                .matmul(&like(&self.score_matrix()?, &xw)?)?
+            // half precision, and no [cols, H, F] product). The attention itself runs in
+            // fp32. The halo rows' source scores come from their exchanged features (the
+            // exchange carries H F columns per row, not H F + H).
+            let s = xs
+                .matmul(&like(&self.score_matrix()?, &xs)?)?
                 .to_dtype(DType::F32)?;
-            let head_scores = |first: usize| -> Result<Tensor> {
-                Ok(s.narrow(1, first, h)?.contiguous()?.reshape(n * h)?)
+            let head_scores = |s: &Tensor, first: usize| -> Result<Tensor> {
+                let rows = s.dim(0)?;
+                Ok(s.narrow(1, first, h)?.contiguous()?.reshape(rows * h)?)
             };
-            gat_attention(&gh, &head_scores(h)?, &head_scores(0)?, NEGATIVE_SLOPE)?
+            let s_dst = head_scores(&s.narrow(0, own.start, n)?, h)?;
+            let alpha = gat_attention(&gh, &s_dst, &head_scores(&s, 0)?, NEGATIVE_SLOPE)?;
+            (xs, alpha)
         };
-        let out = attend(g, &gh, &xw, alpha, (h, f, self.concat), att_drop)?;
+        let out = attend(g, &gh, &xs, alpha, (h, f, self.concat), att_drop)?;
         let _t = g.phase(Phase::Elementwise);
         Ok(out.broadcast_add(&like(&self.bias, &out)?)?)
     }

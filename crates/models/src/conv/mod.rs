@@ -81,9 +81,10 @@ pub(crate) fn attention_graph(g: &ModelGraph, heads: usize, what: &str) -> Resul
     g.heads(heads)
 }
 
-/// The attention layers' second half: dropout on `alpha` (training), the per-head weighted sum
-/// of `v` (`[n, heads * width]`) over the head-expanded graph `gh`, heads joined (`concat`) or
-/// averaged; timed on `g`.
+/// The attention layers' second half: dropout on `alpha` (training; the masks of the whole
+/// graph's edges, [`ModelGraph::edge_offset`]), the per-head weighted sum of `v` (`[cols,
+/// heads * width]`, the rows `gh`'s columns name: [`ModelGraph::exchange`]'s) over the
+/// head-expanded graph `gh`, heads joined (`concat`) or averaged; timed on `g`.
 pub(crate) fn attend(
     g: &ModelGraph,
     gh: &DeviceGraph,
@@ -92,17 +93,20 @@ pub(crate) fn attend(
     (heads, width, concat): (usize, usize, bool),
     att_drop: Option<(&mut DropoutRng, f32)>,
 ) -> Result<Tensor> {
-    let n = v.dim(0)?;
+    let (n, cols) = (gh.n_rows() / heads, v.dim(0)?);
     let alpha = match att_drop {
         Some((rng, p)) if p > 0.0 => {
             let _t = g.phase(Phase::Elementwise);
-            rng.dropout(&alpha, p)?
+            // Head-expanded, a row's edges repeat per head: the whole graph's edges before
+            // this graph's are `heads` times its edge offset.
+            let offset = (g.edge_offset() * heads) as u64;
+            rng.dropout_at(&alpha, p, offset)?
         }
         _ => alpha,
     };
     let out = {
         let _t = g.phase(Phase::Aggregation);
-        spmm_weighted(gh, &v.reshape((n * heads, width))?, &alpha, Reduce::Sum)?
+        spmm_weighted(gh, &v.reshape((cols * heads, width))?, &alpha, Reduce::Sum)?
     };
     let _t = g.phase(Phase::Elementwise);
     Ok(if concat {

@@ -7,9 +7,10 @@
 //!
 //! The dot-product scores are one HP-SDDMM on the head-expanded graph
 //! ([`ModelGraph::heads`]), normalised by [`gnn_kernels::edge_softmax`], aggregated by the
-//! weighted SpMM. The graph is used as given, as PyG does: self loops are neither added nor
-//! removed (a node's own term in the softmax is its self loop, if the file holds one), and a
-//! node without in-edges keeps its skip.
+//! weighted SpMM; on a partitioned graph the keys and values are exchanged into the halo
+//! first ([`ModelGraph::exchange`]). The graph is used as given, as PyG does: self loops are
+//! neither added nor removed (a node's own term in the softmax is its self loop, if the file
+//! holds one), and a node without in-edges keeps its skip.
 //!
 //! Parameters (PyG names, all with biases): `lin_query`, `lin_key`, `lin_value`
 //! (`[heads * C, in]`) and `lin_skip` (`[heads * C, in]` concatenated, `[C, in]` averaged),
@@ -77,10 +78,16 @@ impl TransformerConv {
         let q = (self.query.forward(g, x)? / (c as f64).sqrt())?;
         let k = self.key.forward(g, x)?;
         let v = self.value.forward(g, x)?;
-        let alpha = {
+        let (v, alpha) = {
             let _t = g.phase(Phase::Aggregation);
-            let s = sddmm(&gh, &q.reshape((n * h, c))?, &k.reshape((n * h, c))?)?;
-            edge_softmax(&gh, &s)?
+            // Keys and values of the rows the graph's columns name: themselves on one device;
+            // on a partitioned graph, with the halo rows (one exchange for both, whose
+            // backward sends their gradients home). Every row's edges are then local, so is
+            // its softmax.
+            let kv = g.exchange(&[&k, &v])?;
+            let cols = kv[0].dim(0)?;
+            let s = sddmm(&gh, &q.reshape((n * h, c))?, &kv[0].reshape((cols * h, c))?)?;
+            (kv[1].clone(), edge_softmax(&gh, &s)?)
         };
         let out = attend(g, &gh, &v, alpha, (h, c, self.concat), att_drop)?;
         let skip = self.skip.forward(g, x)?;

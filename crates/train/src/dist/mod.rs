@@ -4,7 +4,11 @@
 //! loaded ids, is turned into ranges by renumbering the dataset once before the plan is made:
 //! [`run()`]); every aggregation first brings in the halo rows
 //! from their owners ([`gnn_comm::HaloExchange`], whose backward returns the halo
-//! gradients); weights are replicated and their gradients summed over ranks every step.
+//! gradients); weights are replicated and their gradients summed over ranks every step. An
+//! attention layer (GAT, transformer) exchanges its projected rows the same way (GAT's `W x`,
+//! the transformer's keys and values) and runs its scores, edge softmax and weighted sum on
+//! the rank's head-expanded local graph: a rank owns its rows' incoming edges, so each row's
+//! softmax is local ([`ModelGraph::exchange`], [`ModelGraph::heads`]).
 //!
 //! Ranks are threads of one process, one device each ([`train_ranks`]); the communicator is
 //! the only thing that changes between the in-process group of the CPU tests
@@ -51,6 +55,8 @@ pub use run::{run, DistConfig, DistOutcome};
 /// The model kind's operands of a dataset's graph and their partition: computed once, shared
 /// by every rank.
 pub struct DistPlan {
+    /// The model kind the operands are of.
+    pub kind: ConvKind,
     /// The structure and edge values the model kind aggregates over, whole.
     pub operands: Operands,
     /// The node ranges of the ranks.
@@ -100,12 +106,6 @@ impl DistPlan {
         partition: impl FnOnce(&gnn_graph::Csr) -> gnn_graph::Result<RowPartition>,
         exchange: Option<Exchange>,
     ) -> Result<Self> {
-        if matches!(kind, ConvKind::Gat | ConvKind::Transformer) {
-            return Err(Error::Invalid(format!(
-                "{kind} does not train on several devices yet (its head-expanded graphs have \
-                 no halo plan); GCN, GraphSAGE, GIN and MLP do, with ReLU or MaxK"
-            )));
-        }
         let operands = Operands::new(&ds.graph, kind)?;
         let partition = partition(&operands.csr).map_err(gnn_kernels::Error::from)?;
         if partition.bounds().last() != Some(&operands.csr.n_rows()) {
@@ -120,9 +120,12 @@ impl DistPlan {
             .map_err(gnn_kernels::Error::from)?;
         let exchange =
             exchange.unwrap_or_else(|| Exchange::by_volume(&halo_sizes, partition.max_len()));
-        // GCN's values D^-1/2 (A + I) D^-1/2 are symmetric wherever the structure is.
-        let symmetric = operands.csr.is_symmetric();
+        // GCN's values D^-1/2 (A + I) D^-1/2 are symmetric wherever the structure is. An
+        // attention layer weighs every edge by its own coefficients (alpha_ij is not
+        // alpha_ji): its aggregation has no symmetric operand whatever the structure.
+        let symmetric = operands.csr.is_symmetric() && !is_attention(kind);
         Ok(Self {
+            kind,
             operands,
             partition,
             exchange,
@@ -131,6 +134,36 @@ impl DistPlan {
             slice_rows: Some(gnn_comm::GATHER_SLICE_ROWS),
             gather_logits: false,
         })
+    }
+
+    /// The column slices of at most this many rows every rank's local graph of `model` in
+    /// `precision` is stored as ([`ModelGraph::partitioned`]'s `slice_rows`): `slice_rows`
+    /// where every aggregation of the model is a sum or mean the fused symmetric op takes,
+    /// `None` (the whole local graph) otherwise.
+    pub fn slice_rows_for(
+        &self,
+        model: &ModelConfig,
+        precision: crate::Precision,
+    ) -> Option<usize> {
+        // Slices only where nothing needs the whole local graph: sum/mean aggregations the
+        // symmetric op takes (MaxK's SpGEMM, max and attention run on the whole graph).
+        let only_symmetric = self.symmetric
+            && !matches!(model.activation, gnn_models::Activation::MaxK { .. })
+            && match model.kind {
+                ConvKind::Gcn | ConvKind::Gin | ConvKind::Mlp => true,
+                ConvKind::SageMean => precision.dtype() != candle_core::DType::F16,
+                ConvKind::SagePool | ConvKind::Gat | ConvKind::Transformer => false,
+            };
+        // A mean over slices divides their sum by the whole rows' lengths afterwards, in f32
+        // (three more passes over the output and two temporaries): GraphSAGE 2x128 at scale 1
+        // ran 5.8 ms per epoch sliced (for the overlap) against 5.2 whole, on two H100s
+        // (c6f0242:docs/perf/h100x2-2026-11-26-dist-overlap). A mean is sliced only where the
+        // gathered rows outgrow one slice (never under the default, which does not cut blocks
+        // further); whole, the SpMM divides by the row's length itself.
+        let gathered = self.partition.parts() * self.partition.max_len();
+        self.slice_rows
+            .filter(|_| only_symmetric)
+            .filter(|&r| model.kind != ConvKind::SageMean || gathered > r)
     }
 
     /// Rank `rank`'s local graph.
@@ -161,6 +194,12 @@ impl DistPlan {
             .collect::<std::result::Result<Vec<_>, _>>()?;
         Ok(HaloStats::of(&locals))
     }
+}
+
+/// Whether `kind`'s layers are attention layers (GAT, transformer): each rank exchanges their
+/// projected rows into the halo and runs their edge softmax on its head-expanded local graph.
+pub fn is_attention(kind: ConvKind) -> bool {
+    matches!(kind, ConvKind::Gat | ConvKind::Transformer)
 }
 
 /// What every rank trains: the model, the recipe, the initialisation seed and the feature
@@ -213,32 +252,12 @@ impl Rank {
         let rows = local.rows.clone();
         let halo = HaloExchange::with(plan.exchange, &local, &plan.partition, comm, device)?;
         let n_halo = halo.halo_rows();
-        // Slices only where nothing needs the whole local graph: sum/mean aggregations the
-        // symmetric op takes (MaxK's SpGEMM and max run on the whole graph).
-        let only_symmetric =
-            !matches!(recipe.model.activation, gnn_models::Activation::MaxK { .. })
-                && match recipe.model.kind {
-                    ConvKind::Gcn | ConvKind::Gin | ConvKind::Mlp => true,
-                    ConvKind::SageMean => recipe.train.precision.dtype() != candle_core::DType::F16,
-                    ConvKind::SagePool | ConvKind::Gat | ConvKind::Transformer => false,
-                };
-        // A mean over slices divides their sum by the whole rows' lengths afterwards, in f32
-        // (three more passes over the output and two temporaries): GraphSAGE 2x128 at scale 1
-        // ran 5.8 ms per epoch sliced (for the overlap) against 5.2 whole, on two H100s
-        // (c6f0242:docs/perf/h100x2-2026-11-26-dist-overlap). A mean is sliced only where the
-        // gathered rows outgrow one slice (never under the default, which does not cut blocks
-        // further); whole, the SpMM divides by the row's length itself.
-        let gathered = plan.partition.parts() * plan.partition.max_len();
-        let slice_rows = plan
-            .slice_rows
-            .filter(|_| only_symmetric)
-            .filter(|&r| recipe.model.kind != ConvKind::SageMean || gathered > r);
         let graph = ModelGraph::partitioned(
             &plan.operands,
             &local,
             halo,
             plan.symmetric,
-            slice_rows,
+            plan.slice_rows_for(recipe.model, recipe.train.precision),
             device,
         )?
         .with_policy(recipe.kernels);
@@ -484,6 +503,8 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> &str {
 }
 
 #[cfg(test)]
+mod attention_tests;
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::trainer::{all_reduce_grads, train};
@@ -539,7 +560,7 @@ mod tests {
     }
 
     /// Loss and parameter gradients of one training forward/backward (dropout seed 7).
-    fn step(
+    pub(super) fn step(
         model: &Gnn,
         graph: &ModelGraph,
         data: &DeviceData,
@@ -553,7 +574,10 @@ mod tests {
         (loss, grads)
     }
 
-    fn flat(model: &Gnn, grads: &candle_core::backprop::GradStore) -> BTreeMap<String, Vec<f32>> {
+    pub(super) fn flat(
+        model: &Gnn,
+        grads: &candle_core::backprop::GradStore,
+    ) -> BTreeMap<String, Vec<f32>> {
         model
             .named_vars()
             .into_iter()
@@ -585,7 +609,11 @@ mod tests {
 
     /// `ds` renumbered so each of the `parts` METIS parts of `kind`'s operands is a range, and
     /// those ranges (what `run` does for `--partition metis`).
-    fn metis_renumbered(ds: &Dataset, kind: ConvKind, parts: usize) -> (Dataset, RowPartition) {
+    pub(super) fn metis_renumbered(
+        ds: &Dataset,
+        kind: ConvKind,
+        parts: usize,
+    ) -> (Dataset, RowPartition) {
         let csr = Operands::new(&ds.graph, kind).unwrap().csr;
         let (p, _) = gnn_graph::metis(&csr, parts, &gnn_graph::MetisOptions::default()).unwrap();
         let ren = p.renumbering().unwrap();
@@ -618,7 +646,7 @@ mod tests {
     }
 
     /// `|a - b| <= tol * max|b|` over each tensor.
-    fn assert_close(a: &[f32], b: &[f32], tol: f32, what: &str) {
+    pub(super) fn assert_close(a: &[f32], b: &[f32], tol: f32, what: &str) {
         assert_eq!(a.len(), b.len(), "{what}");
         let scale = b.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-30);
         let worst = a
@@ -844,9 +872,8 @@ mod tests {
     }
 
     #[test]
-    fn attention_is_refused() {
+    fn one_part_has_no_halo() {
         let ds = cora();
-        assert!(DistPlan::new(&ds, ConvKind::Gat, 2, None).is_err());
         let plan = DistPlan::new(&ds, ConvKind::Gcn, 1, None).unwrap();
         let stats = plan.stats().unwrap();
         assert_eq!(stats.halo, vec![0]);

@@ -6,15 +6,17 @@ use super::{DistPlan, RankOutcome};
 use crate::device::gib;
 use crate::error::Result;
 use gnn_graph::{imbalance, Csr, Exchange, MetisReport, NodeParts, Partitioner};
-use gnn_models::ModelConfig;
+use gnn_models::{ConvKind, ModelConfig};
 use serde_json::{json, Value};
 
 /// Prints the communication volume of `plan`'s operands split into `1..=ranks` parts (rows
 /// received per exchange, one exchange per layer forward and one back; the point-to-point
 /// volume, every rank's halo rows summed, against the all-gather's, `(P - 1)` x the longest
-/// range per rank; its bytes at width `hidden` of `elem`-byte values; and what the choice by
-/// volume picks) and returns the same as JSON rows.
+/// range per rank; its bytes for a hidden layer of width `hidden` with `elem`-byte values,
+/// [`exchange_width`] wide; and what the choice by volume picks) and returns the same as
+/// JSON rows.
 pub fn halo_table(plan: &DistPlan, ranks: usize, hidden: usize, elem: u64) -> Result<Vec<Value>> {
+    let width = exchange_width(plan.kind, hidden);
     println!(
         "{:>5} {:>10} {:>14} {:>16} {:>16} {:>15}  halo rows per rank",
         "parts", "nnz imbal.", "halo rows", "all-gather rows", "MB/exchange@hid", "auto picks"
@@ -28,7 +30,7 @@ pub fn halo_table(plan: &DistPlan, ranks: usize, hidden: usize, elem: u64) -> Re
             Exchange::PointToPoint => s.total_halo(),
             Exchange::AllGather => gather,
         };
-        let mb = (rows as u64 * hidden as u64 * elem) as f64 / 1e6;
+        let mb = (rows as u64 * width as u64 * elem) as f64 / 1e6;
         println!(
             "{p:>5} {:>10.3} {:>14} {:>16} {:>16.1} {:>15}  {:?}",
             s.nnz_imbalance(),
@@ -42,6 +44,16 @@ pub fn halo_table(plan: &DistPlan, ranks: usize, hidden: usize, elem: u64) -> Re
             "auto_exchange": pick, "mb_per_exchange_at_hidden": mb}));
     }
     Ok(stats)
+}
+
+/// The columns a hidden layer of width `hidden` of `kind` exchanges per halo row: its
+/// width, twice that for the transformer (its keys and values; GAT exchanges its projected
+/// rows and takes their attention scores from them).
+pub fn exchange_width(kind: ConvKind, hidden: usize) -> usize {
+    match kind {
+        ConvKind::Transformer => 2 * hidden,
+        _ => hidden,
+    }
 }
 
 /// One partition's measures over the model's operands: what [`partition_line`] prints and
@@ -135,6 +147,9 @@ pub fn exchange_line(plan: &DistPlan, forced: bool, split: bool) -> String {
         if fused(plan) {
             "one op (symmetric operand: no local transpose, no gathered rows kept; column \
              slices of --gather-slice-rows where the model has only sum/mean aggregations)"
+        } else if super::is_attention(plan.kind) {
+            "exchange + attention (scores, edge softmax and weighted SpMM on the \
+             head-expanded local graph; the halo rows' gradients go home)"
         } else if split {
             "exchange + SpMM (--split-aggregation)"
         } else {
