@@ -692,18 +692,26 @@ fn union_fill<O: Offset>(a: &Csr, b: &Csr, block_len: &[usize], total: usize) ->
 }
 
 /// Bytes of memory this process can still take: the host's `MemAvailable` (Linux), lowered
-/// to what the cgroup (v2) limit leaves when one is set; `None` where neither is readable.
+/// to what the cgroup (v2) limit leaves when one is set (the limit less the cgroup's
+/// anonymous memory: its page cache is reclaimed on demand, as `MemAvailable` counts it);
+/// `None` where neither is readable.
 pub fn available_memory() -> Option<u64> {
     let read = |p: &str| std::fs::read_to_string(p).ok();
-    let host = read("/proc/meminfo").and_then(|m| {
-        m.lines()
-            .find_map(|l| l.strip_prefix("MemAvailable:"))
+    let field = |text: &str, key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .map(|kb| kb * 1024)
-    });
-    let number = |p: &str| read(p).and_then(|v| v.trim().parse::<u64>().ok());
-    let cgroup = number("/sys/fs/cgroup/memory.max")
-        .map(|max| max.saturating_sub(number("/sys/fs/cgroup/memory.current").unwrap_or(0)));
+    };
+    let host = read("/proc/meminfo")
+        .and_then(|m| field(&m, "MemAvailable:"))
+        .map(|kb| kb * 1024);
+    // `memory.max` reads `max` when unlimited: no number, no cgroup bound.
+    let cgroup = read("/sys/fs/cgroup/memory.max")
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(|max| {
+            let anon = read("/sys/fs/cgroup/memory.stat").and_then(|s| field(&s, "anon "));
+            max.saturating_sub(anon.unwrap_or(0))
+        });
     match (host, cgroup) {
         (Some(h), Some(c)) => Some(h.min(c)),
         (h, c) => h.or(c),
@@ -917,6 +925,14 @@ mod tests {
         );
         let more = build_csr(n, &src[a..b], &dst[a..b], BuildOptions::undirected());
         assert_eq!(union_rows(&first.unwrap(), &more.unwrap()).unwrap(), all);
+    }
+
+    /// `MemAvailable` parses (kB to bytes) wherever there is a /proc/meminfo.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn available_memory_reads_the_host() {
+        let bytes = available_memory().expect("/proc/meminfo has MemAvailable");
+        assert!(bytes > 1 << 20 && bytes.is_multiple_of(1024), "{bytes}");
     }
 
     #[test]

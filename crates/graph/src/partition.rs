@@ -121,9 +121,7 @@ impl RowPartition {
             })
             .collect())
     }
-}
 
-impl RowPartition {
     /// Non-zeros of every rank's rows under the row offsets `indptr` (of the graph this
     /// partition splits: `n + 1` offsets).
     pub fn nnz(&self, indptr: &RowPtr) -> Result<Vec<usize>> {
