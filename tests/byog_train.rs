@@ -48,7 +48,10 @@ fn write_benchmark(ds: &Dataset, path: &Path) {
             },
         ),
         ("adj_indices", ints(g.indices().iter().map(|&v| v as i64))),
-        ("adj_indptr", ints(g.indptr().iter().map(|&v| v as i64))),
+        (
+            "adj_indptr",
+            ints(g.indptr().to_u64().iter().map(|&v| v as i64)),
+        ),
         ("adj_shape", ints([n, n])),
         (
             "attr_data",

@@ -12,8 +12,8 @@
 //! a hash of every array (graph, feature bits, labels, split: std's `DefaultHasher`), which
 //! is the same for a seed whatever the thread count.
 
-use gnn_graph::io::binary::{load_binary, write_dataset, OffsetWidth, FILE_NAME};
-use gnn_graph::{generate, Dataset, Features, SyntheticSpec};
+use gnn_graph::io::binary::{load_binary, write_dataset, FILE_NAME};
+use gnn_graph::{generate, Dataset, Features, RowPtr, SyntheticSpec};
 use std::error::Error;
 use std::hash::Hasher;
 use std::path::PathBuf;
@@ -70,7 +70,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             &ds,
             true,
             serde_json::to_value(&report)?,
-            OffsetWidth::U32,
+            ds.graph.offset_width(),
         )?;
         let bytes = std::fs::metadata(&file)?.len() as f64;
         println!(
@@ -96,7 +96,11 @@ fn main() -> Result<(), Box<dyn Error>> {
 /// std's `DefaultHasher` (fixed keys) over every array of `ds`.
 fn hash(ds: &Dataset) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    ds.graph.indptr().iter().for_each(|&v| h.write_u32(v));
+    // u32 offsets hash as they always have; a graph past u32::MAX non-zeros hashes its u64s.
+    match ds.graph.indptr() {
+        RowPtr::U32(p) => p.iter().for_each(|&v| h.write_u32(v)),
+        RowPtr::U64(p) => p.iter().for_each(|&v| h.write_u64(v)),
+    }
     ds.graph.indices().iter().for_each(|&v| h.write_u32(v));
     if let Features::Dense(d) = &ds.features {
         d.data.iter().for_each(|v| h.write_u32(v.to_bits()));

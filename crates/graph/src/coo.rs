@@ -1,6 +1,6 @@
 //! Edge lists (COO) and their conversion to CSR: de-duplication, symmetrisation, self loops.
 
-use crate::csr::Csr;
+use crate::csr::{Csr, Offset, OffsetWidth, RowPtr};
 use crate::error::{Error, Result};
 use rayon::prelude::*;
 
@@ -315,21 +315,21 @@ fn build_csr_in_chunks(
                     }
                     out.copy_within(start[r]..start[r] + k, w);
                     w += k;
-                    *len = k as u32;
+                    *len = u32::try_from(k).map_err(|_| {
+                        Error::InvalidStructure(format!(
+                            "row {} holds {k} entries, more than a row's 32-bit length counts",
+                            rows.start + r
+                        ))
+                    })?;
                 }
-                w
+                Ok(w)
             })
-            .collect()
+            .collect::<Result<_>>()?
     };
     drop(keys);
 
-    // 4. Pack the buckets and sum the row pointers.
+    // 4. Pack the buckets and sum the row pointers, at the narrowest width for the total.
     let total: usize = kept.iter().sum();
-    if total >= u32::MAX as usize {
-        return Err(Error::InvalidStructure(format!(
-            "{total} entries exceed the 32-bit offset range"
-        )));
-    }
     let mut bucket_start = Vec::with_capacity(n_buckets);
     let mut acc = 0usize;
     for &k in &kept {
@@ -346,26 +346,37 @@ fn build_csr_in_chunks(
             .for_each(|(dst, src)| dst.copy_from_slice(&src[..dst.len()]));
         packed
     };
-    let mut indptr = vec![0u32; n + 1];
-    indptr[1..]
-        .par_chunks_mut(rows_per_bucket)
-        .zip(lens.par_chunks(rows_per_bucket))
-        .zip(bucket_start)
-        .for_each(|((ptr, lens), start)| {
-            let mut acc = start as u32;
-            for (p, &l) in ptr.iter_mut().zip(lens) {
-                acc += l;
-                *p = acc;
-            }
-        });
-    // SAFETY: the invariants of `Csr::new_checked` hold by construction:
+    let indptr = match OffsetWidth::for_nnz(total) {
+        OffsetWidth::U32 => running_sums::<u32>(&lens, rows_per_bucket, &bucket_start),
+        OffsetWidth::U64 => running_sums::<u64>(&lens, rows_per_bucket, &bucket_start),
+    };
+    // SAFETY: the invariants of `Csr::from_row_ptr` hold by construction:
     // - shape: `n < u32::MAX` was checked above;
     // - `indptr` has `n + 1` entries, starts at 0 and is the running sum of the kept row
     //   lengths (bucket by bucket from each bucket's start, the sum of the kept lengths
-    //   before it), so it is non-decreasing and ends at `total == indices.len()`; `total <
-    //   u32::MAX` was checked, so no offset wrapped;
+    //   before it), so it is non-decreasing and ends at `total == indices.len()`; its width
+    //   holds `total`, so no offset wrapped;
+    // - every row length is a `u32` (`lens`, checked when stored);
     // - every index is an endpoint, checked `< n` in pass 1, or a self loop `i < n`.
     Ok(unsafe { Csr::new_unchecked(n, n, indptr, indices) })
+}
+
+/// Row pointers `0, l0, l0 + l1, ...` of the row lengths `lens`, in parallel over blocks of
+/// `block` rows, block `b` starting at `starts[b]` (the lengths before it).
+fn running_sums<O: Offset>(lens: &[u32], block: usize, starts: &[usize]) -> RowPtr {
+    let mut indptr = vec![O::default(); lens.len() + 1];
+    indptr[1..]
+        .par_chunks_mut(block)
+        .zip(lens.par_chunks(block))
+        .zip(starts)
+        .for_each(|((ptr, lens), &start)| {
+            let mut acc = start;
+            for (p, &l) in ptr.iter_mut().zip(lens) {
+                acc += l as usize;
+                *p = O::from_usize(acc);
+            }
+        });
+    O::into_row_ptr(indptr)
 }
 
 /// `data` cut into consecutive pieces of the given sizes (which sum to at most its length).
@@ -394,7 +405,9 @@ pub(crate) fn split_sizes_mut<'a, T>(mut data: &'a mut [T], sizes: &[usize]) -> 
 
 impl Csr {
     /// Rebuilds a square pattern under new options (e.g. add self loops for GCN, remove them
-    /// for GraphSAGE). Rows of the result are sorted.
+    /// for GraphSAGE). Rows of the result are sorted. Its offsets are at least as wide as
+    /// `self`'s: a graph held with 64-bit offsets (one too big for 32, or a small one forced
+    /// to 64 to test that path) keeps them in the operands derived from it.
     pub fn rebuild(&self, opts: BuildOptions) -> Result<Csr> {
         if self.n_rows() != self.n_cols() {
             return Err(Error::InvalidArgument(format!(
@@ -403,7 +416,9 @@ impl Csr {
                 self.n_cols()
             )));
         }
-        self.to_coo().to_csr(opts)
+        let out = self.to_coo().to_csr(opts)?;
+        let width = out.offset_width().max(self.offset_width());
+        out.with_offset_width(width)
     }
 
     /// The edge list of this pattern (source = column, target = row).
@@ -415,16 +430,17 @@ impl Csr {
             .collect();
         let sizes: Vec<usize> = blocks
             .iter()
-            .map(|r| (ptr[r.end] - ptr[r.start]) as usize)
+            .map(|r| ptr.get(r.end) - ptr.get(r.start))
             .collect();
         let mut dst = vec![0u32; self.nnz()];
         split_sizes_mut(&mut dst, &sizes)
             .into_par_iter()
             .zip(blocks)
             .for_each(|(out, rows)| {
-                let base = ptr[rows.start] as usize;
+                let base = ptr.get(rows.start);
                 for i in rows {
-                    out[ptr[i] as usize - base..ptr[i + 1] as usize - base].fill(i as u32);
+                    let r = ptr.range(i);
+                    out[r.start - base..r.end - base].fill(i as u32);
                 }
             });
         Coo {
@@ -497,7 +513,7 @@ mod tests {
                         for chunk in [7, EDGE_CHUNK] {
                             let got = build_csr_in_chunks(n, &src, &dst, o, chunk).unwrap();
                             assert_eq!(
-                                (got.indptr(), got.indices()),
+                                (got.indptr().as_u32().unwrap(), got.indices()),
                                 (&want.0[..], &want.1[..]),
                                 "n {n}, {o:?}, chunk {chunk}"
                             );
@@ -506,6 +522,18 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn row_pointers_sum_the_same_at_either_width() {
+        // Blocks of 3 rows, the starts the lengths before each block.
+        let lens = [2u32, 0, 5, 1, 1, 0, 4];
+        let starts = [0usize, 7, 9];
+        let narrow = running_sums::<u32>(&lens, 3, &starts);
+        let wide = running_sums::<u64>(&lens, 3, &starts);
+        assert_eq!(narrow.as_u32().unwrap(), &[0, 2, 2, 7, 8, 9, 9, 13]);
+        assert_eq!(wide.width(), OffsetWidth::U64);
+        assert_eq!(narrow, wide);
     }
 
     #[test]
@@ -522,8 +550,8 @@ mod tests {
         );
         let empty = build_csr(0, &[], &[], o).unwrap();
         assert_eq!(
-            (empty.n_rows(), empty.nnz(), empty.indptr()),
-            (0, 0, &[0u32][..])
+            (empty.n_rows(), empty.nnz(), empty.indptr().as_u32()),
+            (0, 0, Some(&[0u32][..]))
         );
     }
 

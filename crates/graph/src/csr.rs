@@ -11,19 +11,381 @@
 //! node**, so aggregation reads `out[i] = reduce_{j in row i} x[j]`. Edge values (normalisation
 //! weights) live apart from the structure in a `Vec<f32>` aligned with `indices`.
 //!
-//! Both arrays are `u32`: the kernels use 32-bit offsets, so `nnz` must fit in `u32`.
+//! Column indices are `u32` (node ids below `u32::MAX`). Row offsets ([`RowPtr`]) are `u32`
+//! while every offset fits (`nnz <= u32::MAX`, about 4.29 G non-zeros) and `u64` beyond: a
+//! graph pays for 64-bit offsets only when it needs them. Builders pick the narrowest width
+//! ([`OffsetWidth::for_nnz`]); [`Csr::with_offset_width`] forces one. The kernels take 32-bit
+//! offsets: [`Csr::kernel_indptr`] narrows at that boundary, and refuses a graph above
+//! [`MAX_KERNEL_NNZ`] with [`Error::TooManyNonZeros`] naming it (in a multi-device run, each
+//! rank's share is what must fit).
 
 use crate::error::{Error, Result};
 use rayon::prelude::*;
 use serde::Serialize;
+use std::borrow::Cow;
+use std::ops::Range;
+
+/// Most non-zeros of a graph handed to the kernels (one device's graph, or one rank's share):
+/// their row offsets and edge positions are `u32`, and a position plus one step of a kernel
+/// (a warp's 32 edges, a 1,024-edge row group, a 512-edge HP group) must not wrap, hence
+/// `2^20` below `u32::MAX`.
+pub const MAX_KERNEL_NNZ: usize = u32::MAX as usize - (1 << 20);
+
+/// Width of a [`Csr`]'s row offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OffsetWidth {
+    /// `u32` offsets: up to `u32::MAX` non-zeros.
+    #[default]
+    U32,
+    /// `u64` offsets.
+    U64,
+}
+
+impl OffsetWidth {
+    /// The narrowest width that holds offsets up to `nnz`.
+    pub const fn for_nnz(nnz: usize) -> Self {
+        if nnz as u64 <= u32::MAX as u64 {
+            Self::U32
+        } else {
+            Self::U64
+        }
+    }
+
+    /// Bytes per offset.
+    pub const fn bytes(self) -> usize {
+        match self {
+            Self::U32 => 4,
+            Self::U64 => 8,
+        }
+    }
+}
+
+impl std::fmt::Display for OffsetWidth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::U32 => "u32",
+            Self::U64 => "u64",
+        })
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for u32 {}
+    impl Sealed for u64 {}
+}
+
+/// An integer type row offsets are stored as (`u32` or `u64`): what generic code over a
+/// [`RowPtr`]'s slice is written against, monomorphised per width.
+pub trait Offset: sealed::Sealed + Copy + Ord + Default + Send + Sync + std::fmt::Debug {
+    /// The width this type stores.
+    const WIDTH: OffsetWidth;
+    /// The largest offset it holds.
+    const MAX: u64;
+    /// `v` as an offset. The caller picked the width for the largest offset (`v <= MAX`).
+    fn from_usize(v: usize) -> Self;
+    /// The offset as an index.
+    fn to_usize(self) -> usize;
+    /// The owned row pointer of these offsets.
+    fn into_row_ptr(v: Vec<Self>) -> RowPtr;
+}
+
+impl Offset for u32 {
+    const WIDTH: OffsetWidth = OffsetWidth::U32;
+    const MAX: u64 = u32::MAX as u64;
+    #[inline(always)]
+    fn from_usize(v: usize) -> Self {
+        debug_assert!(
+            v as u64 <= <Self as Offset>::MAX,
+            "offset {v} does not fit u32"
+        );
+        v as u32
+    }
+    #[inline(always)]
+    fn to_usize(self) -> usize {
+        self as usize
+    }
+    fn into_row_ptr(v: Vec<Self>) -> RowPtr {
+        RowPtr::U32(v)
+    }
+}
+
+impl Offset for u64 {
+    const WIDTH: OffsetWidth = OffsetWidth::U64;
+    const MAX: u64 = u64::MAX;
+    #[inline(always)]
+    fn from_usize(v: usize) -> Self {
+        v as u64
+    }
+    #[inline(always)]
+    fn to_usize(self) -> usize {
+        self as usize
+    }
+    fn into_row_ptr(v: Vec<Self>) -> RowPtr {
+        RowPtr::U64(v)
+    }
+}
+
+/// Row offsets (`indptr`) at the width the entries need: `u32` up to `u32::MAX` non-zeros,
+/// `u64` beyond (half a GB more for papers100M's 111 M rows, next to its 13.4 GB of column
+/// indices; nothing more for any graph that fits 32 bits).
+///
+/// Equality compares offsets, not widths: the same offsets stored at either width are equal.
+#[derive(Debug, Clone)]
+pub enum RowPtr {
+    /// 32-bit offsets.
+    U32(Vec<u32>),
+    /// 64-bit offsets.
+    U64(Vec<u64>),
+}
+
+impl PartialEq for RowPtr {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::U32(a), Self::U32(b)) => a == b,
+            (Self::U64(a), Self::U64(b)) => a == b,
+            (Self::U32(a), Self::U64(b)) | (Self::U64(b), Self::U32(a)) => {
+                a.len() == b.len() && a.iter().zip(b).all(|(&x, &y)| x as u64 == y)
+            }
+        }
+    }
+}
+
+impl Eq for RowPtr {}
+
+impl From<Vec<u32>> for RowPtr {
+    fn from(v: Vec<u32>) -> Self {
+        Self::U32(v)
+    }
+}
+
+impl From<Vec<u64>> for RowPtr {
+    fn from(v: Vec<u64>) -> Self {
+        Self::U64(v)
+    }
+}
+
+impl Default for RowPtr {
+    /// No offsets, 32-bit.
+    fn default() -> Self {
+        Self::U32(Vec::new())
+    }
+}
+
+impl RowPtr {
+    /// An empty row pointer of `width` with room for `capacity` offsets (push them with
+    /// [`Self::push`]).
+    pub fn with_capacity(width: OffsetWidth, capacity: usize) -> Self {
+        match width {
+            OffsetWidth::U32 => Self::U32(Vec::with_capacity(capacity)),
+            OffsetWidth::U64 => Self::U64(Vec::with_capacity(capacity)),
+        }
+    }
+
+    /// Appends an offset, widening the whole pointer to `u64` the first time one exceeds
+    /// `u32::MAX` (so a builder that cannot know its total up front starts narrow).
+    #[inline]
+    pub fn push(&mut self, offset: usize) {
+        match self {
+            Self::U32(v) => match u32::try_from(offset) {
+                Ok(o) => v.push(o),
+                Err(_) => {
+                    let mut wide: Vec<u64> = Vec::with_capacity(v.capacity().max(v.len() + 1));
+                    wide.extend(v.iter().map(|&o| o as u64));
+                    wide.push(offset as u64);
+                    *self = Self::U64(wide);
+                }
+            },
+            Self::U64(v) => v.push(offset as u64),
+        }
+    }
+
+    /// The offsets of rows of the given lengths (`0`, then running sums), at the narrowest
+    /// width for their sum.
+    pub fn from_lens(lens: impl IntoIterator<Item = usize>) -> Self {
+        let lens = lens.into_iter();
+        let mut p = Self::with_capacity(OffsetWidth::U32, lens.size_hint().0 + 1);
+        p.push(0);
+        let mut acc = 0usize;
+        for l in lens {
+            acc += l;
+            p.push(acc);
+        }
+        p
+    }
+
+    /// Number of offsets (`n_rows + 1` in a [`Csr`]).
+    #[inline]
+    pub fn len(&self) -> usize {
+        match self {
+            Self::U32(v) => v.len(),
+            Self::U64(v) => v.len(),
+        }
+    }
+
+    /// True when there is no offset.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The width the offsets are stored at.
+    pub fn width(&self) -> OffsetWidth {
+        match self {
+            Self::U32(_) => OffsetWidth::U32,
+            Self::U64(_) => OffsetWidth::U64,
+        }
+    }
+
+    /// Offset `i`.
+    #[inline(always)]
+    pub fn get(&self, i: usize) -> usize {
+        match self {
+            Self::U32(v) => v[i] as usize,
+            Self::U64(v) => v[i] as usize,
+        }
+    }
+
+    /// `get(i)..get(i + 1)`: the positions of row `i`.
+    #[inline(always)]
+    pub fn range(&self, i: usize) -> Range<usize> {
+        match self {
+            Self::U32(v) => v[i] as usize..v[i + 1] as usize,
+            Self::U64(v) => v[i] as usize..v[i + 1] as usize,
+        }
+    }
+
+    /// The last offset (a [`Csr`]'s `nnz`), 0 when empty.
+    pub fn last(&self) -> usize {
+        match self {
+            Self::U32(v) => v.last().map_or(0, |&o| o as usize),
+            Self::U64(v) => v.last().map_or(0, |&o| o as usize),
+        }
+    }
+
+    /// The offsets when stored as `u32`.
+    pub fn as_u32(&self) -> Option<&[u32]> {
+        match self {
+            Self::U32(v) => Some(v),
+            Self::U64(_) => None,
+        }
+    }
+
+    /// The offsets when stored as `u64`.
+    pub fn as_u64(&self) -> Option<&[u64]> {
+        match self {
+            Self::U64(v) => Some(v),
+            Self::U32(_) => None,
+        }
+    }
+
+    /// The offsets as `u32`: borrowed when stored so, narrowed (a copy) when stored as `u64`
+    /// and the last fits; `None` when it does not.
+    pub fn to_u32(&self) -> Option<Cow<'_, [u32]>> {
+        match self {
+            Self::U32(v) => Some(Cow::Borrowed(v)),
+            Self::U64(v) if self.last() as u64 <= u32::MAX as u64 => {
+                Some(Cow::Owned(v.par_iter().map(|&o| o as u32).collect()))
+            }
+            Self::U64(_) => None,
+        }
+    }
+
+    /// The offsets as `u64`: borrowed when stored so, widened (a copy) otherwise.
+    pub fn to_u64(&self) -> Cow<'_, [u64]> {
+        match self {
+            Self::U64(v) => Cow::Borrowed(v),
+            Self::U32(v) => Cow::Owned(v.par_iter().map(|&o| o as u64).collect()),
+        }
+    }
+
+    /// The same offsets at `width`; `None` when `width` is `U32` and the last offset exceeds
+    /// `u32::MAX`.
+    pub fn to_width(&self, width: OffsetWidth) -> Option<RowPtr> {
+        match width {
+            OffsetWidth::U32 => self.to_u32().map(|v| RowPtr::U32(v.into_owned())),
+            OffsetWidth::U64 => Some(RowPtr::U64(self.to_u64().into_owned())),
+        }
+    }
+
+    /// The same offsets at the narrowest width that holds them.
+    pub fn into_narrowest(self) -> RowPtr {
+        match self {
+            Self::U64(_) if OffsetWidth::for_nnz(self.last()) == OffsetWidth::U32 => {
+                self.to_width(OffsetWidth::U32).unwrap_or(self)
+            }
+            p => p,
+        }
+    }
+
+    /// Row lengths (`get(i + 1) - get(i)`).
+    pub fn lens(&self) -> impl ExactSizeIterator<Item = usize> + '_ {
+        (0..self.len().saturating_sub(1)).map(move |i| self.range(i).len())
+    }
+
+    /// The first `i` for which `pred(get(i))` is false, `pred` being true then false along the
+    /// (non-decreasing) offsets, as [`slice::partition_point`].
+    pub fn partition_point(&self, mut pred: impl FnMut(usize) -> bool) -> usize {
+        match self {
+            Self::U32(v) => v.partition_point(|&o| pred(o as usize)),
+            Self::U64(v) => v.partition_point(|&o| pred(o as usize)),
+        }
+    }
+
+    /// Bytes the offsets take.
+    pub fn bytes(&self) -> usize {
+        self.len() * self.width().bytes()
+    }
+}
 
 /// A validated CSR sparsity pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Csr {
     n_rows: usize,
     n_cols: usize,
-    indptr: Vec<u32>,
+    indptr: RowPtr,
     indices: Vec<u32>,
+}
+
+/// The checks of [`Csr::from_row_ptr`] on offsets of one width.
+fn check_offsets<O: Offset>(p: &[O], n_rows: usize, nnz: usize) -> Result<()> {
+    if p.len() != n_rows + 1 {
+        return Err(Error::InvalidStructure(format!(
+            "indptr has {} entries, expected n_rows + 1 = {}",
+            p.len(),
+            n_rows + 1
+        )));
+    }
+    if p[0].to_usize() != 0 {
+        return Err(Error::InvalidStructure(format!(
+            "indptr[0] = {:?}, expected 0",
+            p[0]
+        )));
+    }
+    if let Some(i) = p.windows(2).position(|w| w[1] < w[0]) {
+        return Err(Error::InvalidStructure(format!(
+            "indptr decreases at row {i}: {:?} > {:?}",
+            p[i],
+            p[i + 1]
+        )));
+    }
+    if p[n_rows].to_usize() != nnz {
+        return Err(Error::InvalidStructure(format!(
+            "indptr[n_rows] = {:?} but there are {nnz} indices",
+            p[n_rows]
+        )));
+    }
+    if O::WIDTH != OffsetWidth::U32 {
+        // Row lengths are u32 (degrees); only rows of repeated entries could exceed it.
+        let long = |w: &[O]| w[1].to_usize() - w[0].to_usize() > u32::MAX as usize;
+        if let Some(i) = p.windows(2).position(long) {
+            return Err(Error::InvalidStructure(format!(
+                "row {i} holds {} entries, more than a row's 32-bit length counts",
+                p[i + 1].to_usize() - p[i].to_usize()
+            )));
+        }
+    }
+    Ok(())
 }
 
 impl Csr {
@@ -31,6 +393,12 @@ impl Csr {
     /// lists, ascending, the positions `q` with `keys[q] == k`. An error when a key is
     /// `>= n_keys` or the sizes exceed the 32-bit index range.
     pub fn group_by_key(n_keys: usize, keys: &[u32]) -> Result<Self> {
+        if keys.len() >= u32::MAX as usize {
+            return Err(Error::InvalidStructure(format!(
+                "{} keys: their positions exceed the 32-bit index range",
+                keys.len()
+            )));
+        }
         if let Some(q) = keys.iter().position(|&k| k as usize >= n_keys) {
             return Err(Error::InvalidStructure(format!(
                 "key {} at position {q} is outside 0..{n_keys}",
@@ -53,13 +421,26 @@ impl Csr {
         Self::new_checked(n_keys, keys.len(), indptr, indices)
     }
 
-    /// Builds a CSR after checking every invariant: `indptr.len() == n_rows + 1`,
-    /// `indptr[0] == 0`, non-decreasing, `indptr[n_rows] == indices.len()`, every index
-    /// `< n_cols`, and `n_rows, n_cols, nnz` within `u32`.
+    /// Builds a CSR with 32-bit offsets after checking every invariant of
+    /// [`Csr::from_row_ptr`].
     pub fn new_checked(
         n_rows: usize,
         n_cols: usize,
         indptr: Vec<u32>,
+        indices: Vec<u32>,
+    ) -> Result<Self> {
+        Self::from_row_ptr(n_rows, n_cols, RowPtr::U32(indptr), indices)
+    }
+
+    /// Builds a CSR with offsets of either width after checking every invariant:
+    /// `indptr.len() == n_rows + 1`, `indptr[0] == 0`, non-decreasing, `indptr[n_rows] ==
+    /// indices.len()`, every index `< n_cols`, `n_rows, n_cols < u32::MAX`, and no row longer
+    /// than `u32::MAX` entries. The width is kept as given (a small graph may hold `u64`
+    /// offsets: what tests of the 64-bit path build).
+    pub fn from_row_ptr(
+        n_rows: usize,
+        n_cols: usize,
+        indptr: RowPtr,
         indices: Vec<u32>,
     ) -> Result<Self> {
         if n_rows >= u32::MAX as usize || n_cols >= u32::MAX as usize {
@@ -67,32 +448,9 @@ impl Csr {
                 "shape {n_rows}x{n_cols} exceeds the 32-bit index range"
             )));
         }
-        if indptr.len() != n_rows + 1 {
-            return Err(Error::InvalidStructure(format!(
-                "indptr has {} entries, expected n_rows + 1 = {}",
-                indptr.len(),
-                n_rows + 1
-            )));
-        }
-        if indptr[0] != 0 {
-            return Err(Error::InvalidStructure(format!(
-                "indptr[0] = {}, expected 0",
-                indptr[0]
-            )));
-        }
-        if let Some(i) = indptr.windows(2).position(|w| w[1] < w[0]) {
-            return Err(Error::InvalidStructure(format!(
-                "indptr decreases at row {i}: {} > {}",
-                indptr[i],
-                indptr[i + 1]
-            )));
-        }
-        if indptr[n_rows] as usize != indices.len() {
-            return Err(Error::InvalidStructure(format!(
-                "indptr[n_rows] = {} but there are {} indices",
-                indptr[n_rows],
-                indices.len()
-            )));
+        match &indptr {
+            RowPtr::U32(p) => check_offsets(p, n_rows, indices.len())?,
+            RowPtr::U64(p) => check_offsets(p, n_rows, indices.len())?,
         }
         if let Some(p) = indices.par_iter().position_any(|&c| c as usize >= n_cols) {
             return Err(Error::InvalidStructure(format!(
@@ -109,18 +467,19 @@ impl Csr {
     }
 
     /// Builds a CSR without checks. The caller guarantees the invariants of
-    /// [`Csr::new_checked`]; kernels index with these arrays, so a broken invariant is a
+    /// [`Csr::from_row_ptr`]; kernels index with these arrays, so a broken invariant is a
     /// memory-safety bug on the GPU, hence `unsafe`.
     ///
     /// # Safety
-    /// The invariants listed in [`Csr::new_checked`] must hold.
+    /// The invariants listed in [`Csr::from_row_ptr`] must hold.
     pub unsafe fn new_unchecked(
         n_rows: usize,
         n_cols: usize,
-        indptr: Vec<u32>,
+        indptr: RowPtr,
         indices: Vec<u32>,
     ) -> Self {
         debug_assert_eq!(indptr.len(), n_rows + 1);
+        debug_assert_eq!(indptr.last(), indices.len());
         Self {
             n_rows,
             n_cols,
@@ -152,43 +511,77 @@ impl Csr {
     pub fn nnz(&self) -> usize {
         self.indices.len()
     }
-    /// Row pointers, `n_rows + 1` entries.
-    pub fn indptr(&self) -> &[u32] {
+    /// Row pointers, `n_rows + 1` entries, at the width they are stored.
+    pub fn indptr(&self) -> &RowPtr {
         &self.indptr
+    }
+    /// The width the row pointers are stored at.
+    pub fn offset_width(&self) -> OffsetWidth {
+        self.indptr.width()
+    }
+    /// The same pattern with its offsets stored at `width` (no copy when they already are).
+    /// An error when `width` is `U32` and the entries do not fit it.
+    pub fn with_offset_width(self, width: OffsetWidth) -> Result<Self> {
+        if self.offset_width() == width {
+            return Ok(self);
+        }
+        let indptr = self.indptr.to_width(width).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "{} entries do not fit {width} row offsets",
+                self.nnz()
+            ))
+        })?;
+        Ok(Self { indptr, ..self })
+    }
+    /// The row pointers as the kernels take them: `u32` (borrowed, or narrowed from `u64`).
+    /// Fails with [`Error::TooManyNonZeros`], naming `graph` (`"the graph"`, `"rank 2's
+    /// share"`), when the pattern holds more than [`MAX_KERNEL_NNZ`] entries.
+    pub fn kernel_indptr(&self, graph: &str) -> Result<Cow<'_, [u32]>> {
+        check_kernel_nnz(graph, self.nnz())?;
+        self.indptr
+            .to_u32()
+            .ok_or_else(|| Error::too_many_non_zeros(graph, self.nnz()))
     }
     /// Column indices, `nnz` entries.
     pub fn indices(&self) -> &[u32] {
         &self.indices
     }
     /// Column indices of row `i`.
+    #[inline]
     pub fn row(&self, i: usize) -> &[u32] {
-        &self.indices[self.indptr[i] as usize..self.indptr[i + 1] as usize]
+        &self.indices[self.indptr.range(i)]
     }
     /// Position range of row `i` in `indices` (and in any aligned value array).
-    pub fn row_range(&self, i: usize) -> std::ops::Range<usize> {
-        self.indptr[i] as usize..self.indptr[i + 1] as usize
+    #[inline]
+    pub fn row_range(&self, i: usize) -> Range<usize> {
+        self.indptr.range(i)
     }
     /// Number of entries of row `i`.
+    #[inline]
     pub fn row_len(&self, i: usize) -> usize {
-        (self.indptr[i + 1] - self.indptr[i]) as usize
+        self.indptr.range(i).len()
     }
     /// Per-row entry counts (in-degrees of targets).
     pub fn row_degrees(&self) -> Vec<u32> {
-        self.indptr.windows(2).map(|w| w[1] - w[0]).collect()
+        // Row lengths fit u32 (an invariant).
+        match &self.indptr {
+            RowPtr::U32(p) => p.windows(2).map(|w| w[1] - w[0]).collect(),
+            RowPtr::U64(p) => p.windows(2).map(|w| (w[1] - w[0]) as u32).collect(),
+        }
     }
 
     /// `1 / row length` per row (0 for an empty row): the scale of a mean aggregation.
     pub fn inverse_row_degrees(&self) -> Vec<f32> {
-        self.indptr
-            .windows(2)
-            .map(|w| match w[1] - w[0] {
+        self.row_degrees()
+            .into_iter()
+            .map(|d| match d {
                 0 => 0.0,
                 d => 1.0 / d as f32,
             })
             .collect()
     }
     /// Consumes the CSR, returning `(indptr, indices)`.
-    pub fn into_parts(self) -> (Vec<u32>, Vec<u32>) {
+    pub fn into_parts(self) -> (RowPtr, Vec<u32>) {
         (self.indptr, self.indices)
     }
 
@@ -213,10 +606,12 @@ impl Csr {
                     .all(|&j| self.row(j as usize).binary_search(&(i as u32)).is_ok())
             });
         }
-        let (t, _) = self.transpose();
+        // A transpose that cannot be built has a column longer than any row: not symmetric.
+        let Ok(mut b) = self.transpose_pattern() else {
+            return false;
+        };
         let mut a = self.clone();
         a.sort_rows();
-        let mut b = t;
         b.sort_rows();
         a == b
     }
@@ -241,7 +636,7 @@ impl Csr {
     /// row `i` with columns `j * heads + h`, so features laid out `[nodes, heads, F]` (that is
     /// `[nodes * heads, F]`) are aggregated, scored and softmax-normalised per head by the
     /// single-head operators. Edge `p` of row `i` becomes edge `heads * indptr[i] + h *
-    /// deg(i) + (p - indptr[i])`. Fails when the expanded sizes do not fit `u32`.
+    /// deg(i) + (p - indptr[i])`. Fails when the expanded node ids do not fit `u32`.
     pub fn expand_heads(&self, heads: usize) -> Result<Csr> {
         let too_big = || {
             Error::InvalidArgument(format!(
@@ -256,20 +651,20 @@ impl Csr {
         let n_rows = self.n_rows.checked_mul(heads).ok_or_else(too_big)?;
         let n_cols = self.n_cols.checked_mul(heads).ok_or_else(too_big)?;
         let nnz = self.nnz().checked_mul(heads).ok_or_else(too_big)?;
-        if n_rows.max(n_cols).max(nnz) > u32::MAX as usize {
+        if n_rows.max(n_cols) >= u32::MAX as usize {
             return Err(too_big());
         }
-        let mut indptr = Vec::with_capacity(n_rows + 1);
+        let mut indptr = RowPtr::with_capacity(OffsetWidth::for_nnz(nnz), n_rows + 1);
         let mut indices = Vec::with_capacity(nnz);
-        indptr.push(0u32);
+        indptr.push(0);
         for i in 0..self.n_rows {
             let row = &self.indices[self.row_range(i)];
             for h in 0..heads as u32 {
                 indices.extend(row.iter().map(|&j| j * heads as u32 + h));
-                indptr.push(indices.len() as u32);
+                indptr.push(indices.len());
             }
         }
-        Csr::new_checked(n_rows, n_cols, indptr, indices)
+        Csr::from_row_ptr(n_rows, n_cols, indptr, indices)
     }
 
     /// The matrix cut into column blocks: block `b` holds, for every row, the entries whose
@@ -308,8 +703,9 @@ impl Csr {
             .into_par_iter()
             .map(|b| {
                 let (lo, hi) = (bounds[b] as u32, bounds[b + 1] as u32);
-                let mut indptr = Vec::with_capacity(self.n_rows + 1);
-                indptr.push(0u32);
+                // Narrow until a block's entries pass u32::MAX (`push` widens then).
+                let mut indptr = RowPtr::with_capacity(OffsetWidth::U32, self.n_rows + 1);
+                indptr.push(0);
                 let mut indices = Vec::new();
                 let mut vals = values.map(|_| Vec::new());
                 for r in 0..self.n_rows {
@@ -322,7 +718,7 @@ impl Csr {
                             }
                         }
                     }
-                    indptr.push(indices.len() as u32);
+                    indptr.push(indices.len());
                 }
                 let csr = Csr {
                     n_rows: self.n_rows,
@@ -341,22 +737,63 @@ impl Csr {
     /// `values[perm[p]]`. Rows of the transpose come out sorted when `self`'s row order is the
     /// natural one (a counting sort, stable in source row).
     ///
+    /// The permutation holds 32-bit edge positions (what the kernels take): an error above
+    /// `u32::MAX` entries, where [`Self::transpose_pattern`] still works.
+    ///
     /// Parallel over blocks of transposed rows with about equal non-zeros, one per rayon
     /// thread: each block scans the whole matrix and writes only its own contiguous slice of
     /// the output, so the result is the same as one sequential pass whatever the thread
     /// count. (Sequentially the scattered writes cost ~1 s per 40 M non-zeros, and the GPU
     /// trainer builds this transpose in its first backward.)
-    pub fn transpose(&self) -> (Csr, Vec<u32>) {
+    pub fn transpose(&self) -> Result<(Csr, Vec<u32>)> {
         let nnz = self.nnz();
-        let mut indptr = vec![0u32; self.n_cols + 1];
+        if nnz as u64 > u32::MAX as u64 {
+            return Err(Error::InvalidArgument(format!(
+                "a transpose's edge permutation is 32-bit: {nnz} entries exceed it \
+                 (transpose_pattern needs none)"
+            )));
+        }
+        let mut perm = vec![0u32; nnz];
+        let t = self.transpose_with::<u32>(Some(&mut perm))?;
+        Ok((t, perm))
+    }
+
+    /// The transpose's pattern alone (no edge permutation), at any size, as
+    /// [`Self::transpose`] builds it. An error only when a column holds more than `u32::MAX`
+    /// entries (a transposed row longer than a row may be).
+    pub fn transpose_pattern(&self) -> Result<Csr> {
+        match OffsetWidth::for_nnz(self.nnz()) {
+            OffsetWidth::U32 => self.transpose_with::<u32>(None),
+            OffsetWidth::U64 => self.transpose_with::<u64>(None),
+        }
+    }
+
+    /// [`Self::transpose`] with offsets of type `O` (wide enough for `nnz`), writing the edge
+    /// permutation into `perm` when given (`nnz` entries).
+    fn transpose_with<O: Offset>(&self, perm: Option<&mut [u32]>) -> Result<Csr> {
+        let nnz = self.nnz();
+        let mut indptr = vec![O::default(); self.n_cols + 1];
         for &c in &self.indices {
-            indptr[c as usize + 1] += 1;
+            let e = &mut indptr[c as usize + 1];
+            *e = O::from_usize(e.to_usize() + 1);
+        }
+        if O::WIDTH != OffsetWidth::U32 {
+            if let Some(c) = indptr
+                .iter()
+                .position(|&l| l.to_usize() > u32::MAX as usize)
+            {
+                return Err(Error::InvalidStructure(format!(
+                    "column {} holds {:?} entries, more than a row's 32-bit length counts",
+                    c - 1,
+                    indptr[c]
+                )));
+            }
         }
         for i in 0..self.n_cols {
-            indptr[i + 1] += indptr[i];
+            indptr[i + 1] = O::from_usize(indptr[i + 1].to_usize() + indptr[i].to_usize());
         }
+        let at = |c: usize| indptr[c].to_usize();
         let mut indices = vec![0u32; nnz];
-        let mut perm = vec![0u32; nnz];
         let threads = if nnz < 1 << 16 {
             1
         } else {
@@ -364,43 +801,53 @@ impl Csr {
         };
         // Column blocks [c0, c1) of about nnz / threads entries each, and their output slices.
         let mut jobs = Vec::with_capacity(threads);
-        let (mut out_i, mut out_p) = (&mut indices[..], &mut perm[..]);
+        let (mut out_i, mut out_p) = (&mut indices[..], perm);
         let target = nnz.div_ceil(threads).max(1);
         let mut c0 = 0;
         while c0 < self.n_cols {
             let mut c1 = c0 + 1;
-            while c1 < self.n_cols && ((indptr[c1] - indptr[c0]) as usize) < target {
+            while c1 < self.n_cols && at(c1) - at(c0) < target {
                 c1 += 1;
             }
-            let len = (indptr[c1] - indptr[c0]) as usize;
+            let len = at(c1) - at(c0);
             let (bi, ri) = std::mem::take(&mut out_i).split_at_mut(len);
-            let (bp, rp) = std::mem::take(&mut out_p).split_at_mut(len);
+            let (bp, rp) = match out_p.take() {
+                Some(p) => {
+                    let (b, r) = p.split_at_mut(len);
+                    (Some(b), Some(r))
+                }
+                None => (None, None),
+            };
             (out_i, out_p) = (ri, rp);
             jobs.push((c0, c1, bi, bp));
             c0 = c1;
         }
-        jobs.into_par_iter().for_each(|(c0, c1, bi, bp)| {
-            let base = indptr[c0];
-            let mut next: Vec<u32> = indptr[c0..c1].iter().map(|&v| v - base).collect();
+        jobs.into_par_iter().for_each(|(c0, c1, bi, mut bp)| {
+            let base = at(c0);
+            let mut next: Vec<O> = indptr[c0..c1]
+                .iter()
+                .map(|&v| O::from_usize(v.to_usize() - base))
+                .collect();
             for r in 0..self.n_rows {
                 for p in self.row_range(r) {
                     let c = self.indices[p] as usize;
                     if (c0..c1).contains(&c) {
-                        let q = next[c - c0] as usize;
-                        next[c - c0] += 1;
+                        let q = next[c - c0].to_usize();
+                        next[c - c0] = O::from_usize(q + 1);
                         bi[q] = r as u32;
-                        bp[q] = p as u32;
+                        if let Some(bp) = bp.as_deref_mut() {
+                            bp[q] = p as u32;
+                        }
                     }
                 }
             }
         });
-        let t = Csr {
+        Ok(Csr {
             n_rows: self.n_cols,
             n_cols: self.n_rows,
-            indptr,
+            indptr: O::into_row_ptr(indptr),
             indices,
-        };
-        (t, perm)
+        })
     }
 
     /// Degree statistics of the rows.
@@ -409,7 +856,8 @@ impl Csr {
     }
 
     /// Applies a node permutation to a square pattern: node `old` becomes `new_of_old[old]`.
-    /// Rows are re-sorted. Used by reordering and by the synthetic generator's id shuffle.
+    /// Rows are re-sorted; the offsets keep their width. Used by reordering, METIS
+    /// renumbering and the synthetic generator's id shuffle.
     pub fn permute(&self, new_of_old: &[u32]) -> Result<Csr> {
         if self.n_rows != self.n_cols || new_of_old.len() != self.n_rows {
             return Err(Error::InvalidArgument(format!(
@@ -430,12 +878,10 @@ impl Csr {
             }
             old_of_new[new as usize] = old as u32;
         }
-        let mut indptr = Vec::with_capacity(n + 1);
-        indptr.push(0u32);
-        for &old in &old_of_new {
-            let last = *indptr.last().unwrap_or(&0);
-            indptr.push(last + self.row_len(old as usize) as u32);
-        }
+        let indptr = match &self.indptr {
+            RowPtr::U32(_) => self.permuted_offsets::<u32>(&old_of_new),
+            RowPtr::U64(_) => self.permuted_offsets::<u64>(&old_of_new),
+        };
         let mut indices = vec![0u32; self.nnz()];
         split_rows_mut(&mut indices, &indptr)
             .into_par_iter()
@@ -454,18 +900,46 @@ impl Csr {
             indices,
         })
     }
+
+    /// The offsets of the rows `old_of_new` in that order, as `O`.
+    fn permuted_offsets<O: Offset>(&self, old_of_new: &[u32]) -> RowPtr {
+        let mut indptr: Vec<O> = Vec::with_capacity(old_of_new.len() + 1);
+        let mut acc = 0usize;
+        indptr.push(O::from_usize(0));
+        for &old in old_of_new {
+            acc += self.row_len(old as usize);
+            indptr.push(O::from_usize(acc));
+        }
+        O::into_row_ptr(indptr)
+    }
+}
+
+/// Checks that a graph of `nnz` entries, called `graph` in the error (`"the graph"`, `"rank
+/// 2's share"`), fits the kernels ([`MAX_KERNEL_NNZ`]); [`Error::TooManyNonZeros`] otherwise.
+pub fn check_kernel_nnz(graph: &str, nnz: usize) -> Result<()> {
+    if nnz > MAX_KERNEL_NNZ {
+        return Err(Error::too_many_non_zeros(graph, nnz));
+    }
+    Ok(())
 }
 
 /// Splits `data` (an array aligned with a CSR's entries, e.g. edge values) into the disjoint
 /// mutable row slices given by `indptr`, for row-parallel writes.
-pub fn split_rows_mut<'a, T>(mut data: &'a mut [T], indptr: &[u32]) -> Vec<&'a mut [T]> {
-    let mut rows = Vec::with_capacity(indptr.len().saturating_sub(1));
-    for w in indptr.windows(2) {
-        let (head, tail) = data.split_at_mut((w[1] - w[0]) as usize);
-        rows.push(head);
-        data = tail;
+pub fn split_rows_mut<'a, T>(data: &'a mut [T], indptr: &RowPtr) -> Vec<&'a mut [T]> {
+    fn split<'a, T, O: Offset>(mut data: &'a mut [T], indptr: &[O]) -> Vec<&'a mut [T]> {
+        let mut rows = Vec::with_capacity(indptr.len().saturating_sub(1));
+        for w in indptr.windows(2) {
+            let (head, tail) =
+                std::mem::take(&mut data).split_at_mut(w[1].to_usize() - w[0].to_usize());
+            rows.push(head);
+            data = tail;
+        }
+        rows
     }
-    rows
+    match indptr {
+        RowPtr::U32(p) => split(data, p),
+        RowPtr::U64(p) => split(data, p),
+    }
 }
 
 /// Summary of a degree sequence, as printed by loaders and the generator.
@@ -607,7 +1081,7 @@ mod transpose_tests {
                 .num_threads(threads)
                 .build()
                 .unwrap()
-                .install(|| a.transpose())
+                .install(|| a.transpose().unwrap())
         };
         let (t1, p1) = run(1);
         // The sequential reference: entries of column j in source-row order.
@@ -628,7 +1102,7 @@ mod transpose_tests {
             let (t, p) = run(threads);
             assert!(t == t1 && p == p1, "{threads} threads differ");
         }
-        let (back, _) = t1.transpose();
+        let (back, _) = t1.transpose().unwrap();
         assert_eq!(back, a);
     }
 }

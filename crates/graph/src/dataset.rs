@@ -1,6 +1,6 @@
 //! Node-classification datasets: graph + features + labels + split.
 
-use crate::csr::Csr;
+use crate::csr::{Csr, RowPtr};
 use crate::error::{Error, Result};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -78,7 +78,7 @@ impl Features {
             }
             Features::Sparse(s) => {
                 let p = first_non_finite(&s.values)?;
-                let row = s.pattern.indptr().partition_point(|&o| o as usize <= p) - 1;
+                let row = s.pattern.indptr().partition_point(|o| o <= p) - 1;
                 Some((row, s.pattern.indices()[p] as usize, s.values[p]))
             }
         }
@@ -295,16 +295,17 @@ impl Dataset {
                 Features::Dense(DenseMatrix::new(d.rows, d.cols, data)?)
             }
             Features::Sparse(sp) => {
-                let mut indptr = vec![0u32];
+                let mut indptr = RowPtr::with_capacity(sp.pattern.offset_width(), n + 1);
+                indptr.push(0);
                 let (mut indices, mut values) = (Vec::new(), Vec::new());
                 for &old in &old_of_new {
                     let r = sp.pattern.row_range(old as usize);
                     indices.extend_from_slice(&sp.pattern.indices()[r.clone()]);
                     values.extend_from_slice(&sp.values[r]);
-                    indptr.push(indices.len() as u32);
+                    indptr.push(indices.len());
                 }
                 Features::Sparse(SparseRows {
-                    pattern: Csr::new_checked(n, sp.pattern.n_cols(), indptr, indices)?,
+                    pattern: Csr::from_row_ptr(n, sp.pattern.n_cols(), indptr, indices)?,
                     values,
                 })
             }

@@ -37,6 +37,27 @@ pub enum Error {
     /// A caller-supplied parameter is out of its domain.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A graph bound for the kernels (one device's graph, or one rank's share of a
+    /// partitioned graph) holds more non-zeros than their 32-bit offsets address
+    /// ([`crate::csr::MAX_KERNEL_NNZ`]). The host graph itself may be larger: partitioned
+    /// over more ranks, each share fits.
+    #[error(
+        "{graph} has {nnz} non-zeros ({:.2} G); the kernels take 32-bit offsets (at most {} \
+         non-zeros a device): use more ranks, so that each rank's share fits",
+        giga(.nnz),
+        crate::csr::MAX_KERNEL_NNZ
+    )]
+    TooManyNonZeros {
+        /// Which graph: `the graph`, `rank 2's share`.
+        graph: String,
+        /// Its non-zeros.
+        nnz: usize,
+    },
+}
+
+/// `n` in billions (`5.1` for 5.1 G).
+fn giga(n: &usize) -> f64 {
+    *n as f64 / 1e9
 }
 
 /// Result alias of the graph crate.
@@ -47,6 +68,13 @@ impl Error {
         Error::Io {
             path: path.into(),
             source,
+        }
+    }
+
+    pub(crate) fn too_many_non_zeros(graph: &str, nnz: usize) -> Self {
+        Error::TooManyNonZeros {
+            graph: graph.to_string(),
+            nnz,
         }
     }
 

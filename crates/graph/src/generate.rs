@@ -24,7 +24,7 @@
 //! shuffle of specs without a [`SyntheticSpec::test_frac`].
 
 use crate::coo::{build_csr, split_sizes_mut, BuildOptions};
-use crate::csr::{Csr, DegreeStats};
+use crate::csr::{Csr, DegreeStats, Offset, OffsetWidth};
 use crate::dataset::{Dataset, DenseMatrix, Features, Split};
 use crate::error::{Error, Result};
 use rand::{Rng, SeedableRng};
@@ -93,12 +93,8 @@ pub enum DegreeScaling {
     Fixed,
 }
 
-/// Most non-zeros a generated graph may have: the host CSR's offsets are 32-bit
-/// (`Csr::new_checked` needs `nnz < u32::MAX`).
-pub const MAX_NNZ: usize = u32::MAX as usize - 1;
-
-/// The top-up rounds of [`generate`] may end a little above the target non-zeros; a spec's
-/// target times this must stay within [`MAX_NNZ`].
+/// The top-up rounds of [`generate`] may end a little above the target non-zeros: the
+/// memory estimate ([`SyntheticSpec::peak_bytes`]) counts this many times the target.
 const NNZ_HEADROOM: f64 = 1.02;
 
 impl SyntheticSpec {
@@ -170,8 +166,9 @@ impl SyntheticSpec {
     /// A smaller (or larger) graph of the same kind: `scale` times the nodes, the mean degree
     /// times `sqrt(scale)` (so a small graph is not a near-clique) or kept
     /// ([`Self::degree_scaling`]), and the weight cap lowered so no expected degree exceeds
-    /// a quarter of the nodes. `scale = 1` is the preset itself. An error when the graph
-    /// would not fit the host CSR ([`MAX_NNZ`]), naming the largest scale that does.
+    /// a quarter of the nodes. `scale = 1` is the preset itself. Any number of non-zeros is
+    /// fine (the CSR's offsets go 64-bit past `u32::MAX`); what bounds the scale is memory,
+    /// which [`generate`] checks ([`Self::peak_bytes`]).
     pub fn scaled(&self, scale: f64) -> Result<Self> {
         if !(scale > 0.0 && scale <= 16.0) {
             return Err(Error::InvalidArgument(format!(
@@ -179,28 +176,10 @@ impl SyntheticSpec {
             )));
         }
         let s = self.scaled_unchecked(scale);
-        if s.expected_nnz() * NNZ_HEADROOM > MAX_NNZ as f64 {
-            // The expected non-zeros grow with the scale: bisect for the largest that fits.
-            let (mut lo, mut hi) = (0.0, scale);
-            for _ in 0..60 {
-                let mid = 0.5 * (lo + hi);
-                if self.scaled_unchecked(mid).expected_nnz() * NNZ_HEADROOM <= MAX_NNZ as f64 {
-                    lo = mid;
-                } else {
-                    hi = mid;
-                }
-            }
+        if s.nodes >= u32::MAX as usize {
             return Err(Error::InvalidArgument(format!(
-                "{} at scale {scale}: {} nodes x mean row length {:.1} = {:.3e} non-zeros \
-                 (+{:.0} % top-up headroom) exceed the host CSR's 32-bit offsets (at most {} \
-                 non-zeros); the largest scale that fits is {:.2}",
-                self.name,
-                s.nodes,
-                s.avg_degree,
-                s.expected_nnz(),
-                (NNZ_HEADROOM - 1.0) * 100.0,
-                MAX_NNZ,
-                (lo * 100.0).floor() / 100.0
+                "{} at scale {scale}: {} nodes exceed the 32-bit node ids",
+                self.name, s.nodes
             )));
         }
         Ok(s)
@@ -230,6 +209,69 @@ impl SyntheticSpec {
         self.avg_degree * self.nodes as f64
     }
 
+    /// Bytes [`generate`] holds at its peak, estimated from the spec (non-zeros at the
+    /// target plus the top-up's headroom, `z`; nodes `n`; features `d`), the largest of:
+    /// - building the CSR: `16 z + 48 n` (the edge list, 4 bytes per stored entry; the
+    ///   bucket sort's 8-byte keys and 4-byte columns per entry; weights, communities,
+    ///   labels and alias tables, 40 bytes per node; row lengths and offsets);
+    /// - drawing the features: `4 z + 4 n d + 24 n` (the graph, its offsets, the features,
+    ///   communities and labels);
+    /// - with [`Self::community_order`], the renumbered copy of graph and features beside
+    ///   the original: `8 z + 8 n d + 32 n`.
+    ///
+    /// Papers100M-shaped (`d = 128`, 30.1 non-zeros a node): 73 GB at scale 1 (the features
+    /// phase; the CSR build peaks at 60 GB), 146 GB at scale 2.
+    pub fn peak_bytes(&self) -> u64 {
+        let z = self.expected_nnz() * NNZ_HEADROOM;
+        let (n, d) = (self.nodes as f64, self.features as f64);
+        let build = 16.0 * z + 48.0 * n;
+        let features = 4.0 * z + 4.0 * n * d + 24.0 * n;
+        let renumber = if self.community_order {
+            8.0 * z + 8.0 * n * d + 32.0 * n
+        } else {
+            0.0
+        };
+        build.max(features).max(renumber) as u64
+    }
+
+    /// Refuses a spec whose [`Self::peak_bytes`] exceed `available` bytes, saying how much
+    /// it needs and about what share of its nodes would fit (generating would otherwise run
+    /// for minutes and then be killed for memory).
+    pub fn check_memory(&self, available: u64) -> Result<()> {
+        let need = self.peak_bytes();
+        if need <= available {
+            return Ok(());
+        }
+        // Bisect the share of the nodes (at the same mean degree) whose estimate fits.
+        let at = |f: f64| {
+            let mut s = self.clone();
+            s.nodes = (self.nodes as f64 * f) as usize;
+            s.peak_bytes()
+        };
+        let (mut lo, mut hi) = (0.0, 1.0);
+        for _ in 0..40 {
+            let mid = 0.5 * (lo + hi);
+            if at(mid) <= available {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Err(Error::InvalidArgument(format!(
+            "{}: {} nodes x mean row length {:.1} = {:.3e} non-zeros and {} features need about \
+             {:.1} GB at generation's peak, {:.1} GB of memory is available: about {:.2} of \
+             these nodes fit (lower the scale)",
+            self.name,
+            self.nodes,
+            self.avg_degree,
+            self.expected_nnz(),
+            self.features,
+            need as f64 / 1e9,
+            available as f64 / 1e9,
+            (lo * 100.0).floor() / 100.0
+        )))
+    }
+
     fn check(&self) -> Result<()> {
         let bad = |m: String| Err(Error::InvalidArgument(m));
         if self.nodes < 2 || self.classes < 2 || self.features == 0 {
@@ -249,16 +291,6 @@ impl SyntheticSpec {
                 "{} nodes exceed the 32-bit node ids (at most {})",
                 self.nodes,
                 u32::MAX - 1
-            ));
-        }
-        if self.expected_nnz() * NNZ_HEADROOM > MAX_NNZ as f64 {
-            return bad(format!(
-                "{} nodes x mean row length {:.1} = {:.3e} non-zeros (+{:.0} % top-up \
-                 headroom) exceed the host CSR's 32-bit offsets (at most {MAX_NNZ} non-zeros)",
-                self.nodes,
-                self.avg_degree,
-                self.expected_nnz(),
-                (NNZ_HEADROOM - 1.0) * 100.0
             ));
         }
         if !(0.0..=1.0).contains(&self.homophily) || !(0.0..=1.0).contains(&self.label_noise) {
@@ -583,75 +615,116 @@ fn drawn_split(spec: &SyntheticSpec, test_frac: f64, seed: u64) -> Split {
     }
 }
 
+/// Visits the union of two sorted, duplicate-free runs in order.
+fn merge(x: &[u32], y: &[u32], mut f: impl FnMut(u32)) {
+    let (mut i, mut j) = (0, 0);
+    while i < x.len() && j < y.len() {
+        let (u, v) = (x[i], y[j]);
+        f(u.min(v));
+        i += (u <= v) as usize;
+        j += (v <= u) as usize;
+    }
+    x[i..].iter().chain(&y[j..]).for_each(|&v| f(v));
+}
+
+/// Rows per task of [`union_rows`].
+const UNION_BLOCK: usize = 4096;
+
 /// The row-wise union of two patterns of the same shape with sorted, duplicate-free rows
-/// (rows of the result are too), in parallel over blocks of rows.
+/// (rows of the result are too), in parallel over blocks of rows, with offsets at the
+/// narrowest width for the union's entries.
 fn union_rows(a: &Csr, b: &Csr) -> Result<Csr> {
-    const BLOCK: usize = 4096;
     let n = a.n_rows();
     debug_assert_eq!((n, a.n_cols()), (b.n_rows(), b.n_cols()));
-    // Visits the union of two sorted runs in order.
-    fn merge(x: &[u32], y: &[u32], mut f: impl FnMut(u32)) {
-        let (mut i, mut j) = (0, 0);
-        while i < x.len() && j < y.len() {
-            let (u, v) = (x[i], y[j]);
-            f(u.min(v));
-            i += (u <= v) as usize;
-            j += (v <= u) as usize;
-        }
-        x[i..].iter().chain(&y[j..]).for_each(|&v| f(v));
-    }
+    // A union row has distinct columns, fewer than n_cols < u32::MAX.
     let mut lens = vec![0u32; n];
-    lens.par_chunks_mut(BLOCK)
+    lens.par_chunks_mut(UNION_BLOCK)
         .enumerate()
         .for_each(|(blk, lens)| {
             for (k, len) in lens.iter_mut().enumerate() {
-                let i = blk * BLOCK + k;
+                let i = blk * UNION_BLOCK + k;
                 merge(a.row(i), b.row(i), |_| *len += 1);
             }
         });
     let block_len: Vec<usize> = lens
-        .par_chunks(BLOCK)
+        .par_chunks(UNION_BLOCK)
         .map(|l| l.iter().map(|&x| x as usize).sum())
         .collect();
     let total: usize = block_len.iter().sum();
-    if total >= u32::MAX as usize {
-        return Err(Error::InvalidStructure(format!(
-            "{total} entries exceed the 32-bit offset range"
-        )));
+    match OffsetWidth::for_nnz(total) {
+        OffsetWidth::U32 => union_fill::<u32>(a, b, &block_len, total),
+        OffsetWidth::U64 => union_fill::<u64>(a, b, &block_len, total),
     }
-    let mut indptr = vec![0u32; n + 1];
+}
+
+/// [`union_rows`]' second pass with offsets of type `O`: block `k` of rows writes its
+/// `block_len[k]` entries after the blocks before it.
+fn union_fill<O: Offset>(a: &Csr, b: &Csr, block_len: &[usize], total: usize) -> Result<Csr> {
+    let n = a.n_rows();
+    let mut indptr = vec![O::default(); n + 1];
     let mut indices = vec![0u32; total];
-    let mut start = 0u32;
-    let starts: Vec<u32> = block_len
+    let mut start = 0usize;
+    let starts: Vec<usize> = block_len
         .iter()
         .map(|&l| {
             let s = start;
-            start += l as u32;
+            start += l;
             s
         })
         .collect();
     indptr[1..]
-        .par_chunks_mut(BLOCK)
-        .zip(split_sizes_mut(&mut indices, &block_len))
+        .par_chunks_mut(UNION_BLOCK)
+        .zip(split_sizes_mut(&mut indices, block_len))
         .zip(starts)
         .enumerate()
         .for_each(|(blk, ((ptr, out), start))| {
             let mut w = 0usize;
             for (k, p) in ptr.iter_mut().enumerate() {
-                let i = blk * BLOCK + k;
+                let i = blk * UNION_BLOCK + k;
                 merge(a.row(i), b.row(i), |v| {
                     out[w] = v;
                     w += 1;
                 });
-                *p = start + w as u32;
+                *p = O::from_usize(start + w);
             }
         });
-    Csr::new_checked(n, n, indptr, indices)
+    Csr::from_row_ptr(n, n, O::into_row_ptr(indptr), indices)
 }
 
-/// Generates a dataset from `spec` with `seed`.
+/// Bytes of memory this process can still take: the host's `MemAvailable` (Linux), lowered
+/// to what the cgroup (v2) limit leaves when one is set (the limit less the cgroup's
+/// anonymous memory: its page cache is reclaimed on demand, as `MemAvailable` counts it);
+/// `None` where neither is readable.
+pub fn available_memory() -> Option<u64> {
+    let read = |p: &str| std::fs::read_to_string(p).ok();
+    let field = |text: &str, key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+    };
+    let host = read("/proc/meminfo")
+        .and_then(|m| field(&m, "MemAvailable:"))
+        .map(|kb| kb * 1024);
+    // `memory.max` reads `max` when unlimited: no number, no cgroup bound.
+    let cgroup = read("/sys/fs/cgroup/memory.max")
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(|max| {
+            let anon = read("/sys/fs/cgroup/memory.stat").and_then(|s| field(&s, "anon "));
+            max.saturating_sub(anon.unwrap_or(0))
+        });
+    match (host, cgroup) {
+        (Some(h), Some(c)) => Some(h.min(c)),
+        (h, c) => h.or(c),
+    }
+}
+
+/// Generates a dataset from `spec` with `seed`. Refused up front when the host's available
+/// memory ([`available_memory`]) is below the spec's [`SyntheticSpec::peak_bytes`].
 pub fn generate(spec: &SyntheticSpec, seed: u64) -> Result<(Dataset, GenReport)> {
     spec.check()?;
+    if let Some(available) = available_memory() {
+        spec.check_memory(available)?;
+    }
     let t0 = std::time::Instant::now();
     let n = spec.nodes;
     let c = spec.classes;
@@ -852,6 +925,49 @@ mod tests {
         );
         let more = build_csr(n, &src[a..b], &dst[a..b], BuildOptions::undirected());
         assert_eq!(union_rows(&first.unwrap(), &more.unwrap()).unwrap(), all);
+    }
+
+    /// `MemAvailable` parses (kB to bytes) wherever there is a /proc/meminfo.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn available_memory_reads_the_host() {
+        let bytes = available_memory().expect("/proc/meminfo has MemAvailable");
+        assert!(bytes > 1 << 20 && bytes.is_multiple_of(1024), "{bytes}");
+    }
+
+    #[test]
+    fn a_union_with_64_bit_offsets_is_the_32_bit_one() {
+        let n = 3000;
+        let mut r = rng(5, 6, 7);
+        let (src, dst): (Vec<u32>, Vec<u32>) = (0..20_000)
+            .map(|_| (r.random_range(0..n as u32), r.random_range(0..n as u32)))
+            .unzip();
+        let a = build_csr(
+            n,
+            &src[..12_000],
+            &dst[..12_000],
+            BuildOptions::undirected(),
+        )
+        .unwrap();
+        let b = build_csr(
+            n,
+            &src[12_000..],
+            &dst[12_000..],
+            BuildOptions::undirected(),
+        )
+        .unwrap();
+        let narrow = union_rows(&a, &b).unwrap();
+        assert_eq!(narrow.offset_width(), OffsetWidth::U32);
+        // The second pass at 64 bits, as a union past u32::MAX entries runs it.
+        let block_len: Vec<usize> = (0..n.div_ceil(UNION_BLOCK))
+            .map(|k| {
+                let rows = k * UNION_BLOCK..((k + 1) * UNION_BLOCK).min(n);
+                narrow.indptr().get(rows.end) - narrow.indptr().get(rows.start)
+            })
+            .collect();
+        let wide = union_fill::<u64>(&a, &b, &block_len, narrow.nnz()).unwrap();
+        assert_eq!(wide.offset_width(), OffsetWidth::U64);
+        assert_eq!(wide, narrow);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //!
 //! Host-side graphs and datasets for the gnn engine; no tensors, no candle.
 //!
-//! - [`Csr`] / [`Coo`]: validated sparsity patterns (row = target, column = source), building
+//! - [`Csr`] / [`Coo`]: validated sparsity patterns (row = target, column = source; row
+//!   offsets [`RowPtr`] 32-bit while the entries fit, 64-bit beyond), building
 //!   from edge lists with de-duplication, symmetrisation and self-loop control, transpose
 //!   with the edge permutation, degree statistics, node permutation.
 //! - [`Normalization`]: GCN symmetric, mean and sum edge values.
@@ -34,7 +35,7 @@ pub mod partitioner;
 pub mod reorder;
 
 pub use coo::{BuildOptions, Coo, SelfLoops};
-pub use csr::{Csr, DegreeStats};
+pub use csr::{check_kernel_nnz, Csr, DegreeStats, Offset, OffsetWidth, RowPtr, MAX_KERNEL_NNZ};
 pub use dataset::{Dataset, DatasetSummary, DenseMatrix, Features, SparseRows, Split};
 pub use error::{Error, Result};
 pub use generate::{generate, DegreeScaling, GenReport, SyntheticSpec};

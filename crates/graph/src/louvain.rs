@@ -11,6 +11,7 @@
 //! half of the work) runs in parallel over communities with rayon.
 
 use crate::csr::Csr;
+use crate::error::Result;
 use rayon::prelude::*;
 
 /// A weighted symmetric graph without self loops, plus each node's self-loop weight (the
@@ -41,9 +42,9 @@ impl Level {
     }
 
     /// The symmetrised pattern of a square CSR: `i ~ j` when either stores the other, once.
-    fn from_csr(csr: &Csr) -> Self {
+    fn from_csr(csr: &Csr) -> Result<Self> {
         let n = csr.n_rows();
-        let (t, _) = csr.transpose();
+        let t = csr.transpose_pattern()?;
         let mut stamp = vec![u32::MAX; n];
         let mut indptr = Vec::with_capacity(n + 1);
         indptr.push(0);
@@ -58,12 +59,12 @@ impl Level {
             indptr.push(nbr.len());
         }
         let w = vec![1.0; nbr.len()];
-        Self {
+        Ok(Self {
             indptr,
             nbr,
             w,
             self_w: vec![0.0; n],
-        }
+        })
     }
 
     /// Local moving; returns each node's community (not compacted) and the nodes moved.
@@ -229,20 +230,21 @@ impl Louvain {
     /// At most this many levels.
     pub const MAX_LEVELS: usize = 12;
 
-    /// Clusters a square `csr` (rows and columns the same nodes).
-    pub fn run(csr: &Csr) -> Self {
+    /// Clusters a square `csr` (rows and columns the same nodes). An error only when its
+    /// transpose cannot be built ([`Csr::transpose_pattern`]).
+    pub fn run(csr: &Csr) -> Result<Self> {
         let n = csr.n_rows();
-        let mut level = Level::from_csr(csr);
+        let mut level = Level::from_csr(csr)?;
         let m2: f64 = level.w.iter().sum();
         let mut node_comm: Vec<u32> = (0..n as u32).collect();
         let (mut levels, mut counts) = (Vec::new(), Vec::new());
         let mut modularity = 0.0;
         if m2 == 0.0 {
-            return Self {
+            return Ok(Self {
                 levels: vec![node_comm],
                 counts: vec![n],
                 modularity,
-            };
+            });
         }
         for _ in 0..Self::MAX_LEVELS {
             let (mut comm, moved) = level.local_moving(m2);
@@ -261,11 +263,11 @@ impl Louvain {
             }
             level = level.aggregate(&comm, nc);
         }
-        Self {
+        Ok(Self {
             levels,
             counts,
             modularity,
-        }
+        })
     }
 
     /// `new_of_old`: nodes sorted by top-level community, then by each finer level's
@@ -317,7 +319,7 @@ mod tests {
     fn finds_planted_cliques_and_makes_them_contiguous() {
         let (k, size) = (8u32, 12u32);
         let (g, scramble) = ring_of_cliques(k, size, 37);
-        let l = Louvain::run(&g);
+        let l = Louvain::run(&g).unwrap();
         let top = l.levels.last().unwrap();
         // Every clique is one community, and different cliques are different communities.
         for c in 0..k {
@@ -350,7 +352,7 @@ mod tests {
     #[test]
     fn coarser_levels_merge_finer_communities() {
         let (g, _) = ring_of_cliques(30, 5, 7);
-        let l = Louvain::run(&g);
+        let l = Louvain::run(&g).unwrap();
         assert_eq!(l.levels.len(), l.counts.len());
         for w in l.levels.windows(2) {
             // A finer community never straddles two coarser ones.
@@ -365,12 +367,12 @@ mod tests {
     #[test]
     fn edgeless_and_isolated_nodes() {
         let empty = Csr::new_checked(4, 4, vec![0; 5], vec![]).unwrap();
-        let l = Louvain::run(&empty);
+        let l = Louvain::run(&empty).unwrap();
         assert_eq!(l.order(), vec![0, 1, 2, 3]);
         assert_eq!(l.modularity, 0.0);
         // Two isolated nodes beside an edge; a directed edge counts as undirected.
         let g = Csr::new_checked(4, 4, vec![0, 0, 1, 1, 1], vec![3]).unwrap();
-        let l = Louvain::run(&g);
+        let l = Louvain::run(&g).unwrap();
         let top = l.levels.last().unwrap();
         assert_eq!(top[1], top[3]);
         assert_ne!(top[0], top[1]);

@@ -8,7 +8,7 @@
 //! sorted by global id within each group. Both sides of an exchange derive the same order from
 //! the global graph, so the send and receive lists need no negotiation.
 
-use crate::csr::Csr;
+use crate::csr::{check_kernel_nnz, Csr, OffsetWidth, RowPtr};
 use crate::error::{Error, Result};
 use std::ops::Range;
 
@@ -38,7 +38,7 @@ impl RowPartition {
             let target = (p as u64 * nnz).div_ceil(parts as u64);
             // First row boundary r with indptr[r] >= target, at least one row past the last
             // boundary and leaving a row for each remaining part.
-            let r = indptr.partition_point(|&e| (e as u64) < target);
+            let r = indptr.partition_point(|e| (e as u64) < target);
             let lo = bounds[p - 1] + 1;
             let hi = n - (parts - p);
             bounds.push(r.clamp(lo, hi));
@@ -110,7 +110,7 @@ impl RowPartition {
             .map(|p| {
                 let r = self.range(p);
                 let mut count = 0;
-                for &c in &csr.indices()[indptr[r.start] as usize..indptr[r.end] as usize] {
+                for &c in &csr.indices()[indptr.get(r.start)..indptr.get(r.end)] {
                     let c = c as usize;
                     if !r.contains(&c) && mark[c] != p as u32 + 1 {
                         mark[c] = p as u32 + 1;
@@ -120,6 +120,32 @@ impl RowPartition {
                 count
             })
             .collect())
+    }
+
+    /// Non-zeros of every rank's rows under the row offsets `indptr` (of the graph this
+    /// partition splits: `n + 1` offsets).
+    pub fn nnz(&self, indptr: &RowPtr) -> Result<Vec<usize>> {
+        if indptr.len() != self.bounds.last().copied().unwrap_or(0) + 1 {
+            return Err(Error::InvalidArgument(format!(
+                "partition of {} rows over row offsets of {} rows",
+                self.bounds.last().copied().unwrap_or(0),
+                indptr.len().saturating_sub(1)
+            )));
+        }
+        Ok((0..self.parts())
+            .map(|p| indptr.get(self.bounds[p + 1]) - indptr.get(self.bounds[p]))
+            .collect())
+    }
+
+    /// Checks that every rank's share of the graph with row offsets `indptr` fits the
+    /// kernels ([`crate::MAX_KERNEL_NNZ`]); the error names the first rank whose share does
+    /// not (`rank 2's share has 5100000000 non-zeros ...: use more ranks`). The whole graph
+    /// may hold any number: only the shares go to devices.
+    pub fn check_kernel_shares(&self, indptr: &RowPtr) -> Result<()> {
+        for (rank, nnz) in self.nnz(indptr)?.into_iter().enumerate() {
+            check_kernel_nnz(&format!("rank {rank}'s share"), nnz)?;
+        }
+        Ok(())
     }
 }
 
@@ -236,7 +262,7 @@ impl LocalGraph {
         let rows = part.range(rank);
         let n_local = rows.len();
         let indptr = csr.indptr();
-        let edges = indptr[rows.start] as usize..indptr[rows.end] as usize;
+        let edges = indptr.get(rows.start)..indptr.get(rows.end);
         let own = |v: usize| rows.contains(&v);
 
         // The halo: distinct outside columns of the owned rows, sorted (owner order follows,
@@ -271,12 +297,14 @@ impl LocalGraph {
                 }
             })
             .collect();
-        let base = indptr[rows.start];
-        let local_indptr = indptr[rows.start..=rows.end]
-            .iter()
-            .map(|&e| e - base)
-            .collect();
-        let local = Csr::new_checked(n_local, n_local + halo.len(), local_indptr, indices)?;
+        // The share's offsets at the narrowest width for its own non-zeros: a graph too big
+        // for 32-bit offsets may still split into shares that fit them.
+        let mut local_indptr =
+            RowPtr::with_capacity(OffsetWidth::for_nnz(edges.len()), n_local + 1);
+        for r in rows.start..=rows.end {
+            local_indptr.push(indptr.get(r) - edges.start);
+        }
+        let local = Csr::from_row_ptr(n_local, n_local + halo.len(), local_indptr, indices)?;
 
         // What each other rank needs from this one: the distinct columns of its rows that this
         // rank owns, sorted (= its halo group for this rank).
@@ -287,7 +315,7 @@ impl LocalGraph {
                 continue;
             }
             let r = part.range(p);
-            for &c in &csr.indices()[indptr[r.start] as usize..indptr[r.end] as usize] {
+            for &c in &csr.indices()[indptr.get(r.start)..indptr.get(r.end)] {
                 let c = c as usize;
                 if own(c) && mark[c - rows.start] != p as u32 {
                     mark[c - rows.start] = p as u32;
@@ -351,10 +379,10 @@ impl LocalGraph {
                 }
             })
             .collect();
-        Csr::new_checked(
+        Csr::from_row_ptr(
             n_local,
             part.parts() * m,
-            self.csr.indptr().to_vec(),
+            self.csr.indptr().clone(),
             indices,
         )
     }

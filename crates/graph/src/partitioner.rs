@@ -371,7 +371,11 @@ pub fn metis(csr: &Csr, parts: usize, opts: &MetisOptions) -> Result<(NodeParts,
     // of the pattern and its transpose.
     let symmetric = csr.is_symmetric();
     let loops = csr.self_loop_count();
-    let transpose = (!symmetric).then(|| csr.transpose().0);
+    let transpose = if symmetric {
+        None
+    } else {
+        Some(csr.transpose_pattern()?)
+    };
     let directed = csr.nnz() - loops;
     // Undirected edges: exact for a symmetric pattern, an upper bound otherwise.
     let edges_bound = if symmetric { directed / 2 } else { directed };

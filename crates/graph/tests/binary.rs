@@ -91,16 +91,81 @@ fn sparse_features_and_64_bit_offsets_round_trip() {
     let ds = load_planetoid(&cora, "cora").unwrap();
     assert!(matches!(ds.features, gnn_graph::Features::Sparse(_)));
     let dir = tempfile::tempdir().unwrap();
-    for width in [OffsetWidth::U32, OffsetWidth::U64] {
-        let p = dir.path().join(format!("cora-{width:?}.gnncsr"));
-        write_dataset(&p, &ds, false, serde_json::Value::Null, width).unwrap();
-        let m = MappedGraph::open(&p).unwrap();
-        assert_eq!((m.n_rows(), m.nnz()), (2708, ds.graph.nnz()));
-        let wide = matches!(m.indptr(), gnn_graph::io::binary::Offsets::U64(_));
-        assert_eq!(wide, width == OffsetWidth::U64);
-        let (back, meta) = m.dataset().unwrap();
-        same(&ds, &back);
-        assert!(!meta.raw_features);
+    // The graph held with 32- or 64-bit offsets, each written at either width: the file has
+    // the width asked for, and every file loads as the same graph, at the narrowest width.
+    let mut forced = ds.clone();
+    forced.graph = ds
+        .graph
+        .clone()
+        .with_offset_width(OffsetWidth::U64)
+        .unwrap();
+    for (held, src) in [("narrow", &ds), ("wide", &forced)] {
+        for width in [OffsetWidth::U32, OffsetWidth::U64] {
+            let p = dir.path().join(format!("cora-{held}-{width}.gnncsr"));
+            write_dataset(&p, src, false, serde_json::Value::Null, width).unwrap();
+            let m = MappedGraph::open(&p).unwrap();
+            assert_eq!((m.n_rows(), m.nnz()), (2708, ds.graph.nnz()));
+            let wide = matches!(m.indptr(), gnn_graph::io::binary::Offsets::U64(_));
+            assert_eq!(wide, width == OffsetWidth::U64);
+            let (back, meta) = m.dataset().unwrap();
+            same(&ds, &back);
+            assert_eq!(back.graph.offset_width(), OffsetWidth::U32);
+            assert!(!meta.raw_features);
+        }
+    }
+}
+
+/// A version-1 file as the format's first writer laid it out, byte by byte: a 3 x 3 graph
+/// (row 0 -> 1, row 2 -> 0, 2) with offsets of `width` bytes.
+fn version_1_file(width: usize) -> Vec<u8> {
+    let mut f = Vec::new();
+    let u32s = |f: &mut Vec<u8>, v: &[u32]| v.iter().for_each(|x| f.extend(x.to_le_bytes()));
+    let u64s = |f: &mut Vec<u8>, v: &[u64]| v.iter().for_each(|x| f.extend(x.to_le_bytes()));
+    f.extend(b"GNNCSR\0\0");
+    u32s(&mut f, &[1, 2]); // version, sections
+    u64s(&mut f, &[3, 3, 3]); // n_rows, n_cols, nnz
+    u32s(&mut f, &[width as u32, 4]);
+    f.resize(64, 0);
+    // Section table (2 x 48 bytes, padded to 192): indptr at 192, indices at 256.
+    let dtype = if width == 8 { 3 } else { 2 };
+    for (name, dtype, rows, at) in [("indptr", dtype, 4u64, 192u64), ("indices", 2, 3, 256)] {
+        let mut n = [0u8; 16];
+        n[..name.len()].copy_from_slice(name.as_bytes());
+        f.extend(n);
+        u32s(&mut f, &[dtype, 0]);
+        u64s(&mut f, &[rows, 1, at]);
+    }
+    f.resize(192, 0);
+    if width == 8 {
+        u64s(&mut f, &[0, 1, 1, 3]);
+    } else {
+        u32s(&mut f, &[0, 1, 1, 3]);
+    }
+    f.resize(256, 0);
+    u32s(&mut f, &[1, 0, 2]);
+    f.resize(320, 0);
+    f
+}
+
+#[test]
+fn version_1_files_of_either_width_still_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let want = gnn_graph::Csr::new_checked(3, 3, vec![0, 1, 1, 3], vec![1, 0, 2]).unwrap();
+    for width in [4, 8] {
+        let p = dir.path().join(format!("v1-{width}.gnncsr"));
+        std::fs::write(&p, version_1_file(width)).unwrap();
+        let g = MappedGraph::open(&p).unwrap().csr().unwrap();
+        assert_eq!(g, want);
+        assert_eq!(g.offset_width(), OffsetWidth::U32);
+        // This build writes the same bytes.
+        let q = dir.path().join(format!("now-{width}.gnncsr"));
+        let w = if width == 8 {
+            OffsetWidth::U64
+        } else {
+            OffsetWidth::U32
+        };
+        write_csr(&q, &want, w).unwrap();
+        assert_eq!(std::fs::read(&q).unwrap(), version_1_file(width));
     }
 }
 

@@ -12,7 +12,9 @@ fn fingerprint(ds: &Dataset) -> u64 {
             h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
         }
     };
-    ds.graph.indptr().iter().for_each(|&v| eat(v));
+    // The generated graphs hold u32 offsets (they fit): the fingerprints predate u64 ones.
+    let indptr = ds.graph.indptr().as_u32().expect("u32 offsets");
+    indptr.iter().for_each(|&v| eat(v));
     ds.graph.indices().iter().for_each(|&v| eat(v));
     match &ds.features {
         Features::Dense(d) => d.data.iter().for_each(|v| eat(v.to_bits())),
@@ -67,19 +69,28 @@ fn the_papers100m_shaped_graph() {
         (full.nodes, full.features, full.classes),
         (111_059_956, 128, 172)
     );
-    // ~3.23 G non-zeros plus a self loop per node: fits the 32-bit offsets at scale 1.
+    // ~3.23 G non-zeros plus a self loop per node: fits 32-bit offsets at scale 1.
     assert!(
         (full.expected_nnz() / 3.3425e9 - 1.0).abs() < 1e-3,
         "{}",
         full.expected_nnz()
     );
     assert!(full.scaled(1.0).is_ok());
-    let e = full.scaled(2.0).unwrap_err().to_string();
+    // Past 2^32 non-zeros the offsets go 64-bit: scale 2 (6.7 G) is a valid spec, bounded by
+    // memory alone (its features dominate: 4 bytes x 128 per node).
+    let two = full.scaled(2.0).unwrap();
+    assert!(two.expected_nnz() > 1.5 * u32::MAX as f64);
+    let gb = |s: &SyntheticSpec| s.peak_bytes() as f64 / 1e9;
+    assert!((gb(&full) / 73.2 - 1.0).abs() < 0.01, "{}", gb(&full));
+    assert!((gb(&two) / 146.3 - 1.0).abs() < 0.01, "{}", gb(&two));
+    assert!(two.check_memory(150_000_000_000).is_ok());
+    let e = two.check_memory(64_000_000_000).unwrap_err().to_string();
     assert!(
-        e.contains("32-bit offsets (at most 4294967294 non-zeros)")
-            && e.contains("largest scale that fits is 1.25"),
+        e.contains("146.3 GB at generation's peak, 64.0 GB of memory is available")
+            && e.contains("about 0.43 of these nodes fit"),
         "{e}"
     );
+    assert!(full.scaled(17.0).is_err());
     assert_eq!(SyntheticSpec::preset("papers100m").unwrap(), full);
 
     let spec = full.scaled(0.0005).unwrap();

@@ -138,9 +138,13 @@ pub struct CudaCsr {
 }
 
 impl CudaCsr {
-    /// Copies `csr` to `dev`.
+    /// Copies `csr` to `dev`, its row offsets as the kernels' `u32` (narrowed from a host
+    /// graph's `u64` ones; refused above [`gnn_graph::MAX_KERNEL_NNZ`] entries).
     pub fn upload(csr: &Csr, dev: &CudaDevice) -> Result<Self> {
-        let indptr = dev.clone_htod(csr.indptr())?;
+        let indptr = csr
+            .kernel_indptr("the graph")
+            .map_err(candle_core::Error::wrap)?;
+        let indptr = dev.clone_htod(&*indptr)?;
         let indices = if csr.nnz() == 0 {
             dev.alloc_zeros::<u32>(1)?
         } else {

@@ -121,13 +121,19 @@ impl std::fmt::Debug for DeviceGraph {
 }
 
 impl DeviceGraph {
-    /// Uploads a copy of `csr` to `device`.
+    /// Uploads a copy of `csr` to `device`. Refused with [`gnn_graph::Error::TooManyNonZeros`]
+    /// when it holds more than [`gnn_graph::MAX_KERNEL_NNZ`] entries: the kernels' row
+    /// offsets and edge positions are 32-bit (a larger graph trains partitioned, each rank's
+    /// share below the limit). A host graph of 64-bit offsets that fits is narrowed for the
+    /// GPU, and read as it is on the CPU.
     pub fn upload(csr: &Csr, device: &Device) -> Result<Self> {
+        gnn_graph::check_kernel_nnz("the graph", csr.nnz())?;
         Self::from_arc(Arc::new(csr.clone()), device)
     }
 
-    /// Uploads a shared CSR without copying it on the host.
+    /// Uploads a shared CSR without copying it on the host (refused as [`Self::upload`]).
     pub fn from_arc(csr: Arc<Csr>, device: &Device) -> Result<Self> {
+        gnn_graph::check_kernel_nnz("the graph", csr.nnz())?;
         #[cfg(feature = "cuda")]
         let cuda = match device {
             Device::Cuda(d) => Some(crate::cuda::CudaCsr::upload(&csr, d)?),
@@ -285,7 +291,7 @@ impl DeviceGraph {
         if let Some(perm) = self.device_symmetric_perm()? {
             return Ok(perm);
         }
-        let (_, perm) = self.inner.csr.transpose();
+        let (_, perm) = self.inner.csr.transpose()?;
         Ok(Tensor::from_vec(perm, self.nnz(), &self.inner.device)?)
     }
 
@@ -297,7 +303,7 @@ impl DeviceGraph {
             let _ = self.inner.transpose.set(tr);
             return Ok(());
         }
-        let (t, perm) = self.inner.csr.transpose();
+        let (t, perm) = self.inner.csr.transpose()?;
         let perm = Tensor::from_vec(perm, self.nnz(), &self.inner.device)?;
         let csr = &self.inner.csr;
         let symmetric = t.n_rows() == csr.n_rows()

@@ -271,7 +271,7 @@ impl Data {
         let g = &self.ds.graph;
         let wide = |s: &[u32]| s.iter().map(|&v| v as i64).collect::<Vec<_>>();
         (
-            PyArray1::from_vec(py, wide(g.indptr())),
+            PyArray1::from_vec(py, g.indptr().to_u64().iter().map(|&v| v as i64).collect()),
             PyArray1::from_vec(py, wide(g.indices())),
         )
     }

@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::progress;
-use gnn_graph::io::binary::{self, MappedGraph, OffsetWidth};
+use gnn_graph::io::binary::{self, MappedGraph};
 use gnn_graph::reorder::REUSE_WINDOW;
 use gnn_graph::{generate, load_auto, Dataset, Format, Reorder, SyntheticSpec};
 use serde_json::{json, Value};
@@ -184,7 +184,13 @@ pub fn load(src: &DataSource, cpu: bool) -> Result<Loaded> {
                 let file = dir.join(binary::FILE_NAME);
                 let t = Instant::now();
                 progress::step(format!("writing {}", file.display()), || {
-                    binary::write_dataset(&file, &ds, true, provenance.clone(), OffsetWidth::U32)
+                    binary::write_dataset(
+                        &file,
+                        &ds,
+                        true,
+                        provenance.clone(),
+                        ds.graph.offset_width(),
+                    )
                 })?;
                 let bytes = std::fs::metadata(&file).map_or(0, |m| m.len());
                 println!(

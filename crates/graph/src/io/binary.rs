@@ -40,12 +40,16 @@
 //! `< n_cols`), then copy them out in parallel; the dataset's parts go through
 //! [`Dataset::validate`]. Every error names the file, the field and the value.
 //!
-//! u64 row offsets are read (a graph written by a build with 64-bit offsets); the host
-//! [`Csr`] holds u32 offsets, so such a file loads when its `nnz` fits them and is refused
-//! otherwise, naming the limit. Writing is atomic: a temporary file in the same folder,
-//! renamed when complete.
+//! Row offsets are written at the width the writer asks for ([`OffsetWidth`]; `u32` is refused
+//! for a graph above `u32::MAX` non-zeros; `graph.offset_width()` writes them as the graph
+//! holds them). Either width is read, and loads at the narrowest width for the file's `nnz`:
+//! a file of 64-bit offsets whose entries fit 32 bits loads as the `u32` graph a build of
+//! them gives. The header has carried the width since version 1, so every file this format
+//! has written still loads (no version change). Writing is atomic: a temporary file in the
+//! same folder, renamed when complete.
 
-use crate::csr::Csr;
+pub use crate::csr::OffsetWidth;
+use crate::csr::{Csr, RowPtr};
 use crate::dataset::{Dataset, DenseMatrix, Features, SparseRows, Split};
 use crate::error::{Error, Result};
 use rayon::prelude::*;
@@ -160,16 +164,6 @@ pub struct Meta {
     pub source: serde_json::Value,
 }
 
-/// Width of the row offsets a file is written with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OffsetWidth {
-    /// u32 offsets (what the host [`Csr`] holds).
-    #[default]
-    U32,
-    /// u64 offsets.
-    U64,
-}
-
 /// One section to write.
 struct Out<'a> {
     name: &'static str,
@@ -192,19 +186,38 @@ impl<'a> Out<'a> {
     }
 }
 
-fn indptr_section(indptr: &[u32], width: OffsetWidth) -> Out<'_> {
-    match width {
-        OffsetWidth::U32 => Out::new("indptr", indptr.len(), 1, indptr),
-        OffsetWidth::U64 => {
-            let wide: Vec<u64> = indptr.par_iter().map(|&o| o as u64).collect();
-            Out {
-                name: "indptr",
-                dtype: Dtype::U64,
-                rows: wide.len() as u64,
-                cols: 1,
-                bytes: as_bytes(&wide).to_vec().into(),
-            }
+/// The `indptr` section at `width` (borrowed when the offsets are held at it); an error when
+/// `width` is `U32` and they exceed it.
+fn indptr_section<'a>(path: &Path, indptr: &'a RowPtr, width: OffsetWidth) -> Result<Out<'a>> {
+    let rows = indptr.len();
+    Ok(match (indptr, width) {
+        (RowPtr::U32(v), OffsetWidth::U32) => Out::new("indptr", rows, 1, v),
+        (RowPtr::U64(v), OffsetWidth::U64) => Out::new("indptr", rows, 1, v),
+        (RowPtr::U32(_), OffsetWidth::U64) => owned("indptr", rows, &indptr.to_u64()),
+        (RowPtr::U64(_), OffsetWidth::U32) => {
+            let narrow = indptr.to_u32().ok_or_else(|| {
+                Error::format(
+                    path,
+                    "indptr",
+                    format!(
+                        "{} non-zeros do not fit u32 row offsets: write them as u64",
+                        indptr.last()
+                    ),
+                )
+            })?;
+            owned("indptr", rows, &narrow)
         }
+    })
+}
+
+/// A section of `data`'s bytes, copied.
+fn owned<T: Plain>(name: &'static str, rows: usize, data: &[T]) -> Out<'static> {
+    Out {
+        name,
+        dtype: T::DTYPE,
+        rows: rows as u64,
+        cols: 1,
+        bytes: as_bytes(data).to_vec().into(),
     }
 }
 
@@ -268,18 +281,21 @@ fn write_file(
     Ok(())
 }
 
-/// Writes a graph alone (no dataset sections) to `path`.
+/// Writes a graph alone (no dataset sections) to `path`, its row offsets at `width`
+/// (`graph.offset_width()`: as held; `U32` fails above `u32::MAX` non-zeros).
 pub fn write_csr(path: impl AsRef<Path>, graph: &Csr, width: OffsetWidth) -> Result<()> {
+    let path = path.as_ref();
     let sections = [
-        indptr_section(graph.indptr(), width),
+        indptr_section(path, graph.indptr(), width)?,
         Out::new("indices", graph.nnz(), 1, graph.indices()),
     ];
     let shape = (graph.n_rows(), graph.n_cols(), graph.nnz());
-    write_file(path.as_ref(), shape, width, &sections)
+    write_file(path, shape, width, &sections)
 }
 
 /// Writes a whole dataset (graph, features, labels, split) to `path`, with `meta`'s
-/// `raw_features` and `source` (its name and class count are the dataset's).
+/// `raw_features` and `source` (its name and class count are the dataset's), the graph's row
+/// offsets at `width` (as [`write_csr`]).
 pub fn write_dataset(
     path: impl AsRef<Path>,
     ds: &Dataset,
@@ -298,14 +314,24 @@ pub fn write_dataset(
     })
     .map_err(|e| Error::format(path, "meta", e.to_string()))?;
     let mut sections = vec![
-        indptr_section(g.indptr(), width),
+        indptr_section(path, g.indptr(), width)?,
         Out::new("indices", g.nnz(), 1, g.indices()),
     ];
     match &ds.features {
         Features::Dense(d) => sections.push(Out::new("features", d.rows, d.cols, &d.data)),
         Features::Sparse(s) => {
             let p = &s.pattern;
-            sections.push(Out::new("feat_indptr", p.n_rows() + 1, 1, p.indptr()));
+            let ptr = p.indptr().to_u32().ok_or_else(|| {
+                Error::format(
+                    path,
+                    "feat_indptr",
+                    format!(
+                        "{} sparse feature entries exceed the format's u32 offsets",
+                        p.nnz()
+                    ),
+                )
+            })?;
+            sections.push(owned_or_borrowed("feat_indptr", ptr));
             sections.push(Out::new("feat_indices", p.nnz(), 1, p.indices()));
             sections.push(Out::new("feat_values", s.values.len(), 1, &s.values));
             sections.push(Out {
@@ -327,6 +353,14 @@ pub fn write_dataset(
     }
     sections.push(Out::new("meta", meta.len(), 1, &meta));
     write_file(path, (n, g.n_cols(), g.nnz()), width, &sections)
+}
+
+/// A u32 section of `data`, borrowed when it is.
+fn owned_or_borrowed<'a>(name: &'static str, data: std::borrow::Cow<'a, [u32]>) -> Out<'a> {
+    match data {
+        std::borrow::Cow::Borrowed(v) => Out::new(name, v.len(), 1, v),
+        std::borrow::Cow::Owned(v) => owned(name, v.len(), &v),
+    }
 }
 
 /// A section as found in the table.
@@ -606,17 +640,6 @@ impl MappedGraph {
 
     /// Checks the CSR invariants on the mapped arrays.
     fn check_csr(&self) -> Result<()> {
-        if self.nnz >= u32::MAX as usize {
-            return Err(Error::format(
-                &self.path,
-                "nnz",
-                format!(
-                    "{} entries exceed the host CSR's 32-bit offsets (at most {})",
-                    self.nnz,
-                    u32::MAX - 1
-                ),
-            ));
-        }
         let (p, n) = (self.indptr(), self.n_rows);
         let bad = |problem: String| Error::format(&self.path, "indptr", problem);
         if p.get(0) != 0 {
@@ -629,17 +652,25 @@ impl MappedGraph {
                 self.nnz
             )));
         }
-        let down = |i: usize| p.get(i + 1) < p.get(i);
+        // A decrease, or a row longer than a row's 32-bit length (repeated entries only).
+        let broken = |i: usize| {
+            let (a, b) = (p.get(i), p.get(i + 1));
+            b < a || b - a > u32::MAX as u64
+        };
         let rows = |b: usize| b * BLOCK..((b + 1) * BLOCK).min(n);
         let block = (0..n.div_ceil(BLOCK))
             .into_par_iter()
-            .find_first(|&b| rows(b).fold(false, |acc, i| acc | down(i)));
-        if let Some(i) = block.and_then(|b| rows(b).find(|&i| down(i))) {
-            return Err(bad(format!(
-                "decreases at row {i}: {} > {}",
-                p.get(i),
-                p.get(i + 1)
-            )));
+            .find_first(|&b| rows(b).fold(false, |acc, i| acc | broken(i)));
+        if let Some(i) = block.and_then(|b| rows(b).find(|&i| broken(i))) {
+            let (a, b) = (p.get(i), p.get(i + 1));
+            return Err(bad(if b < a {
+                format!("decreases at row {i}: {a} > {b}")
+            } else {
+                format!(
+                    "row {i} holds {} entries, more than a row's 32-bit length",
+                    b - a
+                )
+            }));
         }
         let idx = self.indices();
         let nc = self.n_cols as u32;
@@ -661,19 +692,22 @@ impl MappedGraph {
     }
 
     /// The graph, checked once on the mapped arrays (see the module docs) and copied out in
-    /// parallel.
+    /// parallel, its offsets at the narrowest width for `nnz`.
     pub fn csr(&self) -> Result<Csr> {
         self.check_csr()?;
-        let indptr: Vec<u32> = match self.indptr() {
-            Offsets::U32(o) => copy(o),
-            // Every offset is <= nnz < u32::MAX (checked above: non-decreasing, ends at nnz).
-            Offsets::U64(o) => o.par_iter().map(|&v| v as u32).collect(),
+        let narrow = self.nnz as u64 <= u32::MAX as u64;
+        let indptr = match self.indptr() {
+            Offsets::U32(o) => RowPtr::U32(copy(o)),
+            // Every offset is <= nnz <= u32::MAX (checked: non-decreasing, ends at nnz).
+            Offsets::U64(o) if narrow => RowPtr::U32(o.par_iter().map(|&v| v as u32).collect()),
+            Offsets::U64(o) => RowPtr::U64(copy(o)),
         };
         let indices = copy(self.indices());
-        // SAFETY: `check_csr` checked every invariant of `Csr::new_checked` on these arrays
-        // (copied unchanged, or u64 offsets all <= nnz < u32::MAX narrowed): `n_rows, n_cols <
+        // SAFETY: `check_csr` checked every invariant of `Csr::from_row_ptr` on these arrays
+        // (copied unchanged, or u64 offsets all <= nnz <= u32::MAX narrowed): `n_rows, n_cols <
         // u32::MAX` (`open`), `n_rows + 1` offsets (`open`), starting at 0, non-decreasing,
-        // ending at nnz == indices.len() (`open`), every column < n_cols.
+        // ending at nnz == indices.len() (`open`), rows of at most u32::MAX entries, every
+        // column < n_cols.
         Ok(unsafe { Csr::new_unchecked(self.n_rows, self.n_cols, indptr, indices) })
     }
 
@@ -762,4 +796,47 @@ pub fn file_in(path: &Path) -> PathBuf {
 /// [`FILE_NAME`]).
 pub fn load_binary(path: impl AsRef<Path>) -> Result<(Dataset, Meta)> {
     MappedGraph::open(file_in(path.as_ref()))?.dataset()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_are_written_at_the_width_asked_and_never_truncated() {
+        let path = Path::new("g.gnncsr");
+        let narrow = RowPtr::U32(vec![0, 2, 5]);
+        let wide = RowPtr::U64(vec![0, 2, 5]);
+        let le = |v: &[u64], w: usize| -> Vec<u8> {
+            v.iter()
+                .flat_map(|x| x.to_le_bytes()[..w].to_vec())
+                .collect()
+        };
+        for p in [&narrow, &wide] {
+            let s = indptr_section(path, p, OffsetWidth::U32).unwrap();
+            assert_eq!(
+                (s.dtype, s.rows, &s.bytes[..]),
+                (Dtype::U32, 3, &le(&[0, 2, 5], 4)[..])
+            );
+            let s = indptr_section(path, p, OffsetWidth::U64).unwrap();
+            assert_eq!(
+                (s.dtype, s.rows, &s.bytes[..]),
+                (Dtype::U64, 3, &le(&[0, 2, 5], 8)[..])
+            );
+        }
+        // Held at the width asked: written in place, no copy.
+        let s = indptr_section(path, &narrow, OffsetWidth::U32).unwrap();
+        assert!(matches!(s.bytes, std::borrow::Cow::Borrowed(_)));
+        let big = RowPtr::U64(vec![0, 5_000_000_000]);
+        let e = indptr_section(path, &big, OffsetWidth::U32)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            e.contains("field `indptr`: 5000000000 non-zeros do not fit u32 row offsets"),
+            "{e}"
+        );
+        let s = indptr_section(path, &big, OffsetWidth::U64).unwrap();
+        assert_eq!(&s.bytes[8..], &5_000_000_000u64.to_le_bytes());
+    }
 }

@@ -123,9 +123,9 @@ pub fn load_scipy_graph(path: &Path, n: usize) -> Result<Csr> {
         }
         Coo::new(n, row, col).map_err(|e| Error::format(path, "row/col", e.to_string()))?
     } else if names.iter().any(|s| s == "indptr") {
-        let indptr = index(&mut g, "indptr", None)?;
+        let indptr = g.read("indptr")?.to_offsets(path, "indptr")?;
         let indices = index(&mut g, "indices", Some(n))?;
-        let csr = Csr::new_checked(n, n, indptr, indices)
+        let csr = Csr::from_row_ptr(n, n, indptr, indices)
             .map_err(|e| Error::format(path, "indptr/indices", e.to_string()))?;
         // scipy CSR rows are sources here (edges row -> col).
         csr.to_coo().reversed()

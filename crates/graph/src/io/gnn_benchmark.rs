@@ -144,9 +144,9 @@ fn read_csr(
     cols: usize,
 ) -> Result<Csr> {
     let (fp, fi) = (format!("{prefix}_indptr"), format!("{prefix}_indices"));
-    let indptr = z.read(&fp)?.to_ids(path, &fp, None)?;
+    let indptr = z.read(&fp)?.to_offsets(path, &fp)?;
     let indices = z.read(&fi)?.to_ids(path, &fi, Some(cols))?;
-    Csr::new_checked(rows, cols, indptr, indices)
+    Csr::from_row_ptr(rows, cols, indptr, indices)
         .map_err(|e| Error::format(path, format!("{fp}/{fi}"), e.to_string()))
 }
 

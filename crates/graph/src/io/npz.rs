@@ -96,8 +96,30 @@ impl NpyArray {
         }
     }
 
-    /// Values as `u32` offsets or node ids, each below `bound` when given; errors name `path`,
-    /// `field` and the first bad entry.
+    /// Values as CSR row offsets at the narrowest width for the largest (`u32` up to
+    /// `u32::MAX`, `u64` beyond); errors name `path`, `field` and the first negative or
+    /// non-integer entry. Order and range are the CSR's checks.
+    pub fn to_offsets(&self, path: &Path, field: &str) -> Result<crate::csr::RowPtr> {
+        let v = self
+            .to_i64()
+            .map_err(|k| Error::format(path, field, format!("entry {k} is not an integer")))?;
+        if let Some(k) = v.iter().position(|&x| x < 0) {
+            return Err(Error::format(
+                path,
+                field,
+                format!("entry {k} = {} is a negative offset", v[k]),
+            ));
+        }
+        let max = v.iter().copied().max().unwrap_or(0) as u64;
+        Ok(if max <= u32::MAX as u64 {
+            crate::csr::RowPtr::U32(v.iter().map(|&x| x as u32).collect())
+        } else {
+            crate::csr::RowPtr::U64(v.iter().map(|&x| x as u64).collect())
+        })
+    }
+
+    /// Values as `u32` node ids (or small offsets), each below `bound` when given; errors
+    /// name `path`, `field` and the first bad entry.
     pub fn to_ids(&self, path: &Path, field: &str, bound: Option<usize>) -> Result<Vec<u32>> {
         let v = self
             .to_i64()

@@ -44,7 +44,12 @@ impl DeviceGraph {
                 crate::schedule::CHUNK
             };
             let (buf, len) = timed_setup(|| -> candle_core::Result<_> {
-                let s = RowSchedule::build(self.inner.csr.indptr(), chunk);
+                let indptr = self
+                    .inner
+                    .csr
+                    .kernel_indptr("the graph")
+                    .map_err(candle_core::Error::wrap)?;
+                let s = RowSchedule::build(&indptr, chunk);
                 Ok((self.upload_items(&s.items, 2)?, s.len()))
             })?;
             let _ = slot.set((buf, len, chunk));
@@ -73,8 +78,11 @@ impl DeviceGraph {
         }
         let csr = &self.inner.csr;
         let built = timed_setup(|| -> candle_core::Result<_> {
+            let indptr = csr
+                .kernel_indptr("the graph")
+                .map_err(candle_core::Error::wrap)?;
             let Some(s) = crate::schedule::ColumnBlockedSchedule::build(
-                csr.indptr(),
+                &indptr,
                 csr.indices(),
                 csr.n_cols(),
                 block,

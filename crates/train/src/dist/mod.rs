@@ -248,6 +248,10 @@ impl Rank {
                 plan.partition.parts()
             )));
         }
+        // Every rank's share goes to the kernels (32-bit offsets; the whole graph may hold
+        // more): all ranks refuse alike, naming the first share too big, before building any.
+        plan.partition
+            .check_kernel_shares(plan.operands.csr.indptr())?;
         let local = plan.local(comm.rank())?;
         let rows = local.rows.clone();
         let halo = HaloExchange::with(plan.exchange, &local, &plan.partition, comm, device)?;
@@ -809,6 +813,64 @@ mod tests {
                 assert!(o.report.breakdown.comm_bytes > 0);
             }
         }
+    }
+
+    /// Cora with its graph held at 64-bit row offsets (forced: it is small), as a graph past
+    /// 2^32 non-zeros is: the operands keep the width, the partition runs on it, each rank's
+    /// share takes 32-bit offsets again, and the CPU kernels read either.
+    #[test]
+    fn a_graph_with_64_bit_offsets_trains_as_its_32_bit_twin() {
+        use gnn_graph::OffsetWidth;
+        let ds = cora();
+        let mut wide = ds.clone();
+        wide.graph = ds
+            .graph
+            .clone()
+            .with_offset_width(OffsetWidth::U64)
+            .unwrap();
+        for (name, cfg) in configs(&ds).into_iter().take(5) {
+            // One step on the whole graph: loss and every gradient, bit for bit.
+            assert_eq!(whole(&wide, &cfg), whole(&ds, &cfg), "{name}");
+            let plan = DistPlan::new(&wide, cfg.kind, 3, None).unwrap();
+            assert_eq!(plan.operands.csr.offset_width(), OffsetWidth::U64, "{name}");
+            assert_eq!(plan.local(1).unwrap().csr.offset_width(), OffsetWidth::U32);
+            for ex in [Exchange::PointToPoint, Exchange::AllGather] {
+                assert_eq!(
+                    ranks(&wide, &cfg, 3, ex),
+                    ranks(&ds, &cfg, 3, ex),
+                    "{name} {ex}"
+                );
+            }
+        }
+        // Training: the same loss curve and accuracies, epoch by epoch.
+        let cfg = ModelConfig::new(
+            ConvKind::Gcn,
+            ds.features.cols(),
+            16,
+            ds.num_classes,
+            2,
+            0.5,
+        );
+        let train_cfg = TrainConfig {
+            epochs: 6,
+            eval_every: 2,
+            ..TrainConfig::default()
+        };
+        let curve = |ds: &Dataset| {
+            let dev = Device::Cpu;
+            let model = Gnn::new(cfg.clone(), &dev, 3).unwrap();
+            let graph = ModelGraph::new(&ds.graph, cfg.kind, &dev).unwrap();
+            let data = DeviceData::new(ds, &dev, true).unwrap();
+            let r = train_single(&model, &graph, &data, &train_cfg);
+            r.history
+                .iter()
+                .map(|h| {
+                    let acc = h.acc.map(|a| (a.0.to_bits(), a.1.to_bits(), a.2.to_bits()));
+                    (h.loss.to_bits(), acc)
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(curve(&wide), curve(&ds));
     }
 
     fn train_single(

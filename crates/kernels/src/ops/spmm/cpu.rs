@@ -184,7 +184,7 @@ pub fn edge_grad_arg<T: WithDType>(csr: &Csr, dy: &[T], x: &[T], k: usize, arg: 
         .into_par_iter()
         .enumerate()
         .for_each(|(i, out)| {
-            let base = indptr[i] as usize;
+            let base = indptr.get(i);
             for t in 0..k {
                 let p = arg[i * k + t];
                 if p != NO_EDGE {

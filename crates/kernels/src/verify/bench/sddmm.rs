@@ -66,7 +66,11 @@ pub fn sddmm(cfg: &SddmmBench, device: &Device) -> Result<serde_json::Value> {
             shape: vec![v.len()],
             data: NpyData::I64(v.iter().map(|&x| x as i64).collect()),
         };
-        write_npy(dir.join("indptr.npy"), &ints(a.indptr()))?;
+        let indptr = NpyArray {
+            shape: vec![a.indptr().len()],
+            data: NpyData::I64(a.indptr().to_u64().iter().map(|&x| x as i64).collect()),
+        };
+        write_npy(dir.join("indptr.npy"), &indptr)?;
         write_npy(dir.join("indices.npy"), &ints(a.indices()))?;
         println!("wrote the CSR to {}", dir.display());
     }

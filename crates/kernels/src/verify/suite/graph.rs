@@ -11,7 +11,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 /// [`DeviceGraph::transpose`]'s edge permutation on the device graph against the host
 /// counting sort's (exact), and its symmetry verdict against the host's.
 pub(super) fn check_transpose(c: &mut Checker, gname: &str, csr: &Csr, gpu: &Device) -> Result<()> {
-    let (_, want) = csr.transpose();
+    let (_, want) = csr.transpose()?;
     let want = Tensor::from_vec(want, csr.nnz(), &Device::Cpu)?;
     let g = DeviceGraph::upload(csr, gpu)?;
     let (_, perm) = g.transpose()?;

@@ -405,7 +405,7 @@ pub(super) fn check_column_blocked(
     for block in [7usize, 300] {
         for g in [&s1, &s2] {
             let blocked = crate::schedule::ColumnBlockedSchedule::build(
-                g.indptr(),
+                &g.kernel_indptr("the graph")?,
                 g.indices(),
                 g.n_cols(),
                 block,
