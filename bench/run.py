@@ -339,8 +339,53 @@ def extract_train(doc, m, graph_facts):
         work = floors.epoch_work(ds["nodes"], nnz, widths, floors.element_bytes(prec),
                                  values=kind in floors.GCN_KINDS)
     info = {"test_acc": report.get("test_acc"), "peak_allocated_bytes": report.get("peak_allocated_bytes")}
+    if m.peer == "python":
+        # bench/peers/python_train.py: the wall time between epoch callbacks less the step.
+        py = _get(doc, "python")
+        info.update({"wall_ms": py.get("wall_ms_median"), "between_ms": py.get("between_ms_median")})
     return {"ms": float(report["epoch_ms_median"]), "work": work,
             "facts": {"nodes": ds["nodes"], "nnz": nnz, "spmm_widths": widths}, "info": info}
+
+
+def python_overhead(rows, samples):
+    """Issue 40's goal, Python-side overhead <= 2 % of the GPU epoch: for every row name that
+    ours (train_reddit) and the `python` peer (gnn.train on the same files, run right after)
+    both measured, the two epoch medians and `epoch_overhead_pct` = python / ours - 1 (the
+    engine's epoch as the package ran it), and `outside_step_pct` = the package's median time
+    per epoch outside the step (between its epoch callbacks: the Python hook, the progress
+    display and the engine's bookkeeping; median over its repetitions) over ours' epoch (an
+    upper bound on what the Python side adds per epoch). `samples`: {row id: [sample]}."""
+    by_name = {}
+    for r in rows:
+        by_name.setdefault(r["name"], {})[r["peer"]] = r
+    out = []
+    for name in sorted(by_name):
+        ours, py = by_name[name].get("ours"), by_name[name].get("python")
+        if not ours or not py or ours.get("median_ms") is None or py.get("median_ms") is None:
+            continue
+        between = [s["info"].get("between_ms") for s in samples.get(py["id"], [])]
+        between = [b for b in between if isinstance(b, (int, float))]
+        b = statistics.median(between) if between else None
+        o = ours["median_ms"]
+        out.append({"name": name, "precision": ours["precision"], "ours_ms": o, "python_ms": py["median_ms"],
+                    "epoch_overhead_pct": round(100.0 * (py["median_ms"] / o - 1.0), 3),
+                    "between_ms": None if b is None else round(b, 4),
+                    "outside_step_pct": None if b is None else round(100.0 * b / o, 3),
+                    "repetitions": [ours["repetitions"], py["repetitions"]]})
+    return out
+
+
+def overhead_table(entries):
+    """python_overhead's rows as the runner prints them."""
+    head = ["row", "ours ms", "python ms", "epoch +%", "outside step ms", "outside step %"]
+    body = [[e["name"], f"{e['ours_ms']:.3f}", f"{e['python_ms']:.3f}", f"{e['epoch_overhead_pct']:+.2f}",
+             "-" if e["between_ms"] is None else f"{e['between_ms']:.3f}",
+             "-" if e["outside_step_pct"] is None else f"{e['outside_step_pct']:.2f}"] for e in entries]
+    widths = [max(len(x[i]) for x in [head] + body) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+             for cells in [head] + body]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
 
 
 def graph_args_value(args, flag):
@@ -774,6 +819,8 @@ class Runner:
     def write_summary(self):
         doc = dict(self.summary_head)
         doc["rows"] = self.rows()
+        if any(m.peer == "python" for m in self.suite.measurements):
+            doc["python_overhead"] = python_overhead(doc["rows"], self.samples)
         doc["run_failures"] = self.run_failures
         write_json(os.path.join(self.record, "summary.json"), doc)
         if self.o.pack:
@@ -905,6 +952,9 @@ def main(argv=None):
     runner.write_summary()
     rows = runner.rows()
     print_table(rows)
+    if any(m.peer == "python" for m in s.measurements):
+        print("\nPython-side overhead (the package's gnn.train against train_reddit, same files, back to back):")
+        print(overhead_table(python_overhead(rows, runner.samples)))
     print(f"\nrecord: {os.path.relpath(record, REPO) if record.startswith(REPO) else record}")
     if runner.run_failures:
         print(f"{len(runner.run_failures)} failed:", file=sys.stderr)

@@ -20,7 +20,9 @@ KINDS = {"train": "train_reddit", "spmm": "bench_spmm", "sddmm": "bench_sddmm", 
          "dist": "train_dist"}
 # Peers each kind can have, and the precisions each peer runs.
 PEERS = {
-    "train": {"pyg": ("f32", "bf16"), "tgcn": ("f32", "bf16")},
+    # python: the Python package's gnn.train on the same files (bench/peers/python_train.py,
+    # train_reddit's flags and JSON shape), run right after each of ours.
+    "train": {"pyg": ("f32", "bf16"), "tgcn": ("f32", "bf16"), "python": ("f32", "bf16", "f16")},
     "spmm": {"cusparse": ("f32",)},
     "sddmm": {"cusparse": ("f32",), "torch": ("f32",)},
     "graphs": {},  # its rows judge our dispatcher; cuSPARSE stays in bench_graphs' own JSON
@@ -29,6 +31,10 @@ PEERS = {
 # Precisions each kind of ours runs (bench_sddmm times f32 only).
 OURS_PRECISIONS = {"train": ("f32", "bf16", "f16"), "spmm": ("f32", "bf16"), "sddmm": ("f32",),
                    "graphs": ("f32", "bf16", "f16"), "dist": ("f32", "bf16", "f16")}
+# The train peers same_graph.py trains (one process for all of them per repetition).
+SAME_GRAPH_PEERS = ("pyg", "tgcn")
+# The script of the `python` train peer.
+PYTHON_TRAIN = "bench/peers/python_train.py"
 # Shortcuts: the train_reddit flags that turn each off (they are on by default).
 SHORTCUTS = {"input-cache": ["--no-input-cache"]}
 # same-graph: same_graph.py's files; generated: the examples' own generator flags, every run
@@ -287,7 +293,7 @@ def _expand_train(case, where, name, precisions, peers, flags, graph):
     for p in peers:
         for prec in precisions:
             probe = Measurement("", "", name, "train", "", prec, [], p, spec=spec)
-            if prec in PEERS["train"][p] and peer_model(probe) not in SAME_GRAPH_NAMES:
+            if p in SAME_GRAPH_PEERS and prec in PEERS["train"][p] and peer_model(probe) not in SAME_GRAPH_NAMES:
                 raise SuiteError(f"{where}: same_graph.py has no model {peer_model(probe)} (peer {p}, {prec})")
     label = f"{model} {layers}x{hidden}"
     ms, runs = [], []
@@ -303,8 +309,13 @@ def _expand_train(case, where, name, precisions, peers, flags, graph):
                                "--save", "{scratch}/weights", "--json", "{json}"]
             ms.append(m)
             runs.append(Run(mname, "train", [m], binary="train_reddit", args=args, epochs=epochs))
+            if "python" in peers and prec in PEERS["train"]["python"]:
+                # The same flags, right after ours: the pair runs back to back.
+                p = Measurement(f"{mname}/python", mname, name, "train", label, prec, sorted(v), "python", spec=spec)
+                ms.append(p)
+                runs.append(Run(f"{mname}-python", "train", [p], script=PYTHON_TRAIN, args=args, epochs=epochs))
         for p in peers:
-            if prec not in PEERS["train"][p]:
+            if p not in SAME_GRAPH_PEERS or prec not in PEERS["train"][p]:
                 continue
             mname = f"{name}-{prec}"
             m = Measurement(f"{mname}/{p}", mname, name, "train", label, prec, [], p, spec=spec)

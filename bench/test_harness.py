@@ -390,6 +390,42 @@ FAKE_SDDMM = textwrap.dedent("""\
     """)
 
 
+# A stand-in for the Python package, for bench/peers/python_train.py (the `python` train peer):
+# `load` reads the facts same_graph.py's stand-in wrote, `train` calls `on_epoch` for every
+# epoch and returns a report of the fields the script reads; its epoch is 1 % slower than
+# FAKE_TRAIN's.
+FAKE_GNN = textwrap.dedent("""\
+    import json, os
+    __version__ = "0.0.0"
+    CUDA = False
+    class Data:
+        def __init__(self, g):
+            self.num_nodes, self.num_edges, self.num_features, self.num_classes = g["nodes"], g["nnz"], 602, 41
+            self.train_idx, self.val_idx, self.test_idx = [0] * g["train"], [0] * g["val"], [0] * g["test"]
+    def load(path, name=None, split_seed=0):
+        with open(os.path.join(path, "facts.json")) as f:
+            return Data(json.load(f))
+    class Model:
+        def save(self, path):
+            open(path + ".safetensors", "w").close()
+    def train(data, model, *, layers, hidden, epochs, precision, input_cache, on_epoch, eval_every, **kw):
+        history = []
+        for e in range(1, epochs + 1):
+            log = {"epoch": e, "epoch_ms": 0.0, "loss": 1.0 / e, "val_acc": 0.5 if e % eval_every == 0 else None}
+            on_epoch(log)
+            history.append({"epoch": e, "loss": log["loss"]})
+        kind = {"sage": "sage_mean"}.get(model, model)
+        cfg = {"kind": kind, "layers": layers, "in_dim": 602, "hidden": hidden, "out_dim": 41,
+               "input_dropout": kw["input_dropout"], "activation": "relu", "maxk_after_first": False}
+        base = 1.0 if input_cache else 2.0
+        report = {"dataset": "reddit", "device": "fake", "graph_prep_s": 0.1, "kernels_used": {}, "model": cfg,
+                  "train": {"precision": precision, "cache_input_aggregate": input_cache, "warmup": 3},
+                  "breakdown_rows": [], "history": history, "epoch_ms_median": base * 1.01,
+                  "test_acc": 0.5, "peak_allocated_bytes": None}
+        return Model(), report
+    """)
+
+
 def write_exe(path, text):
     with open(path, "w") as f:
         f.write(text)
@@ -416,15 +452,52 @@ class GpuSuiteTests(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.d)
 
-    def run_suite(self, name, *extra):
+    def run_suite(self, name, *extra, env=None):
         p = subprocess.run([sys.executable, os.path.join(HERE, "run.py"), name, "--bin-dir", self.bin,
                             "--anchors-dir", self.anchors, "--out", self.out, "--machine", "fakegpu",
                             "--reps", "1", "--any-versions", *extra],
-                           capture_output=True, text=True, timeout=300)
+                           capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})})
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.stdout = p.stdout
         (rec,) = os.listdir(os.path.join(self.out, name))
         with open(os.path.join(self.out, name, rec, "summary.json")) as f:
-            return {r["id"]: r for r in json.load(f)["rows"]}, os.path.join(self.out, name, rec)
+            self.summary = json.load(f)
+        return {r["id"]: r for r in self.summary["rows"]}, os.path.join(self.out, name, rec)
+
+    def test_python_overhead(self):
+        """The `python` train peer: bench/peers/python_train.py on a stand-in package, right
+        after each train_reddit run, and the overhead the runner derives."""
+        site = os.path.join(self.d, "site", "gnn")
+        os.makedirs(site)
+        with open(os.path.join(site, "__init__.py"), "w") as f:
+            f.write(FAKE_GNN)
+        rows, rec = self.run_suite("python-overhead", "--graph-dir", os.path.join(self.d, "g"),
+                                   env={"PYTHONPATH": os.path.dirname(site)})
+        self.assertEqual(sorted(rows), ["gcn-2x128-bf16/ours", "gcn-2x128-bf16/python",
+                                        "gcn-2x128-f32/ours", "gcn-2x128-f32/python"])
+        py = rows["gcn-2x128-bf16/python"]
+        self.assertEqual((py["median_ms"], py["spmm_widths"], py["status"]), (1.01, [41, 41], "ok"))
+        self.assertIsNotNone(py["info"]["between_ms"])
+        over = {e["name"]: e for e in self.summary["python_overhead"]}
+        self.assertEqual(sorted(over), ["gcn-2x128-bf16", "gcn-2x128-f32"])
+        self.assertAlmostEqual(over["gcn-2x128-f32"]["epoch_overhead_pct"], 1.0, places=6)
+        self.assertGreaterEqual(over["gcn-2x128-f32"]["outside_step_pct"], 0.0)
+        self.assertIn("Python-side overhead", self.stdout)
+        with open(os.path.join(rec, "command.txt")) as f:
+            commands = [l for l in f.read().splitlines() if not l.startswith("#")]
+        # Each python run right after its train_reddit run, with the same flags.
+        self.assertIn("train_reddit", commands[1])
+        self.assertIn("bench/peers/python_train.py", commands[2])
+        self.assertEqual(commands[1].split("train_reddit", 1)[1].replace("-r1.json", ""),
+                         commands[2].split("python_train.py", 1)[1].replace("-python-r1.json", ""))
+        # A suite may not ask the python peer of a case without same-graph files.
+        with tempfile.TemporaryDirectory() as tmp:
+            p = os.path.join(tmp, "bad.toml")
+            with open(p, "w") as f:
+                f.write('repetitions = 1\n[graph]\nsource = "generated"\nflags = []\n[[case]]\nname = "x"\n'
+                        'kind = "train"\nmodel = "gcn"\nlayers = 2\nhidden = 8\nepochs = 2\npeers = ["python"]\n')
+            with self.assertRaisesRegex(suites.SuiteError, "same-graph"):
+                suites.load(p)
 
     def test_headline_case(self):
         rows, rec = self.run_suite("headline", "--only", "gcn-2x128", "--graph-dir", os.path.join(self.d, "g"))

@@ -20,6 +20,7 @@ What it checks, in README.md and docs/src/**/*.md:
     python     Python using the `gnn` package: the package's pytest suite runs it
                (crates/python/tests/test_docs.py), from a folder with `data/` and `weights/`
     python,pyg Python that needs PyG installed: shown, never run here
+    python,gpu Python that needs a GPU (or several): shown, never run here
 - SUMMARY.md lists every page of docs/src and every page it lists exists;
 - every guide page with a ```rust block is hooked into src/lib.rs (else it would not run);
 - README.md stays within 200 lines.
@@ -38,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BOOK_SRC = ROOT / "docs" / "src"
 README_MAX_LINES = 200
-LABELS = {"sh", "sh,gpu", "rust", "text", "toml", "json", "python", "python,pyg"}
+LABELS = {"sh", "sh,gpu", "rust", "text", "toml", "json", "python", "python,pyg", "python,gpu"}
 FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
 HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 INLINE_LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")

@@ -1,6 +1,7 @@
 //! `Data`: a graph with node features, labels and a split, built from NumPy arrays (validated
 //! as the file loaders validate) or loaded from any format the engine reads.
 
+use crate::args::{non_negative, non_negative_opt};
 use crate::arrays::{self, value_error};
 use crate::errors::to_py;
 use gnn_graph::{BuildOptions, Coo, Dataset, Features, SelfLoops, Split};
@@ -130,12 +131,14 @@ impl Data {
         train: Option<&Bound<'_, PyAny>>,
         val: Option<&Bound<'_, PyAny>>,
         test: Option<&Bound<'_, PyAny>>,
-        num_classes: Option<usize>,
+        num_classes: Option<i128>,
         undirected: bool,
         row_normalize: bool,
-        split_seed: u64,
+        split_seed: i128,
         name: String,
     ) -> PyResult<Self> {
+        let num_classes: Option<usize> = non_negative_opt("num_classes", num_classes)?;
+        let split_seed: u64 = non_negative("split_seed", split_seed)?;
         let features = arrays::features(x)?;
         let n = features.rows;
         if n >= u32::MAX as usize {
@@ -351,8 +354,9 @@ pub fn load(
     py: Python<'_>,
     path: PathBuf,
     name: Option<String>,
-    split_seed: u64,
+    split_seed: i128,
 ) -> PyResult<Data> {
+    let split_seed: u64 = non_negative("split_seed", split_seed)?;
     if !path.exists() {
         return Err(PyFileNotFoundError::new_err(format!(
             "{}: no such file or folder",
@@ -378,7 +382,8 @@ pub fn load(
 /// learnable structure), as ``train_reddit`` does without ``--data-dir``.
 #[pyfunction]
 #[pyo3(signature = (scale=0.05, seed=0))]
-pub fn reddit_shaped(py: Python<'_>, scale: f64, seed: u64) -> PyResult<Data> {
+pub fn reddit_shaped(py: Python<'_>, scale: f64, seed: i128) -> PyResult<Data> {
+    let seed: u64 = non_negative("seed", seed)?;
     if !(scale > 0.0 && scale.is_finite()) {
         return Err(value_error(format!("scale = {scale}: it must be > 0")));
     }

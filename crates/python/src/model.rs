@@ -348,10 +348,11 @@ pub fn from_pyg_state_dict(
     py: Python<'_>,
     state_dict: &Bound<'_, PyDict>,
     model: &str,
-    heads: Option<usize>,
+    heads: Option<i128>,
     activation: Option<&str>,
     device: &str,
 ) -> PyResult<Model> {
+    let heads: Option<usize> = crate::args::non_negative_opt("heads", heads)?;
     let kind: ConvKind = model.parse().map_err(model_err)?;
     let activation = activation.map(parse_activation).transpose()?;
     let dev = parse_device(device)?;

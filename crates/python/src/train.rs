@@ -3,12 +3,12 @@
 //! with the GIL released and a per-epoch hook for the callback, the progress display and
 //! Ctrl-C.
 
+use crate::args::{non_negative, non_negative_opt, Devices};
 use crate::arrays::value_error;
 use crate::data::Data;
 use crate::device::parse_device;
 use crate::errors::{model_err, to_py};
 use crate::model::{parse_activation, Model, Served};
-use candle_core::Device;
 use gnn_models::{Activation, ConvKind, Gnn, ModelGraph};
 use gnn_train::run::ModelSpec;
 use gnn_train::{
@@ -23,7 +23,7 @@ use std::ops::ControlFlow;
 use std::time::Instant;
 
 /// Why a run ended before its last epoch.
-enum Stop {
+pub(crate) enum Stop {
     /// Ctrl-C (SIGINT) arrived: stopped at the epoch boundary, state kept.
     Interrupt,
     /// `on_epoch` returned `False`.
@@ -50,7 +50,11 @@ fn epoch_dict<'py>(py: Python<'py>, log: &EpochLog, epochs: usize) -> PyResult<B
 
 /// At an epoch boundary, attached to the interpreter: the callback, then pending signals
 /// (Python's SIGINT handler raises `KeyboardInterrupt` here).
-fn at_epoch_end(log: &EpochLog, epochs: usize, on_epoch: Option<&Py<PyAny>>) -> Option<Stop> {
+pub(crate) fn at_epoch_end(
+    log: &EpochLog,
+    epochs: usize,
+    on_epoch: Option<&Py<PyAny>>,
+) -> Option<Stop> {
     Python::attach(|py| {
         if let Some(cb) = on_epoch {
             let arg = match epoch_dict(py, log, epochs) {
@@ -102,35 +106,47 @@ struct Outcome {
 /// boundary. A stopped run keeps its best weights so far and says why in
 /// ``report["stopped"]`` (``"interrupt"`` or ``"callback"``; ``None`` when it ran to the end).
 /// The GIL is released while the engine works.
+///
+/// ``devices`` trains over several ranks, one thread each, on a 1-D partition of the nodes
+/// (contiguous ranges balanced by non-zeros; the engine's ``train_dist``): with
+/// ``device="cuda"``, ``devices=[i, j, ...]`` puts one rank on each listed GPU (``devices=N``:
+/// GPUs ``0..N``) and the ranks talk through NCCL (a build with the ``nccl`` feature); with
+/// ``device="cpu"``, ``devices=N`` (or a list of N ids) runs N ranks on the CPU over the
+/// in-process communicator. Losses and accuracies are the single-device run's up to the order
+/// of float sums. GCN, GraphSAGE, GIN and MLP partition (GAT and the transformer do not yet).
+/// The model returned is rank 0's (the parameters are replicated), the report rank 0's with a
+/// row per rank under ``"ranks"``. An NCCL rank that fails ends the process, as ``train_dist``
+/// does (the other ranks wait inside NCCL for it).
 #[pyfunction]
 #[pyo3(signature = (data, model="gcn", *, layers=2, hidden=128, epochs=200, lr=0.01,
     weight_decay=5e-4, dropout=0.5, input_dropout=None, precision="f32", device="auto",
-    maxk=None, maxk_after_first=false, seed=0, eval_every=1, patience=None, optimizer="adam",
-    lr_schedule="constant", heads=8, att_dropout=None, activation=None, layer_norm=false,
-    residual=false, gin_norm=false, row_normalize=None, tf32=false, profile=false,
-    deterministic=false, input_cache=true, on_epoch=None))]
+    devices=None, maxk=None, maxk_after_first=false, seed=0, eval_every=1, patience=None,
+    optimizer="adam", lr_schedule="constant", heads=8, att_dropout=None, activation=None,
+    layer_norm=false, residual=false, gin_norm=false, row_normalize=None, tf32=false,
+    profile=false, deterministic=false, input_cache=true, on_epoch=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn train(
     py: Python<'_>,
     data: &Data,
     model: &str,
-    layers: usize,
-    hidden: usize,
-    epochs: usize,
+    layers: i128,
+    hidden: i128,
+    epochs: i128,
     lr: f64,
     weight_decay: f64,
     dropout: f32,
     input_dropout: Option<f32>,
     precision: &str,
     device: &str,
-    maxk: Option<usize>,
+    devices: Option<&Bound<'_, PyAny>>,
+    maxk: Option<i128>,
     maxk_after_first: bool,
-    seed: u64,
-    eval_every: usize,
-    patience: Option<usize>,
+    seed: i128,
+    eval_every: i128,
+    patience: Option<i128>,
     optimizer: &str,
     lr_schedule: &str,
-    heads: usize,
+    heads: i128,
     att_dropout: Option<f32>,
     activation: Option<&str>,
     layer_norm: bool,
@@ -143,6 +159,15 @@ pub fn train(
     input_cache: bool,
     on_epoch: Option<Py<PyAny>>,
 ) -> PyResult<(Model, Py<PyAny>)> {
+    let layers: usize = non_negative("layers", layers)?;
+    let hidden: usize = non_negative("hidden", hidden)?;
+    let epochs: usize = non_negative("epochs", epochs)?;
+    let maxk: Option<usize> = non_negative_opt("maxk", maxk)?;
+    let seed: u64 = non_negative("seed", seed)?;
+    let eval_every: usize = non_negative("eval_every", eval_every)?;
+    let patience: Option<usize> = non_negative_opt("patience", patience)?;
+    let heads: usize = non_negative("heads", heads)?;
+    let devices = devices.map(Devices::parse).transpose()?;
     let kind: ConvKind = model.parse().map_err(model_err)?;
     let precision: Precision = precision.parse().map_err(to_py)?;
     let optimizer: OptimizerKind = optimizer.parse().map_err(to_py)?;
@@ -204,7 +229,6 @@ pub fn train(
         cache_input_aggregate: input_cache,
         ..TrainConfig::default()
     };
-    let dev = parse_device(device)?;
     let ds = data.ds.clone();
     let row_normalize = row_normalize.unwrap_or(data.row_normalize);
     if ds.split.train.is_empty() || ds.num_classes == 0 {
@@ -219,6 +243,17 @@ pub fn train(
         deterministic,
         ..Default::default()
     };
+    if let Some(devices) = devices {
+        let run = crate::dist::Run {
+            ds,
+            model: mcfg,
+            train: tc,
+            kernels: policy,
+            row_normalize,
+        };
+        return crate::dist::train(py, run, device, &devices, on_epoch);
+    }
+    let dev = parse_device(device)?;
     let mut stop: Option<Stop> = None;
     let out = py.detach(|| -> gnn_train::Result<Outcome> {
         let t_all = Instant::now();
@@ -256,23 +291,24 @@ pub fn train(
             total_s: t_all.elapsed().as_secs_f64(),
         })
     });
-    let stopped = match stop {
-        Some(Stop::Raised(e)) => return Err(e),
-        Some(Stop::Interrupt) => Some("interrupt"),
-        Some(Stop::Callback) => Some("callback"),
-        None => None,
-    };
+    let stopped = stopped(stop)?;
     let out = out.map_err(to_py)?;
-    let report = report_json(&out, &ds.name, &dev, &tc, stopped, row_normalize)?;
-    let info = json!({
+    let mut extra = json!({
+        "stopped": stopped,
         "dataset": ds.name,
-        "test_acc": out.report.test_acc,
-        "val_acc": out.report.best_val_acc,
-        "best_epoch": out.report.best_epoch,
-        "epochs": out.report.epochs_run,
-        "saved_seed": seed,
+        "device": device_name(&dev),
+        "model": out.model.config(),
         "train": tc,
+        "row_normalize": row_normalize,
+        "graph_prep_s": out.prep_s,
+        "total_s": out.total_s,
+        "kernels_used": out.graph.kernels_used(),
     });
+    if let (Some(a), Some(o)) = (out.roc_auc, extra.as_object_mut()) {
+        o.insert("roc_auc".into(), json!(a));
+    }
+    let report = report_json(&out.report, extra)?;
+    let info = trained_info(&ds.name, &out.report, seed, &tc);
     let model = Model::new(
         Served::bound(out.model, out.graph, &ds, dev),
         Some(row_normalize),
@@ -282,33 +318,49 @@ pub fn train(
     Ok((model, report))
 }
 
-/// The report dict: the trainer's report (history, accuracies, epoch times, time to accuracy,
-/// memory peaks, breakdown) with the breakdown's table rows, the model and recipe, where it ran
-/// and why it stopped.
-fn report_json(
-    out: &Outcome,
+/// What `Model.save` records beside the weights of a model trained here.
+pub(crate) fn trained_info(
     dataset: &str,
-    dev: &Device,
+    report: &TrainReport,
+    seed: u64,
     tc: &TrainConfig,
-    stopped: Option<&str>,
-    row_normalize: bool,
+) -> serde_json::Value {
+    json!({
+        "dataset": dataset,
+        "test_acc": report.test_acc,
+        "val_acc": report.best_val_acc,
+        "best_epoch": report.best_epoch,
+        "epochs": report.epochs_run,
+        "saved_seed": seed,
+        "train": tc,
+    })
+}
+
+/// `why` a run stopped early as the report names it (`None`: it ran to the end), or the
+/// exception `on_epoch` raised.
+pub(crate) fn stopped(stop: Option<Stop>) -> PyResult<Option<&'static str>> {
+    match stop {
+        Some(Stop::Raised(e)) => Err(e),
+        Some(Stop::Interrupt) => Ok(Some("interrupt")),
+        Some(Stop::Callback) => Ok(Some("callback")),
+        None => Ok(None),
+    }
+}
+
+/// The report dict: the trainer's report (history, accuracies, epoch times, time to accuracy,
+/// memory peaks, breakdown) with the breakdown's table rows, and `extra`'s entries (the model
+/// and recipe, where it ran, why it stopped).
+pub(crate) fn report_json(
+    report: &TrainReport,
+    extra: serde_json::Value,
 ) -> PyResult<serde_json::Value> {
-    let mut v = serde_json::to_value(&out.report).map_err(|e| value_error(e.to_string()))?;
+    let mut v = serde_json::to_value(report).map_err(|e| value_error(e.to_string()))?;
     let o = v
         .as_object_mut()
         .ok_or_else(|| value_error("the training report is not a JSON object"))?;
-    o.insert("stopped".into(), json!(stopped));
-    o.insert("dataset".into(), json!(dataset));
-    o.insert("device".into(), json!(device_name(dev)));
-    o.insert("model".into(), json!(out.model.config()));
-    o.insert("train".into(), json!(tc));
-    o.insert("row_normalize".into(), json!(row_normalize));
-    o.insert("breakdown_rows".into(), json!(out.report.breakdown.rows()));
-    o.insert("graph_prep_s".into(), json!(out.prep_s));
-    o.insert("total_s".into(), json!(out.total_s));
-    o.insert("kernels_used".into(), json!(out.graph.kernels_used()));
-    if let Some(a) = out.roc_auc {
-        o.insert("roc_auc".into(), json!(a));
+    o.insert("breakdown_rows".into(), json!(report.breakdown.rows()));
+    if let serde_json::Value::Object(extra) = extra {
+        o.extend(extra);
     }
     Ok(v)
 }

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import gnn
+from conftest import CORA as CORA_DIR
 from conftest import ROOT, small_arrays
 
 
@@ -139,6 +140,16 @@ BAD_SETTINGS = [
     ({"optimizer": "sgd"}, "sgd"),
     ({"activation": "tanh"}, "tanh"),
     ({"model": "gat", "hidden": 30, "heads": 8}, "heads"),
+    # Negative integers are ValueErrors naming the argument (not OverflowError).
+    ({"layers": -1}, "layers = -1"),
+    ({"hidden": -16}, "hidden = -16"),
+    ({"epochs": -5}, "epochs = -5"),
+    ({"maxk": -2}, "maxk = -2"),
+    ({"seed": -1}, "seed = -1"),
+    ({"seed": 2**64}, "seed = 18446744073709551616: too large"),
+    ({"eval_every": -1}, "eval_every = -1"),
+    ({"patience": -3}, "patience = -3"),
+    ({"model": "gat", "heads": -8}, "heads = -8"),
 ]
 
 
@@ -158,3 +169,13 @@ def test_a_cpu_build_says_how_to_get_cuda():
     data = gnn.Data(a["x"], a["edge_index"], a["y"], train=a["train"], val=a["val"], test=a["test"])
     with pytest.raises(ValueError, match="--features cuda"):
         gnn.train(data, device="cuda", progress=False)
+
+
+def test_negative_integers_elsewhere_raise_value_error_naming_them():
+    for call, needle in [
+        (lambda: gnn.load(CORA_DIR, split_seed=-1), "split_seed = -1"),
+        (lambda: gnn.reddit_shaped(scale=0.01, seed=-7), "seed = -7"),
+        (lambda: gnn.from_pyg_state_dict({}, "gat", heads=-2), "heads = -2"),
+    ]:
+        with pytest.raises(ValueError, match=needle):
+            call()

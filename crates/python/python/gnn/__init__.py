@@ -16,12 +16,23 @@ import sys
 from typing import Any, Callable, Optional, Tuple, Union
 
 from . import _native
-from ._native import CUDA, Data, Model, __version__, from_pyg_state_dict, load, load_model, reddit_shaped
+from ._native import (
+    CUDA,
+    NCCL,
+    Data,
+    Model,
+    __version__,
+    from_pyg_state_dict,
+    load,
+    load_model,
+    reddit_shaped,
+)
 from ._progress import Progress
 from ._pyg import from_pyg
 
 __all__ = [
     "CUDA",
+    "NCCL",
     "Data",
     "Model",
     "__version__",
@@ -49,6 +60,7 @@ def train(
     ``layers=2``, ``hidden=128``, ``epochs=200``, ``lr=0.01``, ``weight_decay=5e-4``,
     ``dropout=0.5``, ``input_dropout=None`` (= dropout), ``precision="f32"`` (``"bf16"``,
     ``"f16"`` on a GPU), ``device="auto"`` (``"cpu"``, ``"cuda"``, ``"cuda:N"``),
+    ``devices=None`` (several ranks, below),
     ``maxk=None`` (MaxK-GNN's non-linearity keeping K entries per row), ``seed=0``,
     ``eval_every=1``, ``patience=None``, ``optimizer="adam"`` (``"adamw"``),
     ``lr_schedule="constant"`` (``"cosine"``), ``heads=8`` (GAT / transformer),
@@ -61,6 +73,18 @@ def train(
     ``True`` shows a tqdm bar if tqdm is installed (a widget in notebooks), else a one-line
     bar on a terminal, else a plain line about every tenth of the run; ``"plain"``,
     ``"line"``, ``"tqdm"`` force one; ``False`` shows nothing.
+
+    ``devices`` trains full-batch on several devices, one rank (thread) each, over a 1-D
+    partition of the nodes (contiguous ranges balanced by non-zeros, the engine's
+    ``train_dist``): ``device="cuda", devices=[0, 1]`` puts a rank on each listed GPU, talking
+    through NCCL (a build with ``--features nccl``; ``devices=N`` = GPUs ``0..N``);
+    ``device="cpu", devices=N`` runs N ranks on the CPU over the in-process communicator (the
+    same partitioned computation, to check it). Losses and accuracies are the single-device
+    run's up to the order of float sums. GCN, GraphSAGE, GIN and MLP partition; GAT and the
+    transformer do not yet (``ValueError``). The model returned is rank 0's (the parameters
+    are replicated); the report is rank 0's plus ``"devices"``, ``"exchange"`` and a row per
+    rank under ``"ranks"`` (rows, halo, epoch time, communication, memory). A GPU rank that
+    fails ends the process, as ``train_dist`` does: the other ranks wait inside NCCL for it.
 
     Ctrl-C stops training at the next epoch boundary: the model keeps the weights of its best
     validation epoch so far and ``report["stopped"]`` is ``"interrupt"`` (``"callback"`` when

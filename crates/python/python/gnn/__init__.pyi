@@ -1,9 +1,10 @@
 """Type stubs of the ``gnn`` package: the native classes and functions (``_native.pyi``) and
 the Python-side ``train`` (progress display, callback) and ``from_pyg``."""
 
-from typing import Any, Callable, Dict, Literal, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Literal, Optional, Sequence, Tuple, Union
 
 from ._native import CUDA as CUDA
+from ._native import NCCL as NCCL
 from ._native import Data as Data
 from ._native import Model as Model
 from ._native import __version__ as __version__
@@ -39,6 +40,7 @@ def train(
     input_dropout: Optional[float] = None,
     precision: Literal["f32", "bf16", "f16"] = "f32",
     device: str = "auto",
+    devices: Union[None, int, Sequence[int]] = None,
     maxk: Optional[int] = None,
     maxk_after_first: bool = False,
     seed: int = 0,

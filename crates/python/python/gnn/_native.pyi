@@ -2,7 +2,7 @@
 time are the Rust doc comments; these stubs give the signatures to type checkers and IDEs."""
 
 from os import PathLike
-from typing import Any, Callable, Dict, Literal, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Literal, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -10,6 +10,8 @@ import numpy.typing as npt
 __version__: str
 CUDA: bool
 """Whether this build has CUDA support (``--features cuda``)."""
+NCCL: bool
+"""Whether this build trains on several GPUs (``--features nccl``, which implies ``cuda``)."""
 
 ArrayLike = npt.ArrayLike
 StrPath = Union[str, PathLike]
@@ -147,6 +149,7 @@ def train(
     input_dropout: Optional[float] = None,
     precision: Literal["f32", "bf16", "f16"] = "f32",
     device: str = "auto",
+    devices: Union[None, int, Sequence[int]] = None,
     maxk: Optional[int] = None,
     maxk_after_first: bool = False,
     seed: int = 0,
@@ -167,4 +170,6 @@ def train(
     input_cache: bool = True,
     on_epoch: Optional[Callable[[Dict[str, Any]], Optional[bool]]] = None,
 ) -> Tuple[Model, Dict[str, Any]]:
-    """The engine's trainer; see ``gnn.train``."""
+    """The engine's trainer; see ``gnn.train``. ``devices``: several ranks on a 1-D node
+    partition (``device="cuda"``: one per listed GPU over NCCL; ``device="cpu"``: N threads
+    over the in-process communicator)."""

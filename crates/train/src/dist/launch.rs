@@ -467,10 +467,10 @@ fn nccl_process(
     Err(no_nccl())
 }
 
-/// Ranks `0..ranks` on GPUs `0..ranks`, one thread each, over NCCL. A failed rank (out of
-/// memory, say) leaves the others inside an NCCL collective that only their watchdogs would
-/// end, so it prints its error and ends the process with status 1 ([`end_process`]), as
-/// torchrun does when a worker fails.
+/// Ranks `0..ranks` on GPUs `0..ranks`, one thread each, over NCCL ([`NcclGroup`]). A failed
+/// rank (out of memory, say) leaves the others inside an NCCL collective that only their
+/// watchdogs would end, so it prints its error and ends the process with status 1
+/// ([`NcclGroup::end_run`]), as torchrun does when a worker fails.
 #[cfg(feature = "nccl")]
 fn nccl_threads(
     cfg: &DistConfig,
@@ -479,17 +479,13 @@ fn nccl_threads(
     recipe: Recipe<'_>,
     on_epoch: &(dyn Fn(&EpochLog) + Sync),
 ) -> Result<Vec<RankOutcome>> {
-    use gnn_comm::{NcclComm, NcclId};
     let ranks = cfg.world();
-    let devices = (0..ranks)
-        .map(|r| open_gpu(r, ""))
-        .collect::<Result<Vec<_>>>()?;
-    let id = NcclId::new()?;
+    let group = NcclGroup::open(&(0..ranks).collect::<Vec<_>>(), cfg.overlap)?;
     println!(
         "{ranks} ranks on GPUs 0..{ranks}, NCCL (NCCL_MAX_P2P_NCHANNELS={})",
         std::env::var(P2P_CHANNELS_ENV).unwrap_or_default()
     );
-    if let Some((_, total)) = crate::device::device_memory_info(&devices[0]) {
+    if let Some((_, total)) = crate::device::device_memory_info(&group.devices[0]) {
         if std::env::var_os(crate::MEMORY_LIMIT_ENV).is_some() {
             println!(
                 "each GPU limited to {} ({})",
@@ -498,26 +494,94 @@ fn nccl_threads(
             );
         }
     }
-    let make = |rank: usize, dev: &Device| {
-        let comm = NcclComm::new(&id, rank, ranks, dev, true)?.with_overlap(cfg.overlap);
-        Ok(guard(cfg, Arc::new(comm), Some(end_when_stuck())))
-    };
-    let fail_fast = |rank: usize, e: &Error| {
-        end_process(
-            &format!("rank {rank} failed: {e}"),
-            "ending the run (the other ranks wait in NCCL)",
-        )
-    };
+    let make =
+        |rank: usize, dev: &Device| Ok(guard(cfg, group.join(rank, dev)?, Some(end_when_stuck())));
     train_ranks(
         plan,
         ds,
         recipe,
         &make,
-        &devices,
+        &group.devices,
         cfg.resume.as_deref(),
         on_epoch,
-        &fail_fast,
+        &NcclGroup::end_run,
     )
+}
+
+/// One NCCL group over GPUs of this process, one rank per GPU (rank `r` on `gpus[r]`), for
+/// the threads of [`super::train_ranks`] / [`super::train_ranks_with_control`]: the devices,
+/// opened and prepared, and each rank's communicator ([`Self::join`], [`Self::guarded`]).
+/// What [`Launch::Nccl`] runs on GPUs `0..ranks`, and the Python package's
+/// `train(..., devices=[...])` on the GPUs it lists.
+#[cfg(feature = "nccl")]
+pub struct NcclGroup {
+    /// Rank `r`'s device: GPU `gpus[r]`.
+    pub devices: Vec<Device>,
+    id: gnn_comm::NcclId,
+    overlap: bool,
+}
+
+#[cfg(feature = "nccl")]
+impl NcclGroup {
+    /// Opens GPUs `gpus` (distinct ordinals) and makes the group's NCCL id. `overlap`: a
+    /// sliced aggregation's own-block slices run while the exchange is in flight
+    /// ([`DistConfig::overlap`]). Sets NCCL's point-to-point channels first
+    /// ([`default_p2p_channels`]).
+    pub fn open(gpus: &[usize], overlap: bool) -> Result<Self> {
+        let mut seen = std::collections::BTreeSet::new();
+        if gpus.is_empty() || !gpus.iter().all(|g| seen.insert(*g)) {
+            return Err(Error::Invalid(format!(
+                "an NCCL group needs one or more distinct GPUs, not {gpus:?}"
+            )));
+        }
+        default_p2p_channels();
+        let devices = gpus
+            .iter()
+            .map(|&g| open_gpu(g, ""))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self {
+            devices,
+            id: gnn_comm::NcclId::new()?,
+            overlap,
+        })
+    }
+
+    /// Rank `rank`'s communicator on `device` (its entry of [`Self::devices`]); collective:
+    /// every rank joins at the same time, each from its own thread.
+    pub fn join(&self, rank: usize, device: &Device) -> gnn_comm::Result<Arc<dyn Communicator>> {
+        let comm = gnn_comm::NcclComm::new(&self.id, rank, self.devices.len(), device, true)?;
+        Ok(Arc::new(comm.with_overlap(self.overlap)))
+    }
+
+    /// [`Self::join`] behind a watchdog of `timeout` ([`gnn_comm::Watchdog`]; `None`: none)
+    /// that ends the process when an aborted collective does not return within
+    /// [`STUCK_GRACE`].
+    pub fn guarded(
+        &self,
+        rank: usize,
+        device: &Device,
+        timeout: Option<Duration>,
+    ) -> gnn_comm::Result<Arc<dyn Communicator>> {
+        let comm = self.join(rank, device)?;
+        Ok(match timeout {
+            Some(t) => Arc::new(Watchdog::with_stuck_hook(
+                comm,
+                t,
+                STUCK_GRACE,
+                end_when_stuck(),
+            )),
+            None => comm,
+        })
+    }
+
+    /// The `on_rank_error` of a run over the group: prints rank `rank`'s error and ends the
+    /// process with status 1 (its peers wait inside NCCL for it).
+    pub fn end_run(rank: usize, e: &Error) {
+        end_process(
+            &format!("rank {rank} failed: {e}"),
+            "ending the run (the other ranks wait in NCCL)",
+        )
+    }
 }
 
 #[cfg(not(feature = "nccl"))]

@@ -14,7 +14,10 @@
 //! the only thing that changes between the in-process group of the CPU tests
 //! ([`gnn_comm::LocalComm`]) and NCCL across GPUs. The losses, gradients and dropout
 //! masks are those of single-device training on the whole graph, up to the order of float
-//! sums (the equivalence tests check 1e-5).
+//! sums (the equivalence tests check 1e-5). Each rank returns its trained model (replicated,
+//! so rank 0's is the run's); [`train_ranks_with_control`] lets rank 0's epoch hook stop every
+//! rank after the same epoch (a front door's Ctrl-C or callback). `NcclGroup` (feature `nccl`)
+//! opens a list of GPUs and joins their NCCL group for these threads.
 //!
 //! One run from one config, what the `train_dist` example does, is [`run()`] ([`DistConfig`]);
 //! where the ranks live and how they meet (threads, NCCL, one process per rank) is
@@ -37,16 +40,18 @@ use gnn_comm::{Communicator, HaloExchange};
 use gnn_graph::{Dataset, Exchange, HaloStats, LocalGraph, RowPartition};
 use gnn_kernels::{KernelPolicy, KernelsUsed};
 use gnn_models::{ConvKind, Gnn, ModelConfig, ModelGraph, Operands};
-use std::ops::Range;
+use std::ops::{ControlFlow, Range};
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 mod launch;
 pub mod report;
 mod run;
 
+#[cfg(feature = "nccl")]
+pub use launch::NcclGroup;
 pub use launch::{
     default_p2p_channels, Launch, ProcessRank, RankFlags, Rendezvous, P2P_CHANNELS, STUCK_GRACE,
 };
@@ -279,7 +284,6 @@ impl Rank {
 }
 
 /// What one rank of [`train_ranks`] returns.
-#[derive(Debug)]
 pub struct RankOutcome {
     /// The rank.
     pub rank: usize,
@@ -296,6 +300,24 @@ pub struct RankOutcome {
     /// in the plan's node order, the dataset's as trained), from the selected parameters in
     /// evaluation mode; `None` elsewhere.
     pub logits: Option<Tensor>,
+    /// Its model, trained: the parameters of the best validation epoch, restored as
+    /// single-device training restores them (replicated: the same on every rank). Whole, not
+    /// partitioned: it serves any graph ([`crate::Engine`]).
+    pub model: Gnn,
+}
+
+impl std::fmt::Debug for RankOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RankOutcome")
+            .field("rank", &self.rank)
+            .field("rows", &self.rows)
+            .field("halo", &self.halo)
+            .field("report", &self.report)
+            .field("kernels_used", &self.kernels_used)
+            .field("logits", &self.logits)
+            .field("model", self.model.config())
+            .finish()
+    }
 }
 
 /// Makes rank `r`'s communicator on its device, inside the rank's thread (NCCL's join is
@@ -339,14 +361,32 @@ pub fn train_rank(
     comm: Arc<dyn Communicator>,
     device: &Device,
     resume: Option<&Path>,
-    on_epoch: impl FnMut(&EpochLog),
+    mut on_epoch: impl FnMut(&EpochLog),
+) -> Result<RankOutcome> {
+    train_rank_with_control(plan, ds, recipe, comm, device, resume, |log| {
+        on_epoch(log);
+        ControlFlow::Continue(())
+    })
+}
+
+/// [`train_rank`] whose `on_epoch` may end the run after an epoch, as
+/// [`crate::train_with_control`]'s does. The next epoch's collectives need every rank, so
+/// every rank must break after the same epoch: [`train_ranks_with_control`] sees to it.
+pub fn train_rank_with_control(
+    plan: &DistPlan,
+    ds: &Dataset,
+    recipe: Recipe<'_>,
+    comm: Arc<dyn Communicator>,
+    device: &Device,
+    resume: Option<&Path>,
+    on_epoch: impl FnMut(&EpochLog) -> ControlFlow<()>,
 ) -> Result<RankOutcome> {
     let rank = comm.rank();
     let r = Rank::new(plan, ds, recipe, comm.clone(), device)?;
     let state = resume
         .map(|p| crate::TrainState::load(p, device))
         .transpose()?;
-    let report = crate::trainer::train_from(
+    let report = crate::trainer::train_with_control(
         &r.model,
         &r.graph,
         &r.data,
@@ -366,6 +406,7 @@ pub fn train_rank(
         report,
         kernels_used: r.graph.kernels_used(),
         logits,
+        model: r.model,
     })
 }
 
@@ -413,6 +454,137 @@ pub fn train_ranks(
     on_epoch: impl Fn(&EpochLog) + Sync,
     on_rank_error: &(dyn Fn(usize, &Error) + Sync),
 ) -> Result<Vec<RankOutcome>> {
+    let each = |rank: usize, log: &EpochLog| {
+        if rank == 0 {
+            on_epoch(log)
+        }
+        ControlFlow::Continue(())
+    };
+    run_ranks(
+        plan,
+        ds,
+        recipe,
+        make_comm,
+        devices,
+        resume,
+        &each,
+        &|_| {},
+        on_rank_error,
+    )
+}
+
+/// [`train_ranks`] whose `on_epoch` (rank 0's epochs) may stop the run: after
+/// `ControlFlow::Break(())` at epoch `e` every rank stops after epoch `e`, as early stopping
+/// does (each restores the parameters of the best validation epoch so far, the same on every
+/// rank), and the outcomes cover the epochs run. For front doors that stop on a user's request
+/// (an interrupt, a callback). The other ranks wait at the end of each epoch for rank 0's
+/// verdict on it: a host-side barrier where the epoch's loss has just been read to the host.
+#[allow(clippy::too_many_arguments)]
+pub fn train_ranks_with_control(
+    plan: &DistPlan,
+    ds: &Dataset,
+    recipe: Recipe<'_>,
+    make_comm: &CommFactory<'_>,
+    devices: &[Device],
+    resume: Option<&Path>,
+    on_epoch: impl Fn(&EpochLog) -> ControlFlow<()> + Sync,
+    on_rank_error: &(dyn Fn(usize, &Error) + Sync),
+) -> Result<Vec<RankOutcome>> {
+    let verdicts = Verdicts::default();
+    let each = |rank: usize, log: &EpochLog| {
+        if rank == 0 {
+            let flow = on_epoch(log);
+            verdicts.decide(log.epoch, flow.is_break());
+            flow
+        } else {
+            verdicts.wait(log.epoch)
+        }
+    };
+    // Rank 0 gone (done or failed): nobody waits for it any more (a failed rank 0 has aborted
+    // the group, so the others' next collective fails).
+    let ended = |rank: usize| {
+        if rank == 0 {
+            verdicts.close()
+        }
+    };
+    run_ranks(
+        plan,
+        ds,
+        recipe,
+        make_comm,
+        devices,
+        resume,
+        &each,
+        &ended,
+        on_rank_error,
+    )
+}
+
+/// Rank 0's verdict on each epoch (go on, or stop after it), which the other ranks wait for
+/// ([`train_ranks_with_control`]).
+#[derive(Default)]
+struct Verdicts {
+    state: Mutex<VerdictState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct VerdictState {
+    /// The last epoch rank 0 decided.
+    decided: usize,
+    /// The epoch after which every rank stops.
+    stop_after: Option<usize>,
+    /// Rank 0 ended: no more verdicts come.
+    closed: bool,
+}
+
+impl Verdicts {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VerdictState> {
+        // Plain numbers: a panic elsewhere leaves nothing half-written.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn decide(&self, epoch: usize, stop: bool) {
+        let mut s = self.lock();
+        s.decided = epoch;
+        if stop {
+            s.stop_after = Some(epoch);
+        }
+        self.changed.notify_all();
+    }
+
+    fn wait(&self, epoch: usize) -> ControlFlow<()> {
+        let mut s = self.lock();
+        while s.decided < epoch && !s.closed {
+            s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+        if s.stop_after == Some(epoch) {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    }
+
+    fn close(&self) {
+        self.lock().closed = true;
+        self.changed.notify_all();
+    }
+}
+
+/// The body of [`train_ranks`] and [`train_ranks_with_control`]: rank `r`'s epochs go to
+/// `on_epoch(r, log)`, and `ended(r)` runs when rank `r`'s training returned (or panicked).
+#[allow(clippy::too_many_arguments)]
+fn run_ranks(
+    plan: &DistPlan,
+    ds: &Dataset,
+    recipe: Recipe<'_>,
+    make_comm: &CommFactory<'_>,
+    devices: &[Device],
+    resume: Option<&Path>,
+    on_epoch: &(dyn Fn(usize, &EpochLog) -> ControlFlow<()> + Sync),
+    ended: &(dyn Fn(usize) + Sync),
+    on_rank_error: &(dyn Fn(usize, &Error) + Sync),
+) -> Result<Vec<RankOutcome>> {
     if devices.len() != plan.partition.parts() {
         return Err(Error::Invalid(format!(
             "{} devices for a partition into {}",
@@ -430,13 +602,13 @@ pub fn train_ranks(
             .iter()
             .enumerate()
             .map(|(rank, device)| {
-                let on_epoch = &on_epoch;
                 s.spawn(move || -> Ended {
                     let comm = match make_comm(rank, device) {
                         Ok(c) => c,
                         Err(e) => {
                             // It never joined: whatever the others say, the failure is its.
                             let (e, at) = (Error::from(e), Instant::now());
+                            ended(rank);
                             on_rank_error(rank, &e);
                             return (Err(e), at, Some(rank));
                         }
@@ -444,11 +616,15 @@ pub fn train_ranks(
                     // A panic is this rank's error like any other: caught while `comm` is
                     // still held, so that the abort below names it.
                     let train = AssertUnwindSafe(|| {
-                        train_rank(plan, ds, recipe, comm.clone(), device, resume, |log| {
-                            if rank == 0 {
-                                on_epoch(log)
-                            }
-                        })
+                        train_rank_with_control(
+                            plan,
+                            ds,
+                            recipe,
+                            comm.clone(),
+                            device,
+                            resume,
+                            |log| on_epoch(rank, log),
+                        )
                     });
                     let out = std::panic::catch_unwind(train).unwrap_or_else(|p| {
                         Err(Error::Invalid(format!(
@@ -458,10 +634,12 @@ pub fn train_ranks(
                     });
                     let at = Instant::now();
                     let Err(e) = &out else {
+                        ended(rank);
                         return (out, at, None);
                     };
                     on_rank_error(rank, e);
                     comm.abort(&e.to_string());
+                    ended(rank);
                     let first = comm.async_error().and_then(|e| e.failed_peer());
                     (out, at, first)
                 })
@@ -871,6 +1049,77 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(curve(&wide), curve(&ds));
+    }
+
+    #[test]
+    fn a_stop_on_rank_0_stops_every_rank_after_that_epoch() {
+        // Rank 0's hook breaks after epoch 3 of 8: every rank stops there (a rank that went on
+        // alone would wait forever in epoch 4's exchange), with the full run's first 3
+        // losses, and returns the same restored parameters.
+        let ds = cora();
+        let cfg = ModelConfig::new(
+            ConvKind::Gcn,
+            ds.features.cols(),
+            16,
+            ds.num_classes,
+            2,
+            0.5,
+        );
+        let train = TrainConfig {
+            epochs: 8,
+            ..TrainConfig::default()
+        };
+        let plan = DistPlan::new(&ds, cfg.kind, 3, None).unwrap();
+        let devices = [Device::Cpu, Device::Cpu, Device::Cpu];
+        let run = |stop_after: Option<usize>| {
+            let comms = local_comms(3);
+            train_ranks_with_control(
+                &plan,
+                &ds,
+                recipe(&cfg, &train),
+                &comms,
+                &devices,
+                None,
+                |log| {
+                    if Some(log.epoch) == stop_after {
+                        ControlFlow::Break(())
+                    } else {
+                        ControlFlow::Continue(())
+                    }
+                },
+                &|_, _| {},
+            )
+            .unwrap()
+        };
+        let full = run(None);
+        let stopped = run(Some(3));
+        let loss = |o: &RankOutcome| o.report.history.iter().map(|h| h.loss).collect::<Vec<_>>();
+        assert_eq!(loss(&full[0]).len(), 8);
+        for o in &stopped {
+            assert_eq!(o.report.epochs_run, 3, "rank {}", o.rank);
+            assert_eq!(loss(o), loss(&full[0])[..3], "rank {}", o.rank);
+        }
+        // Replicated parameters: every rank's model is rank 0's.
+        let params = |o: &RankOutcome| {
+            o.model
+                .named_vars()
+                .into_iter()
+                .map(|(k, v)| {
+                    (
+                        k,
+                        v.as_tensor()
+                            .flatten_all()
+                            .unwrap()
+                            .to_vec1::<f32>()
+                            .unwrap(),
+                    )
+                })
+                .collect::<BTreeMap<_, _>>()
+        };
+        for o in &stopped[1..] {
+            assert_eq!(params(o), params(&stopped[0]), "rank {}", o.rank);
+        }
+        assert_ne!(params(&stopped[0]), params(&full[0]));
     }
 
     fn train_single(
