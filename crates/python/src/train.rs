@@ -113,7 +113,7 @@ struct Outcome {
 /// GPUs ``0..N``) and the ranks talk through NCCL (a build with the ``nccl`` feature); with
 /// ``device="cpu"``, ``devices=N`` (or a list of N ids) runs N ranks on the CPU over the
 /// in-process communicator. Losses and accuracies are the single-device run's up to the order
-/// of float sums. GCN, GraphSAGE, GIN and MLP partition (GAT and the transformer do not yet).
+/// of float sums. Every model partitions, GAT and the transformer included.
 /// The model returned is rank 0's (the parameters are replicated), the report rank 0's with a
 /// row per rank under ``"ranks"``. An NCCL rank that fails ends the process, as ``train_dist``
 /// does (the other ranks wait inside NCCL for it).

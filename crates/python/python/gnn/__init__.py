@@ -80,8 +80,8 @@ def train(
     through NCCL (a build with ``--features nccl``; ``devices=N`` = GPUs ``0..N``);
     ``device="cpu", devices=N`` runs N ranks on the CPU over the in-process communicator (the
     same partitioned computation, to check it). Losses and accuracies are the single-device
-    run's up to the order of float sums. GCN, GraphSAGE, GIN and MLP partition; GAT and the
-    transformer do not yet (``ValueError``). The model returned is rank 0's (the parameters
+    run's up to the order of float sums. Every model partitions, GAT and the transformer
+    included. The model returned is rank 0's (the parameters
     are replicated); the report is rank 0's plus ``"devices"``, ``"exchange"`` and a row per
     rank under ``"ranks"`` (rows, halo, epoch time, communication, memory). A GPU rank that
     fails ends the process, as ``train_dist`` does: the other ranks wait inside NCCL for it.
