@@ -236,6 +236,22 @@ impl ModelGraph {
         self
     }
 
+    /// The same operands whose partitioned aggregations run over at most `cols` feature
+    /// columns at a time ([`SymmetricOperand::with_feature_chunk`]: less transient memory per
+    /// aggregation, the same values); `None` keeps the whole width. Only the fused symmetric
+    /// aggregation of a partitioned graph takes it; elsewhere a no-op.
+    pub fn with_feature_chunk(mut self, cols: Option<usize>) -> Self {
+        self.symmetric = self.symmetric.map(|op| op.with_feature_chunk(cols));
+        self
+    }
+
+    /// [`Self::with_feature_chunk`]'s setting, where the graph has a fused aggregation.
+    pub fn feature_chunk(&self) -> Option<usize> {
+        self.symmetric
+            .as_ref()
+            .and_then(SymmetricOperand::feature_chunk)
+    }
+
     /// The kernel policy the operands run under.
     pub fn policy(&self) -> &KernelPolicy {
         self.graph.policy()

@@ -75,6 +75,11 @@ pub struct DistPlan {
     /// run while the exchange is in flight. `None` keeps it whole. Default
     /// [`gnn_comm::GATHER_SLICE_ROWS`] (blocks not cut further).
     pub slice_rows: Option<usize>,
+    /// Every fused symmetric aggregation (and its backward) runs over at most this many
+    /// feature columns at a time ([`ModelGraph::with_feature_chunk`]): the received blocks
+    /// and the SpMM's buffers shrink by the chunk's share of the width, the values are the
+    /// same. `None` (the default): the whole width at once.
+    pub feature_chunk: Option<usize>,
     /// After training, every rank computes its rows' logits (evaluation mode, the selected
     /// parameters) and rank 0 gathers all of them ([`RankOutcome::logits`]). Default off.
     pub gather_logits: bool,
@@ -132,6 +137,7 @@ impl DistPlan {
             halo_sizes,
             symmetric,
             slice_rows: Some(gnn_comm::GATHER_SLICE_ROWS),
+            feature_chunk: None,
             gather_logits: false,
         })
     }
@@ -260,7 +266,8 @@ impl Rank {
             plan.slice_rows_for(recipe.model, recipe.train.precision),
             device,
         )?
-        .with_policy(recipe.kernels);
+        .with_policy(recipe.kernels)
+        .with_feature_chunk(plan.feature_chunk);
         drop(local);
         let data = DeviceData::partitioned(ds, rows.clone(), device, recipe.row_normalize)?
             .with_precision(recipe.train.precision)?;
@@ -634,6 +641,9 @@ mod tests {
         // Column slices of 500 gathered rows (Cora's 2,708 nodes in 6 or more), so the sliced
         // local graph runs wherever the model takes it (not MaxK: the whole graph there).
         plan.slice_rows = Some(500);
+        // Feature chunks of 16 columns (the hidden width 24 in two, GIN's 1,433 inputs in 90):
+        // the same values as the whole width (the halo tests check bit for bit).
+        plan.feature_chunk = Some(16);
         let train = TrainConfig::default();
         LocalComm::run_group(parts, |c| {
             let comm: Arc<dyn Communicator> = Arc::new(c);
