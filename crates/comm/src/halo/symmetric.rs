@@ -88,6 +88,33 @@ impl HaloExchange {
         })?)
     }
 
+    /// The gradient [`Self::aggregate_symmetric`] gives its input for the output gradient
+    /// `dy` (`[n_local, d]`): `Âᵀ dy` for this rank's rows, which for the symmetric operand is
+    /// the same exchange and SpMM as the forward (on `D⁻¹ dy` for a mean). For a fused op
+    /// that runs the aggregation untracked inside its own forward and differentiates through
+    /// it itself. Collective, like the forward.
+    pub fn aggregate_symmetric_grad(
+        &self,
+        operand: &SymmetricOperand,
+        dy: &Tensor,
+        reduce: gnn_kernels::Reduce,
+    ) -> Result<Tensor> {
+        const OP: &str = "halo_aggregate";
+        if !self.aggregates_symmetric(reduce, dy.dtype()) {
+            return Err(Error::Unsupported {
+                op: OP,
+                what: format!(
+                    "{reduce:?} of {:?} on the {} exchange: the all-gather, sum, or mean outside \
+                     f16 only",
+                    dy.dtype(),
+                    self.kind()
+                ),
+            });
+        }
+        let mean = gnn_kernels::ops::spmm::transpose_operands(OP, reduce, operand.values())?;
+        super::ops::transpose_product(&self.0, operand, mean, dy)
+    }
+
     /// The local graph of `local` under the all-gather (the columns of [`Self::local_csr`]),
     /// with its edge `values` (aligned with `local.csr`'s entries), uploaded for
     /// [`Self::aggregate_symmetric`] as column slices: every rank's block of the gathered

@@ -10,10 +10,10 @@
 //! The product is associative, so the layer aggregates at the narrower of `in` and `out`:
 //! `Â (X W^T)` when `out < in`, `(Â X) W^T` otherwise.
 
-use super::{bias_relu_dropout, like, maxk_dropout, Linear};
+use super::{bias_relu_dropout, lean, like, maxk_dropout, Linear};
 use crate::dropout::DropoutRng;
 use crate::error::Result;
-use crate::graph::ModelGraph;
+use crate::graph::{FusedAggregation, ModelGraph};
 use crate::params::{Init, ParamStore};
 use crate::timer::Phase;
 use candle_core::Tensor;
@@ -136,6 +136,77 @@ impl GcnConv {
             Some((rng, p)) => rng.linear_bias_relu_dropout(z, &b, p, false),
             None => Ok(z.bias_relu_dropout(&b, 0.0, 0)?),
         }
+    }
+
+    /// The lean form of a hidden layer on a partitioned graph whose next layer aggregates this
+    /// one's output first: that aggregation `next` of `dropout(relu(layer(x)))`, as one op over
+    /// the product's input, the weight and the bias ([`super::lean::linear`]), keeping the
+    /// input and the mask but not the activation (which only the next aggregation reads, and
+    /// its backward does not). Where the product comes last (`agg` given, or `out >= in`);
+    /// `None` otherwise (run [`Self::forward_relu_dropout`]).
+    pub(crate) fn forward_relu_dropout_aggregate(
+        &self,
+        g: &ModelGraph,
+        x: &Tensor,
+        agg: Option<&Tensor>,
+        drop: Option<(&mut DropoutRng, f32)>,
+        next: FusedAggregation,
+    ) -> Result<Option<Tensor>> {
+        let Some(a) = self.product_input(g, x, agg)? else {
+            return Ok(None);
+        };
+        let (w, b) = (like(&self.lin.weight, &a)?, like(&self.bias, &a)?);
+        Ok(Some(lean::linear(
+            g,
+            &a,
+            &w,
+            &b,
+            lean::Act::Relu(drop),
+            Some(next),
+        )?))
+    }
+
+    /// The lean form of an output layer on a partitioned graph, `layer(x)` as one op over the
+    /// product's input, the weight and the bias ([`super::lean::linear`]), keeping the input
+    /// but not the product beside the output. Where the product comes last; `None` otherwise
+    /// (run [`Self::forward`]).
+    pub(crate) fn forward_lean(
+        &self,
+        g: &ModelGraph,
+        x: &Tensor,
+        agg: Option<&Tensor>,
+    ) -> Result<Option<Tensor>> {
+        let Some(a) = self.product_input(g, x, agg)? else {
+            return Ok(None);
+        };
+        let (w, b) = (like(&self.lin.weight, &a)?, like(&self.bias, &a)?);
+        Ok(Some(lean::linear(g, &a, &w, &b, lean::Act::Bias, None)?))
+    }
+
+    /// The input of the layer's product when the product comes last: `agg` (the precomputed
+    /// aggregation of `x`), or `Â x` when `out >= in`; `None` when the layer multiplies first.
+    fn product_input(
+        &self,
+        g: &ModelGraph,
+        x: &Tensor,
+        agg: Option<&Tensor>,
+    ) -> Result<Option<Tensor>> {
+        let (out_dim, in_dim) = self.lin.weight.dims2()?;
+        Ok(match agg {
+            Some(a) => Some(a.clone()),
+            None if out_dim >= in_dim => {
+                let _t = g.phase(Phase::Aggregation);
+                Some(g.aggregate(x, Reduce::Sum)?)
+            }
+            None => None,
+        })
+    }
+
+    /// Whether the layer aggregates its input before its product (with no precomputed
+    /// aggregation): `out >= in`.
+    pub(crate) fn aggregates_first(&self) -> bool {
+        let (o, i) = (self.out_dim(), self.lin.weight.dim(1).unwrap_or(0));
+        o >= i
     }
 
     /// MaxK-GNN order: `A · dropout(MaxK(x W^T)) + b`, the aggregation over CBSR (SpGEMM, with

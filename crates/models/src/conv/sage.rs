@@ -14,7 +14,7 @@
 //! Mean aggregation is linear, so when `out < in` the layer runs one GEMM with
 //! `[W_l; W_r]` and aggregates the `W_l` half at width `out`.
 
-use super::{like, maxk_dropout, Linear};
+use super::{lean, like, maxk_dropout, Linear};
 use crate::dropout::DropoutRng;
 use crate::error::Result;
 use crate::graph::ModelGraph;
@@ -116,6 +116,41 @@ impl SageConv {
             Self::add(g, l, r)?
         };
         Ok((y, bias))
+    }
+
+    /// The lean form on a partitioned graph (mean aggregator, the aggregation first: `agg`
+    /// given, or `out >= in`): `act(W_l mean_j x_j + W_r x_i + b)` as one op over the
+    /// aggregation, `x` and the parameters ([`super::lean::pair`]), keeping those two and the
+    /// activation's mask instead of both products, their sum and the pre-activation. `None`
+    /// where it does not apply (pool, or a layer that multiplies first).
+    pub(crate) fn forward_lean(
+        &self,
+        g: &ModelGraph,
+        x: &Tensor,
+        agg: Option<&Tensor>,
+        act: lean::Act<'_>,
+    ) -> Result<Option<Tensor>> {
+        let (out_dim, in_dim) = self.lin_l.weight.dims2()?;
+        if self.pool.is_some() || (agg.is_none() && out_dim < in_dim) {
+            return Ok(None);
+        }
+        let a = match agg {
+            Some(a) => a.clone(),
+            None => {
+                let _t = g.phase(Phase::Aggregation);
+                g.aggregate(x, Reduce::Mean)?
+            }
+        };
+        let bias = self.lin_l.bias.as_ref().expect("lin_l has a bias");
+        Ok(Some(lean::pair(
+            g,
+            &a,
+            &self.lin_l.weight,
+            x,
+            &self.lin_r.weight,
+            bias,
+            act,
+        )?))
     }
 
     /// MaxK-GNN order (mean aggregator): `mean_j dropout(MaxK(x W_l^T))_j + x_i W_r^T + b`,
