@@ -283,9 +283,8 @@ impl Gnn {
             };
             if let Some((Conv::Gcn(c), next)) = self.fused_into_next(l, g, &h) {
                 let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
-                if let Some(a) =
-                    c.forward_relu_dropout_aggregate(g, &h, given.as_ref(), drop, next)?
-                {
+                let act = crate::conv::lean::Act::Relu(drop);
+                if let Some(a) = c.forward_lean(g, &h, given.as_ref(), act, Some(next))? {
                     // Layer l + 1 reads only this aggregation of layer l's output (given as
                     // its precomputed aggregation), so the output itself is never made: `h`
                     // stands in for it with the same shape.
@@ -313,7 +312,7 @@ impl Gnn {
     /// Where hidden GCN layer `l`'s output is read only by layer `l + 1`'s aggregation of it,
     /// over a partitioned graph with the fused symmetric aggregation: that aggregation, for
     /// the lean op that runs layer `l` and it together and keeps the mask of layer `l`'s
-    /// activation instead of the activation ([`GcnConv::forward_relu_dropout_aggregate`]).
+    /// activation instead of the activation ([`GcnConv::forward_lean`]).
     /// ReLU layers without residuals or LayerNorm whose next layer aggregates first (and is
     /// the output layer or another ReLU layer); `None` otherwise.
     fn fused_into_next(
@@ -365,12 +364,13 @@ impl Gnn {
         if let (Activation::MaxK { k }, false) = (activation, last) {
             return self.layer_maxk(l, g, h, k, skip, ctx);
         }
-        // The output layer's lean form on a partitioned graph: its product and bias as one op
-        // (conv::lean), where the product comes last.
+        // The output layer's lean form on a partitioned graph: its products, aggregation and
+        // bias as one op (conv::lean).
         if last && g.lean_layers() {
+            let bias = crate::conv::lean::Act::Bias;
             let lean = match conv {
-                Conv::Gcn(c) => c.forward_lean(g, &h, agg)?,
-                Conv::Sage(c) => c.forward_lean(g, &h, agg, crate::conv::lean::Act::Bias)?,
+                Conv::Gcn(c) => c.forward_lean(g, &h, agg, bias, None)?,
+                Conv::Sage(c) => c.forward_lean(g, &h, agg, bias)?,
                 _ => None,
             };
             if let Some(y) = lean {
@@ -380,10 +380,17 @@ impl Gnn {
         // GCN and GraphSAGE hand back their bias, to ride in the activation's pass when ReLU
         // follows directly (no LayerNorm in between).
         let fuse = !last && self.norms.get(l).is_none() && activation == Activation::Relu;
-        if let (Conv::Sage(c), true, true) = (conv, fuse, g.lean_layers()) {
+        if fuse && g.lean_layers() {
+            // The hidden layer's lean form: GraphSAGE's always, GCN's where it multiplies
+            // first (a GCN layer whose product comes last keeps no more in its composed form).
             let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
             let act = crate::conv::lean::Act::Relu(drop);
-            if let Some(y) = c.forward_lean(g, &h, agg, act)? {
+            let lean = match conv {
+                Conv::Sage(c) => c.forward_lean(g, &h, agg, act)?,
+                Conv::Gcn(c) if c.multiplies_first(agg) => c.forward_lean(g, &h, agg, act, None)?,
+                _ => None,
+            };
+            if let Some(y) = lean {
                 return Ok(y);
             }
         }

@@ -138,49 +138,47 @@ impl GcnConv {
         }
     }
 
-    /// The lean form of a hidden layer on a partitioned graph whose next layer aggregates this
-    /// one's output first: that aggregation `next` of `dropout(relu(layer(x)))`, as one op over
-    /// the product's input, the weight and the bias ([`super::lean::linear`]), keeping the
-    /// input and the mask but not the activation (which only the next aggregation reads, and
-    /// its backward does not). Where the product comes last (`agg` given, or `out >= in`);
-    /// `None` otherwise (run [`Self::forward_relu_dropout`]).
-    pub(crate) fn forward_relu_dropout_aggregate(
-        &self,
-        g: &ModelGraph,
-        x: &Tensor,
-        agg: Option<&Tensor>,
-        drop: Option<(&mut DropoutRng, f32)>,
-        next: FusedAggregation,
-    ) -> Result<Option<Tensor>> {
-        let Some(a) = self.product_input(g, x, agg)? else {
-            return Ok(None);
-        };
-        let (w, b) = (like(&self.lin.weight, &a)?, like(&self.bias, &a)?);
-        Ok(Some(lean::linear(
-            g,
-            &a,
-            &w,
-            &b,
-            lean::Act::Relu(drop),
-            Some(next),
-        )?))
-    }
-
-    /// The lean form of an output layer on a partitioned graph, `layer(x)` as one op over the
-    /// product's input, the weight and the bias ([`super::lean::linear`]), keeping the input
-    /// but not the product beside the output. Where the product comes last; `None` otherwise
-    /// (run [`Self::forward`]).
+    /// The lean form on a partitioned graph ([`super::lean::linear`]): `act(layer(x))` as one
+    /// op over the product's input, the weight and the bias, keeping the input (and the
+    /// activation's mask) but not the product, its aggregation or the pre-activation. With
+    /// `next` (a hidden layer whose next layer aggregates its output first), that aggregation
+    /// runs inside too and the op returns it, so the activation itself (which only that
+    /// aggregation reads, and its backward does not) is not kept either; the product must
+    /// then come last (`agg` given, or `out >= in`). A layer that multiplies first aggregates
+    /// its product with the graph's fused aggregation. `None` where it does not apply (run the
+    /// composed forms).
     pub(crate) fn forward_lean(
         &self,
         g: &ModelGraph,
         x: &Tensor,
         agg: Option<&Tensor>,
+        act: lean::Act<'_>,
+        next: Option<FusedAggregation>,
     ) -> Result<Option<Tensor>> {
-        let Some(a) = self.product_input(g, x, agg)? else {
+        if let Some(a) = self.product_input(g, x, agg)? {
+            let (w, b) = (like(&self.lin.weight, &a)?, like(&self.bias, &a)?);
+            let agg = next.map_or(lean::Agg::None, lean::Agg::Activation);
+            return Ok(Some(lean::linear(g, &a, &w, &b, act, agg)?));
+        }
+        let fused = g.fused_aggregation(Reduce::Sum, x.dtype());
+        let (Some(f), None) = (fused, next) else {
             return Ok(None);
         };
-        let (w, b) = (like(&self.lin.weight, &a)?, like(&self.bias, &a)?);
-        Ok(Some(lean::linear(g, &a, &w, &b, lean::Act::Bias, None)?))
+        let (w, b) = (like(&self.lin.weight, x)?, like(&self.bias, x)?);
+        Ok(Some(lean::linear(
+            g,
+            x,
+            &w,
+            &b,
+            act,
+            lean::Agg::Product(f),
+        )?))
+    }
+
+    /// Whether the layer multiplies before it aggregates (no precomputed aggregation and
+    /// `out < in`).
+    pub(crate) fn multiplies_first(&self, agg: Option<&Tensor>) -> bool {
+        agg.is_none() && !self.aggregates_first()
     }
 
     /// The input of the layer's product when the product comes last: `agg` (the precomputed

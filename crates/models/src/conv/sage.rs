@@ -118,11 +118,13 @@ impl SageConv {
         Ok((y, bias))
     }
 
-    /// The lean form on a partitioned graph (mean aggregator, the aggregation first: `agg`
-    /// given, or `out >= in`): `act(W_l mean_j x_j + W_r x_i + b)` as one op over the
-    /// aggregation, `x` and the parameters ([`super::lean::pair`]), keeping those two and the
-    /// activation's mask instead of both products, their sum and the pre-activation. `None`
-    /// where it does not apply (pool, or a layer that multiplies first).
+    /// The lean form on a partitioned graph (mean aggregator): `act(W_l mean_j x_j + W_r x_i
+    /// + b)` as one op ([`super::lean::pair`]) keeping `x`, the aggregation and the
+    /// activation's mask instead of both products, their sum and the pre-activation. A
+    /// layer that multiplies first aggregates its `W_l` product inside with the graph's fused
+    /// aggregation (keeping `x` alone); `agg` given (the cached aggregation of the features)
+    /// is held. `None` where it does not apply (pool; a layer that multiplies first without the
+    /// fused aggregation).
     pub(crate) fn forward_lean(
         &self,
         g: &ModelGraph,
@@ -131,26 +133,28 @@ impl SageConv {
         act: lean::Act<'_>,
     ) -> Result<Option<Tensor>> {
         let (out_dim, in_dim) = self.lin_l.weight.dims2()?;
-        if self.pool.is_some() || (agg.is_none() && out_dim < in_dim) {
+        if self.pool.is_some() {
             return Ok(None);
         }
-        let a = match agg {
-            Some(a) => a.clone(),
-            None => {
+        let bias = self.lin_l.bias.as_ref().expect("lin_l has a bias");
+        let (w_l, w_r) = (&self.lin_l.weight, &self.lin_r.weight);
+        let fused = g.fused_aggregation(Reduce::Mean, x.dtype());
+        // A layer aggregating first does it in an op of its own, whose backward then runs
+        // after this op's has returned (inside it, the output gradient and the pre-activation
+        // gradient would be held through the aggregation's buffers too).
+        let computed;
+        let neighbour = match (agg, fused) {
+            (Some(a), _) if !a.track_op() => lean::Neighbour::Constant(a),
+            (Some(a), _) => lean::Neighbour::Tracked(a),
+            (None, Some(f)) if out_dim < in_dim => lean::Neighbour::Product(f),
+            (None, None) if out_dim < in_dim => return Ok(None),
+            (None, _) => {
                 let _t = g.phase(Phase::Aggregation);
-                g.aggregate(x, Reduce::Mean)?
+                computed = g.aggregate(x, Reduce::Mean)?;
+                lean::Neighbour::Tracked(&computed)
             }
         };
-        let bias = self.lin_l.bias.as_ref().expect("lin_l has a bias");
-        Ok(Some(lean::pair(
-            g,
-            &a,
-            &self.lin_l.weight,
-            x,
-            &self.lin_r.weight,
-            bias,
-            act,
-        )?))
+        Ok(Some(lean::pair(g, neighbour, w_l, x, w_r, bias, act)?))
     }
 
     /// MaxK-GNN order (mean aggregator): `mean_j dropout(MaxK(x W_l^T))_j + x_i W_r^T + b`,

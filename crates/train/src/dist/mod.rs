@@ -44,6 +44,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 mod launch;
+pub mod memory;
 pub mod report;
 mod run;
 
@@ -166,10 +167,12 @@ impl DistPlan {
         // (c6f0242:docs/perf/h100x2-2026-11-26-dist-overlap). A mean is sliced only where the
         // gathered rows outgrow one slice (never under the default, which does not cut blocks
         // further); whole, the SpMM divides by the row's length itself.
+        // Under feature chunks (a run short of memory) a mean is sliced too: the ring holds two
+        // blocks where the whole operand's all-gather holds every rank's.
         let gathered = self.partition.parts() * self.partition.max_len();
-        self.slice_rows
-            .filter(|_| only_symmetric)
-            .filter(|&r| model.kind != ConvKind::SageMean || gathered > r)
+        self.slice_rows.filter(|_| only_symmetric).filter(|&r| {
+            model.kind != ConvKind::SageMean || gathered > r || self.feature_chunk.is_some()
+        })
     }
 
     /// Rank `rank`'s local graph.
@@ -562,6 +565,16 @@ mod tests {
             // output layers) all run.
             ("gcn-3-narrow-cached", narrow(ConvKind::Gcn)),
             ("sage-3-narrow-cached", narrow(ConvKind::SageMean)),
+            // Wider than the classes: the first and last layers multiply first, their lean
+            // forms aggregating the product inside (under the all-gather).
+            (
+                "gcn-3-wide",
+                ModelConfig::new(ConvKind::Gcn, f, 12, c, 3, 0.5),
+            ),
+            (
+                "sage-3-wide",
+                ModelConfig::new(ConvKind::SageMean, f, 12, c, 3, 0.5),
+            ),
             ("gcn-4-narrow", {
                 let mut m = narrow(ConvKind::Gcn);
                 m.layers = 4;
