@@ -951,6 +951,11 @@ mod tests {
             let at =
                 |chunk| estimate_shape(&papers_rank(kind, chunk), &model, &train, Target::Cuda);
             let (whole, chunked) = (at(None), at(Some(32)));
+            let by_chunk: Vec<String> = [None, Some(128), Some(64), Some(32), Some(16)]
+                .into_iter()
+                .map(|c| format!("{c:?}: {:.1}", at(c).peak() as f64 / GIB as f64))
+                .collect();
+            println!("{kind} 3x{hidden} GiB by feature chunk: {}", by_chunk.join(", "));
             println!(
                 "{kind} 3x{hidden}: whole width {:.1} GiB, 32-column chunks {:.1} GiB\n{}",
                 whole.peak() as f64 / GIB as f64,

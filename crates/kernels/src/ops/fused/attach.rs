@@ -248,7 +248,7 @@ mod tests {
         let y = attach_backward(
             sq,
             &[&x],
-            Box::new(|ins, dy| Ok(vec![Some((dy * ins[0].detach() * 2.0)?)])),
+            Box::new(|ins, dy| Ok(vec![Some(((dy * ins[0].detach())? * 2.0)?)])),
         )
         .unwrap();
         let got = y.sum_all().unwrap().backward().unwrap();
