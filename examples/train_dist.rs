@@ -29,6 +29,12 @@
 //! once. `--checkpoint-every N` has rank 0 save the training state every N epochs, and
 //! `--resume STEM` continues from it (with any number of ranks).
 //!
+//! Memory: before allocating, every rank's peak is estimated (`gnn::train::dist::memory`:
+//! the features, the cached input aggregation, the local graph, the activations kept for the
+//! backward and the step's transient high) and printed; a run that does not fit
+//! `--max-memory` (default: the GPU's memory less 2 GiB) stops with the estimate and what to
+//! change. The fused aggregation runs in feature chunks (`--feature-chunk`) chosen to fit.
+//!
 //! NCCL runs with at most 4 point-to-point channels (`gnn::train::dist::P2P_CHANNELS`) unless
 //! `NCCL_MAX_P2P_NCHANNELS` is set. Where memory is tight, `NCCL_MAX_NCHANNELS=4` caps the
 //! collectives' channels too (a further 0.36 GiB per GPU on two H100s, the scale-1 GCN epoch
@@ -165,6 +171,17 @@ struct Args {
     /// is in flight (NCCL; for measuring what the overlap gains).
     #[arg(long)]
     no_overlap: bool,
+    /// GiB one rank may use: before anything is allocated, each rank's peak is estimated
+    /// (printed, with its components) and the run stops, naming what to change, when it does
+    /// not fit (in-process ranks sharing a device or the CPU: all of them together). Default:
+    /// the GPU's memory less 2 GiB; no limit on the CPU. 0: print the estimate, do not stop.
+    #[arg(long)]
+    max_memory: Option<f64>,
+    /// The fused aggregation exchanges and multiplies at most this many feature columns at a
+    /// time (less memory per aggregation, the same values, more messages); 0: the whole
+    /// width. Default: the widest of whole, 128, 64, 32, 16 that fits --max-memory.
+    #[arg(long)]
+    feature_chunk: Option<usize>,
     /// Where to write the JSON report.
     #[arg(long, default_value = "runs/train_dist.json")]
     json: PathBuf,
@@ -231,6 +248,12 @@ fn main() -> Result<()> {
         cfg.slice_rows = (rows > 0).then_some(rows);
     }
     cfg.overlap = !args.no_overlap;
+    cfg.max_memory = match args.max_memory {
+        Some(g) if !g.is_finite() || g < 0.0 => bail!("--max-memory must be a number of GiB >= 0"),
+        Some(g) => Some((g * (1u64 << 30) as f64) as u64),
+        None => None,
+    };
+    cfg.feature_chunk = args.feature_chunk;
     cfg.stats_only = args.stats_only;
     cfg.json = args.json.clone();
     cfg.note = format!("{args:?}");

@@ -49,14 +49,16 @@ pub use policy::{ColumnBlock, KernelPolicy, KernelsUsed, SddmmKernel, SpmmKernel
 
 pub use error::{Error, Result};
 pub use ops::adam::{adam_step, AdamStep};
+pub use ops::column_sum;
 pub use ops::dropout::dropout;
 pub use ops::edge_softmax::edge_softmax;
+pub use ops::fused::attach::{attach_backward, AttachedBackward, AttachedGrads};
 pub use ops::fused::gat_attention::gat_attention;
-pub use ops::fused::linear::{Aggregate, LinearProduct};
+pub use ops::fused::linear::{bias_relu_dropout_untracked, Aggregate, EpilogueMask, LinearProduct};
 pub use ops::fused::relu_dropout::{bias_relu_dropout, relu_dropout};
 pub use ops::fused::xent::masked_cross_entropy;
 pub use ops::layer_norm::layer_norm;
-pub use ops::matmul::matmul_nt;
+pub use ops::matmul::{matmul_nt, weight_grad};
 pub use ops::maxk::{maxk, spgemm, spgemm_bias, spgemm_bias_residual, sspmm, Cbsr, MaxkProduct};
 pub use ops::quant::{dequantize, QuantizedFeatures};
 pub use ops::sampled::{spmm_sampled, Sampling};

@@ -86,6 +86,24 @@ impl DropoutRng {
         Ok(gnn_kernels::bias_relu_dropout(x, b, p.max(0.0), seed)?)
     }
 
+    /// [`Self::bias_relu_dropout`] outside the autograd graph, with its mask as bits for the
+    /// caller's backward ([`gnn_kernels::bias_relu_dropout_untracked`]): the same mask seed,
+    /// values and stream position.
+    pub fn bias_relu_dropout_untracked(
+        &mut self,
+        z: &Tensor,
+        b: &Tensor,
+        p: f32,
+    ) -> Result<(Tensor, gnn_kernels::EpilogueMask)> {
+        let seed = if p <= 0.0 { 0 } else { self.next_seed_for(z) };
+        Ok(gnn_kernels::bias_relu_dropout_untracked(
+            z,
+            b,
+            p.max(0.0),
+            seed,
+        )?)
+    }
+
     /// `dropout(relu(x wᵀ + b), p)` of a product not yet in the autograd graph
     /// ([`gnn_kernels::LinearProduct::bias_relu_dropout`]: the product is not kept for the
     /// backward), drawing the mask seed [`Self::bias_relu_dropout`] would on the product. With

@@ -97,6 +97,32 @@ pub struct ModelGraph {
     timer: Timer,
 }
 
+/// A partitioned graph's fused symmetric aggregation under one reduction
+/// ([`ModelGraph::fused_aggregation`]), cheap to clone (an op's backward holds it).
+#[derive(Clone)]
+pub struct FusedAggregation {
+    halo: HaloExchange,
+    operand: SymmetricOperand,
+    reduce: Reduce,
+}
+
+impl FusedAggregation {
+    /// `Â x` for this rank's rows, untracked (what [`ModelGraph::aggregate`] computes).
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(self
+            .halo
+            .aggregate_symmetric(&self.operand, &x.detach(), self.reduce)?)
+    }
+
+    /// The gradient [`Self::forward`]'s input gets for the output gradient `dy`:
+    /// [`HaloExchange::aggregate_symmetric_grad`]. Collective, like the forward.
+    pub fn backward(&self, dy: &Tensor) -> Result<Tensor> {
+        Ok(self
+            .halo
+            .aggregate_symmetric_grad(&self.operand, dy, self.reduce)?)
+    }
+}
+
 /// The host-side operands of one model kind (structure and edge values, before upload):
 /// what [`ModelGraph::new`] uploads, and what a multi-device run partitions.
 #[derive(Debug, Clone)]
@@ -236,6 +262,22 @@ impl ModelGraph {
         self
     }
 
+    /// The same operands whose partitioned aggregations run over at most `cols` feature
+    /// columns at a time ([`SymmetricOperand::with_feature_chunk`]: less transient memory per
+    /// aggregation, the same values); `None` keeps the whole width. Only the fused symmetric
+    /// aggregation of a partitioned graph takes it; elsewhere a no-op.
+    pub fn with_feature_chunk(mut self, cols: Option<usize>) -> Self {
+        self.symmetric = self.symmetric.map(|op| op.with_feature_chunk(cols));
+        self
+    }
+
+    /// [`Self::with_feature_chunk`]'s setting, where the graph has a fused aggregation.
+    pub fn feature_chunk(&self) -> Option<usize> {
+        self.symmetric
+            .as_ref()
+            .and_then(SymmetricOperand::feature_chunk)
+    }
+
     /// The kernel policy the operands run under.
     pub fn policy(&self) -> &KernelPolicy {
         self.graph.policy()
@@ -305,6 +347,40 @@ impl ModelGraph {
         match &self.halo {
             Some(h) => h.own_rows(),
             None => 0..self.graph.n_rows(),
+        }
+    }
+
+    /// Whether the layers over this graph run their lean forms (`conv::lean`: one op per
+    /// layer keeping only what its backward reads): on a partitioned graph, where a rank's
+    /// memory binds. A whole graph keeps the composed forms, whose gradients it has always
+    /// had bit for bit (the lean forms' weight gradients round differently).
+    pub fn lean_layers(&self) -> bool {
+        self.halo.is_some()
+    }
+
+    /// The fused symmetric aggregation of a partitioned graph ([`HaloExchange::aggregate_symmetric`])
+    /// as an owned handle, where `reduce` of `dtype` rows runs as that op here (exact
+    /// aggregation, the all-gather exchange, a symmetric operand): for the layers' lean forms,
+    /// ops that aggregate an untracked activation inside their own forward and differentiate
+    /// through it themselves, so the graph keeps neither the activation nor the aggregation's
+    /// input. `None` elsewhere (a whole graph keeps its layers' usual forms and values).
+    pub fn fused_aggregation(
+        &self,
+        reduce: Reduce,
+        dtype: candle_core::DType,
+    ) -> Option<FusedAggregation> {
+        match (&self.halo, &self.symmetric) {
+            (Some(h), Some(op))
+                if self.aggregation == Aggregation::Exact
+                    && h.aggregates_symmetric(reduce, dtype) =>
+            {
+                Some(FusedAggregation {
+                    halo: h.clone(),
+                    operand: op.clone(),
+                    reduce,
+                })
+            }
+            _ => None,
         }
     }
 

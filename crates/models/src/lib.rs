@@ -20,7 +20,7 @@ pub mod timer;
 pub use config::{Activation, ConvKind, ModelConfig};
 pub use dropout::DropoutRng;
 pub use error::{Error, Result};
-pub use graph::{Aggregation, ModelGraph, Operands};
+pub use graph::{Aggregation, FusedAggregation, ModelGraph, Operands};
 pub use model::{Forward, Gnn, PygLayout};
 pub use params::{Init, ParamStore};
 pub use timer::{Phase, PhaseSpan, PhaseTimes};

@@ -269,12 +269,32 @@ impl Gnn {
             h = rng.dropout(&h, p)?;
         }
         let last = self.convs.len() - 1;
+        // A layer's aggregation of its input made by the layer before it (a lean GCN layer:
+        // see `fused_into_next`).
+        let mut carried: Option<Tensor> = None;
         for l in 0..=last {
             // Residual: a hidden layer whose input and output widths match adds its input
             // to its output (after activation and dropout), as PyG's DeepGCNLayer "res".
             let mut skip = (self.cfg.residual && l > 0 && l < last).then(|| h.clone());
-            let agg = if l == 0 { ctx.input_aggregate } else { None };
-            h = self.layer(l, g, h, agg, &mut skip, ctx)?;
+            let given = if l == 0 {
+                ctx.input_aggregate.cloned()
+            } else {
+                carried.take()
+            };
+            if let Some((Conv::Gcn(c), next)) = self.fused_into_next(l, g, &h) {
+                let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
+                let act = crate::conv::lean::Act::Relu(drop);
+                if let Some(a) = c.forward_lean(g, &h, given.as_ref(), act, Some(next))? {
+                    // Layer l + 1 reads only this aggregation of layer l's output (given as
+                    // its precomputed aggregation), so the output itself is never made: `h`
+                    // stands in for it with the same shape.
+                    let a = if ctx.train { a } else { a.detach() };
+                    h = a.clone();
+                    carried = Some(a);
+                    continue;
+                }
+            }
+            h = self.layer(l, g, h, given.as_ref(), &mut skip, ctx)?;
             if let Some(s) = skip.filter(|s| s.dims() == h.dims()) {
                 let _t = g.phase(Phase::Elementwise);
                 h = (h + s)?;
@@ -287,6 +307,33 @@ impl Gnn {
             }
         }
         Ok(h)
+    }
+
+    /// Where hidden GCN layer `l`'s output is read only by layer `l + 1`'s aggregation of it,
+    /// over a partitioned graph with the fused symmetric aggregation: that aggregation, for
+    /// the lean op that runs layer `l` and it together and keeps the mask of layer `l`'s
+    /// activation instead of the activation ([`GcnConv::forward_lean`]).
+    /// ReLU layers without residuals or LayerNorm whose next layer aggregates first (and is
+    /// the output layer or another ReLU layer); `None` otherwise.
+    fn fused_into_next(
+        &self,
+        l: usize,
+        g: &ModelGraph,
+        h: &Tensor,
+    ) -> Option<(&Conv, crate::graph::FusedAggregation)> {
+        let last = self.convs.len() - 1;
+        let plain = self.cfg.kind == ConvKind::Gcn
+            && l < last
+            && !self.cfg.residual
+            && self.norms.is_empty()
+            && self.activation(l) == Activation::Relu
+            && (l + 1 == last || self.activation(l + 1) == Activation::Relu);
+        match (plain, self.convs.get(l + 1)) {
+            (true, Some(Conv::Gcn(next))) if next.aggregates_first() => g
+                .fused_aggregation(gnn_kernels::Reduce::Sum, h.dtype())
+                .map(|agg| (&self.convs[l], agg)),
+            _ => None,
+        }
     }
 
     /// The activation after layer `l`: ReLU for the first layer of a MaxK-after-first model.
@@ -317,9 +364,36 @@ impl Gnn {
         if let (Activation::MaxK { k }, false) = (activation, last) {
             return self.layer_maxk(l, g, h, k, skip, ctx);
         }
+        // The output layer's lean form on a partitioned graph: its products, aggregation and
+        // bias as one op (conv::lean).
+        if last && g.lean_layers() {
+            let bias = crate::conv::lean::Act::Bias;
+            let lean = match conv {
+                Conv::Gcn(c) => c.forward_lean(g, &h, agg, bias, None)?,
+                Conv::Sage(c) => c.forward_lean(g, &h, agg, bias)?,
+                _ => None,
+            };
+            if let Some(y) = lean {
+                return Ok(y);
+            }
+        }
         // GCN and GraphSAGE hand back their bias, to ride in the activation's pass when ReLU
         // follows directly (no LayerNorm in between).
         let fuse = !last && self.norms.get(l).is_none() && activation == Activation::Relu;
+        if fuse && g.lean_layers() {
+            // The hidden layer's lean form: GraphSAGE's always, GCN's where it multiplies
+            // first (a GCN layer whose product comes last keeps no more in its composed form).
+            let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
+            let act = crate::conv::lean::Act::Relu(drop);
+            let lean = match conv {
+                Conv::Sage(c) => c.forward_lean(g, &h, agg, act)?,
+                Conv::Gcn(c) if c.multiplies_first(agg) => c.forward_lean(g, &h, agg, act, None)?,
+                _ => None,
+            };
+            if let Some(y) = lean {
+                return Ok(y);
+            }
+        }
         if let (Conv::Gcn(c), true) = (conv, fuse) {
             let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
             return c.forward_relu_dropout(g, &h, agg, drop, skip);

@@ -4,7 +4,6 @@
 
 use super::symmetric::SymmetricOperand;
 use super::{Mode, Plan};
-use crate::error::Error;
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp2, Layout, Shape, Tensor};
 use std::sync::Arc;
@@ -61,27 +60,39 @@ impl candle_core::CustomOp1 for SymmetricAggregate {
         if !x.track_op() {
             return Ok(None);
         }
-        let p = &self.plan;
-        let dy = dy.contiguous()?;
-        let msg = |e: Error| candle_core::Error::Msg(e.to_string());
-        let dy = if self.mean {
-            let inv = self.operand.inv_degrees().map_err(msg)?;
-            dy.to_dtype(candle_core::DType::F32)?
-                .broadcast_mul(&inv)?
-                .to_dtype(dy.dtype())?
-        } else {
-            dy
-        };
-        p.check_rows(&dy).map_err(msg)?;
-        // The exchange runs inside the timed span (overlapped with the own slices): its time
-        // is the communicator's, not the aggregation's.
-        let (g, c0) = (self.operand.first_graph(), p.comm.time_spent());
-        let timer = g.backward_timer();
-        let dx = self.operand.product(&p.comm, &dy, false).map_err(msg)?;
-        drop(timer);
-        g.deduct_backward_time(p.comm.time_spent().saturating_sub(c0));
+        let dx = transpose_product(&self.plan, &self.operand, self.mean, dy)
+            .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
         Ok(Some(dx))
     }
+}
+
+/// `Âᵀ dy` for this rank's rows of a symmetric operand (`A D⁻¹ dy` for the mean): the
+/// exchange of `dy` (the mean: `D⁻¹ dy`, in f32) and the same SpMM as the forward, the
+/// exchange timed as the communicator's and the rest as the first slice's backward.
+pub(super) fn transpose_product(
+    plan: &Arc<Plan>,
+    operand: &SymmetricOperand,
+    mean: bool,
+    dy: &Tensor,
+) -> crate::Result<Tensor> {
+    let dy = dy.contiguous()?;
+    let dy = if mean {
+        let inv = operand.inv_degrees()?;
+        dy.to_dtype(candle_core::DType::F32)?
+            .broadcast_mul(&inv)?
+            .to_dtype(dy.dtype())?
+    } else {
+        dy
+    };
+    plan.check_rows(&dy)?;
+    // The exchange runs inside the timed span (overlapped with the own slices): its time is
+    // the communicator's, not the aggregation's.
+    let (g, c0) = (operand.first_graph(), plan.comm.time_spent());
+    let timer = g.backward_timer();
+    let dx = operand.product(&plan.comm, &dy, false)?;
+    drop(timer);
+    g.deduct_backward_time(plan.comm.time_spent().saturating_sub(c0));
+    Ok(dx)
 }
 
 /// `(x, received) -> received` whose backward returns the received rows' gradients to their

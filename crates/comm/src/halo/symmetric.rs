@@ -88,6 +88,33 @@ impl HaloExchange {
         })?)
     }
 
+    /// The gradient [`Self::aggregate_symmetric`] gives its input for the output gradient
+    /// `dy` (`[n_local, d]`): `Âᵀ dy` for this rank's rows, which for the symmetric operand is
+    /// the same exchange and SpMM as the forward (on `D⁻¹ dy` for a mean). For a fused op
+    /// that runs the aggregation untracked inside its own forward and differentiates through
+    /// it itself. Collective, like the forward.
+    pub fn aggregate_symmetric_grad(
+        &self,
+        operand: &SymmetricOperand,
+        dy: &Tensor,
+        reduce: gnn_kernels::Reduce,
+    ) -> Result<Tensor> {
+        const OP: &str = "halo_aggregate";
+        if !self.aggregates_symmetric(reduce, dy.dtype()) {
+            return Err(Error::Unsupported {
+                op: OP,
+                what: format!(
+                    "{reduce:?} of {:?} on the {} exchange: the all-gather, sum, or mean outside \
+                     f16 only",
+                    dy.dtype(),
+                    self.kind()
+                ),
+            });
+        }
+        let mean = gnn_kernels::ops::spmm::transpose_operands(OP, reduce, operand.values())?;
+        super::ops::transpose_product(&self.0, operand, mean, dy)
+    }
+
     /// The local graph of `local` under the all-gather (the columns of [`Self::local_csr`]),
     /// with its edge `values` (aligned with `local.csr`'s entries), uploaded for
     /// [`Self::aggregate_symmetric`] as column slices: every rank's block of the gathered
@@ -184,6 +211,7 @@ impl HaloExchange {
             n_cols,
             slices,
             blocks,
+            feature_chunk: None,
         })))
     }
 }
@@ -211,6 +239,9 @@ struct OperandInner {
     /// The slices follow the all-gather's blocks ([`HaloExchange::symmetric_operand`]);
     /// `None` for [`SymmetricOperand::whole`] (one slice, every column).
     blocks: Option<Blocks>,
+    /// [`SymmetricOperand::with_feature_chunk`]: the product runs over at most this many
+    /// feature columns at a time; `None`: all at once.
+    feature_chunk: Option<usize>,
 }
 
 /// How a sliced operand lies over the all-gather's blocks.
@@ -247,6 +278,7 @@ impl SymmetricOperand {
                 values,
             }],
             blocks: None,
+            feature_chunk: None,
         }))
     }
 
@@ -268,7 +300,41 @@ impl SymmetricOperand {
             n_cols: self.0.n_cols,
             slices,
             blocks: self.0.blocks.clone(),
+            feature_chunk: self.0.feature_chunk,
         }))
+    }
+
+    /// The same operand whose products ([`HaloExchange::aggregate_symmetric`], forward and
+    /// backward) run over at most `cols` feature columns at a time (`None` or 0: all at
+    /// once): each chunk's rows are exchanged and multiplied on their own, its result copied
+    /// into the output's columns. What a product holds besides its input and output, the
+    /// received blocks and the SpMM's fp32 accumulator and result, shrinks by the chunk's
+    /// share of the width; the bytes exchanged are the same, in more messages. Every value
+    /// is the one the whole-width product gives (the columns of a product are independent).
+    /// Every rank must use the same `cols` (the chunks' exchanges are collective).
+    pub fn with_feature_chunk(&self, cols: Option<usize>) -> Self {
+        let slices = self
+            .0
+            .slices
+            .iter()
+            .map(|s| Slice {
+                cols: s.cols.clone(),
+                g: s.g.clone(),
+                values: s.values.clone(),
+            })
+            .collect();
+        Self(Arc::new(OperandInner {
+            n_rows: self.0.n_rows,
+            n_cols: self.0.n_cols,
+            slices,
+            blocks: self.0.blocks.clone(),
+            feature_chunk: cols.filter(|&c| c > 0),
+        }))
+    }
+
+    /// [`Self::with_feature_chunk`]'s setting: `None` when products run at full width.
+    pub fn feature_chunk(&self) -> Option<usize> {
+        self.0.feature_chunk
     }
 
     /// The first slice's graph (the whole graph when there is one slice): its rows are the
@@ -312,7 +378,31 @@ impl SymmetricOperand {
     /// ([`Communicator::shift_overlapped`]), each block's slices running while the next block
     /// is in flight (this rank's own first): the rank holds at most two received blocks, not
     /// all `P` (at `P = 2`, one), and sends its rows unpadded. Otherwise one all-gather.
+    /// Under [`Self::with_feature_chunk`], all of that runs once per column chunk.
     pub(super) fn product(
+        &self,
+        comm: &Arc<dyn Communicator>,
+        own: &Tensor,
+        mean: bool,
+    ) -> Result<Tensor> {
+        let d = own.dim(1)?;
+        let Some(w) = self.0.feature_chunk.filter(|&w| w < d) else {
+            return self.product_columns(comm, own, mean);
+        };
+        // Column chunks: each one's product on its own, copied into its columns of the output
+        // and freed before the next (one chunk's blocks and SpMM buffers at a time).
+        let out = Tensor::zeros((self.0.n_rows, d), own.dtype(), own.device())?;
+        for c0 in (0..d).step_by(w) {
+            let part = own.narrow(1, c0, w.min(d - c0))?.contiguous()?;
+            let y = self.product_columns(comm, &part, mean)?.contiguous()?;
+            drop(part);
+            out.slice_set(&y, 1, c0)?;
+        }
+        Ok(out)
+    }
+
+    /// [`Self::product`] over all of `own`'s columns at once.
+    fn product_columns(
         &self,
         comm: &Arc<dyn Communicator>,
         own: &Tensor,

@@ -246,6 +246,51 @@ fn symmetric_aggregation_matches_the_whole_graph_both_ways() {
 }
 
 #[test]
+fn feature_chunks_give_the_whole_width_product_bit_for_bit() {
+    let (n, d) = (120, 37);
+    let g = graph(n, 500, 6);
+    let dev = Device::Cpu;
+    let x = Tensor::randn(0f32, 1.0, (n, d), &dev).unwrap();
+    let w = Tensor::randn(0f32, 1.0, (n, d), &dev).unwrap();
+    let vals: Vec<f32> = (0..g.nnz()).map(|e| 0.5 + (e % 7) as f32 * 0.1).collect();
+    let bits = |t: &Tensor| -> Vec<u32> {
+        let v = t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        v.iter().map(|x| x.to_bits()).collect()
+    };
+    for reduce in [Reduce::Sum, Reduce::Mean] {
+        for (slice_rows, parts) in [(None, 1), (None, 3), (Some(45), 2), (Some(7), 4)] {
+            let run = |chunk: Option<usize>| {
+                on_ranks(&g, parts, Exchange::AllGather, |local, lg, h| {
+                    let lv = &vals[local.edges.clone()];
+                    let op = match slice_rows {
+                        None => SymmetricOperand::whole(
+                            lg.clone(),
+                            Some(Tensor::from_slice(lv, lv.len(), &dev).unwrap()),
+                        ),
+                        Some(r) => h.symmetric_operand(local, Some(lv), r, &dev).unwrap(),
+                    }
+                    .with_feature_chunk(chunk);
+                    assert_eq!(op.feature_chunk(), chunk.filter(|&c| c > 0));
+                    let (_, y, dx) = rank_pass(local, &x, &w, |xl| {
+                        h.aggregate_symmetric(&op, xl, reduce).unwrap()
+                    });
+                    (bits(&y), bits(&dx))
+                })
+            };
+            let whole = run(None);
+            // Uneven chunks (the last one narrower), one column, the whole width and more.
+            for chunk in [Some(5), Some(1), Some(16), Some(37), Some(100), Some(0)] {
+                assert_eq!(
+                    run(chunk),
+                    whole,
+                    "{reduce:?} slices {slice_rows:?} P={parts} chunk {chunk:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn cbsr_rows_travel_with_their_columns() {
     let (n, d, k) = (90, 40, 7);
     let g = graph(n, 300, 5);

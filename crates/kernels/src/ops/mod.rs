@@ -85,7 +85,7 @@ pub(crate) fn check_float(op: &'static str, what: &str, t: &Tensor) -> Result<()
 
 /// `x.sum(0)` of a `[N, D]` tensor as one GEMM row (`ones [1, N] · x`): cuBLAS streams `x`
 /// once, where candle's dim-0 reduction runs one block per column (a bias gradient).
-pub(crate) fn column_sum(x: &Tensor) -> candle_core::Result<Tensor> {
+pub fn column_sum(x: &Tensor) -> candle_core::Result<Tensor> {
     let (n, d) = x.dims2()?;
     Tensor::ones((1, n), x.dtype(), x.device())?
         .matmul(&x.contiguous()?)?

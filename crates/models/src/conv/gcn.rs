@@ -10,10 +10,10 @@
 //! The product is associative, so the layer aggregates at the narrower of `in` and `out`:
 //! `Â (X W^T)` when `out < in`, `(Â X) W^T` otherwise.
 
-use super::{bias_relu_dropout, like, maxk_dropout, Linear};
+use super::{bias_relu_dropout, lean, like, maxk_dropout, Linear};
 use crate::dropout::DropoutRng;
 use crate::error::Result;
-use crate::graph::ModelGraph;
+use crate::graph::{FusedAggregation, ModelGraph};
 use crate::params::{Init, ParamStore};
 use crate::timer::Phase;
 use candle_core::Tensor;
@@ -136,6 +136,75 @@ impl GcnConv {
             Some((rng, p)) => rng.linear_bias_relu_dropout(z, &b, p, false),
             None => Ok(z.bias_relu_dropout(&b, 0.0, 0)?),
         }
+    }
+
+    /// The lean form on a partitioned graph ([`super::lean::linear`]): `act(layer(x))` as one
+    /// op over the product's input, the weight and the bias, keeping the input (and the
+    /// activation's mask) but not the product, its aggregation or the pre-activation. With
+    /// `next` (a hidden layer whose next layer aggregates its output first), that aggregation
+    /// runs inside too and the op returns it, so the activation itself (which only that
+    /// aggregation reads, and its backward does not) is not kept either; the product must
+    /// then come last (`agg` given, or `out >= in`). A layer that multiplies first aggregates
+    /// its product with the graph's fused aggregation. `None` where it does not apply (run the
+    /// composed forms).
+    pub(crate) fn forward_lean(
+        &self,
+        g: &ModelGraph,
+        x: &Tensor,
+        agg: Option<&Tensor>,
+        act: lean::Act<'_>,
+        next: Option<FusedAggregation>,
+    ) -> Result<Option<Tensor>> {
+        if let Some(a) = self.product_input(g, x, agg)? {
+            let (w, b) = (like(&self.lin.weight, &a)?, like(&self.bias, &a)?);
+            let agg = next.map_or(lean::Agg::None, lean::Agg::Activation);
+            return Ok(Some(lean::linear(g, &a, &w, &b, act, agg)?));
+        }
+        let fused = g.fused_aggregation(Reduce::Sum, x.dtype());
+        let (Some(f), None) = (fused, next) else {
+            return Ok(None);
+        };
+        let (w, b) = (like(&self.lin.weight, x)?, like(&self.bias, x)?);
+        Ok(Some(lean::linear(
+            g,
+            x,
+            &w,
+            &b,
+            act,
+            lean::Agg::Product(f),
+        )?))
+    }
+
+    /// Whether the layer multiplies before it aggregates (no precomputed aggregation and
+    /// `out < in`).
+    pub(crate) fn multiplies_first(&self, agg: Option<&Tensor>) -> bool {
+        agg.is_none() && !self.aggregates_first()
+    }
+
+    /// The input of the layer's product when the product comes last: `agg` (the precomputed
+    /// aggregation of `x`), or `Â x` when `out >= in`; `None` when the layer multiplies first.
+    fn product_input(
+        &self,
+        g: &ModelGraph,
+        x: &Tensor,
+        agg: Option<&Tensor>,
+    ) -> Result<Option<Tensor>> {
+        let (out_dim, in_dim) = self.lin.weight.dims2()?;
+        Ok(match agg {
+            Some(a) => Some(a.clone()),
+            None if out_dim >= in_dim => {
+                let _t = g.phase(Phase::Aggregation);
+                Some(g.aggregate(x, Reduce::Sum)?)
+            }
+            None => None,
+        })
+    }
+
+    /// Whether the layer aggregates its input before its product (with no precomputed
+    /// aggregation): `out >= in`.
+    pub(crate) fn aggregates_first(&self) -> bool {
+        let (o, i) = (self.out_dim(), self.lin.weight.dim(1).unwrap_or(0));
+        o >= i
     }
 
     /// MaxK-GNN order: `A · dropout(MaxK(x W^T)) + b`, the aggregation over CBSR (SpGEMM, with

@@ -3,6 +3,7 @@
 pub mod gat;
 pub mod gcn;
 pub mod gin;
+pub(crate) mod lean;
 pub mod linear;
 pub mod sage;
 pub mod transformer;

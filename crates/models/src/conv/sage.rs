@@ -14,7 +14,7 @@
 //! Mean aggregation is linear, so when `out < in` the layer runs one GEMM with
 //! `[W_l; W_r]` and aggregates the `W_l` half at width `out`.
 
-use super::{like, maxk_dropout, Linear};
+use super::{lean, like, maxk_dropout, Linear};
 use crate::dropout::DropoutRng;
 use crate::error::Result;
 use crate::graph::ModelGraph;
@@ -116,6 +116,45 @@ impl SageConv {
             Self::add(g, l, r)?
         };
         Ok((y, bias))
+    }
+
+    /// The lean form on a partitioned graph (mean aggregator): `act(W_l mean_j x_j + W_r x_i
+    /// + b)` as one op ([`super::lean::pair`]) keeping `x`, the aggregation and the
+    /// activation's mask instead of both products, their sum and the pre-activation. A
+    /// layer that multiplies first aggregates its `W_l` product inside with the graph's fused
+    /// aggregation (keeping `x` alone); `agg` given (the cached aggregation of the features)
+    /// is held. `None` where it does not apply (pool; a layer that multiplies first without the
+    /// fused aggregation).
+    pub(crate) fn forward_lean(
+        &self,
+        g: &ModelGraph,
+        x: &Tensor,
+        agg: Option<&Tensor>,
+        act: lean::Act<'_>,
+    ) -> Result<Option<Tensor>> {
+        let (out_dim, in_dim) = self.lin_l.weight.dims2()?;
+        if self.pool.is_some() {
+            return Ok(None);
+        }
+        let bias = self.lin_l.bias.as_ref().expect("lin_l has a bias");
+        let (w_l, w_r) = (&self.lin_l.weight, &self.lin_r.weight);
+        let fused = g.fused_aggregation(Reduce::Mean, x.dtype());
+        // A layer aggregating first does it in an op of its own, whose backward then runs
+        // after this op's has returned (inside it, the output gradient and the pre-activation
+        // gradient would be held through the aggregation's buffers too).
+        let computed;
+        let neighbour = match (agg, fused) {
+            (Some(a), _) if !a.track_op() => lean::Neighbour::Constant(a),
+            (Some(a), _) => lean::Neighbour::Tracked(a),
+            (None, Some(f)) if out_dim < in_dim => lean::Neighbour::Product(f),
+            (None, None) if out_dim < in_dim => return Ok(None),
+            (None, _) => {
+                let _t = g.phase(Phase::Aggregation);
+                computed = g.aggregate(x, Reduce::Mean)?;
+                lean::Neighbour::Tracked(&computed)
+            }
+        };
+        Ok(Some(lean::pair(g, neighbour, w_l, x, w_r, bias, act)?))
     }
 
     /// MaxK-GNN order (mean aggregator): `mean_j dropout(MaxK(x W_l^T))_j + x_i W_r^T + b`,

@@ -121,7 +121,7 @@ fn whole(ds: &Dataset, cfg: &ModelConfig, seed: u64, dev: &Device) -> Named {
     let model = Gnn::new(cfg.clone(), dev, seed).unwrap();
     let graph = ModelGraph::new(&ds.graph, cfg.kind, dev).unwrap();
     let data = DeviceData::new(ds, dev, true).unwrap();
-    let (loss, grads) = step(&model, &graph, &data);
+    let (loss, grads) = step(&model, &graph, &data, false);
     (
         loss.to_scalar::<f32>().unwrap() as f64,
         flat(&model, &grads),
@@ -141,7 +141,7 @@ fn ranks_of(plan: &DistPlan, ds: &Dataset, cfg: &ModelConfig, seed: u64, on: &On
             &(on.rank)(),
         )
         .unwrap();
-        let (loss, mut grads) = step(&r.model, &r.graph, &r.data);
+        let (loss, mut grads) = step(&r.model, &r.graph, &r.data, false);
         let vars = r.model.named_vars();
         let loss = all_reduce_grads(comm.as_ref(), &vars, &mut grads, &loss).unwrap();
         (loss, flat(&r.model, &grads))

@@ -94,6 +94,16 @@ pub struct DistConfig {
     pub resume: Option<PathBuf>,
     /// A rank that fails on purpose (tests of the fault handling).
     pub fault: Option<gnn_comm::Fault>,
+    /// The bytes one rank may use ([`super::memory`]): the run stops before allocating
+    /// anything when a rank's estimated peak exceeds them, saying what to change; in-process
+    /// ranks sharing a device (or the CPU) are held to it together. `None`: the GPU's
+    /// memory less [`super::memory::CUDA_RESERVE`] on a CUDA device, no limit on the CPU;
+    /// `Some(0)`: no check (the estimate is still printed).
+    pub max_memory: Option<u64>,
+    /// The fused aggregation's feature chunk ([`DistPlan::feature_chunk`]): `None` (auto)
+    /// picks the widest that fits [`Self::max_memory`] (the whole width where it fits or no
+    /// limit applies); `Some(0)`: the whole width; `Some(c)`: `c` columns.
+    pub feature_chunk: Option<usize>,
 }
 
 impl DistConfig {
@@ -125,6 +135,8 @@ impl DistConfig {
             comm_timeout: Some(gnn_comm::DEFAULT_COMM_TIMEOUT),
             resume: None,
             fault: None,
+            max_memory: None,
+            feature_chunk: None,
         }
     }
 }
@@ -206,6 +218,7 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
     plan.symmetric &= !cfg.split_aggregation;
     plan.slice_rows = cfg.slice_rows;
     plan.gather_logits = cfg.predictions.is_some();
+    let memory = preflight(cfg, &mut plan, &model, train, &device, ranks)?;
     println!(
         "{}",
         exchange_line(&plan, cfg.exchange.is_some(), cfg.split_aggregation)
@@ -293,6 +306,7 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
         "wall_s": wall,
         "comm_timeout_s": cfg.comm_timeout.map(|t| t.as_secs_f64()),
         "resumed_from": cfg.resume.as_ref().map(|p| p.display().to_string()),
+        "memory_estimate": memory,
     });
     // One report per process in a multi-process run (each holds its own rank).
     let path = match &cfg.launch {
@@ -312,6 +326,101 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
         ranks: outcomes,
         report: Some((report, path)),
     })
+}
+
+/// The memory pre-flight: every rank's estimated peak ([`super::memory`]) against the budget
+/// ([`DistConfig::max_memory`]), with the feature chunk chosen to fit when `cfg` leaves it to
+/// the estimate. Prints the estimate (the largest rank's components) and returns the
+/// report's `memory_estimate`; an error naming the estimate, the budget and what to change
+/// when the run cannot fit.
+fn preflight(
+    cfg: &DistConfig,
+    plan: &mut DistPlan,
+    model: &gnn_models::ModelConfig,
+    train: &TrainConfig,
+    device: &candle_core::Device,
+    ranks: usize,
+) -> Result<Value> {
+    use super::memory::{self, Target, CUDA_RESERVE};
+    let target = if device.is_cuda() {
+        Target::Cuda
+    } else {
+        Target::Cpu
+    };
+    // In-process ranks share one device (or the CPU); an NCCL rank has one of its own.
+    let shared = !cfg.launch.uses_nccl();
+    let budget = match cfg.max_memory {
+        Some(0) => None,
+        Some(b) => Some(b),
+        None => crate::device::device_memory_info(device)
+            .map(|(_, total)| total.saturating_sub(CUDA_RESERVE)),
+    };
+    let need = |all: &[memory::Estimate]| -> u64 {
+        if shared {
+            all.iter().map(memory::Estimate::peak).sum()
+        } else {
+            all.iter().map(memory::Estimate::peak).max().unwrap_or(0)
+        }
+    };
+    let fits = |all: &[memory::Estimate]| budget.is_none_or(|b| need(all) <= b);
+    let (all, fit) = match cfg.feature_chunk {
+        Some(c) => {
+            plan.feature_chunk = (c > 0).then_some(c);
+            let all = memory::estimate_all(plan, model, train, target);
+            let ok = fits(&all);
+            (all, ok)
+        }
+        None => match memory::fit_feature_chunk(plan, model, train, target, fits) {
+            Ok((_, all)) => (all, true),
+            Err(all) => (all, false),
+        },
+    };
+    let g = |b: u64| b as f64 / (1u64 << 30) as f64;
+    let worst = memory::worst(&all).cloned();
+    if let Some(w) = &worst {
+        let peaks: Vec<String> = all.iter().map(|e| format!("{:.1}", g(e.peak()))).collect();
+        println!(
+            "memory (estimated per rank, GiB): peaks [{}]{}; feature chunk {}; rank {}:",
+            peaks.join(", "),
+            match budget {
+                Some(b) if shared => format!(
+                    ", {:.1} for all {ranks} in-process ranks against {:.1}",
+                    g(need(&all)),
+                    g(b)
+                ),
+                Some(b) => format!(" against {:.1} a rank", g(b)),
+                None => String::new(),
+            },
+            plan.feature_chunk
+                .map_or("off (whole width)".to_string(), |c| format!("{c} columns")),
+            w.rank
+        );
+        println!("{}", w.table());
+    }
+    if let (false, Some(b), Some(w)) = (fit, budget, &worst) {
+        let refusal = memory::refusal(w, need(&all), b, shared, plan.feature_chunk, model, ranks);
+        if !cfg.stats_only {
+            return Err(Error::Invalid(refusal));
+        }
+        println!("training would stop here: {refusal}");
+    }
+    Ok(json!({
+        "target": format!("{target:?}"),
+        "budget_bytes": budget,
+        "shared_device": shared,
+        "feature_chunk": plan.feature_chunk,
+        "peak_bytes": all.iter().map(memory::Estimate::peak).collect::<Vec<_>>(),
+        "worst": worst.map(|w| json!({
+            "rank": w.rank,
+            "rows": w.rows,
+            "resident": w.resident,
+            "kept": w.kept,
+            "transient": w.transient.0,
+            "transient_at": w.transient.1,
+            "peak": w.peak(),
+            "layer_by_layer": w.exact,
+        })),
+    }))
 }
 
 /// Picks the partition `cfg.partition` stands for on `plan`'s operands (ranges of the loaded

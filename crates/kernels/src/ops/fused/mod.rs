@@ -10,10 +10,12 @@
 //! | [`maxk_layer`] | `Â · dropout(maxk(x wᵀ)) + b [+ x]`, a MaxK-GNN hidden layer |
 //! | [`gat_attention`] | `edge_softmax(leaky_relu(s_dst[i] + s_src[j]))`, GAT's coefficients |
 //! | [`xent`] | masked `log_softmax` + NLL, the loss and its gradient in one pass |
+//! | [`attach`] | any chain computed outside the graph, one op with the caller's backward |
 //!
 //! The CUDA kernels of the dropout family stay in `cuda/dropout.cu` beside the mask they
 //! share; the others have a `.cu` file of their own.
 
+pub mod attach;
 pub mod gat_attention;
 pub mod linear;
 pub mod maxk_layer;

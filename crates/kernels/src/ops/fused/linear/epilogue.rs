@@ -86,7 +86,7 @@ struct LinearBiasReluDropoutOp {
 }
 
 /// A forward's pass/fail mask, bit `i % 32` of word `i / 32` for element `i`.
-enum MaskBits {
+pub(super) enum MaskBits {
     Cpu(Vec<u32>),
     #[cfg(feature = "cuda")]
     Cuda(CudaStorage),
@@ -184,9 +184,9 @@ impl ProductEpilogue for LinearBiasReluDropoutOp {
 }
 
 /// `dx = pass ? dy / (1 - p) : 0` from a forward's [`MaskBits`] (taken by the backward).
-struct MaskBitsBwd {
-    p: f32,
-    bits: MaskBits,
+pub(super) struct MaskBitsBwd {
+    pub(super) p: f32,
+    pub(super) bits: MaskBits,
 }
 
 impl CustomOp1 for MaskBitsBwd {
@@ -220,7 +220,7 @@ impl CustomOp1 for MaskBitsBwd {
     }
 }
 
-fn cpu_bias_relu_bits_fwd<T: candle_core::WithDType>(
+pub(super) fn cpu_bias_relu_bits_fwd<T: candle_core::WithDType>(
     x: &CpuStorage,
     xl: &Layout,
     b: &CpuStorage,

@@ -7,6 +7,9 @@ pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 mod epilogue;
+mod untracked;
+
+pub use untracked::{bias_relu_dropout_untracked, EpilogueMask};
 
 use crate::device_graph::DeviceGraph;
 use crate::error::Result;

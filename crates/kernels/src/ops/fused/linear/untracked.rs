@@ -1,0 +1,145 @@
+//! The bias + ReLU + dropout epilogue outside the autograd graph, with its mask as bits, for
+//! fused layers assembled from several ops ([`crate::attach_backward`]): a layer whose
+//! activation is consumed at once (by the next layer's aggregation, say) keeps the mask, a
+//! bit per element, instead of the activation.
+
+use super::epilogue::{cpu_bias_relu_bits_fwd, MaskBits, MaskBitsBwd};
+use crate::error::{Error, Result};
+use crate::ops::check_float_or_half;
+use crate::ops::dropout::check_probability;
+use candle_core::backend::BackendStorage;
+#[cfg(feature = "cuda")]
+use candle_core::CudaStorage;
+use candle_core::{CpuStorage, CustomOp2, Layout, Shape, Tensor};
+use std::sync::Mutex;
+
+/// The mask of [`bias_relu_dropout_untracked`]: which elements passed (ReLU and dropout),
+/// one bit each, and the rate.
+pub struct EpilogueMask(MaskBitsBwd);
+
+impl EpilogueMask {
+    /// The pre-activation's gradient `dz = pass ? dy / (1 - p) : 0` for the activation's `dy`.
+    pub fn backward(&self, dy: &Tensor) -> Result<Tensor> {
+        Ok(dy.contiguous()?.apply_op1_no_bwd(&self.0)?)
+    }
+}
+
+/// `dropout(relu(z + b), p)` (`z [N, D]`, `b [D]` in `z`'s dtype, mask seed `seed`: the mask
+/// and values of [`crate::bias_relu_dropout`], bit for bit), untracked, and its mask for the
+/// backward.
+pub fn bias_relu_dropout_untracked(
+    z: &Tensor,
+    b: &Tensor,
+    p: f32,
+    seed: u64,
+) -> Result<(Tensor, EpilogueMask)> {
+    const OP: &str = "bias_relu_dropout_untracked";
+    check_float_or_half(OP, "z", z)?;
+    let (zd, bd) = (z.dims(), b.dims());
+    if zd.len() != 2 || bd != [zd[1]] {
+        return Err(Error::shape(
+            OP,
+            format!("z {zd:?} and b {bd:?} must be [N, D] and [D]"),
+        ));
+    }
+    if b.dtype() != z.dtype() {
+        return Err(Error::dtype(
+            OP,
+            format!("b is {:?}, z {:?}", b.dtype(), z.dtype()),
+        ));
+    }
+    check_probability(OP, p)?;
+    let op = BitsFwd {
+        p,
+        seed,
+        mask: Mutex::new(None),
+    };
+    let out = z
+        .detach()
+        .contiguous()?
+        .apply_op2_no_bwd(&b.detach().contiguous()?, &op)?;
+    let bits = op
+        .mask
+        .into_inner()
+        .map_err(|_| Error::Candle(candle_core::Error::Msg(format!("{OP}: lock poisoned"))))?
+        .ok_or_else(|| Error::Candle(candle_core::Error::Msg(format!("{OP}: no mask written"))))?;
+    Ok((out, EpilogueMask(MaskBitsBwd { p, bits })))
+}
+
+/// The forward kernel, keeping the mask it writes.
+struct BitsFwd {
+    p: f32,
+    seed: u64,
+    mask: Mutex<Option<MaskBits>>,
+}
+
+impl BitsFwd {
+    fn keep(&self, bits: MaskBits) -> candle_core::Result<()> {
+        *self.mask.lock().map_err(|_| {
+            candle_core::Error::Msg("bias_relu_dropout_untracked: lock poisoned".into())
+        })? = Some(bits);
+        Ok(())
+    }
+}
+
+impl CustomOp2 for BitsFwd {
+    fn name(&self) -> &'static str {
+        "bias_relu_dropout_untracked"
+    }
+
+    fn cpu_fwd(
+        &self,
+        z: &CpuStorage,
+        zl: &Layout,
+        b: &CpuStorage,
+        bl: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (out, bits) = dispatch_float!(
+            "bias_relu_dropout_untracked",
+            z,
+            cpu_bias_relu_bits_fwd(z, zl, b, bl, None, self.p, self.seed)
+        )?;
+        self.keep(MaskBits::Cpu(bits))?;
+        Ok((out, zl.shape().clone()))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        z: &CudaStorage,
+        zl: &Layout,
+        b: &CudaStorage,
+        bl: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        let (out, bits, shape) =
+            super::cuda::bias_relu_dropout_bits(z, zl, b, bl, None, self.p, self.seed)?;
+        self.keep(MaskBits::Cuda(bits))?;
+        Ok((out, shape))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{Device, Var};
+
+    #[test]
+    fn values_and_gradient_are_the_tracked_epilogues() {
+        let dev = Device::Cpu;
+        let z = Var::from_tensor(&Tensor::randn(0f32, 1.0, (9, 37), &dev).unwrap()).unwrap();
+        let b = Tensor::randn(0f32, 1.0, 37, &dev).unwrap();
+        let g = Tensor::randn(0f32, 1.0, (9, 37), &dev).unwrap();
+        for p in [0.0, 0.5] {
+            let y = crate::bias_relu_dropout(&z, &b, p, 11).unwrap();
+            let want = (&y * &g).unwrap().sum_all().unwrap().backward().unwrap();
+            let (out, mask) = bias_relu_dropout_untracked(&z, &b, p, 11).unwrap();
+            assert!(!out.track_op());
+            let flat = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            assert_eq!(flat(&out), flat(&y), "p {p}");
+            let dz = mask.backward(&g).unwrap();
+            assert_eq!(flat(&dz), flat(want.get(&z).unwrap()), "p {p}");
+        }
+        let short = Tensor::zeros(5, candle_core::DType::F32, &dev).unwrap();
+        assert!(bias_relu_dropout_untracked(&z, &short, 0.5, 1).is_err());
+    }
+}

@@ -1,0 +1,283 @@
+//! The lean forms of GCN's and GraphSAGE's layers on a partitioned graph: each layer's
+//! products, bias, activation (and, for GCN, the next layer's aggregation of it) as one op
+//! ([`gnn_kernels::attach_backward`]) that keeps only what its backward reads.
+//!
+//! Composed, candle's graph keeps every op's inputs until the backward ends, read or not. A
+//! GraphSAGE hidden layer kept five `[N, out]` tensors (the two products, their sum, the
+//! activation, and the aggregation of the input), its output layer four of `[N, classes]`,
+//! and a GCN hidden layer its activation (the next aggregation's input, which that
+//! aggregation's backward never reads) beside the aggregation the next product needs. Here:
+//! - [`linear`]: `act(a · wᵀ + b)` over `(a, w, b)`, the graph's fused aggregation run on
+//!   the product (a layer that multiplies first) or on the activation (GCN: the next
+//!   layer's `Â h`); keeps `a` and the activation's mask (a bit per element), not the
+//!   product, its aggregation, the activation or the next aggregation's input;
+//! - [`pair`]: `act(a · w_aᵀ + h · w_hᵀ + b)` over `(a, h, [w_a | w_h | b])` (GraphSAGE's
+//!   neighbour and root terms; `a` the aggregation of `h`, or `Â (h · w_aᵀ)` made inside for
+//!   a layer that multiplies first); keeps its inputs and the mask.
+//!
+//! Forward values equal the composed layers' bit for bit (the same products, sums and
+//! epilogue kernel, in the same order); the gradients are the same sums with the weight
+//! gradients as `dzᵀ x` products (the composed matmul's `(xᵀ dz)ᵀ`), equal up to rounding.
+
+use super::like;
+use crate::dropout::DropoutRng;
+use crate::error::Result;
+use crate::graph::{FusedAggregation, ModelGraph};
+use crate::timer::Phase;
+use candle_core::Tensor;
+use gnn_kernels::{
+    attach_backward, bias_relu_dropout_untracked, column_sum, weight_grad, EpilogueMask,
+};
+
+/// What follows a lean layer's products: the bias alone (an output layer), or the bias, ReLU
+/// and dropout (`None`: dropout off) of a hidden layer.
+pub(crate) enum Act<'a> {
+    /// `z + b`.
+    Bias,
+    /// `dropout(relu(z + b))`.
+    Relu(Option<(&'a mut DropoutRng, f32)>),
+}
+
+/// `z + b` or the hidden epilogue of `z` (untracked), and its mask when it has one.
+fn finish(
+    g: &ModelGraph,
+    z: Tensor,
+    b: &Tensor,
+    act: Act<'_>,
+) -> Result<(Tensor, Option<EpilogueMask>)> {
+    let _t = g.phase(Phase::Elementwise);
+    let b = b.detach();
+    Ok(match act {
+        Act::Bias => (z.broadcast_add(&b)?, None),
+        Act::Relu(Some((rng, p))) => {
+            let (y, m) = rng.bias_relu_dropout_untracked(&z, &b, p)?;
+            (y, Some(m))
+        }
+        Act::Relu(None) => {
+            let (y, m) = bias_relu_dropout_untracked(&z, &b, 0.0, 0)?;
+            (y, Some(m))
+        }
+    })
+}
+
+/// The pre-activation's gradient from the output's: through the mask, or as it is.
+fn pre_activation_grad(mask: Option<&EpilogueMask>, dy: &Tensor) -> candle_core::Result<Tensor> {
+    match mask {
+        Some(m) => m
+            .backward(dy)
+            .map_err(|e| candle_core::Error::Msg(e.to_string())),
+        None => dy.contiguous(),
+    }
+}
+
+fn msg(e: crate::Error) -> candle_core::Error {
+    candle_core::Error::Msg(e.to_string())
+}
+
+/// Where a lean layer's op runs the graph's fused aggregation.
+pub(crate) enum Agg {
+    /// Not at all (its input is an aggregation already, or the layer has none).
+    None,
+    /// On the product, before the bias: `act(Â (a · wᵀ) + b)` (a layer that multiplies
+    /// first, its output narrower than its input).
+    Product(FusedAggregation),
+    /// On the activation: `Â act(a · wᵀ + b)` (a hidden layer with the next layer's
+    /// aggregation of its output).
+    Activation(FusedAggregation),
+}
+
+/// `act(a · wᵀ + b)` (`a [N, in]`, `w [out, in]`, `b [out]`, all in `a`'s dtype) with the
+/// graph's fused aggregation where `agg` says; one op over `(a, w, b)` keeping `a` and the
+/// mask.
+pub(crate) fn linear(
+    g: &ModelGraph,
+    a: &Tensor,
+    w: &Tensor,
+    b: &Tensor,
+    act: Act<'_>,
+    agg: Agg,
+) -> Result<Tensor> {
+    let mut z = {
+        let _t = g.phase(Phase::Gemm);
+        a.detach().matmul(&w.detach().t()?)?
+    };
+    if let Agg::Product(f) = &agg {
+        let _t = g.phase(Phase::Aggregation);
+        z = f.forward(&z)?;
+    }
+    let (y, mask) = finish(g, z, b, act)?;
+    let out = match &agg {
+        Agg::Activation(f) => {
+            let _t = g.phase(Phase::Aggregation);
+            let out = f.forward(&y)?;
+            drop(y);
+            out
+        }
+        _ => y,
+    };
+    Ok(attach_backward(
+        out,
+        &[a, w, b],
+        Box::new(move |ins, dy| {
+            let (a, w, b) = (ins[0], ins[1], ins[2]);
+            // Back through the aggregation (collective: every rank's backward reaches it).
+            let dy = match &agg {
+                Agg::Activation(f) => f.backward(dy).map_err(msg)?,
+                _ => dy.contiguous()?,
+            };
+            let dz = pre_activation_grad(mask.as_ref(), &dy)?;
+            drop(dy);
+            let db = b.track_op().then(|| column_sum(&dz)).transpose()?;
+            let dz = match &agg {
+                Agg::Product(f) => f.backward(&dz).map_err(msg)?,
+                _ => dz,
+            };
+            let dw = w
+                .track_op()
+                .then(|| weight_grad(&dz, &a.detach()))
+                .transpose()?;
+            let da = a.track_op().then(|| dz.matmul(&w.detach())).transpose()?;
+            Ok(vec![da, dw, db])
+        }),
+    )?)
+}
+
+/// Where a lean GraphSAGE layer's neighbour term comes from ([`pair`]).
+pub(crate) enum Neighbour<'a> {
+    /// An aggregation of `h` made before by an op of its own (which takes its gradient on):
+    /// an input of the op.
+    Tracked(&'a Tensor),
+    /// An aggregation that needs no gradient (the cached aggregation of the features): held
+    /// by the op for the weight gradient, not an input.
+    Constant(&'a Tensor),
+    /// `Â (h · w_aᵀ)`, made inside (a layer that multiplies first).
+    Product(FusedAggregation),
+}
+
+/// `act(n · w_aᵀ + h · w_hᵀ + b)` (`w_a [out, in_a]`, `w_h [out, in_h]`, `b [out]`;
+/// parameters as tracked f32 masters or already in `h`'s dtype), GraphSAGE's neighbour and
+/// root terms, the neighbour term `n · w_aᵀ` as `neighbour` says. One op over `(h, [w_a |
+/// w_h | b])` (`(a, h, [w_a | w_h | b])` for a tracked aggregation `a`) keeping its inputs,
+/// a held aggregation and the mask.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn pair(
+    g: &ModelGraph,
+    neighbour: Neighbour<'_>,
+    w_a: &Tensor,
+    h: &Tensor,
+    w_h: &Tensor,
+    b: &Tensor,
+    act: Act<'_>,
+) -> Result<Tensor> {
+    let (out_dim, in_a) = w_a.dims2()?;
+    let in_h = w_h.dim(1)?;
+    // One tracked tensor for the three parameters (their gradients split back through the
+    // concatenation), in the activations' dtype.
+    let wb = Tensor::cat(
+        &[
+            &like(w_a, h)?,
+            &like(w_h, h)?,
+            &like(b, h)?.reshape((out_dim, 1))?,
+        ],
+        1,
+    )?;
+    let parts = move |wb: &Tensor| -> candle_core::Result<(Tensor, Tensor, Tensor)> {
+        let wb = wb.detach();
+        Ok((
+            wb.narrow(1, 0, in_a)?.contiguous()?,
+            wb.narrow(1, in_a, in_h)?.contiguous()?,
+            wb.narrow(1, in_a + in_h, 1)?
+                .contiguous()?
+                .reshape(out_dim)?,
+        ))
+    };
+    let (wa, wh, bias) = parts(&wb)?;
+    // The neighbour product's input, held for the weight gradient (`None`: the op's first
+    // input, or `h` itself for an aggregated product).
+    let (held, tracked, product_agg) = match neighbour {
+        Neighbour::Tracked(a) => (None, Some(a.clone()), None),
+        Neighbour::Constant(a) => (Some(a.detach()), None, None),
+        Neighbour::Product(f) => (None, None, Some(f)),
+    };
+    let z = match (&held, &tracked, &product_agg) {
+        (Some(a), _, _) | (None, Some(a), _) => {
+            let _t = g.phase(Phase::Gemm);
+            let l = a.detach().matmul(&wa.t()?)?;
+            let r = h.detach().matmul(&wh.t()?)?;
+            (l + r)?
+        }
+        (None, None, Some(f)) => {
+            // The composed layer's order: one product with [w_a; w_h], the neighbour half
+            // aggregated, the root half added.
+            let p = {
+                let _t = g.phase(Phase::Gemm);
+                h.detach().matmul(&Tensor::cat(&[&wa, &wh], 0)?.t()?)?
+            };
+            let (pl, pr) = (p.narrow(1, 0, out_dim)?, p.narrow(1, out_dim, out_dim)?);
+            let l = {
+                let _t = g.phase(Phase::Aggregation);
+                f.forward(&pl)?
+            };
+            let _t = g.phase(Phase::Elementwise);
+            (l + pr)?
+        }
+        (None, None, None) => unreachable!("every neighbour term sets one"),
+    };
+    let (out, mask) = finish(g, z, &bias, act)?;
+    let backward = move |a: Option<&Tensor>, h: &Tensor, wb: &Tensor, dy: &Tensor| {
+        let dz = pre_activation_grad(mask.as_ref(), dy)?;
+        let (wa, wh, _) = parts(wb)?;
+        let db = column_sum(&dz)?.reshape((out_dim, 1))?;
+        // The neighbour product's gradient and input: `dz` and the aggregation, or (an
+        // aggregated product) `Âᵀ dz` and `h`.
+        let (dl, input) = match (&product_agg, a.or(held.as_ref())) {
+            (Some(f), _) => (f.backward(&dz).map_err(msg)?, h.detach()),
+            (None, Some(a)) => (dz.clone(), a.detach()),
+            (None, None) => unreachable!("every neighbour term sets one"),
+        };
+        let dwb = if wb.track_op() {
+            Some(Tensor::cat(
+                &[
+                    &weight_grad(&dl, &input)?,
+                    &weight_grad(&dz, &h.detach())?,
+                    &db,
+                ],
+                1,
+            )?)
+        } else {
+            None
+        };
+        let da = a
+            .filter(|a| a.track_op())
+            .map(|_| dz.matmul(&wa))
+            .transpose()?;
+        let dh = if !h.track_op() {
+            None
+        } else {
+            let root = dz.matmul(&wh)?;
+            Some(match &product_agg {
+                Some(_) => (dl.matmul(&wa)? + root)?,
+                None => root,
+            })
+        };
+        Ok::<_, candle_core::Error>((da, dh, dwb))
+    };
+    Ok(match tracked {
+        Some(a) => attach_backward(
+            out,
+            &[&a, h, &wb],
+            Box::new(move |ins, dy| {
+                let (da, dh, dwb) = backward(Some(ins[0]), ins[1], ins[2], dy)?;
+                Ok(vec![da, dh, dwb])
+            }),
+        )?,
+        None => attach_backward(
+            out,
+            &[h, &wb],
+            Box::new(move |ins, dy| {
+                let (_, dh, dwb) = backward(None, ins[0], ins[1], dy)?;
+                Ok(vec![dh, dwb])
+            }),
+        )?,
+    })
+}

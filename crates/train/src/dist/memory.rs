@@ -1,0 +1,991 @@
+//! What one rank of a distributed run holds at its peak, estimated before anything is
+//! allocated ([`estimate`]), so that a run that cannot fit says so at once, naming what to
+//! change, instead of failing deep inside an epoch with the allocator's out-of-memory error
+//! ([`check`]); and the widest feature chunk of the partitioned aggregation that fits
+//! ([`fit_feature_chunk`]).
+//!
+//! The estimate replays one training step at the granularity of `[rows, width]` tensors, as
+//! candle runs it: every op's inputs stay alive until the backward ends (the *kept*
+//! tensors); the backward takes the gradients in reverse order, each op's input gradients
+//! first added into a fresh zero tensor (candle 0.11's accumulation: the gradient, the zeros
+//! and the sum live at once); each op's own working memory comes on top (the partitioned
+//! aggregation's received blocks and its SpMM buffers, an attached op's handed-over copy).
+//! Besides the step: the features, the cached input aggregation, labels and loss weights,
+//! and the local graph on the device. The step is replayed layer by layer for GCN and
+//! GraphSAGE-mean with ReLU (the forms `gnn_models` runs on a partitioned graph, its lean
+//! layers included); other models get a coarser bound ([`Estimate::exact`] false).
+//!
+//! Validated against the CPU path, whose allocations a counting allocator sees
+//! (`crates/train/tests/dist_memory.rs`): the kept tensors to the byte, the step's peak
+//! within a few percent. The CUDA path differs only in the op-internal buffers (a received
+//! block is a buffer of its own where the in-process ranks share the sender's; a half-
+//! precision SpMM accumulates in an fp32 buffer and narrows), which the estimate counts from
+//! the code.
+
+use super::DistPlan;
+use crate::trainer::TrainConfig;
+use gnn_graph::Exchange;
+use gnn_models::{Activation, ConvKind, ModelConfig};
+use std::fmt::Write as _;
+
+/// Where the ranks' tensors live, for the op-internal buffers that differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// A CUDA device: received rows are buffers of their own, half-precision SpMMs
+    /// accumulate in fp32.
+    Cuda,
+    /// In-process ranks on the CPU: received rows are the sender's tensors.
+    Cpu,
+}
+
+/// One rank's estimated memory.
+#[derive(Debug, Clone)]
+pub struct Estimate {
+    /// The rank.
+    pub rank: usize,
+    /// Its rows.
+    pub rows: usize,
+    /// What lives for the whole run: `(what, bytes)`.
+    pub resident: Vec<(String, u64)>,
+    /// What a training step's forward leaves for its backward (activations, masks).
+    pub kept: u64,
+    /// The highest point of the step above the resident and kept bytes (gradients and
+    /// the ops' working memory), and where it is reached.
+    pub transient: (u64, String),
+    /// The step was replayed layer by layer (GCN, GraphSAGE-mean with ReLU); false: a
+    /// coarser bound (six `[rows, width]` tensors per layer).
+    pub exact: bool,
+}
+
+impl Estimate {
+    /// Resident bytes.
+    pub fn resident_bytes(&self) -> u64 {
+        self.resident.iter().map(|(_, b)| b).sum()
+    }
+
+    /// The estimated peak: resident, kept and the step's transient high point.
+    pub fn peak(&self) -> u64 {
+        self.resident_bytes() + self.kept + self.transient.0
+    }
+
+    /// A table of the components in GiB, one per line.
+    pub fn table(&self) -> String {
+        let g = |b: u64| b as f64 / (1u64 << 30) as f64;
+        let mut s = String::new();
+        for (what, b) in &self.resident {
+            let _ = writeln!(s, "  {what:<44} {:>8.2} GiB", g(*b));
+        }
+        let _ = writeln!(
+            s,
+            "  {:<44} {:>8.2} GiB",
+            "activations kept for the backward",
+            g(self.kept)
+        );
+        let _ = writeln!(
+            s,
+            "  {:<44} {:>8.2} GiB",
+            format!("step's transient high ({})", self.transient.1),
+            g(self.transient.0)
+        );
+        let _ = write!(
+            s,
+            "  {:<44} {:>8.2} GiB{}",
+            "peak",
+            g(self.peak()),
+            if self.exact {
+                ""
+            } else {
+                " (coarse: not a layer-by-layer replay)"
+            }
+        );
+        s
+    }
+}
+
+/// A tensor of the replayed step (an index into [`Tape::sizes`]).
+type Id = usize;
+
+/// One op of the replayed step.
+struct Op {
+    name: String,
+    /// Activation inputs: ids of earlier outputs, with whether each gets a gradient (the
+    /// features and the cached aggregation are resident and get none: not listed).
+    inputs: Vec<(Id, bool)>,
+    /// Output bytes.
+    out: u64,
+    /// The forward's highest point above the tensors kept before it, its output included.
+    fwd: u64,
+    /// What the op holds from its forward to the end of the backward besides its inputs
+    /// (an activation's mask).
+    keeps: u64,
+    /// The backward's highest point above the output's gradient and the gradients waiting,
+    /// the input gradients it returns included (as they are made).
+    bwd: u64,
+}
+
+/// The replayed step: tensors and ops in forward order.
+struct Tape {
+    sizes: Vec<u64>,
+    /// Whether each output tracks (a parameter or a tracked input went into it).
+    tracked: Vec<bool>,
+    ops: Vec<Op>,
+}
+
+impl Tape {
+    fn new() -> Self {
+        Self {
+            sizes: Vec::new(),
+            tracked: Vec::new(),
+            ops: Vec::new(),
+        }
+    }
+
+    /// Adds `op`, which has parameters (`params`) or not (an aggregation); an input gets a
+    /// gradient where it tracks. Returns its output's id (ops and outputs share indices).
+    fn push(&mut self, params: bool, mut op: Op) -> Id {
+        for (i, g) in &mut op.inputs {
+            *g = self.tracked[*i];
+        }
+        self.tracked
+            .push(params || op.inputs.iter().any(|&(_, g)| g));
+        self.sizes.push(op.out);
+        self.ops.push(op);
+        self.ops.len() - 1
+    }
+
+    /// `(kept bytes, the step's highest point above them, where)`.
+    fn replay(&self) -> (u64, u64, String) {
+        let n = self.ops.len();
+        // Kept: every tensor some op reads, the last output (the loss's), the ops' masks.
+        let mut kept = vec![false; n];
+        for op in &self.ops {
+            for &(i, _) in &op.inputs {
+                kept[i] = true;
+            }
+        }
+        if n > 0 {
+            kept[n - 1] = true;
+        }
+        let keeps: u64 = self.ops.iter().map(|o| o.keeps).sum();
+        let total: u64 = (0..n)
+            .filter(|&i| kept[i])
+            .map(|i| self.sizes[i])
+            .sum::<u64>()
+            + keeps;
+        let mut high = (0u64, String::new());
+        let mut note = |live: u64, what: String| {
+            if live > high.0 {
+                high = (live, what);
+            }
+        };
+        // Forward: what is kept so far, plus the op's working memory and output.
+        let mut so_far = 0u64;
+        for (i, op) in self.ops.iter().enumerate() {
+            note(so_far + op.fwd, format!("forward, {}", op.name));
+            so_far += op.keeps + if kept[i] { self.sizes[i] } else { 0 };
+        }
+        // Backward: everything kept, the gradients waiting, the op's output gradient and
+        // working memory; then its input gradients, accumulated one at a time (a first one
+        // into zeros, candle's `or_insert` + `add`: the gradient, the zeros and the sum).
+        let mut pending: Vec<Option<u64>> = vec![None; n];
+        if n > 0 {
+            pending[n - 1] = Some(self.sizes[n - 1]);
+        }
+        for (i, op) in self.ops.iter().enumerate().rev() {
+            let Some(g_in) = pending[i].take() else {
+                continue;
+            };
+            let waiting: u64 = pending.iter().flatten().sum();
+            let base = total + waiting + g_in;
+            note(base + op.bwd, format!("backward, {}", op.name));
+            let returned: u64 = op
+                .inputs
+                .iter()
+                .filter(|(_, g)| *g)
+                .map(|&(j, _)| self.sizes[j])
+                .sum();
+            let mut stored = 0u64;
+            for &(j, g) in &op.inputs {
+                if !g {
+                    continue;
+                }
+                let s = self.sizes[j];
+                let first = pending[j].is_none();
+                note(
+                    base + returned + stored + if first { 2 * s } else { s },
+                    format!("backward, {} (gradient accumulation)", op.name),
+                );
+                if first {
+                    pending[j] = Some(s);
+                    stored += s;
+                }
+            }
+        }
+        (total, high.0.saturating_sub(total), high.1)
+    }
+}
+
+/// The shapes one rank's step works on.
+struct Dims {
+    /// Rows (this rank's nodes).
+    n: u64,
+    /// Rows of every rank's block under the all-gather (the longest range).
+    m: u64,
+    /// Ranks.
+    parts: u64,
+    /// Element bytes of features and activations.
+    e: u64,
+    target: Target,
+    /// The fused symmetric aggregation runs (all-gather, symmetric operand).
+    fused: bool,
+    /// Its local graph is held as one slice per rank's block (the ring); else one
+    /// all-gather of every block.
+    ring: bool,
+    /// Halo rows received per point-to-point exchange.
+    halo: u64,
+    /// The feature chunk of the fused aggregation (`None`: whole width).
+    chunk: Option<u64>,
+}
+
+impl Dims {
+    fn t(&self, width: usize) -> u64 {
+        self.n * width as u64 * self.e
+    }
+
+    /// The working memory of one aggregation of a `[n, d]` input, its result included (not
+    /// its input): the fused op's exchange and SpMM buffers (per feature chunk), or the
+    /// point-to-point path's SpMM (its exchanged rows are a tensor of their own).
+    fn aggregation(&self, d: usize, mean: bool) -> u64 {
+        let d = d as u64;
+        let (n, m, e) = (self.n, self.m, self.e);
+        let half = self.target == Target::Cuda && e == 2;
+        // One SpMM of `w` columns: fp32 accumulation and the narrowed result on a CUDA device
+        // in half precision; the result alone otherwise.
+        let spmm = |w: u64| {
+            if half {
+                n * w * 4 + n * w * e
+            } else {
+                n * w * e
+            }
+        };
+        if !self.fused {
+            return spmm(d);
+        }
+        let w = self.chunk.filter(|&c| c < d).unwrap_or(d);
+        // Chunked: the output being filled and the chunk's contiguous input.
+        let chunked = if w < d { n * d * e + n * w * e } else { 0 };
+        let pad = if n < m { m * w * e } else { 0 };
+        let work = if self.ring {
+            // Blocks received and held (a buffer each on a GPU, the sender's tensor in
+            // process), the accumulator, a slice's result and their sum; a mean then divides
+            // in f32.
+            let blocks = match self.target {
+                Target::Cuda => self.parts.saturating_sub(1).min(2) * m * w * e,
+                Target::Cpu => 0,
+            };
+            let mean_pass = match (mean, half) {
+                (false, _) => 0,
+                (true, true) => 2 * n * w * 4,
+                (true, false) => n * w * e,
+            };
+            blocks + n * w * e + spmm(w).max(2 * n * w * e).max(mean_pass)
+        } else {
+            // Every block gathered at once (the padded own block copied first), then the SpMM.
+            pad + self.parts * m * w * e + spmm(w)
+        };
+        chunked + work
+    }
+
+    /// The fused op's forward: its working memory, then its result and the copy the op's
+    /// forward hands over.
+    fn aggregation_fwd(&self, d: usize, mean: bool) -> u64 {
+        self.aggregation(d, mean).max(2 * self.t(d))
+    }
+
+    /// The fused op's backward (its result is the input's gradient): the forward's working
+    /// memory on the output gradient, which a mean first divides by the row lengths (a
+    /// scaled copy, made through f32 in half precision).
+    fn aggregation_bwd(&self, d: usize, mean: bool) -> u64 {
+        let scaled = if mean && self.fused { self.t(d) } else { 0 };
+        scaled + self.aggregation(d, false)
+    }
+
+    /// Rows the point-to-point exchange makes for an aggregation of `d` columns (own + halo,
+    /// kept as the SpMM's input); 0 under the fused aggregation.
+    fn exchanged(&self, d: usize) -> u64 {
+        if self.fused {
+            0
+        } else {
+            (self.n + self.halo) * d as u64 * self.e
+        }
+    }
+}
+
+/// The features' aggregation is cached (the trainer's input cache): what
+/// `Gnn::input_aggregate_reduce` decides, from the config.
+fn caches_input(model: &ModelConfig, train: &TrainConfig) -> bool {
+    let maxk = matches!(model.activation, Activation::MaxK { .. })
+        && model.layers > 1
+        && !model.maxk_after_first;
+    train.cache_input_aggregate
+        && matches!(
+            model.kind,
+            ConvKind::Gcn | ConvKind::Gin | ConvKind::SageMean
+        )
+        && model.input_dropout == 0.0
+        && !maxk
+}
+
+/// Whether the step is replayed layer by layer for `model`.
+fn replayable(model: &ModelConfig) -> bool {
+    matches!(model.kind, ConvKind::Gcn | ConvKind::SageMean)
+        && model.activation == Activation::Relu
+        && !model.residual
+        && !model.layer_norm
+}
+
+/// The replayed step of GCN or GraphSAGE-mean (ReLU, no residual or LayerNorm) on a
+/// partitioned graph, as `gnn_models` runs it there (its lean forms included).
+fn gcn_sage_tape(model: &ModelConfig, cached: bool, d: &Dims) -> Tape {
+    let mut tape = Tape::new();
+    let bits = |w: usize| d.n * (w as u64).div_ceil(8);
+    let sage = model.kind == ConvKind::SageMean;
+    let mean = sage;
+    // `dyᵀ` made contiguous for a weight gradient on the CPU (cuBLAS takes it transposed).
+    let wgrad = |w: usize| if d.target == Target::Cpu { d.t(w) } else { 0 };
+    // The current layer input: `None` for the features (untracked, resident).
+    let mut x: Option<Id> = None;
+    // A layer's aggregation of its input made by the layer before (GCN's fused hidden layers).
+    let mut carried: Option<Id> = None;
+    // An aggregation op of the input `x` (`width` columns), when the layer makes it.
+    let aggregate = |tape: &mut Tape, x: Option<Id>, width: usize, what: String| -> Id {
+        let ex = d.exchanged(width);
+        tape.push(
+            false,
+            Op {
+                name: what,
+                inputs: x.map(|x| vec![(x, true)]).unwrap_or_default(),
+                out: d.t(width) + ex,
+                fwd: d.aggregation_fwd(width, mean) + ex,
+                keeps: 0,
+                bwd: d.aggregation_bwd(width, mean) + ex,
+            },
+        )
+    };
+    for l in 0..model.layers {
+        let (i, o) = model.layer_dims(l);
+        let last = l + 1 == model.layers;
+        let given = (l == 0 && cached) || carried.is_some();
+        let product_last = given || o >= i;
+        let (to, ti) = (d.t(o), d.t(i));
+        let mask = if last { 0 } else { bits(o) };
+        // The product's input when it comes last: carried, cached (resident) or made here.
+        let input = |tape: &mut Tape, carried: &mut Option<Id>| -> Option<Id> {
+            match (carried.take(), l == 0 && cached) {
+                (Some(a), _) => Some(a),
+                (None, true) => None,
+                (None, false) => Some(aggregate(
+                    tape,
+                    x,
+                    i,
+                    format!("layer {} aggregation", l + 1),
+                )),
+            }
+        };
+        // An input's gradient (`ti`) where the input tracks.
+        let g = |tape: &Tape, x: Option<Id>| match x {
+            Some(x) if tape.tracked[x] => ti,
+            _ => 0,
+        };
+        let ids = |v: &[Option<Id>]| -> Vec<(Id, bool)> {
+            v.iter().flatten().map(|&i| (i, true)).collect()
+        };
+        if !sage {
+            let next_first = !last && {
+                let (ni, no) = model.layer_dims(l + 1);
+                no >= ni
+            };
+            if product_last && (last || (next_first && d.fused)) {
+                // `lean::linear`: the product, the bias (and activation: its mask), the next
+                // layer's aggregation of it for a hidden layer, the result handed over.
+                let a = input(&mut tape, &mut carried);
+                let hidden = !last;
+                let fwd = (2 * to + mask)
+                    .max(if hidden {
+                        to + mask + d.aggregation_fwd(o, false)
+                    } else {
+                        0
+                    })
+                    .max(2 * to + mask);
+                let bwd = if hidden {
+                    d.aggregation(o, false)
+                        .max(2 * to)
+                        .max(to + wgrad(o) + g(&tape, a))
+                } else {
+                    wgrad(o) + g(&tape, a)
+                };
+                let name = if hidden {
+                    format!("layer {} with layer {}'s aggregation", l + 1, l + 2)
+                } else {
+                    format!("layer {}", l + 1)
+                };
+                let out = tape.push(
+                    true,
+                    Op {
+                        name,
+                        inputs: ids(&[a]),
+                        out: to,
+                        fwd,
+                        keeps: mask,
+                        bwd,
+                    },
+                );
+                if hidden {
+                    carried = Some(out);
+                }
+                x = Some(out);
+                continue;
+            }
+            if product_last {
+                // The product and its epilogue (`LinearProduct`, mask as bits).
+                let a = input(&mut tape, &mut carried);
+                let bwd = to + wgrad(o) + g(&tape, a);
+                let out = tape.push(
+                    true,
+                    Op {
+                        name: format!("layer {}", l + 1),
+                        inputs: ids(&[a]),
+                        out: to,
+                        fwd: 2 * to + mask,
+                        keeps: mask,
+                        bwd,
+                    },
+                );
+                x = Some(out);
+                continue;
+            }
+            if d.fused {
+                // `lean::linear` aggregating its product: product, aggregation, bias (and
+                // activation), the result handed over.
+                let fwd = (to + d.aggregation_fwd(o, false)).max(2 * to + mask);
+                let bwd = (to + d.aggregation(o, false)).max(to + wgrad(o) + g(&tape, x));
+                let out = tape.push(
+                    true,
+                    Op {
+                        name: format!("layer {}", l + 1),
+                        inputs: ids(&[x]),
+                        out: to,
+                        fwd,
+                        keeps: mask,
+                        bwd,
+                    },
+                );
+                x = Some(out);
+                continue;
+            }
+            // Composed: the product (an untracked input's handed over), its aggregation, the
+            // bias (a broadcast add, whose bias gradient is first a full [n, out] tensor) or
+            // the epilogue.
+            let z = tape.push(
+                true,
+                Op {
+                    name: format!("layer {} product", l + 1),
+                    inputs: ids(&[x]),
+                    out: to,
+                    fwd: if x.is_none() { 2 * to } else { to },
+                    keeps: 0,
+                    bwd: g(&tape, x),
+                },
+            );
+            let y = aggregate(
+                &mut tape,
+                Some(z),
+                o,
+                format!("layer {} aggregation", l + 1),
+            );
+            let out = tape.push(
+                true,
+                Op {
+                    name: format!("layer {} bias", l + 1),
+                    inputs: vec![(y, true)],
+                    out: to,
+                    fwd: to,
+                    keeps: 0,
+                    bwd: if last { 2 * to } else { to },
+                },
+            );
+            x = Some(out);
+            continue;
+        }
+        // An output layer's gradient is the op's own (no mask): no tensor of its own.
+        let dz = if last { 0 } else { to };
+        if product_last {
+            // `lean::pair` over an aggregation op's output or the cached aggregation: both
+            // products and their sum, the epilogue, the result handed over.
+            let a = input(&mut tape, &mut carried);
+            let bwd = dz + wgrad(o) + g(&tape, a) + g(&tape, x);
+            let out = tape.push(
+                true,
+                Op {
+                    name: format!("layer {}", l + 1),
+                    inputs: ids(&[a, x]),
+                    out: to,
+                    fwd: 3 * to + mask,
+                    keeps: mask,
+                    bwd,
+                },
+            );
+            x = Some(out);
+            continue;
+        }
+        if d.fused {
+            // `lean::pair` aggregating the neighbour product inside: both products, the
+            // aggregation, the sum, the epilogue, the result handed over; backward, the
+            // neighbour term's gradient back through the aggregation, added to the root's.
+            let out = tape.push(
+                true,
+                Op {
+                    name: format!("layer {}", l + 1),
+                    inputs: ids(&[x]),
+                    out: to,
+                    fwd: 3 * to + d.aggregation_fwd(o, true).max(mask),
+                    keeps: mask,
+                    bwd: dz + d.aggregation_bwd(o, true).max(wgrad(o) + 3 * g(&tape, x)),
+                },
+            );
+            x = Some(out);
+            continue;
+        }
+        // Composed GraphSAGE multiplying first: [W_l; W_r] in one product, the W_l half
+        // aggregated, the root half added, the bias (and activation).
+        let h = tape.push(
+            true,
+            Op {
+                name: format!("layer {} products", l + 1),
+                inputs: ids(&[x]),
+                out: 2 * to,
+                fwd: if x.is_none() { 4 * to } else { 2 * to },
+                keeps: 0,
+                bwd: g(&tape, x),
+            },
+        );
+        let agg = aggregate(
+            &mut tape,
+            Some(h),
+            o,
+            format!("layer {} aggregation", l + 1),
+        );
+        let y = tape.push(
+            true,
+            Op {
+                name: format!("layer {} sum", l + 1),
+                inputs: vec![(agg, true), (h, true)],
+                out: to,
+                fwd: to,
+                keeps: 0,
+                bwd: 0,
+            },
+        );
+        let out = tape.push(
+            true,
+            Op {
+                name: format!("layer {} bias", l + 1),
+                inputs: vec![(y, true)],
+                out: to,
+                fwd: to,
+                keeps: 0,
+                bwd: if last { 2 * to } else { to },
+            },
+        );
+        x = Some(out);
+    }
+    // The loss: per-row losses (f32) from the logits (weighted in f32 in its backward).
+    if let Some(logits) = x {
+        tape.push(
+            true,
+            Op {
+                name: "loss".into(),
+                inputs: vec![(logits, true)],
+                out: d.n * 4,
+                fwd: d.n * 4,
+                keeps: 0,
+                bwd: d.n * 4 + d.t(model.out_dim),
+            },
+        );
+    }
+    tape
+}
+
+/// What the estimate needs of one rank's share of a plan: its shapes and how it exchanges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RankShape {
+    /// The rank.
+    pub rank: usize,
+    /// Its rows (nodes).
+    pub rows: usize,
+    /// Rows of every rank's block under the all-gather (the longest range).
+    pub block_rows: usize,
+    /// Ranks.
+    pub parts: usize,
+    /// Non-zeros of its rows of the operand.
+    pub nnz: u64,
+    /// Halo rows it receives per point-to-point exchange.
+    pub halo: usize,
+    /// The aggregation is the fused symmetric one (all-gather, symmetric operand).
+    pub fused: bool,
+    /// Its local graph is held as one slice per rank's block (the ring of blocks); else one
+    /// all-gather of every block.
+    pub ring: bool,
+    /// The operand has edge values (GCN's normalisation).
+    pub weighted: bool,
+    /// The fused aggregation's feature chunk ([`DistPlan::feature_chunk`]).
+    pub feature_chunk: Option<usize>,
+}
+
+impl RankShape {
+    /// Rank `rank`'s shape under `plan` for `model` in `precision`.
+    pub fn of(
+        plan: &DistPlan,
+        model: &ModelConfig,
+        precision: crate::Precision,
+        rank: usize,
+    ) -> Self {
+        let part = &plan.partition;
+        let rows = part.range(rank);
+        let csr = &plan.operands.csr;
+        let fused = plan.exchange == Exchange::AllGather && plan.symmetric;
+        Self {
+            rank,
+            rows: rows.len(),
+            block_rows: part.max_len(),
+            parts: part.parts(),
+            nnz: rows.clone().map(|r| csr.row(r).len() as u64).sum(),
+            halo: plan.halo_sizes.get(rank).copied().unwrap_or(0),
+            fused,
+            ring: fused && plan.slice_rows_for(model, precision).is_some(),
+            weighted: plan.operands.values.is_some(),
+            feature_chunk: plan.feature_chunk,
+        }
+    }
+}
+
+/// Rank `rank`'s estimate for `model` trained with `train` under `plan` on `target`.
+pub fn estimate(
+    plan: &DistPlan,
+    model: &ModelConfig,
+    train: &TrainConfig,
+    rank: usize,
+    target: Target,
+) -> Estimate {
+    estimate_shape(
+        &RankShape::of(plan, model, train.precision, rank),
+        model,
+        train,
+        target,
+    )
+}
+
+/// The estimate of one rank of shape `shape` (what [`estimate`] computes from a plan; for
+/// sizes no plan is built for, as the papers100M-sized graph's on a small machine).
+pub fn estimate_shape(
+    shape: &RankShape,
+    model: &ModelConfig,
+    train: &TrainConfig,
+    target: Target,
+) -> Estimate {
+    let n = shape.rows as u64;
+    let nnz = shape.nnz;
+    let e = train.precision.dtype().size_in_bytes() as u64;
+    let (fused, ring) = (shape.fused, shape.ring);
+    let d = Dims {
+        n,
+        m: shape.block_rows as u64,
+        parts: shape.parts as u64,
+        e,
+        target,
+        fused,
+        ring,
+        halo: shape.halo as u64,
+        chunk: shape.feature_chunk.map(|c| c as u64),
+    };
+    let cached = caches_input(model, train);
+    let mut resident = vec![
+        (
+            format!("features [{n} x {}]", model.in_dim),
+            d.t(model.in_dim),
+        ),
+        ("labels and loss weights".to_string(), n * 8),
+    ];
+    if cached {
+        resident.push((
+            format!("cached input aggregation [{n} x {}]", model.in_dim),
+            d.t(model.in_dim),
+        ));
+    }
+    // The local graph: column indices (and GCN's f32 edge values) per non-zero, row pointers
+    // per slice (one per rank's block on the ring), 1/deg per row where a mean or the slices
+    // need it; the point-to-point path also builds its transpose (and an edge permutation).
+    let slices = if ring { shape.parts as u64 } else { 1 };
+    let values = if shape.weighted { 4 } else { 0 };
+    let mut graph = nnz * (4 + values) + slices * (n + 1) * 4 + n * 4;
+    if !fused {
+        let cols = n + d.halo;
+        graph += nnz * 8 + (cols + 1) * 4;
+    }
+    resident.push((format!("local graph ({nnz} non-zeros)"), graph));
+    let params: u64 = (0..model.layers)
+        .map(|l| {
+            let (i, o) = model.layer_dims(l);
+            ((2 * i + 1) * o) as u64
+        })
+        .sum();
+    // Master weights, Adam's two moments, gradients, the best epoch's copy.
+    resident.push(("parameters and optimiser state".into(), params * 4 * 5));
+    let (kept, transient, exact) = if replayable(model) {
+        let (kept, high, at) = gcn_sage_tape(model, cached, &d).replay();
+        // The first epoch makes the input cache before its forward: the aggregation of the
+        // features, nothing else alive but the resident data.
+        let cache = if cached {
+            d.aggregation_fwd(model.in_dim, model.kind == ConvKind::SageMean)
+        } else {
+            0
+        };
+        let (high, at) = if cache > kept + high {
+            (cache - kept, "the input cache's aggregation".to_string())
+        } else {
+            (high, at)
+        };
+        (kept, (high, at), true)
+    } else {
+        // Six [n, width] tensors per layer kept, two layers' worth of gradients and the
+        // widest aggregation's buffers on top.
+        let widths: Vec<usize> = (0..model.layers)
+            .map(|l| model.layer_dims(l).1.max(model.layer_dims(l).0))
+            .collect();
+        let kept: u64 = widths.iter().map(|&w| 6 * d.t(w)).sum();
+        let widest = widths.iter().copied().max().unwrap_or(0);
+        let high = 4 * d.t(widest) + d.aggregation(widest, true) + d.exchanged(widest);
+        (kept, (high, "coarse bound".to_string()), false)
+    };
+    Estimate {
+        rank: shape.rank,
+        rows: shape.rows,
+        resident,
+        kept,
+        transient,
+        exact,
+    }
+}
+
+/// Every rank's estimate; the largest peak first is what a budget must hold.
+pub fn estimate_all(
+    plan: &DistPlan,
+    model: &ModelConfig,
+    train: &TrainConfig,
+    target: Target,
+) -> Vec<Estimate> {
+    (0..plan.partition.parts())
+        .map(|r| estimate(plan, model, train, r, target))
+        .collect()
+}
+
+/// The largest peak of `estimates` (the rank a budget must hold).
+pub fn worst(estimates: &[Estimate]) -> Option<&Estimate> {
+    estimates.iter().max_by_key(|e| e.peak())
+}
+
+/// The feature chunks [`fit_feature_chunk`] tries after the whole width, widest first: the
+/// powers of two below the model's widest aggregation, down to [`MIN_FEATURE_CHUNK`].
+pub fn chunk_candidates(model: &ModelConfig) -> Vec<usize> {
+    let widest = (0..model.layers)
+        .map(|l| {
+            let (i, o) = model.layer_dims(l);
+            i.max(o)
+        })
+        .max()
+        .unwrap_or(0);
+    let mut c = widest.next_power_of_two() / 2;
+    let mut out = Vec::new();
+    while c >= MIN_FEATURE_CHUNK {
+        out.push(c);
+        c /= 2;
+    }
+    out
+}
+
+/// The narrowest feature chunk tried: 16 columns (32 bytes of a bf16 row).
+pub const MIN_FEATURE_CHUNK: usize = 16;
+
+/// What a CUDA rank keeps off its budget besides its tensors: the context, cuBLAS's
+/// workspace, NCCL's buffers and the allocator's slack (2 GiB).
+pub const CUDA_RESERVE: u64 = 2 << 30;
+
+/// The widest feature chunk (whole width first, then [`chunk_candidates`]) under which
+/// `fits` holds for every rank's estimate, where the aggregation is the fused one: sets
+/// `plan.feature_chunk` to it and returns it with the estimates (`None`: the whole width).
+/// Where none fits, `Err` with the narrowest chunk's estimates (the plan keeps that chunk).
+pub fn fit_feature_chunk(
+    plan: &mut DistPlan,
+    model: &ModelConfig,
+    train: &TrainConfig,
+    target: Target,
+    fits: impl Fn(&[Estimate]) -> bool,
+) -> std::result::Result<(Option<usize>, Vec<Estimate>), Vec<Estimate>> {
+    let fused = plan.exchange == Exchange::AllGather && plan.symmetric;
+    let mut tries = vec![None];
+    if fused {
+        tries.extend(chunk_candidates(model).into_iter().map(Some));
+    }
+    let mut last = Vec::new();
+    for chunk in tries {
+        plan.feature_chunk = chunk;
+        last = estimate_all(plan, model, train, target);
+        if fits(&last) {
+            return Ok((chunk, last));
+        }
+    }
+    Err(last)
+}
+
+/// The refusal of a run that needs `need` bytes where `budget` are allowed: `worst` is the
+/// largest rank's estimate (`shared`: the in-process ranks share the memory, and `need` is
+/// their sum), `chunk` the feature chunk last tried. Says what to change.
+pub fn refusal(
+    worst: &Estimate,
+    need: u64,
+    budget: u64,
+    shared: bool,
+    chunk: Option<usize>,
+    model: &ModelConfig,
+    ranks: usize,
+) -> String {
+    let g = |b: u64| b as f64 / (1u64 << 30) as f64;
+    let who = if shared {
+        format!(
+            "the {ranks} in-process ranks would need an estimated {:.1} GiB together",
+            g(need)
+        )
+    } else {
+        format!(
+            "rank {} would need an estimated {:.1} GiB at its peak",
+            worst.rank,
+            g(need)
+        )
+    };
+    let chunks = match chunk {
+        Some(c) => format!(
+            "the fused aggregation already runs in {c}-column feature chunks (--feature-chunk)"
+        ),
+        None => "or the fused aggregation in feature chunks (--feature-chunk 32)".into(),
+    };
+    format!(
+        "{who}, above the {:.1} GiB allowed (--max-memory; default the GPU's memory less 2 \
+         GiB). Rank {}'s estimate ({} rows):\n{}\nTo fit: {}a narrower model (--hidden {}), \
+         a partition with smaller halos (--partition metis), {chunks}. --max-memory 0 skips \
+         this check.",
+        g(budget),
+        worst.rank,
+        worst.rows,
+        worst.table(),
+        if shared {
+            "ranks on devices of their own (--nccl), ".to_string()
+        } else {
+            format!("more ranks (--ranks {}), ", ranks * 2)
+        },
+        (model.hidden / 2).max(1),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Precision;
+
+    /// One rank of the papers100M-sized graph on 4 ranks (range partition of the random ids:
+    /// every block is nearly the whole halo): 111,059,956 nodes, 3.34 G non-zeros of GCN's
+    /// `A + I` (3.23 G of `A` for GraphSAGE), balanced by non-zeros.
+    fn papers_rank(kind: ConvKind, chunk: Option<usize>) -> RankShape {
+        let gcn = kind == ConvKind::Gcn;
+        RankShape {
+            rank: 0,
+            rows: 27_764_989,
+            block_rows: 27_900_000,
+            parts: 4,
+            nnz: if gcn { 835_000_000 } else { 807_000_000 },
+            halo: 83_000_000,
+            fused: true,
+            // GraphSAGE's mean takes the ring under feature chunks only.
+            ring: gcn || chunk.is_some(),
+            weighted: gcn,
+            feature_chunk: chunk,
+        }
+    }
+
+    fn papers_model(kind: ConvKind, hidden: usize) -> ModelConfig {
+        let mut m = ModelConfig::new(kind, 128, hidden, 172, 3, 0.5);
+        m.input_dropout = 0.0;
+        m
+    }
+
+    const GIB: u64 = 1 << 30;
+
+    #[test]
+    fn papers100m_3x128_fits_an_h100_rank_in_feature_chunks() {
+        let train = TrainConfig {
+            precision: Precision::Bf16,
+            ..TrainConfig::default()
+        };
+        // What a rank may use: an 80 GB H100's 78 GiB (a 141 GB H200's 139 GiB) less the
+        // reserve.
+        let (h100, h200) = (78 * GIB - CUDA_RESERVE, 139 * GIB - CUDA_RESERVE);
+        // The smallest card each fits with 32-column chunks; GraphSAGE 3x256 fits neither.
+        for (kind, hidden, fits) in [
+            (ConvKind::Gcn, 64, Some(h100)),
+            (ConvKind::Gcn, 128, Some(h100)),
+            (ConvKind::Gcn, 256, Some(h200)),
+            (ConvKind::SageMean, 64, Some(h100)),
+            (ConvKind::SageMean, 128, Some(h200)),
+            (ConvKind::SageMean, 256, None),
+        ] {
+            let model = papers_model(kind, hidden);
+            let at =
+                |chunk| estimate_shape(&papers_rank(kind, chunk), &model, &train, Target::Cuda);
+            let (whole, chunked) = (at(None), at(Some(32)));
+            let by_chunk: Vec<String> = [None, Some(128), Some(64), Some(32), Some(16)]
+                .into_iter()
+                .map(|c| format!("{c:?}: {:.1}", at(c).peak() as f64 / GIB as f64))
+                .collect();
+            println!("{kind} 3x{hidden} GiB by feature chunk: {}", by_chunk.join(", "));
+            println!(
+                "{kind} 3x{hidden}: whole width {:.1} GiB, 32-column chunks {:.1} GiB\n{}",
+                whole.peak() as f64 / GIB as f64,
+                chunked.peak() as f64 / GIB as f64,
+                chunked.table()
+            );
+            assert!(whole.exact && chunked.exact);
+            // Chunks only take from the step's transient high.
+            assert!(chunked.peak() <= whole.peak(), "{kind} 3x{hidden}");
+            assert_eq!(chunked.kept, whole.kept);
+            let what = format!("{kind} 3x{hidden}: {} GiB", chunked.peak() / GIB);
+            match fits {
+                Some(budget) => {
+                    assert!(chunked.peak() < budget, "{what}");
+                    // And not the card below it.
+                    assert!(budget == h100 || chunked.peak() > h100, "{what}");
+                }
+                None => assert!(chunked.peak() > h200, "{what}"),
+            }
+        }
+        // Without the chunks GCN 3x128 holds two blocks of 27.9 M x 128 bf16 rows (6.6 GiB
+        // each) and more per aggregation: above an H100's budget.
+        let model = papers_model(ConvKind::Gcn, 128);
+        let whole = estimate_shape(
+            &papers_rank(ConvKind::Gcn, None),
+            &model,
+            &train,
+            Target::Cuda,
+        );
+        assert!(whole.peak() > h100, "{}", whole.peak() / GIB);
+        assert_eq!(chunk_candidates(&model), [128, 64, 32, 16]);
+    }
+}
