@@ -955,7 +955,10 @@ mod tests {
                 .into_iter()
                 .map(|c| format!("{c:?}: {:.1}", at(c).peak() as f64 / GIB as f64))
                 .collect();
-            println!("{kind} 3x{hidden} GiB by feature chunk: {}", by_chunk.join(", "));
+            println!(
+                "{kind} 3x{hidden} GiB by feature chunk: {}",
+                by_chunk.join(", ")
+            );
             println!(
                 "{kind} 3x{hidden}: whole width {:.1} GiB, 32-column chunks {:.1} GiB\n{}",
                 whole.peak() as f64 / GIB as f64,

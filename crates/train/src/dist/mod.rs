@@ -1070,14 +1070,18 @@ mod tests {
             .unwrap();
         for (name, cfg) in configs(&ds).into_iter().take(5) {
             // One step on the whole graph: loss and every gradient, bit for bit.
-            assert_eq!(whole(&wide, &cfg), whole(&ds, &cfg), "{name}");
+            assert_eq!(
+                whole(&wide, &cfg, cached(name)),
+                whole(&ds, &cfg, cached(name)),
+                "{name}"
+            );
             let plan = DistPlan::new(&wide, cfg.kind, 3, None).unwrap();
             assert_eq!(plan.operands.csr.offset_width(), OffsetWidth::U64, "{name}");
             assert_eq!(plan.local(1).unwrap().csr.offset_width(), OffsetWidth::U32);
             for ex in [Exchange::PointToPoint, Exchange::AllGather] {
                 assert_eq!(
-                    ranks(&wide, &cfg, 3, ex),
-                    ranks(&ds, &cfg, 3, ex),
+                    ranks(&wide, &cfg, 3, ex, cached(name)),
+                    ranks(&ds, &cfg, 3, ex, cached(name)),
                     "{name} {ex}"
                 );
             }
