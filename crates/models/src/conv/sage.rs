@@ -118,8 +118,8 @@ impl SageConv {
         Ok((y, bias))
     }
 
-    /// The lean form on a partitioned graph (mean aggregator): `act(W_l mean_j x_j + W_r x_i
-    /// + b)` as one op ([`super::lean::pair`]) keeping `x`, the aggregation and the
+    /// The lean form on a partitioned graph (mean aggregator):
+    /// `act(W_l mean_j x_j + W_r x_i + b)` as one op ([`super::lean::pair`]) keeping `x`, the aggregation and the
     /// activation's mask instead of both products, their sum and the pre-activation. A
     /// layer that multiplies first aggregates its `W_l` product inside with the graph's fused
     /// aggregation (keeping `x` alone); `agg` given (the cached aggregation of the features)

@@ -1,7 +1,7 @@
 //! What one rank of a distributed run holds at its peak, estimated before anything is
 //! allocated ([`estimate`]), so that a run that cannot fit says so at once, naming what to
 //! change, instead of failing deep inside an epoch with the allocator's out-of-memory error
-//! ([`check`]); and the widest feature chunk of the partitioned aggregation that fits
+//! (the pre-flight check of a distributed run); and the widest feature chunk of the partitioned aggregation that fits
 //! ([`fit_feature_chunk`]).
 //!
 //! The estimate replays one training step at the granularity of `[rows, width]` tensors, as
