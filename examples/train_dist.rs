@@ -179,7 +179,8 @@ struct Args {
     max_memory: Option<f64>,
     /// The fused aggregation exchanges and multiplies at most this many feature columns at a
     /// time (less memory per aggregation, the same values, more messages); 0: the whole
-    /// width. Default: the widest of whole, 128, 64, 32, 16 that fits --max-memory.
+    /// width. Default: the widest of whole, 128, 64, 32, 16 whose estimate stays 5 % under
+    /// --max-memory.
     #[arg(long)]
     feature_chunk: Option<usize>,
     /// Where to write the JSON report.

@@ -101,8 +101,9 @@ pub struct DistConfig {
     /// `Some(0)`: no check (the estimate is still printed).
     pub max_memory: Option<u64>,
     /// The fused aggregation's feature chunk ([`DistPlan::feature_chunk`]): `None` (auto)
-    /// picks the widest that fits [`Self::max_memory`] (the whole width where it fits or no
-    /// limit applies); `Some(0)`: the whole width; `Some(c)`: `c` columns.
+    /// picks the widest whose estimate stays 5 % under [`Self::max_memory`] (the whole width
+    /// where it does or no limit applies; the narrowest where none does); `Some(0)`: the
+    /// whole width; `Some(c)`: `c` columns.
     pub feature_chunk: Option<usize>,
 }
 
@@ -363,6 +364,9 @@ fn preflight(
         }
     };
     let fits = |all: &[memory::Estimate]| budget.is_none_or(|b| need(all) <= b);
+    // The chunk chosen leaves the estimate a margin (5 % of the budget) where one does; else
+    // the narrowest chunk runs if it fits at all.
+    let roomy = |all: &[memory::Estimate]| budget.is_none_or(|b| need(all) <= b - b / 20);
     let (all, fit) = match cfg.feature_chunk {
         Some(c) => {
             plan.feature_chunk = (c > 0).then_some(c);
@@ -370,9 +374,12 @@ fn preflight(
             let ok = fits(&all);
             (all, ok)
         }
-        None => match memory::fit_feature_chunk(plan, model, train, target, fits) {
+        None => match memory::fit_feature_chunk(plan, model, train, target, roomy) {
             Ok((_, all)) => (all, true),
-            Err(all) => (all, false),
+            Err(all) => {
+                let ok = fits(&all);
+                (all, ok)
+            }
         },
     };
     let g = |b: u64| b as f64 / (1u64 << 30) as f64;
