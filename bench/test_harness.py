@@ -711,7 +711,7 @@ class DistTests(unittest.TestCase):
 
     def test_the_suites(self):
         s = suites.load(os.path.join(HERE, "suites", "dist-scaling.toml"))
-        self.assertEqual(len(s.measurements), 12)
+        self.assertEqual(len(s.measurements), 15)  # GCN, GraphSAGE at two scales and GAT at one, 1-2-4 ranks
         run = {r.name: r for r in s.runs}["gcn-3x256-s4-bf16-range-p4"]
         self.assertEqual((run.kind, run.binary), ("dist", "train_dist"))
         a = run.args
@@ -723,7 +723,7 @@ class DistTests(unittest.TestCase):
         self.assertEqual([f for f, _ in s.saved_graphs()],
                          ["dataset-reddit-scale-1-seed-0", "dataset-reddit-scale-4-seed-0"])
         self.assertEqual([f for f, _ in s.select(["*-s1"]).saved_graphs()], ["dataset-reddit-scale-1-seed-0"])
-        self.assertEqual(len(s.select(["*-s1"]).measurements), 6)
+        self.assertEqual(len(s.select(["*-s1"]).measurements), 9)
         p = suites.load(os.path.join(HERE, "suites", "dist-papers.toml"))
         ids = {m.id for m in p.measurements}
         self.assertIn("gcn-3x128-full-bf16-range-p4/ours", ids)
