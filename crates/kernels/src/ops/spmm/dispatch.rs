@@ -21,7 +21,7 @@ pub const HP_NARROW_NNZ: usize = 30_000_000;
 pub const HP_SPARSE_MEAN_DEGREE: f64 = 32.0;
 /// Widest K at which the narrow kernel takes over from HP-SpMM on a large sparse graph (mean row
 /// <= [`HP_SPARSE_MEAN_DEGREE`], at least [`HP_NARROW_NNZ`] non-zeros): on the dispatch record
-/// (`bench/records/dispatch/h100-2026-11-27`) the products-like graph (2.5 M rows, 62.5 M
+/// (`fd3e7d6:bench/records/dispatch/h100-2026-11-27`) the products-like graph (2.5 M rows, 62.5 M
 /// non-zeros, mean row 25) runs HP-SpMM at 3.1-4.7 ms at K = 1..4 (slower than at K = 16: 2.3-2.7)
 /// and the narrow kernel at 1.9-2.9 ms, in its random, RCM and Louvain orders, f32 and bf16;
 /// from K = 8 they are within 13 % and HP-SpMM wins at 16. Smaller sparse graphs (12 M
@@ -31,6 +31,28 @@ pub const SPARSE_NARROW_MAX_K: usize = 4;
 pub const HP_SMALL_NNZ: usize = 400_000;
 /// Widest K of the small-graph rule.
 pub const HP_SMALL_MAX_K: usize = 128;
+
+/// Largest max-row / mean-row ratio of a sparse graph (mean row <= [`HP_SPARSE_MEAN_DEGREE`])
+/// that counts as uniform, where row groups ([`Pick::Group`]) take every width they can run:
+/// on the dispatch record (`bench/records/dispatch/h100x4-2026-11-27`) the road-like meshes
+/// (ratios 1.2-1.6; 10 K to 4 M rows) run them faster than every other kernel in all 39 cases
+/// per precision they apply to, 0.21-0.78x the best other in f32 and 0.28-0.60x in bf16
+/// (mesh-4M bf16 K = 128: 3.27 ms against HP-SpMM's 7.60). Power-law sparse graphs have ratios
+/// of 34-70.
+pub const GROUP_UNIFORM_MAX_RATIO: f64 = 4.0;
+/// Rows from which a non-uniform sparse graph takes row groups at the widths of
+/// [`GROUP_NARROW_MAX_K`] and [`GROUP_WIDE_MIN_BYTES`]: on the record the arxiv/products-like
+/// graphs of 1 M and 2.5 M rows (mean rows 12 and 25, any order) run them at 0.43-0.99x the
+/// best other kernel there, while those of 100 K rows (and Cora) lose at most widths
+/// (1.02-2.5x): with few rows the longest ones hold the tail.
+pub const GROUP_MIN_ROWS: usize = 1_000_000;
+/// Widest K at which a large non-uniform sparse graph takes row groups (K = 4, 8: one or two
+/// 16-byte loads per row; 0.43-0.99x on the record).
+pub const GROUP_NARROW_MAX_K: usize = 8;
+/// Row bytes (K x element size) from which a large non-uniform sparse graph takes row groups
+/// (f32 K >= 64, bf16 K >= 128: 0.57-0.99x on the record). Between the two (bf16 K = 16-64)
+/// HP-SpMM stays: row groups lose there by up to 1.41x.
+pub const GROUP_WIDE_MIN_BYTES: usize = 256;
 
 /// Widest row, in 16-byte lane loads, that the dispatcher gives GE-SpMM's narrow-row kernel.
 /// From `bench_spmm --kernels` on the Reddit-shaped graph (H100,
@@ -88,6 +110,9 @@ pub enum Pick {
     Narrow,
     /// GE-SpMM's row kernel (one edge per warp step, column tiles).
     Row,
+    /// Row groups (several short rows per warp, the result written in the features'
+    /// precision).
+    Group,
 }
 
 /// The kernel for a sum/mean SpMM of width `k` over `elem_bytes`-byte features (4: f32, 2:
@@ -100,10 +125,19 @@ pub enum Pick {
 ///   narrow kernel does not beat it there), but the narrow kernel up to [`SPARSE_NARROW_MAX_K`]
 ///   from [`HP_NARROW_NNZ`] non-zeros.
 ///
-/// Re-measured on 26 graphs x K = 1..602 x f32/bf16 (`bench/records/dispatch/h100-2026-11-27`,
+/// Re-measured on 26 graphs x K = 1..602 x f32/bf16 (`fd3e7d6:bench/records/dispatch/h100-2026-11-27`,
 /// 520 cases, its README): the rule before the large-sparse exception picked the fastest kernel
 /// in 446 cases, regret (pick / fastest) geometric mean 1.027, worst 2.15; with it 464, 1.010,
-/// 1.70 (replayed on the record by `tests/dispatch_record.rs`).
+/// 1.70.
+///
+/// Re-measured with row groups as a fourth candidate (`bench/records/dispatch/h100x4-2026-11-27`,
+/// the same 520 cases; its README): the rule above picks the fastest in 390 cases, regret
+/// geometric mean 1.085 (row groups win 89 cases, all on sparse graphs); with the row-group
+/// branch below 461, 1.017 (replayed on that record by `tests/dispatch_record.rs`).
+/// - Sparse graphs where row groups can run the width (whole 16-byte loads per row): row
+///   groups when the graph is uniform (max row <= [`GROUP_UNIFORM_MAX_RATIO`] x mean), or has
+///   at least [`GROUP_MIN_ROWS`] rows and K <= [`GROUP_NARROW_MAX_K`] or rows of at least
+///   [`GROUP_WIDE_MIN_BYTES`] bytes.
 /// - Small graphs (<= 400 K non-zeros, K <= 128): HP-SpMM (1.2-1.6x, the tail of one warp per
 ///   row).
 /// - Otherwise the narrow kernel wherever a row fits [`NARROW_MAX_LANES`] lanes, unless the
@@ -117,6 +151,14 @@ pub enum Pick {
 ///   balance buys).
 pub fn pick(stats: &DegreeStats, nnz: usize, k: usize, elem_bytes: usize) -> Pick {
     let sparse = stats.count > 0 && stats.mean <= HP_SPARSE_MEAN_DEGREE;
+    if sparse && group_shape(k, elem_bytes, 0).is_some() {
+        let uniform = f64::from(stats.max) <= GROUP_UNIFORM_MAX_RATIO * stats.mean;
+        let large = stats.count >= GROUP_MIN_ROWS;
+        if uniform || (large && (k <= GROUP_NARROW_MAX_K || k * elem_bytes >= GROUP_WIDE_MIN_BYTES))
+        {
+            return Pick::Group;
+        }
+    }
     if sparse && nnz >= HP_NARROW_NNZ && k <= SPARSE_NARROW_MAX_K {
         return Pick::Narrow;
     }
@@ -168,7 +210,8 @@ impl SpmmChoice {
 /// The kernel a sum/mean SpMM of width `k` over `elem_bytes`-byte features runs under
 /// `policy` on a graph of `nnz` edges whose row degrees `stats` summarises: a forced kernel,
 /// else [`pick`]'s. Deterministic mode never takes HP-SpMM (its shared rows meet through
-/// atomics); a forced tiling takes the row kernel unless HP-SpMM is forced; a forced narrow
+/// atomics; row groups, which write each row once, it keeps); a forced tiling takes the row
+/// kernel unless HP-SpMM is forced; a forced narrow
 /// kernel runs up to [`NARROW_FORCED_MAX_LANES`] lanes, the row kernel beyond. A pure
 /// function: what it returns for a graph depends on that graph's policy alone.
 pub fn spmm_choice(
@@ -192,6 +235,7 @@ pub fn spmm_choice(
         SpmmKernel::Auto if !forced_tiling => match pick(stats, nnz, k, elem_bytes) {
             Pick::Hp if !det => SpmmChoice::Hp(None),
             Pick::Narrow => narrow(narrow_shape(k, elem_bytes)),
+            Pick::Group => SpmmChoice::Group,
             _ => SpmmChoice::Row,
         },
         _ => SpmmChoice::Row,
@@ -254,7 +298,7 @@ mod tests {
             (DegreeStats::from_degrees(&deg), nnz)
         };
         let at = |(s, nnz): &(DegreeStats, usize), k, b| pick(s, *nnz, k, b);
-        use Pick::{Hp, Narrow, Row};
+        use Pick::{Group, Hp, Narrow, Row};
         // Reddit-shaped (114.5 M non-zeros, mean row 492): the narrow kernel to 12 lanes.
         let reddit = g(232_965, 114_543_559);
         for k in [1, 4, 8, 16, 32, 41, 48] {
@@ -276,16 +320,41 @@ mod tests {
         assert_eq!(at(&mid, 41, 4), Row);
         assert_eq!(at(&mid, 41, 2), Row);
         assert_eq!(at(&mid, 6, 2), Hp);
-        // Sparse (mean row 12): HP at every K.
-        let sparse = g(1_000_000, 11_993_340);
-        assert!([1, 16, 64, 256, 602]
+        // Sparse and uniform (mean row 12, every row 11 or 12 long, like a mesh): row groups
+        // wherever a row is whole 16-byte loads, HP-SpMM at the other widths.
+        let mesh = g(1_000_000, 11_993_340);
+        assert!([4, 16, 64, 256].iter().all(|&k| at(&mesh, k, 4) == Group));
+        assert!([1, 6, 602].iter().all(|&k| at(&mesh, k, 4) == Hp));
+        assert!([8, 128].iter().all(|&k| at(&mesh, k, 2) == Group));
+        assert_eq!(at(&mesh, 4, 2), Hp);
+        // The same sizes with power-law rows (the longest 70 x the mean, as the record's
+        // arxiv/products-like graphs): row groups at K <= 8 and from 256-byte rows only.
+        let skewed = |(mut s, nnz): (DegreeStats, usize)| {
+            s.max = (s.mean * 70.0) as u32;
+            (s, nnz)
+        };
+        let sparse = skewed(g(1_000_000, 11_993_340));
+        assert!([4, 8, 64, 128, 256]
             .iter()
-            .all(|&k| at(&sparse, k, 4) == Hp));
-        // Large and sparse (62.5 M non-zeros, mean row 25): the narrow kernel to K = 4.
-        let products = g(2_500_000, 62_470_734);
+            .all(|&k| at(&sparse, k, 4) == Group));
+        assert!([1, 16, 32, 602].iter().all(|&k| at(&sparse, k, 4) == Hp));
+        assert!([8, 128, 256].iter().all(|&k| at(&sparse, k, 2) == Group));
+        assert!([16, 32, 64].iter().all(|&k| at(&sparse, k, 2) == Hp));
+        // Below a million rows the longest rows hold the tail: HP-SpMM at every K.
+        let small_sparse = skewed(g(100_000, 800_000));
+        assert!([4, 8, 64, 256]
+            .iter()
+            .all(|&k| at(&small_sparse, k, 4) == Hp));
+        // Large and sparse (62.5 M non-zeros, mean row 25): the narrow kernel to K = 4 where
+        // row groups cannot run the width, row groups at K = 4 (f32) and 8, HP-SpMM at 16.
+        let products = skewed(g(2_500_000, 62_470_734));
+        assert!([1, 2].iter().all(|&k| at(&products, k, 4) == Narrow));
+        assert!([1, 2, 4].iter().all(|&k| at(&products, k, 2) == Narrow));
+        assert_eq!(at(&products, 4, 4), Group);
         for b in [4, 2] {
-            assert!([1, 2, 4].iter().all(|&k| at(&products, k, b) == Narrow));
-            assert!([8, 16, 128].iter().all(|&k| at(&products, k, b) == Hp));
+            assert_eq!(at(&products, 8, b), Group);
+            assert_eq!(at(&products, 16, b), Hp);
+            assert_eq!(at(&products, 128, b), Group);
         }
         // Small and dense (Reddit-shaped at 1 %: 114 K non-zeros, mean row 49): HP to K = 128.
         let small = g(2_329, 114_376);
@@ -352,10 +421,12 @@ mod tests {
                 "H N4 H N8 N16 N32 R N48 R R R R R",
                 "H H H N8 N16 N32 R N48 N64 N96 R R R",
             ),
+            // Since row groups joined the rule: a uniform sparse graph takes them wherever a
+            // row is whole 16-byte loads (it took HP-SpMM at every width before).
             (
                 (1_000_000, 11_993_340),
-                "H H H H H H H H H H H H H",
-                "H H H H H H H H H H H H H",
+                "H G H G G G H G G G G G H",
+                "H H H G G G H G G G G G H",
             ),
             (
                 (2_329, 114_376),
@@ -472,11 +543,12 @@ mod tests {
         for (p, want) in cases {
             assert_eq!(row(&p, &reddit, 4), want, "{p}");
         }
-        // Sparse graphs: HP everywhere by default, the row kernel when deterministic.
+        // A uniform sparse graph when deterministic: row groups (each row written once) where
+        // the rule takes them, the row kernel where it would take HP-SpMM.
         let sparse = shape(1_000_000, 11_993_340);
         assert_eq!(
             row(&d.with_deterministic(true), &sparse, 2),
-            "R R R R R R R R R R R R R"
+            "R R R G G G R G G G G G R"
         );
         assert_eq!(
             row(&d.with_spmm(SpmmKernel::Narrow), &sparse, 2),
