@@ -74,8 +74,18 @@ class Test:
         with open(os.path.join(self.record, "command.txt"), "a") as f:
             f.write(text)
 
+    def check_idle(self, stem):
+        """Notes in command.txt (and on the console) a GPU another process holds as `stem`
+        starts (run.py's BUSY_MIB): the survivors' times and memory then are not theirs alone."""
+        busy = runner.busy_gpus(runner.gpu_occupancy())
+        if busy:
+            note = runner.busy_note(busy)
+            self.note(f"# before {stem}: {note}\n")
+            print(f"[{time.strftime('%H:%M:%S')}] WARNING before {stem}: {note}", flush=True)
+
     def execute(self, stem, argv):
         """One process to its end (the graph step): (exit status or 'timeout', seconds)."""
+        self.check_idle(stem)
         t = time.monotonic()
         with open(os.path.join(self.record, stem + ".log"), "w") as out:
             p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
@@ -105,6 +115,7 @@ class Test:
 
     def start(self, phase, extra=()):
         """The run's processes, started; [(rank, Popen, log path)]."""
+        self.check_idle(phase)
         port = free_port()
         procs = []
         for rank in range(self.o.world):

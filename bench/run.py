@@ -10,6 +10,7 @@ peer scripts (--anchors-dir, default .dev/anchors, for same_graph.py; bench/peer
 rest), every repetition, and writes OUT/<suite>/<machine>-<YYYY-MM-DD>[-N]/:
 
     command.txt    the runner's command line and every command it ran, with exit status
+                   (and, before a run, the GPUs that were not idle: see BUSY_MIB)
     env.json       machine (GPUs, driver, CUDA, CPU), peer versions, git hash, binaries' sha256
     <run>-r<N>.json / .log   each run's raw JSON and output
     summary.json   one row per measurement: median, repetitions, bytes moved, achieved
@@ -84,6 +85,73 @@ def nvidia_gpus():
         if len(parts) == 3:
             rows.append({"name": parts[0], "driver": parts[1], "memory": parts[2]})
     return rows
+
+
+# A GPU with more than this much memory in use (MiB) before a run starts is not idle: another
+# process holds it (and may be running kernels on it), so the run's times, its "peak in use"
+# (the driver's count, every process's memory) and the memory left to it are not its own.
+# The 2026-11-27 x4 records show it: from the fault test's resumed run on, every GPU had ~59
+# GiB (75 % of 79.2) more in use than the runs' allocators held, and the same scale-1 run went
+# from 13.8 ms per epoch (4.4 GiB in use) to 58.5 ms (62.4 GiB in use), 1.22 GiB allocated
+# both times (records/faults/h100x4-2026-11-27, whole vs resumed): the scale-4 dist-scaling
+# record taken right after read as a memory leak and a slowdown of the engine.
+BUSY_MIB = 2048
+
+
+def parse_occupancy(gpu_csv, apps_csv):
+    """nvidia-smi's `--query-gpu=index,uuid,memory.used,utilization.gpu` and
+    `--query-compute-apps=gpu_uuid,pid,process_name,used_memory` CSV (noheader, nounits) as
+    [{index, used_mib, util, apps: [{pid, name, used_mib}]}]; unparsable lines are skipped."""
+    def num(x):
+        try:
+            return int(float(x))
+        except ValueError:
+            return None
+    gpus, by_uuid = [], {}
+    for line in gpu_csv.splitlines():
+        parts = [x.strip() for x in line.split(",")]
+        if len(parts) != 4 or num(parts[0]) is None:
+            continue
+        g = {"index": num(parts[0]), "used_mib": num(parts[2]), "util": num(parts[3]), "apps": []}
+        gpus.append(g)
+        by_uuid[parts[1]] = g
+    for line in apps_csv.splitlines():
+        parts = [x.strip() for x in line.split(",")]
+        if len(parts) != 4 or parts[0] not in by_uuid:
+            continue
+        by_uuid[parts[0]]["apps"].append({"pid": num(parts[1]), "name": parts[2], "used_mib": num(parts[3])})
+    return gpus
+
+
+def gpu_occupancy():
+    """Every GPU's memory in use, utilisation and compute processes now ([`parse_occupancy`]),
+    or None without nvidia-smi."""
+    out = []
+    for query in ("--query-gpu=index,uuid,memory.used,utilization.gpu",
+                  "--query-compute-apps=gpu_uuid,pid,process_name,used_memory"):
+        try:
+            p = subprocess.run(["nvidia-smi", query, "--format=csv,noheader,nounits"], capture_output=True,
+                               text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if p.returncode != 0:
+            return None
+        out.append(p.stdout)
+    return parse_occupancy(*out)
+
+
+def busy_gpus(gpus, limit_mib=BUSY_MIB):
+    """The GPUs of `gpus` ([`gpu_occupancy`]) that are not idle: more than `limit_mib` in use,
+    or a compute process on them."""
+    return [g for g in gpus or [] if (g["used_mib"] or 0) > limit_mib or g["apps"]]
+
+
+def busy_note(busy):
+    """One line naming the busy GPUs and what holds them."""
+    def one(g):
+        apps = ", ".join(f"pid {a['pid']} {os.path.basename(a['name'])} {a['used_mib']} MiB" for a in g["apps"])
+        return f"GPU {g['index']}: {g['used_mib']} MiB in use, {g['util']} % busy" + (f" ({apps})" if apps else "")
+    return "GPUs not idle: " + "; ".join(one(g) for g in busy)
 
 
 def cuda_version():
@@ -676,17 +744,32 @@ class Runner:
         self.run_failures = []
         self.graph_facts = None
         self.summary_head = {}
+        # Runs that started on a GPU another process held ([`busy_gpus`]).
+        self.busy = []
 
     def log_command(self, stem, argv, env_extra, rc, secs):
         envs = " ".join(f"{k}={shlex.quote(v)}" for k, v in env_extra.items())
         with open(os.path.join(self.record, "command.txt"), "a") as f:
             f.write(f"# {stem}: exit {rc}, {secs:.1f} s\n{(envs + ' ') if envs else ''}{shlex.join(argv)}\n")
 
+    def check_idle(self, stem):
+        """Notes (command.txt, summary.json's busy_gpus, the console) when a GPU is not idle
+        as `stem` starts: its numbers then share the GPU with another process."""
+        busy = busy_gpus(gpu_occupancy())
+        if not busy:
+            return
+        note = busy_note(busy)
+        self.busy.append({"run": stem, "gpus": busy})
+        with open(os.path.join(self.record, "command.txt"), "a") as f:
+            f.write(f"# before {stem}: {note}\n")
+        print(f"[{time.strftime('%H:%M:%S')}] WARNING before {stem}: {note}", flush=True)
+
     def execute(self, stem, argv, env_extra=None):
         """Runs argv with its output in <stem>.log; returns (exit status or 'timeout', seconds)."""
         env = dict(self.env)
         env.update(env_extra or {})
         log = os.path.join(self.record, stem + ".log")
+        self.check_idle(stem)
         print(f"[{time.strftime('%H:%M:%S')}] {stem}: {shlex.join(argv)}", flush=True)
         t = time.monotonic()
         with open(log, "w") as out:
@@ -822,6 +905,7 @@ class Runner:
         if any(m.peer == "python" for m in self.suite.measurements):
             doc["python_overhead"] = python_overhead(doc["rows"], self.samples)
         doc["run_failures"] = self.run_failures
+        doc["busy_gpus"] = self.busy
         write_json(os.path.join(self.record, "summary.json"), doc)
         if self.o.pack:
             pack(self.record, self.o.pack)
@@ -956,6 +1040,9 @@ def main(argv=None):
         print("\nPython-side overhead (the package's gnn.train against train_reddit, same files, back to back):")
         print(overhead_table(python_overhead(rows, runner.samples)))
     print(f"\nrecord: {os.path.relpath(record, REPO) if record.startswith(REPO) else record}")
+    if runner.busy:
+        print(f"WARNING: {len(runner.busy)} run(s) started on a GPU another process held (command.txt, "
+              f"summary.json busy_gpus): their times and 'peak in use' are not the engine's alone", file=sys.stderr)
     if runner.run_failures:
         print(f"{len(runner.run_failures)} failed:", file=sys.stderr)
         for f in runner.run_failures:

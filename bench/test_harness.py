@@ -113,6 +113,25 @@ class MachineTests(unittest.TestCase):
         self.assertFalse(run.version_matches("2.1.0", "2.11"))
         self.assertFalse(run.version_matches(None, "2.8"))
 
+    def test_busy_gpus(self):
+        import run
+        # nvidia-smi's CSV as the x4 host printed it during the 2026-11-27 scale-4 suite (GPU 1
+        # held ~59 GiB by another process) and idle (GPU 0).
+        gpus = run.parse_occupancy(
+            "0, GPU-aaa, 1, 0\n1, GPU-bbb, 60825, 97\nnot, a, gpu, line\n",
+            "GPU-bbb, 4242, /usr/bin/python3, 60818\nGPU-zzz, 1, gone, 5\n")
+        self.assertEqual([g["index"] for g in gpus], [0, 1])
+        self.assertEqual(gpus[1]["apps"], [{"pid": 4242, "name": "/usr/bin/python3", "used_mib": 60818}])
+        busy = run.busy_gpus(gpus)
+        self.assertEqual([g["index"] for g in busy], [1])
+        note = run.busy_note(busy)
+        self.assertIn("GPU 1: 60825 MiB in use, 97 % busy (pid 4242 python3 60818 MiB)", note)
+        # A compute process marks a GPU busy whatever its memory; nothing known: nothing busy.
+        quiet = run.parse_occupancy("0, GPU-aaa, 500, 0\n", "GPU-aaa, 7, x, 499\n")
+        self.assertEqual(len(run.busy_gpus(quiet)), 1)
+        self.assertEqual(run.busy_gpus(run.parse_occupancy("0, GPU-aaa, 500, 3\n", "")), [])
+        self.assertEqual(run.busy_gpus(None), [])
+
 
 class SuiteTests(unittest.TestCase):
     def load(self, name):
