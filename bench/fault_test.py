@@ -88,14 +88,15 @@ class Test:
         self.check_idle(stem)
         t = time.monotonic()
         with open(os.path.join(self.record, stem + ".log"), "w") as out:
-            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                 env=self.env, cwd=runner.REPO, start_new_session=True)
+            p = runner.spawn(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=self.env,
+                             cwd=runner.REPO)
             try:
                 rc = p.wait(timeout=self.o.timeout)
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
                 rc = "timeout"
+            runner.reap(p)
         secs = time.monotonic() - t
         self.note(f"# {stem}: exit {rc}, {secs:.1f} s\n{shlex.join(argv)}\n")
         print(f"[{time.strftime('%H:%M:%S')}] {stem}: exit {rc} ({secs:.1f} s)", flush=True)
@@ -126,8 +127,8 @@ class Test:
             argv = [runner.shown_path(self.exe)] + self.args(phase, extra)
             log = os.path.join(self.record, f"{phase}-rank{rank}.log")
             with open(log, "w") as out:
-                p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                     cwd=runner.REPO, start_new_session=True)
+                p = runner.spawn(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                 cwd=runner.REPO)
             shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in {**self.env_added, **env_extra}.items())
             self.note(f"# {phase} rank {rank} (pid {p.pid}, started {time.strftime('%H:%M:%S')})\n"
                       f"{shown} {shlex.join(argv)}\n")
@@ -291,6 +292,7 @@ def readme(o, doc):
 
 
 def main(argv=None):
+    runner.install_reaper()
     ap = argparse.ArgumentParser(description="Kill one train_dist process of a multi-process run; check the "
                                              "survivors' exit and the resume.")
     ap.add_argument("--bin-dir", default=os.path.join(runner.REPO, ".dev", "bin"))

@@ -290,6 +290,45 @@ def git_head(bin_dir):
     return {"hash": None, "source": "none: no .dev/GIT_HEAD and no git"}
 
 
+# The runs' processes start sessions of their own (so a timeout kills a run's whole tree), which
+# also means that a runner ended from outside (`timeout`, Ctrl-C, a closed terminal) would leave
+# them running: on a GPU machine they keep the GPUs and skew every later measurement. Every
+# child is registered here and its process group killed when the runner gets SIGTERM, SIGINT or
+# SIGHUP.
+CHILDREN = set()
+
+
+def spawn(argv, **kw):
+    """subprocess.Popen(argv, start_new_session=True, **kw), registered in CHILDREN."""
+    p = subprocess.Popen(argv, start_new_session=True, **kw)
+    CHILDREN.add(p)
+    return p
+
+
+def reap(p):
+    """Forgets a finished child."""
+    CHILDREN.discard(p)
+
+
+def kill_children(signum=None, frame=None):
+    """Kills every registered child's process group; as a signal handler, then exits 128 + signum."""
+    for p in list(CHILDREN):
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    CHILDREN.clear()
+    if signum is not None:
+        print(f"\nrunner ended by signal {signum}: its runs' processes were killed", file=sys.stderr, flush=True)
+        os._exit(128 + signum)
+
+
+def install_reaper():
+    """Kills the children when this process is ended by SIGTERM, SIGINT or SIGHUP."""
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, kill_children)
+
+
 def sha256(path):
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -773,14 +812,14 @@ class Runner:
         print(f"[{time.strftime('%H:%M:%S')}] {stem}: {shlex.join(argv)}", flush=True)
         t = time.monotonic()
         with open(log, "w") as out:
-            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                 env=env, cwd=REPO, start_new_session=True)
+            p = spawn(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
             try:
                 rc = p.wait(timeout=self.suite.timeout_s)
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
                 rc = "timeout"
+            reap(p)
         secs = time.monotonic() - t
         self.log_command(stem, argv, {**self.env_added, **(env_extra or {})}, rc, secs)
         print(f"[{time.strftime('%H:%M:%S')}] {stem}: exit {rc} ({secs:.1f} s)", flush=True)
@@ -925,6 +964,7 @@ class Runner:
 
 
 def main(argv=None):
+    install_reaper()
     ap = argparse.ArgumentParser(description="Run one benchmark suite and write its record folder.")
     ap.add_argument("suite", help="a suite name (bench/suites/NAME.toml) or a path to a suite file")
     ap.add_argument("--bin-dir", default=os.path.join(REPO, ".dev", "bin"),

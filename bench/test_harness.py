@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 import unittest
 
 sys.dont_write_bytecode = True  # no __pycache__ beside the harness (it travels with the tree)
@@ -937,6 +938,33 @@ class FaultTestTests(unittest.TestCase):
         self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
         self.assertFalse(doc["passed"])
         self.assertIn("FAIL  rank 0 exited within 0.5 s", p.stdout)
+
+
+class ReaperTests(unittest.TestCase):
+    def test_a_terminated_runner_kills_its_runs(self):
+        # A runner ended from outside (`timeout` sends SIGTERM) must not leave its runs, which
+        # have sessions of their own, holding the GPUs for the next command.
+        code = ("import sys, time; sys.path.insert(0, %r); import run; run.install_reaper(); "
+                "p = run.spawn(['sleep', '60']); print(p.pid, flush=True); time.sleep(60)" % HERE)
+        r = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        child = int(r.stdout.readline())
+        os.kill(child, 0)  # running
+        r.terminate()
+        r.wait(timeout=10)
+        self.assertEqual(r.returncode, 128 + 15)
+        self.assertIn("processes were killed", r.stderr.read())
+        for _ in range(100):
+            try:
+                os.kill(child, 0)
+            except ProcessLookupError:
+                break
+            # A killed child not yet reaped by init is a zombie: gone in all but name.
+            with open(f"/proc/{child}/stat") as f:
+                if f.read().split(") ")[1].startswith("Z"):
+                    break
+            time.sleep(0.05)
+        else:
+            self.fail(f"pid {child} outlived its runner")
 
 
 class RunnerTests(unittest.TestCase):
