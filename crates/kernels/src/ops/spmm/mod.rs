@@ -186,10 +186,12 @@ pub(crate) fn transpose_product(
         // would underflow for long rows.
         let err = |e: Error| candle_core::Error::Msg(e.to_string());
         let vt = match values {
+            // Both factors in the transpose's order, each cached with the graph (the product
+            // of a fresh `v * inv` would miss the one-entry cache and evict `v`'s entry on
+            // every backward); permuting a product is the product of the permuted factors.
             Some(v) => {
-                let inv = g.inv_degree_edge_values().map_err(err)?;
-                g.transposed_values(&(v.to_dtype(DType::F32)? * inv)?)
-                    .map_err(err)?
+                let vt = g.transposed_values(&v.to_dtype(DType::F32)?).map_err(err)?;
+                (vt * g.transposed_inv_degree_edge_values().map_err(err)?)?
             }
             None => g.transposed_inv_degree_edge_values().map_err(err)?,
         };
