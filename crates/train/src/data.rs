@@ -105,9 +105,14 @@ impl DeviceData {
                 .map(|&i| i - rows.start as u32)
                 .collect()
         };
-        let ids = |v: Vec<u32>| {
+        // A split with no node here (see `select_rows`) is an empty view of a one-element
+        // buffer: no zero-byte upload reaches the driver.
+        let ids = |v: Vec<u32>| -> Result<Tensor> {
+            if v.is_empty() {
+                return Ok(Tensor::zeros(1, candle_core::DType::U32, device)?.narrow(0, 0, 0)?);
+            }
             let len = v.len();
-            Tensor::from_vec(v, len, device)
+            Ok(Tensor::from_vec(v, len, device)?)
         };
         let train_local = local(&ds.split.train);
         let mut w = vec![0f32; n];
@@ -119,7 +124,7 @@ impl DeviceData {
         let train = ids(train_local)?;
         Ok(Self {
             x,
-            train_labels: labels.index_select(&train, 0)?,
+            train_labels: select_rows(&labels, &train)?,
             train_weight: Tensor::from_vec(w, n, device)?,
             labels,
             train,
@@ -128,6 +133,21 @@ impl DeviceData {
             num_classes: ds.num_classes,
         })
     }
+}
+
+/// The rows `ids` of `t` (`index_select` along dimension 0), for a set of ids that may be
+/// empty: a rank of a partitioned run can own no node of a split (Cora's Planetoid split has
+/// its training nodes at ids 0..140 and its test nodes at 1708..2708: over two ranges, rank 1
+/// owns no training node and rank 0 no test node). On CUDA candle launches `index_select`
+/// over no ids with a grid of zero blocks, which the driver refuses
+/// (`CUDA_ERROR_INVALID_VALUE`); no ids give an empty view of `t` instead, no kernel. (The
+/// empty id sets themselves are views of a one-element buffer for the same reason: a
+/// zero-byte `cuMemAllocAsync` gives a null pointer, and a copy to it is nothing to rely on.)
+fn select_rows(t: &Tensor, ids: &Tensor) -> Result<Tensor> {
+    if ids.dim(0)? == 0 {
+        return Ok(t.narrow(0, 0, 0)?);
+    }
+    Ok(t.index_select(ids, 0)?)
 }
 
 /// Fraction of `ids` whose argmax logit equals the label (0 for an empty set).
@@ -175,6 +195,65 @@ mod tests {
             .to_scalar::<f32>()
             .unwrap();
         assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+    }
+
+    /// Elements in `t`'s buffer (a CPU tensor): its own for a result, its source's for a view.
+    fn buffer_len(t: &Tensor) -> usize {
+        match &*t.storage_and_layout().0 {
+            candle_core::Storage::Cpu(s) => s.as_slice::<u32>().unwrap().len(),
+            _ => unreachable!("a CPU tensor"),
+        }
+    }
+
+    /// Cora over two ranges (what `train(cora, devices=[0, 1])` runs): the Planetoid split
+    /// leaves rank 1 without a training or validation node and rank 0 without a test node. A
+    /// rank's empty split must reach the device as no zero-length upload and no
+    /// `index_select` over no ids: candle's CUDA backend launches that with a grid of zero
+    /// blocks, which the driver refuses (`CUDA_ERROR_INVALID_VALUE`, rank 1 of the Python
+    /// package's NCCL run ending the process). The CPU runs both fine, so what is checked is
+    /// that neither happens: every empty tensor is a view of a buffer that is not empty.
+    #[test]
+    fn a_rank_without_nodes_of_a_split_makes_no_empty_buffer() {
+        let dev = Device::Cpu;
+        let ds = cora();
+        let plan = crate::dist::DistPlan::new(&ds, gnn_models::ConvKind::Gcn, 2, None).unwrap();
+        let ranks: Vec<DeviceData> = (0..2)
+            .map(|r| DeviceData::partitioned(&ds, plan.partition.range(r), &dev, true).unwrap())
+            .collect();
+        let len = |t: &Tensor| t.dims1().unwrap();
+        assert_eq!(len(&ranks[0].test), 0, "rank 0 owns no test node");
+        assert_eq!((len(&ranks[1].train), len(&ranks[1].val)), (0, 0));
+        let r1 = &ranks[1];
+        assert_eq!(r1.train_labels.dims(), [0]);
+        assert_eq!(r1.train_labels.dtype(), candle_core::DType::U32);
+        assert_eq!(
+            buffer_len(&r1.train_labels),
+            buffer_len(&r1.labels),
+            "the empty training labels came from an index_select over no ids"
+        );
+        for (what, t) in [
+            ("rank 1's train", &r1.train),
+            ("rank 1's val", &r1.val),
+            ("rank 0's test", &ranks[0].test),
+        ] {
+            assert_eq!(t.dtype(), candle_core::DType::U32, "{what}");
+            assert!(buffer_len(t) > 0, "{what}: an upload of zero bytes");
+        }
+        // Rank 0 holds every training node: its weights sum to 1, rank 1's to 0.
+        let sum = |d: &DeviceData| {
+            d.train_weight
+                .sum_all()
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap()
+        };
+        assert!((sum(&ranks[0]) - 1.0).abs() < 1e-5 && sum(r1) == 0.0);
+        assert_eq!(len(&ranks[0].train_labels), ds.split.train.len());
+        let logits = Tensor::zeros((len(&r1.labels), 7), candle_core::DType::F32, &dev).unwrap();
+        assert_eq!(
+            correct_count(&logits, &r1.labels, &r1.train).unwrap(),
+            (0.0, 0)
+        );
     }
 
     #[test]

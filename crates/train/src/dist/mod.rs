@@ -1055,6 +1055,73 @@ mod tests {
         }
     }
 
+    /// Cora over two ranges on one GPU, each rank on a stream of its own (in-process
+    /// communicator): the Planetoid split leaves rank 1 without a training or validation node
+    /// and rank 0 without a test node, where `train(cora, device="cuda", devices=[0, 1])` from
+    /// Python failed on rank 1 (`CUDA_ERROR_INVALID_VALUE`: an `index_select` over no ids,
+    /// launched with a grid of zero blocks). The losses are the single-GPU run's (1e-3
+    /// relative, `scripts/python-gpu-check.py`'s bound). Skipped without a GPU.
+    #[cfg(feature = "cuda")]
+    #[test]
+    fn cora_over_two_ranges_trains_on_one_gpu() {
+        let Ok(gpu) = Device::new_cuda(0) else {
+            eprintln!("no CUDA device: skipped");
+            return;
+        };
+        let ds = cora();
+        let cfg = ModelConfig::new(
+            ConvKind::Gcn,
+            ds.features.cols(),
+            16,
+            ds.num_classes,
+            2,
+            0.5,
+        );
+        let train = TrainConfig {
+            epochs: 10,
+            eval_every: 5,
+            ..TrainConfig::default()
+        };
+        let model = Gnn::new(cfg.clone(), &gpu, 3).unwrap();
+        let graph = ModelGraph::new(&ds.graph, cfg.kind, &gpu).unwrap();
+        let data = DeviceData::new(&ds, &gpu, true).unwrap();
+        let want = train_single(&model, &graph, &data, &train);
+        let plan = DistPlan::new(&ds, cfg.kind, 2, None).unwrap();
+        let devices: Vec<Device> = (0..2)
+            .map(|_| Device::new_cuda_with_stream(0).unwrap())
+            .collect();
+        let comms = local_comms(2);
+        let got = train_ranks(
+            &plan,
+            &ds,
+            recipe(&cfg, &train),
+            &comms,
+            &devices,
+            None,
+            |_| {},
+            &|_, _| {},
+        )
+        .unwrap();
+        for o in &got {
+            assert_eq!(
+                o.report.history.len(),
+                want.history.len(),
+                "rank {}",
+                o.rank
+            );
+            for (a, b) in o.report.history.iter().zip(&want.history) {
+                assert!(
+                    ((a.loss - b.loss) / b.loss).abs() < 1e-3,
+                    "rank {} epoch {}: loss {} vs {}",
+                    o.rank,
+                    a.epoch,
+                    a.loss,
+                    b.loss
+                );
+            }
+        }
+    }
+
     /// Cora with its graph held at 64-bit row offsets (forced: it is small), as a graph past
     /// 2^32 non-zeros is: the operands keep the width, the partition runs on it, each rank's
     /// share takes 32-bit offsets again, and the CPU kernels read either.
