@@ -276,7 +276,9 @@ fn train_ranks(
 }
 
 /// One rank per GPU of `gpus`, NCCL between them, each communicator behind the engine's
-/// default watchdog; a failed rank ends the process (`NcclGroup::end_run`).
+/// default watchdog; a failed rank aborts every rank's communicator and the run returns its
+/// error, which Python raises (`NcclGroup::abort_all_or_end`; a rank failing before every rank
+/// has joined still ends the process: the others wait in NCCL's init, which nothing aborts).
 #[cfg(feature = "nccl")]
 fn gpu_ranks(
     plan: &DistPlan,
@@ -298,7 +300,7 @@ fn gpu_ranks(
         &group.devices,
         None,
         hook,
-        &NcclGroup::end_run,
+        &|rank, e| group.abort_all_or_end(rank, e),
     )?;
     Ok((outcomes, group.devices))
 }

@@ -519,6 +519,8 @@ pub struct NcclGroup {
     pub devices: Vec<Device>,
     id: gnn_comm::NcclId,
     overlap: bool,
+    /// Every communicator [`Self::join`] has handed out, for [`Self::abort_all_or_end`].
+    joined: std::sync::Mutex<Vec<Arc<dyn Communicator>>>,
 }
 
 #[cfg(feature = "nccl")]
@@ -543,6 +545,7 @@ impl NcclGroup {
             devices,
             id: gnn_comm::NcclId::new()?,
             overlap,
+            joined: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -550,7 +553,12 @@ impl NcclGroup {
     /// every rank joins at the same time, each from its own thread.
     pub fn join(&self, rank: usize, device: &Device) -> gnn_comm::Result<Arc<dyn Communicator>> {
         let comm = gnn_comm::NcclComm::new(&self.id, rank, self.devices.len(), device, true)?;
-        Ok(Arc::new(comm.with_overlap(self.overlap)))
+        let comm: Arc<dyn Communicator> = Arc::new(comm.with_overlap(self.overlap));
+        self.joined
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(comm.clone());
+        Ok(comm)
     }
 
     /// [`Self::join`] behind a watchdog of `timeout` ([`gnn_comm::Watchdog`]; `None`: none)
@@ -572,6 +580,25 @@ impl NcclGroup {
             )),
             None => comm,
         })
+    }
+
+    /// An `on_rank_error` that keeps the process: once every rank has joined, aborts every
+    /// rank's communicator (`ncclCommAbort` from this thread, as a watchdog does), so the
+    /// peers' collectives fail at once and the run returns rank `rank`'s error to its caller
+    /// (the Python package raises it); before that, the peers wait in `ncclCommInitRank`,
+    /// which nothing aborts, so it ends the process as [`Self::end_run`] does. A peer whose
+    /// abort is refused (inside an enqueue) is left to its watchdog.
+    pub fn abort_all_or_end(&self, rank: usize, e: &Error) {
+        let joined = self.joined.lock().unwrap_or_else(|p| p.into_inner());
+        if joined.len() < self.devices.len() {
+            drop(joined);
+            Self::end_run(rank, e);
+            return;
+        }
+        let reason = format!("rank {rank} failed: {e}");
+        for comm in joined.iter() {
+            comm.abort(&reason);
+        }
     }
 
     /// The `on_rank_error` of a run over the group: prints rank `rank`'s error and ends the
