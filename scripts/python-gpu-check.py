@@ -16,7 +16,9 @@ call on the CPU, with relative bounds (GPU reductions sum in another order than 
   sampled (`fastrand:256`, `bucket:8`) and INT8 inference on the GPU within 5 / 2 points;
 - gat: GAT 2x8x8 heads on the GPU, test accuracy within 3 points of the CPU's;
 - ranks: `devices=[0, 1]` (NCCL, one thread per GPU) against one GPU: losses within 1e-3
-  relative per epoch, the model whole on rank 0's GPU.
+  relative per epoch, the model whole on rank 0's GPU;
+- ranks-error: a run whose ranks run out of memory raises in Python (in a child process),
+  which then trains on the same GPUs again.
 
 Prints one line per check and writes the results as JSON (--out). Exit status 0 when every
 check passed, 1 otherwise. Needs only NumPy and the package.
@@ -25,6 +27,7 @@ check passed, 1 otherwise. Needs only NumPy and the package.
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -149,6 +152,34 @@ def main():
             test_acc_ranks=ranks["test_acc"],
             model_device=model.device,
         )
+        # (The CPU path would abort on a failed host allocation instead: GPU only.)
+        if dev == "cuda":
+            # A failing rank (out of memory here: a 4 M-wide hidden layer) is raised in Python,
+            # the interpreter lives on, and the GPUs train again. In a child process, so that a
+            # failure that ends the interpreter is reported instead of ending this script.
+            child = (
+                "import gnn, sys\n"
+                "d = gnn.reddit_shaped(0.05)\n"
+                "try:\n"
+                f"    gnn.train(d, device='cuda', devices={devices!r}, hidden=1 << 22, epochs=2, progress=False)\n"
+                "    print('NO ERROR')\n"
+                "except Exception as e:\n"
+                "    print('RAISED', type(e).__name__, str(e)[:300].replace(chr(10), ' '))\n"
+                f"_, r = gnn.train(d, device='cuda', devices={devices!r}, hidden=16, epochs=5, progress=False)\n"
+                "print('AFTER', r['test_acc'])\n"
+            )
+            t = time.perf_counter()
+            p = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=300)
+            out = p.stdout + p.stderr
+            raised = next((l for l in out.splitlines() if l.startswith("RAISED")), "")
+            check(
+                "ranks-error",
+                p.returncode == 0 and raised != "" and "AFTER" in out,
+                exit_status=p.returncode,
+                raised=raised[:160] or out[-300:].replace("\n", " | "),
+                trained_after="AFTER" in out,
+                wall_s=time.perf_counter() - t,
+            )
     return finish(results, args.out)
 
 
