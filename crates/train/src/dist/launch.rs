@@ -480,7 +480,10 @@ fn nccl_threads(
     on_epoch: &(dyn Fn(&EpochLog) + Sync),
 ) -> Result<Vec<RankOutcome>> {
     let ranks = cfg.world();
-    let group = NcclGroup::open(&(0..ranks).collect::<Vec<_>>(), cfg.overlap)?;
+    let group = super::setup::phase(
+        || format!("opening GPUs 0..{ranks}"),
+        || NcclGroup::open(&(0..ranks).collect::<Vec<_>>(), cfg.overlap),
+    )?;
     println!(
         "{ranks} ranks on GPUs 0..{ranks}, NCCL (NCCL_MAX_P2P_NCHANNELS={})",
         std::env::var(P2P_CHANNELS_ENV).unwrap_or_default()

@@ -50,6 +50,7 @@ mod launch;
 pub mod memory;
 pub mod report;
 mod run;
+pub mod setup;
 
 #[cfg(feature = "nccl")]
 pub use launch::NcclGroup;
@@ -117,8 +118,14 @@ impl DistPlan {
         partition: impl FnOnce(&gnn_graph::Csr) -> gnn_graph::Result<RowPartition>,
         exchange: Option<Exchange>,
     ) -> Result<Self> {
-        let operands = Operands::new(&ds.graph, kind)?;
-        let partition = partition(&operands.csr).map_err(gnn_kernels::Error::from)?;
+        let operands = setup::phase(
+            || format!("operands of {kind}"),
+            || Operands::new(&ds.graph, kind),
+        )?;
+        let partition = setup::phase(
+            || "partition".into(),
+            || partition(&operands.csr).map_err(gnn_kernels::Error::from),
+        )?;
         if partition.bounds().last() != Some(&operands.csr.n_rows()) {
             return Err(Error::Invalid(format!(
                 "a partition of {} nodes for a graph of {}",
@@ -126,15 +133,18 @@ impl DistPlan {
                 operands.csr.n_rows()
             )));
         }
-        let halo_sizes = partition
-            .halo_sizes(&operands.csr)
-            .map_err(gnn_kernels::Error::from)?;
+        let halo_sizes = setup::phase(
+            || "halo sizes".into(),
+            || partition.halo_sizes(&operands.csr),
+        )
+        .map_err(gnn_kernels::Error::from)?;
         let exchange =
             exchange.unwrap_or_else(|| Exchange::by_volume(&halo_sizes, partition.max_len()));
         // GCN's values D^-1/2 (A + I) D^-1/2 are symmetric wherever the structure is. An
         // attention layer weighs every edge by its own coefficients (alpha_ij is not
         // alpha_ji): its aggregation has no symmetric operand whatever the structure.
-        let symmetric = operands.csr.is_symmetric() && !is_attention(kind);
+        let symmetric = !is_attention(kind)
+            && setup::phase(|| "symmetry check".into(), || operands.csr.is_symmetric());
         Ok(Self {
             kind,
             operands,
@@ -266,23 +276,37 @@ impl Rank {
         // more): all ranks refuse alike, naming the first share too big, before building any.
         plan.partition
             .check_kernel_shares(plan.operands.csr.indptr())?;
-        let local = plan.local(comm.rank())?;
+        let rank = comm.rank();
+        let local = setup::phase(|| format!("rank {rank}: local graph"), || plan.local(rank))?;
         let rows = local.rows.clone();
-        let halo = HaloExchange::with(plan.exchange, &local, &plan.partition, comm, device)?;
+        let halo = setup::phase(
+            || format!("rank {rank}: {} plan", plan.exchange),
+            || HaloExchange::with(plan.exchange, &local, &plan.partition, comm, device),
+        )?;
         let n_halo = halo.halo_rows();
-        let graph = ModelGraph::partitioned(
-            &plan.operands,
-            &local,
-            halo,
-            plan.symmetric,
-            plan.slice_rows_for(recipe.model, recipe.train.precision),
-            device,
+        let graph = setup::phase(
+            || format!("rank {rank}: operand on the device"),
+            || {
+                ModelGraph::partitioned(
+                    &plan.operands,
+                    &local,
+                    halo,
+                    plan.symmetric,
+                    plan.slice_rows_for(recipe.model, recipe.train.precision),
+                    device,
+                )
+            },
         )?
         .with_policy(recipe.kernels)
         .with_feature_chunk(plan.feature_chunk);
         drop(local);
-        let data = DeviceData::partitioned(ds, rows.clone(), device, recipe.row_normalize)?
-            .with_precision(recipe.train.precision)?;
+        let data = setup::phase(
+            || format!("rank {rank}: features, labels and split on the device"),
+            || {
+                DeviceData::partitioned(ds, rows.clone(), device, recipe.row_normalize)?
+                    .with_precision(recipe.train.precision)
+            },
+        )?;
         Ok(Self {
             model: Gnn::new(recipe.model.clone(), device, recipe.seed)?,
             graph,

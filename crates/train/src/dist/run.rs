@@ -23,7 +23,7 @@ use super::report::{
     exchange_line, fused, halo_table, partition_header, partition_line, print_results, rank_rows,
     slice_rows_json, PartitionRow,
 };
-use super::{DistPlan, RankOutcome, Recipe};
+use super::{setup, DistPlan, RankOutcome, Recipe};
 use crate::device::pick_device;
 use crate::error::{Error, Result};
 use crate::report::write_text;
@@ -184,10 +184,11 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
             "a distributed run needs at least one rank".into(),
         ));
     }
-    let device = pick_device(cfg.cpu)?;
+    setup::enable();
+    let device = setup::phase(|| "device".into(), || pick_device(cfg.cpu))?;
     println!("kernels: {}", cfg.kernels);
-    let mut loaded = load(&cfg.data, device.is_cpu())?;
-    reorder(&mut loaded, cfg.reorder)?;
+    let mut loaded = setup::phase(|| "load".into(), || load(&cfg.data, device.is_cpu()))?;
+    setup::phase(|| "reorder".into(), || reorder(&mut loaded, cfg.reorder))?;
     let model = cfg.model.config(&loaded.dataset);
     // Checkpoints, written by rank 0, go to `runs/checkpoints/dist-<model>-<dataset>` unless
     // the recipe names a stem.
@@ -204,8 +205,14 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
     let elem = train.precision.dtype().size_in_bytes() as u64;
     let mut plan = DistPlan::new(&loaded.dataset, model.kind, ranks, cfg.exchange)?;
     println!("contiguous ranges of the loaded ids, balanced by non-zeros:");
-    let stats = halo_table(&plan, ranks, model.hidden, elem)?;
-    let (partition, renumbering) = choose_partition(cfg, &plan, ranks)?;
+    let stats = setup::phase(
+        || format!("halo table (1..={ranks} parts)"),
+        || halo_table(&plan, ranks, model.hidden, elem),
+    )?;
+    let (partition, renumbering) = setup::phase(
+        || "partition choice".into(),
+        || choose_partition(cfg, &plan, ranks),
+    )?;
     if let Some(ren) = renumbering {
         drop(plan);
         renumber(&mut loaded, &ren.new_of_old)?;
@@ -219,7 +226,10 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
     plan.symmetric &= !cfg.split_aggregation;
     plan.slice_rows = cfg.slice_rows;
     plan.gather_logits = cfg.predictions.is_some();
-    let memory = preflight(cfg, &mut plan, &model, train, &device, ranks)?;
+    let memory = setup::phase(
+        || "memory estimate".into(),
+        || preflight(cfg, &mut plan, &model, train, &device, ranks),
+    )?;
     println!(
         "{}",
         exchange_line(&plan, cfg.exchange.is_some(), cfg.split_aggregation)
@@ -308,6 +318,7 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
         "comm_timeout_s": cfg.comm_timeout.map(|t| t.as_secs_f64()),
         "resumed_from": cfg.resume.as_ref().map(|p| p.display().to_string()),
         "memory_estimate": memory,
+        "setup": setup::report(),
     });
     // One report per process in a multi-process run (each holds its own rank).
     let path = match &cfg.launch {
