@@ -19,6 +19,7 @@
 //! [`MAX_KERNEL_NNZ`] with [`Error::TooManyNonZeros`] naming it (in a multi-device run, each
 //! rank's share is what must fit).
 
+use crate::coo::{running_sums, split_sizes_mut};
 use crate::error::{Error, Result};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -565,15 +566,15 @@ impl Csr {
     pub fn row_degrees(&self) -> Vec<u32> {
         // Row lengths fit u32 (an invariant).
         match &self.indptr {
-            RowPtr::U32(p) => p.windows(2).map(|w| w[1] - w[0]).collect(),
-            RowPtr::U64(p) => p.windows(2).map(|w| (w[1] - w[0]) as u32).collect(),
+            RowPtr::U32(p) => p.par_windows(2).map(|w| w[1] - w[0]).collect(),
+            RowPtr::U64(p) => p.par_windows(2).map(|w| (w[1] - w[0]) as u32).collect(),
         }
     }
 
     /// `1 / row length` per row (0 for an empty row): the scale of a mean aggregation.
     pub fn inverse_row_degrees(&self) -> Vec<f32> {
         self.row_degrees()
-            .into_iter()
+            .into_par_iter()
             .map(|d| match d {
                 0 => 0.0,
                 d => 1.0 / d as f32,
@@ -598,13 +599,32 @@ impl Csr {
             return false;
         }
         if self.is_sorted_unique() {
-            // No copies: every (i, j) looks up (j, i) in row j (sorted). Unique entries make
-            // presence both ways the same as equal multisets.
-            return (0..self.n_rows).into_par_iter().all(|i| {
-                self.row(i)
-                    .iter()
-                    .all(|&j| self.row(j as usize).binary_search(&(i as u32)).is_ok())
-            });
+            // No copies: every (i, j) above the diagonal looks up (j, i) in row j (sorted),
+            // and the entries below it are counted. Unique entries make presence both ways
+            // the same as equal multisets; mirroring maps the entries above the diagonal one
+            // to one into those below, onto them when they are as many: half the lookups of
+            // checking every entry.
+            let (blocks, _) = row_blocks(self);
+            let counts = blocks.into_par_iter().try_fold(
+                || (0usize, 0usize),
+                |(above, below), rows| {
+                    let (mut a, mut b) = (above, below);
+                    let mut mirrors = Vec::new();
+                    for i in rows {
+                        let row = self.row(i);
+                        let lower = row.partition_point(|&j| (j as usize) < i);
+                        b += lower;
+                        let upper = &row[lower..];
+                        let upper = &upper[usize::from(upper.first() == Some(&(i as u32)))..];
+                        mirrors.extend(upper.iter().map(|&j| (j, i as u32)));
+                        a += upper.len();
+                    }
+                    self.rows_hold(&mirrors).then_some((a, b))
+                },
+            );
+            return counts
+                .try_reduce(|| (0, 0), |x, y| Some((x.0 + y.0, x.1 + y.1)))
+                .is_some_and(|(above, below)| above == below);
         }
         // A transpose that cannot be built has a column longer than any row: not symmetric.
         let Ok(mut b) = self.transpose_pattern() else {
@@ -614,6 +634,42 @@ impl Csr {
         a.sort_rows();
         b.sort_rows();
         a == b
+    }
+
+    /// Whether row `r` holds `v` for every `(r, v)` of `pairs` (rows sorted): binary searches
+    /// run in lockstep, [`LOOKUP_LANES`] at a time, so that their cache misses (a random row
+    /// each, on a graph far larger than the caches) overlap instead of following one another.
+    fn rows_hold(&self, pairs: &[(u32, u32)]) -> bool {
+        let idx = &self.indices[..];
+        pairs.chunks(LOOKUP_LANES).all(|batch| {
+            // Lane k searches `idx[base[k]..base[k] + size[k]]`, which holds its value if the
+            // row does (lower bound by halving, without branches on the data).
+            let mut base = [0usize; LOOKUP_LANES];
+            let mut size = [0usize; LOOKUP_LANES];
+            for (k, &(r, _)) in batch.iter().enumerate() {
+                let range = self.row_range(r as usize);
+                (base[k], size[k]) = (range.start, range.len());
+            }
+            loop {
+                let mut more = false;
+                for (k, &(_, v)) in batch.iter().enumerate() {
+                    if size[k] > 1 {
+                        let half = size[k] / 2;
+                        let mid = base[k] + half;
+                        base[k] = if idx[mid] <= v { mid } else { base[k] };
+                        size[k] -= half;
+                        more = true;
+                    }
+                }
+                if !more {
+                    break;
+                }
+            }
+            batch
+                .iter()
+                .enumerate()
+                .all(|(k, &(_, v))| size[k] == 1 && idx[base[k]] == v)
+        })
     }
 
     /// Number of diagonal entries `(i, i)`.
@@ -699,30 +755,106 @@ impl Csr {
                 )));
             }
         }
-        let out = (0..bounds.len() - 1)
-            .into_par_iter()
-            .map(|b| {
-                let (lo, hi) = (bounds[b] as u32, bounds[b + 1] as u32);
-                // Narrow until a block's entries pass u32::MAX (`push` widens then).
-                let mut indptr = RowPtr::with_capacity(OffsetWidth::U32, self.n_rows + 1);
-                indptr.push(0);
-                let mut indices = Vec::new();
-                let mut vals = values.map(|_| Vec::new());
-                for r in 0..self.n_rows {
-                    for p in self.row_range(r) {
-                        let c = self.indices[p];
-                        if (lo..hi).contains(&c) {
-                            indices.push(c - lo);
-                            if let (Some(out), Some(v)) = (vals.as_mut(), values) {
-                                out.push(v[p]);
-                            }
+        // In parallel over blocks of rows: each row's entries counted per column block, then
+        // written into place (the same blocks as one pass per column block, row by row).
+        let nb = bounds.len() - 1;
+        let n = self.n_rows;
+        // The block of column `c`: the last whose start is <= c (an empty block holds none).
+        let block_of = |c: u32| bounds.partition_point(|&x| x <= c as usize) - 1;
+        let (rows, _) = row_blocks(self);
+        // 1. lens[b][r]: row r's entries in column block b.
+        let mut lens = vec![vec![0u32; n]; nb];
+        {
+            let mut tasks: Vec<Vec<&mut [u32]>> = rows.iter().map(|_| Vec::new()).collect();
+            for l in lens.iter_mut() {
+                for (t, chunk) in tasks.iter_mut().zip(l.chunks_mut(ROW_BLOCK)) {
+                    t.push(chunk);
+                }
+            }
+            tasks
+                .into_par_iter()
+                .zip(rows.par_iter())
+                .for_each(|(mut out, rows)| {
+                    for (k, r) in rows.clone().enumerate() {
+                        for &c in self.row(r) {
+                            out[block_of(c)][k] += 1;
                         }
                     }
-                    indptr.push(indices.len());
+                });
+        }
+        // Each block's entries per row block, and where each row block starts in it.
+        let sizes: Vec<Vec<usize>> = lens
+            .par_iter()
+            .map(|l| {
+                l.chunks(ROW_BLOCK)
+                    .map(|c| c.iter().map(|&k| k as usize).sum())
+                    .collect()
+            })
+            .collect();
+        let starts: Vec<Vec<usize>> = sizes
+            .iter()
+            .map(|s| {
+                let mut acc = 0;
+                s.iter()
+                    .map(|&k| {
+                        let at = acc;
+                        acc += k;
+                        at
+                    })
+                    .collect()
+            })
+            .collect();
+        let totals: Vec<usize> = sizes.iter().map(|s| s.iter().sum()).collect();
+        // 2. The entries (and values), row block by row block into place.
+        let mut indices: Vec<Vec<u32>> = totals.iter().map(|&t| vec![0u32; t]).collect();
+        let mut vals: Vec<Option<Vec<f32>>> = totals
+            .iter()
+            .map(|&t| values.map(|_| vec![0f32; t]))
+            .collect();
+        {
+            type Out<'a> = (Vec<&'a mut [u32]>, Vec<Option<&'a mut [f32]>>);
+            let mut tasks: Vec<Out<'_>> = rows.iter().map(|_| (Vec::new(), Vec::new())).collect();
+            for ((idx, val), size) in indices.iter_mut().zip(vals.iter_mut()).zip(&sizes) {
+                let mut v = val
+                    .as_deref_mut()
+                    .map(|v| split_sizes_mut(v, size).into_iter());
+                for (t, chunk) in tasks.iter_mut().zip(split_sizes_mut(idx, size)) {
+                    t.0.push(chunk);
+                    t.1.push(v.as_mut().and_then(Iterator::next));
                 }
+            }
+            tasks
+                .into_par_iter()
+                .zip(rows.par_iter())
+                .for_each(|((mut idx, mut val), rows)| {
+                    let mut fill = vec![0usize; nb];
+                    for r in rows.clone() {
+                        for p in self.row_range(r) {
+                            let c = self.indices[p];
+                            let b = block_of(c);
+                            idx[b][fill[b]] = c - bounds[b] as u32;
+                            if let (Some(out), Some(v)) = (val[b].as_deref_mut(), values) {
+                                out[fill[b]] = v[p];
+                            }
+                            fill[b] += 1;
+                        }
+                    }
+                });
+        }
+        // 3. Each block's offsets, at the narrowest width for its entries.
+        let out = lens
+            .into_par_iter()
+            .zip(indices)
+            .zip(vals)
+            .enumerate()
+            .map(|(b, ((lens, indices), vals))| {
+                let indptr = match OffsetWidth::for_nnz(totals[b]) {
+                    OffsetWidth::U32 => running_sums::<u32>(&lens, ROW_BLOCK, &starts[b]),
+                    OffsetWidth::U64 => running_sums::<u64>(&lens, ROW_BLOCK, &starts[b]),
+                };
                 let csr = Csr {
-                    n_rows: self.n_rows,
-                    n_cols: (hi - lo) as usize,
+                    n_rows: n,
+                    n_cols: bounds[b + 1] - bounds[b],
                     indptr,
                     indices,
                 };
@@ -942,6 +1074,27 @@ pub fn split_rows_mut<'a, T>(data: &'a mut [T], indptr: &RowPtr) -> Vec<&'a mut 
     }
 }
 
+/// Binary searches [`Csr::is_symmetric`] runs at once.
+const LOOKUP_LANES: usize = 16;
+
+/// Rows per block of [`row_blocks`].
+const ROW_BLOCK: usize = 1 << 12;
+
+/// `csr`'s rows in consecutive blocks of [`ROW_BLOCK`] rows, with each block's entry count:
+/// the tasks of a parallel pass over the rows that writes an output aligned with the entries
+/// (cut with [`crate::coo::split_sizes_mut`]).
+pub(crate) fn row_blocks(csr: &Csr) -> (Vec<Range<usize>>, Vec<usize>) {
+    let (n, ptr) = (csr.n_rows(), csr.indptr());
+    let blocks: Vec<Range<usize>> = (0..n.div_ceil(ROW_BLOCK))
+        .map(|b| b * ROW_BLOCK..((b + 1) * ROW_BLOCK).min(n))
+        .collect();
+    let sizes = blocks
+        .iter()
+        .map(|r| ptr.get(r.end) - ptr.get(r.start))
+        .collect();
+    (blocks, sizes)
+}
+
 /// Summary of a degree sequence, as printed by loaders and the generator.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DegreeStats {
@@ -1070,6 +1223,112 @@ mod transpose_tests {
         }
         let e = a.column_blocks(&[0, 500], Some(&vals[1..])).unwrap_err();
         assert!(e.to_string().contains("edge values"), "{e}");
+    }
+
+    #[test]
+    fn the_symmetry_check_is_the_definition() {
+        // Every (i, j) has its (j, i): checked against the transposed pattern.
+        let definition = |g: &Csr| {
+            let (t, _) = g.transpose().unwrap();
+            g.n_rows() == g.n_cols() && t == *g
+        };
+        let mut r = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(21);
+        for n in [1usize, 2, 3, 10, 60, 9_000] {
+            for trial in 0..12 {
+                let mut rows: Vec<Vec<u32>> = vec![Vec::new(); n];
+                for _ in 0..4 * n {
+                    let (i, j) = (r.random_range(0..n), r.random_range(0..n));
+                    rows[i].push(j as u32);
+                    rows[j].push(i as u32);
+                }
+                // Break it on some trials: drop one entry, or move one across the diagonal
+                // (as many entries above as below, one without its mirror).
+                let (i, j) = (r.random_range(0..n), r.random_range(0..n));
+                match trial % 3 {
+                    1 => rows[i].retain(|&c| c as usize != j),
+                    2 if i != j => {
+                        rows[i].retain(|&c| c as usize != j);
+                        let k = r.random_range(0..n);
+                        rows[k].push(i as u32);
+                    }
+                    _ => {}
+                }
+                let mut indptr = vec![0u32];
+                let mut indices = Vec::new();
+                for row in &mut rows {
+                    row.sort_unstable();
+                    row.dedup();
+                    indices.extend(row.iter());
+                    indptr.push(indices.len() as u32);
+                }
+                let g = Csr::new_checked(n, n, indptr, indices).unwrap();
+                assert!(g.is_sorted_unique());
+                assert_eq!(g.is_symmetric(), definition(&g), "n {n}, trial {trial}");
+            }
+        }
+    }
+
+    #[test]
+    fn parallel_column_blocks_are_the_row_by_row_ones() {
+        // The serial pass the parallel one replaced: one per block, row by row.
+        fn reference(a: &Csr, bounds: &[usize], values: &[f32]) -> Vec<(Csr, Vec<f32>)> {
+            bounds
+                .windows(2)
+                .map(|w| {
+                    let (lo, hi) = (w[0] as u32, w[1] as u32);
+                    let mut indptr = RowPtr::with_capacity(OffsetWidth::U32, a.n_rows() + 1);
+                    indptr.push(0);
+                    let (mut indices, mut vals) = (Vec::new(), Vec::new());
+                    for r in 0..a.n_rows() {
+                        for p in a.row_range(r) {
+                            let c = a.indices()[p];
+                            if (lo..hi).contains(&c) {
+                                indices.push(c - lo);
+                                vals.push(values[p]);
+                            }
+                        }
+                        indptr.push(indices.len());
+                    }
+                    let csr = Csr::from_row_ptr(a.n_rows(), (hi - lo) as usize, indptr, indices);
+                    (csr.unwrap(), vals)
+                })
+                .collect()
+        }
+        // Many row blocks, unsorted rows (a permuted transpose), 64-bit offsets in.
+        let a = awkward(20_000, 9_000, 150_000, 8);
+        let (t, _) = a.transpose().unwrap();
+        let unsorted = {
+            // Each row of the transpose reversed.
+            let (ptr, mut idx) = t.into_parts();
+            for r in 0..ptr.len() - 1 {
+                idx[ptr.range(r)].reverse();
+            }
+            Csr::from_row_ptr(9_000, 20_000, ptr, idx).unwrap()
+        };
+        let wide = a.clone().with_offset_width(OffsetWidth::U64).unwrap();
+        for g in [&a, &unsorted, &wide] {
+            let vals: Vec<f32> = (0..g.nnz()).map(|p| p as f32 * 0.5).collect();
+            let m = g.n_cols();
+            for bounds in [
+                vec![0, m],
+                vec![0, 0, 7, 7, m / 2, m - 1, m, m],
+                vec![0, m / 4, m / 2, 3 * m / 4, m],
+            ] {
+                let got = g.column_blocks(&bounds, Some(&vals)).unwrap();
+                let want = reference(g, &bounds, &vals);
+                assert_eq!(got.len(), want.len());
+                for ((gc, gv), (wc, wv)) in got.iter().zip(&want) {
+                    assert_eq!(gc, wc, "{bounds:?}");
+                    assert_eq!(gc.offset_width(), wc.offset_width(), "{bounds:?}");
+                    assert_eq!(gv.as_ref(), Some(wv), "{bounds:?}");
+                }
+                let bare = g.column_blocks(&bounds, None).unwrap();
+                assert!(bare
+                    .iter()
+                    .zip(&got)
+                    .all(|(b, g)| b.0 == g.0 && b.1.is_none()));
+            }
+        }
     }
 
     #[test]

@@ -70,14 +70,22 @@ impl Features {
     }
     /// `(node, feature, value)` of the first NaN or infinite value, in row-major order.
     pub fn first_non_finite(&self) -> Option<(usize, usize, f32)> {
+        self.first_non_finite_in(0..self.rows())
+    }
+
+    /// [`Self::first_non_finite`] among the rows `rows` (which must exist).
+    pub fn first_non_finite_in(&self, rows: std::ops::Range<usize>) -> Option<(usize, usize, f32)> {
         match self {
             Features::Dense(d) => {
-                let p = first_non_finite(&d.data)?;
                 let c = d.cols.max(1);
+                let start = rows.start * d.cols;
+                let p = start + first_non_finite(&d.data[start..rows.end * d.cols])?;
                 Some((p / c, p % c, d.data[p]))
             }
             Features::Sparse(s) => {
-                let p = first_non_finite(&s.values)?;
+                let ptr = s.pattern.indptr();
+                let start = ptr.get(rows.start);
+                let p = start + first_non_finite(&s.values[start..ptr.get(rows.end)])?;
                 let row = s.pattern.indptr().partition_point(|o| o <= p) - 1;
                 Some((row, s.pattern.indices()[p] as usize, s.values[p]))
             }
@@ -341,8 +349,17 @@ impl Dataset {
     }
 
     /// Checks that all parts agree: square graph, one feature row and label per node, labels
-    /// below `num_classes`, split ids in range and labeled, and no node in two split sets.
+    /// below `num_classes`, split ids in range and labeled, no node in two split sets, and
+    /// finite features.
     pub fn validate(&self) -> Result<()> {
+        self.validate_rows(0..self.num_nodes())
+    }
+
+    /// [`Self::validate`] with the features checked for finite values only in the rows
+    /// `rows` (the other checks are over everything): what one rank of a partitioned run
+    /// uploads, without reading every other rank's features too. An error when `rows` lies
+    /// outside the nodes.
+    pub fn validate_rows(&self, rows: std::ops::Range<usize>) -> Result<()> {
         let bad = |problem: String| Error::InvalidDataset {
             name: self.name.clone(),
             problem,
@@ -385,7 +402,10 @@ impl Dataset {
                 self.features.cols()
             )));
         }
-        if let Some((node, feature, v)) = self.features.first_non_finite() {
+        if rows.start > rows.end || rows.end > n {
+            return Err(bad(format!("rows {rows:?} outside the {n} nodes")));
+        }
+        if let Some((node, feature, v)) = self.features.first_non_finite_in(rows) {
             return Err(bad(format!(
                 "feature {feature} of node {node} is {v} (features must be finite)"
             )));

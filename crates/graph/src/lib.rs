@@ -22,6 +22,7 @@
 //! Every loader returns a typed [`Error`] naming the file, the field and the problem.
 #![deny(missing_docs)]
 
+mod bits;
 pub mod coo;
 pub mod csr;
 pub mod dataset;

@@ -36,21 +36,26 @@ impl Normalization {
     }
 }
 
-/// `1 / sqrt(d_i d_j)` for every entry; the graph must be square.
+/// `1 / sqrt(d_i d_j)` for every entry; the graph must be square. In parallel over blocks of
+/// rows.
 pub fn gcn_norm(csr: &Csr) -> Vec<f32> {
     let inv_sqrt: Vec<f64> = csr
         .row_degrees()
-        .iter()
-        .map(|&d| if d == 0 { 0.0 } else { 1.0 / (d as f64).sqrt() })
+        .into_par_iter()
+        .map(|d| if d == 0 { 0.0 } else { 1.0 / (d as f64).sqrt() })
         .collect();
     let mut vals = vec![0f32; csr.nnz()];
-    let indptr = csr.indptr();
-    crate::csr::split_rows_mut(&mut vals, indptr)
+    let (blocks, sizes) = crate::csr::row_blocks(csr);
+    crate::coo::split_sizes_mut(&mut vals, &sizes)
         .into_par_iter()
-        .enumerate()
-        .for_each(|(i, out)| {
-            for (v, &j) in out.iter_mut().zip(csr.row(i)) {
-                *v = (inv_sqrt[i] * inv_sqrt[j as usize]) as f32;
+        .zip(blocks)
+        .for_each(|(out, rows)| {
+            let base = csr.row_range(rows.start).start;
+            for i in rows {
+                let r = csr.row_range(i);
+                for (v, &j) in out[r.start - base..r.end - base].iter_mut().zip(csr.row(i)) {
+                    *v = (inv_sqrt[i] * inv_sqrt[j as usize]) as f32;
+                }
             }
         });
     vals
@@ -59,11 +64,18 @@ pub fn gcn_norm(csr: &Csr) -> Vec<f32> {
 /// `1 / d_i` for every entry of row `i`.
 pub fn mean_norm(csr: &Csr) -> Vec<f32> {
     let mut vals = vec![0f32; csr.nnz()];
-    crate::csr::split_rows_mut(&mut vals, csr.indptr())
+    let (blocks, sizes) = crate::csr::row_blocks(csr);
+    crate::coo::split_sizes_mut(&mut vals, &sizes)
         .into_par_iter()
-        .for_each(|out| {
-            let inv = 1.0 / out.len() as f32;
-            out.iter_mut().for_each(|v| *v = inv);
+        .zip(blocks)
+        .for_each(|(out, rows)| {
+            let base = csr.row_range(rows.start).start;
+            for i in rows {
+                let r = csr.row_range(i);
+                let out = &mut out[r.start - base..r.end - base];
+                let inv = 1.0 / out.len() as f32;
+                out.iter_mut().for_each(|v| *v = inv);
+            }
         });
     vals
 }

@@ -8,8 +8,10 @@
 //! sorted by global id within each group. Both sides of an exchange derive the same order from
 //! the global graph, so the send and receive lists need no negotiation.
 
+use crate::bits;
 use crate::csr::{check_kernel_nnz, Csr, OffsetWidth, RowPtr};
 use crate::error::{Error, Result};
+use rayon::prelude::*;
 use std::ops::Range;
 
 /// Contiguous row ranges, one per rank, covering `0..n` in order.
@@ -91,8 +93,8 @@ impl RowPartition {
             .unwrap_or(0)
     }
 
-    /// Halo rows of every rank (distinct outside columns of its rows) in one pass over the
-    /// edges, without building the local graphs: the point-to-point volume that
+    /// Halo rows of every rank (distinct outside columns of its rows) in one parallel pass
+    /// over the edges, without building the local graphs: the point-to-point volume that
     /// [`Exchange::by_volume`] weighs.
     pub fn halo_sizes(&self, csr: &Csr) -> Result<Vec<usize>> {
         let n = csr.n_rows();
@@ -104,22 +106,41 @@ impl RowPartition {
             )));
         }
         let indptr = csr.indptr();
-        // `mark[v]`: the last rank (plus one) that counted v; ranks run in order.
-        let mut mark = vec![0u32; n];
         Ok((0..self.parts())
+            .into_par_iter()
             .map(|p| {
                 let r = self.range(p);
-                let mut count = 0;
-                for &c in &csr.indices()[indptr.get(r.start)..indptr.get(r.end)] {
-                    let c = c as usize;
-                    if !r.contains(&c) && mark[c] != p as u32 + 1 {
-                        mark[c] = p as u32 + 1;
-                        count += 1;
-                    }
-                }
-                count
+                let edges = &csr.indices()[indptr.get(r.start)..indptr.get(r.end)];
+                let outside = |c: u32| (!r.contains(&(c as usize))).then_some(c as usize);
+                bits::count(&bits::mark(edges, n, outside))
             })
             .collect())
+    }
+
+    /// Non-zeros whose column lies outside their row's range (an undirected edge across
+    /// ranges counts twice, once per direction), in one parallel pass over the edges: what
+    /// [`crate::NodeParts::edge_cut`] gives for [`crate::NodeParts::from_ranges`] of this
+    /// partition, without a part per node to look up.
+    pub fn edge_cut(&self, csr: &Csr) -> Result<usize> {
+        let n = csr.n_rows();
+        if csr.n_cols() != n || self.bounds.last() != Some(&n) {
+            return Err(Error::InvalidArgument(format!(
+                "partition of {} rows over a {n}x{} graph",
+                self.bounds.last().copied().unwrap_or(0),
+                csr.n_cols()
+            )));
+        }
+        let indptr = csr.indptr();
+        Ok((0..self.parts())
+            .into_par_iter()
+            .map(|p| {
+                let r = self.range(p);
+                csr.indices()[indptr.get(r.start)..indptr.get(r.end)]
+                    .par_chunks(1 << 16)
+                    .map(|c| c.iter().filter(|&&v| !r.contains(&(v as usize))).count())
+                    .sum::<usize>()
+            })
+            .sum())
     }
 
     /// Non-zeros of every rank's rows under the row offsets `indptr` (of the graph this
@@ -237,7 +258,9 @@ pub struct LocalGraph {
 
 impl LocalGraph {
     /// Builds rank `rank`'s local graph of `csr` (square) under `part`. Costs one pass over
-    /// the whole graph (to find what the other ranks need from this one).
+    /// the whole graph (to find what the other ranks need from this one), in parallel: the
+    /// halo and the send lists are sets of bits filled from blocks of edges
+    /// ([`crate::bits`]), a halo column's local id the count of halo nodes below it.
     pub fn build(csr: &Csr, part: &RowPartition, rank: usize) -> Result<Self> {
         let n = csr.n_rows();
         if csr.n_cols() != n {
@@ -264,66 +287,62 @@ impl LocalGraph {
         let indptr = csr.indptr();
         let edges = indptr.get(rows.start)..indptr.get(rows.end);
         let own = |v: usize| rows.contains(&v);
+        let own_edges = &csr.indices()[edges.clone()];
 
         // The halo: distinct outside columns of the owned rows, sorted (owner order follows,
         // since ranges are contiguous and ascending).
-        let mut seen = vec![false; n];
-        let mut halo: Vec<u32> = Vec::new();
-        for &c in &csr.indices()[edges.clone()] {
-            let c = c as usize;
-            if !own(c) && !seen[c] {
-                seen[c] = true;
-                halo.push(c as u32);
-            }
-        }
-        halo.sort_unstable();
-        let mut recv_counts = vec![0usize; parts];
-        for &h in &halo {
-            recv_counts[part.owner(h as usize)] += 1;
-        }
-        // Local column of each halo node (`u32::MAX` elsewhere), then the renumbered indices.
-        let mut col_of = vec![u32::MAX; n];
-        for (h, &g) in halo.iter().enumerate() {
-            col_of[g as usize] = (n_local + h) as u32;
-        }
-        let indices = csr.indices()[edges.clone()]
-            .iter()
+        let outside = |c: u32| (!own(c as usize)).then_some(c as usize);
+        let halo_set = bits::mark(own_edges, n, outside);
+        let halo = bits::ones(&halo_set);
+        let below = |v: usize| halo.partition_point(|&h| (h as usize) < v);
+        let recv_counts = (0..parts)
+            .map(|q| below(part.range(q).end) - below(part.range(q).start))
+            .collect();
+        // The renumbered indices: a halo node's local column counts the halo nodes below it.
+        let before = bits::prefix_counts(&halo_set);
+        let indices = own_edges
+            .par_iter()
             .map(|&c| {
                 let c = c as usize;
                 if own(c) {
                     (c - rows.start) as u32
                 } else {
-                    col_of[c]
+                    n_local as u32 + bits::rank(&halo_set, &before, c)
                 }
             })
             .collect();
+        drop((halo_set, before));
         // The share's offsets at the narrowest width for its own non-zeros: a graph too big
         // for 32-bit offsets may still split into shares that fit them.
-        let mut local_indptr =
-            RowPtr::with_capacity(OffsetWidth::for_nnz(edges.len()), n_local + 1);
-        for r in rows.start..=rows.end {
-            local_indptr.push(indptr.get(r) - edges.start);
-        }
+        let offsets = (rows.start..=rows.end).into_par_iter();
+        let local_indptr = match OffsetWidth::for_nnz(edges.len()) {
+            OffsetWidth::U32 => RowPtr::U32(
+                offsets
+                    .map(|r| (indptr.get(r) - edges.start) as u32)
+                    .collect(),
+            ),
+            OffsetWidth::U64 => RowPtr::U64(
+                offsets
+                    .map(|r| (indptr.get(r) - edges.start) as u64)
+                    .collect(),
+            ),
+        };
         let local = Csr::from_row_ptr(n_local, n_local + halo.len(), local_indptr, indices)?;
 
         // What each other rank needs from this one: the distinct columns of its rows that this
         // rank owns, sorted (= its halo group for this rank).
-        let mut send = vec![Vec::new(); parts];
-        let mut mark = vec![u32::MAX; n_local];
-        for (p, list) in send.iter_mut().enumerate() {
-            if p == rank {
-                continue;
-            }
-            let r = part.range(p);
-            for &c in &csr.indices()[indptr.get(r.start)..indptr.get(r.end)] {
-                let c = c as usize;
-                if own(c) && mark[c - rows.start] != p as u32 {
-                    mark[c - rows.start] = p as u32;
-                    list.push((c - rows.start) as u32);
+        let send = (0..parts)
+            .into_par_iter()
+            .map(|p| {
+                if p == rank {
+                    return Vec::new();
                 }
-            }
-            list.sort_unstable();
-        }
+                let r = part.range(p);
+                let theirs = &csr.indices()[indptr.get(r.start)..indptr.get(r.end)];
+                let mine = |c: u32| own(c as usize).then(|| c as usize - rows.start);
+                bits::ones(&bits::mark(theirs, n_local, mine))
+            })
+            .collect();
         Ok(Self {
             rank,
             rows,
@@ -364,12 +383,12 @@ impl LocalGraph {
             (q * m + v - part.range(q).start) as u32
         };
         let own = self.rank * m;
-        let halo: Vec<u32> = self.halo.iter().map(|&v| column(v as usize)).collect();
+        let halo: Vec<u32> = self.halo.par_iter().map(|&v| column(v as usize)).collect();
         let n_local = self.n_local();
         let indices = self
             .csr
             .indices()
-            .iter()
+            .par_iter()
             .map(|&c| {
                 let c = c as usize;
                 if c < n_local {
@@ -607,6 +626,134 @@ pub(crate) mod tests {
         assert!(l.gathered_columns(&other).is_err());
         assert!("allgather".parse::<Exchange>().is_ok());
         assert!("ring".parse::<Exchange>().is_err());
+    }
+
+    /// The serial build the parallel one replaced (one pass per rank, marks per node): the
+    /// parallel build must give the same local graph, field for field.
+    fn reference_build(csr: &Csr, part: &RowPartition, rank: usize) -> LocalGraph {
+        let (n, parts, rows) = (csr.n_rows(), part.parts(), part.range(rank));
+        let n_local = rows.len();
+        let indptr = csr.indptr();
+        let edges = indptr.get(rows.start)..indptr.get(rows.end);
+        let own = |v: usize| rows.contains(&v);
+        let mut seen = vec![false; n];
+        let mut halo: Vec<u32> = Vec::new();
+        for &c in &csr.indices()[edges.clone()] {
+            let c = c as usize;
+            if !own(c) && !seen[c] {
+                seen[c] = true;
+                halo.push(c as u32);
+            }
+        }
+        halo.sort_unstable();
+        let mut recv_counts = vec![0usize; parts];
+        for &h in &halo {
+            recv_counts[part.owner(h as usize)] += 1;
+        }
+        let mut col_of = vec![u32::MAX; n];
+        for (h, &g) in halo.iter().enumerate() {
+            col_of[g as usize] = (n_local + h) as u32;
+        }
+        let indices = csr.indices()[edges.clone()]
+            .iter()
+            .map(|&c| {
+                let c = c as usize;
+                if own(c) {
+                    (c - rows.start) as u32
+                } else {
+                    col_of[c]
+                }
+            })
+            .collect();
+        let mut local_indptr =
+            RowPtr::with_capacity(OffsetWidth::for_nnz(edges.len()), n_local + 1);
+        for r in rows.start..=rows.end {
+            local_indptr.push(indptr.get(r) - edges.start);
+        }
+        let local =
+            Csr::from_row_ptr(n_local, n_local + halo.len(), local_indptr, indices).unwrap();
+        let mut send = vec![Vec::new(); parts];
+        let mut mark = vec![u32::MAX; n_local];
+        for (p, list) in send.iter_mut().enumerate() {
+            if p == rank {
+                continue;
+            }
+            let r = part.range(p);
+            for &c in &csr.indices()[indptr.get(r.start)..indptr.get(r.end)] {
+                let c = c as usize;
+                if own(c) && mark[c - rows.start] != p as u32 {
+                    mark[c - rows.start] = p as u32;
+                    list.push((c - rows.start) as u32);
+                }
+            }
+            list.sort_unstable();
+        }
+        LocalGraph {
+            rank,
+            rows,
+            csr: local,
+            halo,
+            recv_counts,
+            send,
+            edges,
+        }
+    }
+
+    #[test]
+    fn the_parallel_build_equals_the_serial_one() {
+        // Directed (not symmetric) and undirected graphs, balanced and uneven partitions with
+        // empty ranges, 32- and 64-bit offsets.
+        let directed = |n: usize, m: usize, seed: u64| {
+            let g = random(n, m, seed);
+            let (s, d): (Vec<u32>, Vec<u32>) = g
+                .to_coo()
+                .src()
+                .iter()
+                .zip(g.to_coo().dst())
+                .filter(|(s, d)| !(**s as u64 * 7 + **d as u64 + seed).is_multiple_of(3))
+                .map(|(s, d)| (*s, *d))
+                .unzip();
+            Coo::new(n, s, d)
+                .unwrap()
+                .to_csr(BuildOptions::default())
+                .unwrap()
+        };
+        let graphs = [
+            random(700, 9000, 3),
+            directed(700, 9000, 4),
+            directed(130, 3000, 5),
+            random(300, 2000, 6)
+                .with_offset_width(OffsetWidth::U64)
+                .unwrap(),
+        ];
+        for g in &graphs {
+            let n = g.n_rows();
+            let mut partitions: Vec<RowPartition> = (1..=5)
+                .map(|p| RowPartition::balanced_by_nnz(g, p).unwrap())
+                .collect();
+            partitions.push(RowPartition::from_bounds(vec![0, 0, n / 3, n / 3, n], n).unwrap());
+            partitions.push(RowPartition::from_bounds(vec![0, 1, n - 1, n], n).unwrap());
+            for p in &partitions {
+                let sizes = p.halo_sizes(g).unwrap();
+                for (r, &size) in sizes.iter().enumerate() {
+                    let (a, b) = (
+                        LocalGraph::build(g, p, r).unwrap(),
+                        reference_build(g, p, r),
+                    );
+                    let what = format!("{:?} rank {r}", p.bounds());
+                    assert_eq!(a.rows, b.rows, "{what}");
+                    assert_eq!(a.csr, b.csr, "{what}");
+                    assert_eq!(a.csr.offset_width(), b.csr.offset_width(), "{what}");
+                    assert_eq!(a.halo, b.halo, "{what}");
+                    assert_eq!(a.recv_counts, b.recv_counts, "{what}");
+                    assert_eq!(a.send, b.send, "{what}");
+                    assert_eq!(a.edges, b.edges, "{what}");
+                    assert_eq!(size, b.halo.len(), "{what}");
+                }
+                let parts = crate::NodeParts::from_ranges(p);
+                assert_eq!(p.edge_cut(g).unwrap(), parts.edge_cut(g).unwrap());
+            }
+        }
     }
 
     #[test]
