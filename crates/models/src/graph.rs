@@ -235,8 +235,8 @@ impl ModelGraph {
                 g
             }
             None => {
-                let csr = halo.local_csr(local)?;
-                let mut g = Self::plain(DeviceGraph::upload(&csr, device)?);
+                let csr = halo.local_csr(local)?.into_owned();
+                let mut g = Self::plain(DeviceGraph::from_arc(std::sync::Arc::new(csr), device)?);
                 g.values = values
                     .map(|v| Tensor::from_slice(v, v.len(), device))
                     .transpose()?;

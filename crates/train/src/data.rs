@@ -78,7 +78,6 @@ impl DeviceData {
         device: &Device,
         row_normalize: bool,
     ) -> Result<Self> {
-        ds.validate()?;
         if rows.end > ds.num_nodes() || rows.start > rows.end {
             return Err(Error::Invalid(format!(
                 "rows {rows:?} outside dataset `{}` of {} nodes",
@@ -86,6 +85,8 @@ impl DeviceData {
                 ds.num_nodes()
             )));
         }
+        // The features of these rows only: each rank of a partitioned run checks its own.
+        ds.validate_rows(rows.clone())?;
         if ds.split.train.is_empty() {
             return Err(Error::Invalid(format!(
                 "dataset `{}` has no training nodes",

@@ -164,10 +164,10 @@ impl HaloExchange {
         // Within one block's rows (not its padding): what a slice may read.
         let real = |w: &[usize]| m == 0 || w[1] <= w[0] / m * m + part.range(w[0] / m).len();
         let upload = |c: Csr, v: Option<Vec<f32>>, w: &[usize]| -> Result<Slice> {
-            let g = DeviceGraph::upload(&c, device)?;
-            let values = v
-                .map(|v| Tensor::from_vec(v, c.nnz(), device))
-                .transpose()?;
+            let nnz = c.nnz();
+            // The slice itself, not a copy (`DeviceGraph::upload` would clone it).
+            let g = DeviceGraph::from_arc(Arc::new(c), device)?;
+            let values = v.map(|v| Tensor::from_vec(v, nnz, device)).transpose()?;
             Ok(Slice {
                 cols: w[0]..w[1],
                 g,

@@ -196,8 +196,8 @@ impl DistPlan {
             .map_err(gnn_kernels::Error::from)?)
     }
 
-    /// Rows, non-zeros and halo sizes of every rank under the plan's partition (builds every
-    /// local graph once).
+    /// Rows, non-zeros and halo sizes of every rank under the plan's partition (what
+    /// building every local graph would give, from the partition and the halo sizes alone).
     pub fn stats(&self) -> Result<HaloStats> {
         self.stats_of(&self.partition)
     }
@@ -210,13 +210,29 @@ impl DistPlan {
         self.stats_of(&part)
     }
 
+    /// The halo sizes of `part` over the operands: the plan's own where `part` is its
+    /// partition, else one parallel pass over the edges ([`RowPartition::halo_sizes`]).
+    pub fn halo_sizes_of(&self, part: &RowPartition) -> Result<Vec<usize>> {
+        if *part == self.partition {
+            return Ok(self.halo_sizes.clone());
+        }
+        Ok(part
+            .halo_sizes(&self.operands.csr)
+            .map_err(gnn_kernels::Error::from)?)
+    }
+
     fn stats_of(&self, part: &RowPartition) -> Result<HaloStats> {
-        let csr = &self.operands.csr;
-        let parts = part.parts();
-        let locals = (0..parts)
-            .map(|r| LocalGraph::build(csr, part, r).map_err(gnn_kernels::Error::from))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        Ok(HaloStats::of(&locals))
+        // What `HaloStats::of` reads off the local graphs (their rows, non-zeros and halo
+        // rows), without building them: each costs a pass over the whole graph.
+        let nnz = part
+            .nnz(self.operands.csr.indptr())
+            .map_err(gnn_kernels::Error::from)?;
+        Ok(HaloStats {
+            parts: part.parts(),
+            rows: (0..part.parts()).map(|r| part.range(r).len()).collect(),
+            nnz,
+            halo: self.halo_sizes_of(part)?,
+        })
     }
 }
 
@@ -1337,6 +1353,20 @@ mod tests {
         );
         assert!(failed[1].1.contains("no device"), "{failed:?}");
         assert!(!e.to_string().is_empty());
+    }
+
+    #[test]
+    fn halo_stats_are_those_of_the_local_graphs() {
+        let ds = cora();
+        let plan = DistPlan::new(&ds, ConvKind::Gcn, 3, None).unwrap();
+        for parts in 1..=5 {
+            let part = RowPartition::balanced_by_nnz(&plan.operands.csr, parts).unwrap();
+            let locals: Vec<_> = (0..parts)
+                .map(|r| LocalGraph::build(&plan.operands.csr, &part, r).unwrap())
+                .collect();
+            assert_eq!(plan.halo_stats(parts).unwrap(), HaloStats::of(&locals));
+        }
+        assert_eq!(plan.stats().unwrap(), plan.halo_stats(3).unwrap());
     }
 
     #[test]

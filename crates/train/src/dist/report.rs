@@ -113,6 +113,33 @@ impl PartitionRow {
     }
 }
 
+impl PartitionRow {
+    /// [`Self::of`] for contiguous ranges (what [`NodeParts::from_ranges`] makes of them),
+    /// from the ranges themselves: the same measures without a part per node to look up for
+    /// every edge.
+    pub fn of_ranges(
+        range: &gnn_graph::RowPartition,
+        csr: &Csr,
+        halo: Vec<usize>,
+    ) -> gnn_graph::Result<Self> {
+        let nnz = range.nnz(csr.indptr())?;
+        let edge_cut = range.edge_cut(csr)?;
+        Ok(Self {
+            method: Partitioner::Range,
+            parts: range.parts(),
+            rows: (0..range.parts()).map(|p| range.range(p).len()).collect(),
+            nnz_imbalance: imbalance(&nnz),
+            nnz,
+            total_halo: halo.iter().sum(),
+            halo,
+            edge_cut,
+            edge_cut_share: edge_cut as f64 / csr.nnz().max(1) as f64,
+            seconds: 0.0,
+            metis: None,
+        })
+    }
+}
+
 /// The header of [`partition_line`]'s table.
 pub fn partition_header() -> String {
     format!(

@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::report::write_text;
 use crate::run::{load, reorder, DataSource, Loaded, ModelSpec};
 use crate::trainer::{EpochLog, TrainConfig};
-use gnn_graph::{metis, Exchange, MetisOptions, NodeParts, Partitioner, Reorder};
+use gnn_graph::{metis, Exchange, MetisOptions, Partitioner, Reorder};
 use gnn_kernels::{KernelPolicy, KernelsUsed};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -469,16 +469,8 @@ fn choose_partition(
     };
     for &p in &counts {
         let range = gnn_graph::RowPartition::balanced_by_nnz(csr, p)?;
-        let halo = range.halo_sizes(csr)?;
-        let ranges = NodeParts::from_ranges(&range);
-        push(PartitionRow::of(
-            Partitioner::Range,
-            &ranges,
-            csr,
-            halo,
-            0.0,
-            None,
-        )?);
+        let halo = plan.halo_sizes_of(&range)?;
+        push(PartitionRow::of_ranges(&range, csr, halo)?);
         let chosen = p == ranks && method == Partitioner::Metis;
         if p < 2 || !(chosen || cfg.stats_only) {
             continue;
