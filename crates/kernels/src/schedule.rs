@@ -34,14 +34,10 @@ impl RowSchedule {
     /// length, `O(n_rows + nnz / chunk + chunk)`). Items of equal length keep row order.
     pub fn build(indptr: &[u32], chunk: usize) -> Self {
         let chunk = chunk.max(1);
-        let mut items = Vec::new();
-        push_longest_first(
-            &mut items,
-            indptr.len().saturating_sub(1),
-            |r| (indptr[r], indptr[r + 1]),
-            chunk,
-            |r, first, _| [r as u32, first],
-        );
+        let n_rows = indptr.len().saturating_sub(1);
+        let segments = || (0..n_rows).map(|r| (r, indptr[r], indptr[r + 1]));
+        let mut items = vec![0; 2 * groups(segments(), chunk).1];
+        fill_longest_first(&mut items, segments, chunk, |r, first, _| [r as u32, first]);
         Self { items, chunk }
     }
 
@@ -56,45 +52,53 @@ impl RowSchedule {
     }
 }
 
-/// Cuts the edge range `range(r)` of every row `r` in `0..n_rows` into groups of at most
-/// `chunk` edges and appends them to `items` longest first (a counting sort on group length,
-/// `O(n_rows + groups + chunk)`; equal lengths keep row order), each as the words
-/// `item(row, first, end)`.
-fn push_longest_first<const W: usize>(
-    items: &mut Vec<u32>,
-    n_rows: usize,
-    range: impl Fn(usize) -> (u32, u32),
-    chunk: usize,
-    item: impl Fn(usize, u32, u32) -> [u32; W],
-) {
-    // Bucket groups by length (1..=chunk), then emit buckets from the longest.
+/// Groups of each length (`count[len]`, `1..=chunk`; `count[0]` unused) the `segments`
+/// `(row, first, end)` cut into groups of at most `chunk` edges make, and their total.
+fn groups(segments: impl Iterator<Item = (usize, u32, u32)>, chunk: usize) -> (Vec<usize>, usize) {
     let mut count = vec![0usize; chunk + 1];
-    for r in 0..n_rows {
-        let (first, end) = range(r);
+    for (_, first, end) in segments {
         let len = (end - first) as usize;
         count[chunk] += len / chunk;
         count[len % chunk] += 1;
     }
     count[0] = 0;
+    let total = count.iter().sum();
+    (count, total)
+}
+
+/// Cuts every segment `(row, first, end)` (edges `first..end` of `row`) of `segments` into
+/// groups of at most `chunk` edges and writes them to `items` longest first (a counting sort
+/// on group length, `O(segments + groups + chunk)`; equal lengths keep the segments' order),
+/// each as the `W` words `item(row, first, end)`. `items` holds exactly `W` words per group
+/// ([`groups`]).
+fn fill_longest_first<const W: usize, I: Iterator<Item = (usize, u32, u32)>>(
+    items: &mut [u32],
+    segments: impl Fn() -> I,
+    chunk: usize,
+    item: impl Fn(usize, u32, u32) -> [u32; W],
+) {
+    // Bucket groups by length (1..=chunk), then emit buckets from the longest.
+    let (count, total) = groups(segments(), chunk);
+    debug_assert_eq!(items.len(), W * total);
     let mut offset = vec![0usize; chunk + 1];
     let mut acc = 0;
     for len in (1..=chunk).rev() {
         offset[len] = acc;
         acc += count[len];
     }
-    let base = items.len();
-    items.resize(base + W * acc, 0);
-    for r in 0..n_rows {
-        let (mut first, end) = range(r);
+    for (r, mut first, end) in segments() {
         while first < end {
             let len = ((end - first) as usize).min(chunk);
-            let at = base + W * offset[len];
+            let at = W * offset[len];
             items[at..at + W].copy_from_slice(&item(r, first, first + len as u32));
             offset[len] += 1;
             first += len as u32;
         }
     }
 }
+
+/// Rows per task of [`ColumnBlockedSchedule::build`]'s pass over the rows.
+const ROWS_PER_TASK: usize = 1 << 14;
 
 /// Column-block width of [`ColumnBlockedSchedule`]: 2^18 columns, the slice width the
 /// partitioned aggregation measured best (`c6f0242:docs/perf/h100-2026-11-26-column-blocks`: a
@@ -133,8 +137,6 @@ impl ColumnBlockedSchedule {
         let (block, chunk) = (block.max(1), chunk.max(1));
         let n_rows = indptr.len().saturating_sub(1);
         let blocks = n_cols.div_ceil(block).max(1);
-        // Per row, where each block's edges start: a cursor walked block by block.
-        let mut cursor: Vec<u32> = indptr[..n_rows].to_vec();
         // Whether each row reaches several blocks (sorted: its first and last columns tell);
         // `None` if a row is unsorted.
         let several: Vec<bool> = indptr
@@ -150,31 +152,66 @@ impl ColumnBlockedSchedule {
                 })
             })
             .collect::<Option<_>>()?;
-        let mut items = Vec::new();
-        for b in 0..blocks {
-            let hi = ((b + 1) * block).min(n_cols) as u32;
-            // Where each row's edges of this block end (rows in parallel).
-            let stop: Vec<u32> = cursor
-                .par_iter()
-                .zip(indptr[1..].par_iter())
-                .map(|(&first, &end)| {
-                    let row = &indices[first as usize..end as usize];
-                    first + row.partition_point(|&c| c < hi) as u32
-                })
-                .collect();
-            // Longest first within the block.
-            push_longest_first(
-                &mut items,
-                n_rows,
-                |r| (cursor[r], stop[r]),
+        // Every row's edges cut at the block boundaries, in parallel over tasks of rows: each
+        // task lists its rows' segments `(row, first, end)` per block, in row order. (One pass
+        // over the edges; walking every row once per block cost `blocks x rows` serial steps,
+        // 6 G for a 28 M-row, 106-block share of papers100M.)
+        let tasks: Vec<Vec<Vec<[u32; 3]>>> = (0..n_rows.div_ceil(ROWS_PER_TASK))
+            .into_par_iter()
+            .map(|t| {
+                let mut per_block = vec![Vec::new(); blocks];
+                for r in t * ROWS_PER_TASK..((t + 1) * ROWS_PER_TASK).min(n_rows) {
+                    let start = indptr[r];
+                    let row = &indices[start as usize..indptr[r + 1] as usize];
+                    let mut first = 0;
+                    while first < row.len() {
+                        // Columns at or past `n_cols` are in no block (none in a valid CSR).
+                        let b = row[first] as usize / block;
+                        if b >= blocks {
+                            break;
+                        }
+                        let hi = ((b + 1) * block).min(n_cols) as u32;
+                        let stop = first + row[first..].partition_point(|&c| c < hi);
+                        if stop == first {
+                            break;
+                        }
+                        per_block[b].push([r as u32, start + first as u32, start + stop as u32]);
+                        first = stop;
+                    }
+                }
+                per_block
+            })
+            .collect();
+        // Each block's items longest first, the blocks in order, written in parallel.
+        let segments = |b: usize| {
+            tasks
+                .iter()
+                .flat_map(move |t| t[b].iter())
+                .map(|s| (s[0] as usize, s[1], s[2]))
+        };
+        let sizes: Vec<usize> = (0..blocks)
+            .into_par_iter()
+            .map(|b| 4 * groups(segments(b), chunk).1)
+            .collect();
+        let mut items = vec![0u32; sizes.iter().sum()];
+        let mut parts = Vec::with_capacity(blocks);
+        let mut rest = items.as_mut_slice();
+        for &len in &sizes {
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(len);
+            parts.push(head);
+            rest = tail;
+        }
+        parts.into_par_iter().enumerate().for_each(|(b, out)| {
+            fill_longest_first(
+                out,
+                || segments(b),
                 chunk,
                 |r, first, end| {
                     let split = several[r] || indptr[r + 1] - indptr[r] > chunk as u32;
                     [r as u32, first, end, split as u32]
                 },
             );
-            cursor = stop;
-        }
+        });
         Some(Self {
             items,
             chunk,
@@ -196,6 +233,7 @@ impl ColumnBlockedSchedule {
 #[cfg(test)]
 mod tests {
     use super::{ColumnBlockedSchedule, RowSchedule};
+    use rayon::prelude::*;
 
     fn covered(indptr: &[u32], s: &RowSchedule) -> Vec<(u32, u32, u32)> {
         s.items
@@ -324,6 +362,148 @@ mod tests {
                 (a..e).for_each(|p| seen[p as usize] += 1);
             }
             assert!(seen.iter().all(|&n| n == 1), "case {case}: every edge once");
+        }
+    }
+
+    // The schedule of 4a97f1e (every row walked once per block), the reference of the
+    // one-pass build.
+
+    /// Cuts the edge range `range(r)` of every row `r` in `0..n_rows` into groups of at most
+    /// `chunk` edges and appends them to `items` longest first (a counting sort on group length,
+    /// `O(n_rows + groups + chunk)`; equal lengths keep row order), each as the words
+    /// `item(row, first, end)`.
+    fn old_push_longest_first<const W: usize>(
+        items: &mut Vec<u32>,
+        n_rows: usize,
+        range: impl Fn(usize) -> (u32, u32),
+        chunk: usize,
+        item: impl Fn(usize, u32, u32) -> [u32; W],
+    ) {
+        // Bucket groups by length (1..=chunk), then emit buckets from the longest.
+        let mut count = vec![0usize; chunk + 1];
+        for r in 0..n_rows {
+            let (first, end) = range(r);
+            let len = (end - first) as usize;
+            count[chunk] += len / chunk;
+            count[len % chunk] += 1;
+        }
+        count[0] = 0;
+        let mut offset = vec![0usize; chunk + 1];
+        let mut acc = 0;
+        for len in (1..=chunk).rev() {
+            offset[len] = acc;
+            acc += count[len];
+        }
+        let base = items.len();
+        items.resize(base + W * acc, 0);
+        for r in 0..n_rows {
+            let (mut first, end) = range(r);
+            while first < end {
+                let len = ((end - first) as usize).min(chunk);
+                let at = base + W * offset[len];
+                items[at..at + W].copy_from_slice(&item(r, first, first + len as u32));
+                offset[len] += 1;
+                first += len as u32;
+            }
+        }
+    }
+
+    fn old_build(
+        indptr: &[u32],
+        indices: &[u32],
+        n_cols: usize,
+        block: usize,
+        chunk: usize,
+    ) -> Option<ColumnBlockedSchedule> {
+        let (block, chunk) = (block.max(1), chunk.max(1));
+        let n_rows = indptr.len().saturating_sub(1);
+        let blocks = n_cols.div_ceil(block).max(1);
+        // Per row, where each block's edges start: a cursor walked block by block.
+        let mut cursor: Vec<u32> = indptr[..n_rows].to_vec();
+        // Whether each row reaches several blocks (sorted: its first and last columns tell);
+        // `None` if a row is unsorted.
+        let several: Vec<bool> = indptr
+            .par_windows(2)
+            .map(|w| {
+                let row = &indices[w[0] as usize..w[1] as usize];
+                if row.windows(2).any(|p| p[0] > p[1]) {
+                    return None;
+                }
+                Some(match (row.first(), row.last()) {
+                    (Some(&a), Some(&z)) => a as usize / block != z as usize / block,
+                    _ => false,
+                })
+            })
+            .collect::<Option<_>>()?;
+        let mut items = Vec::new();
+        for b in 0..blocks {
+            let hi = ((b + 1) * block).min(n_cols) as u32;
+            // Where each row's edges of this block end (rows in parallel).
+            let stop: Vec<u32> = cursor
+                .par_iter()
+                .zip(indptr[1..].par_iter())
+                .map(|(&first, &end)| {
+                    let row = &indices[first as usize..end as usize];
+                    first + row.partition_point(|&c| c < hi) as u32
+                })
+                .collect();
+            // Longest first within the block.
+            old_push_longest_first(
+                &mut items,
+                n_rows,
+                |r| (cursor[r], stop[r]),
+                chunk,
+                |r, first, end| {
+                    let split = several[r] || indptr[r + 1] - indptr[r] > chunk as u32;
+                    [r as u32, first, end, split as u32]
+                },
+            );
+            cursor = stop;
+        }
+        Some(ColumnBlockedSchedule {
+            items,
+            chunk,
+            block,
+        })
+    }
+
+    #[test]
+    fn the_one_pass_build_is_the_block_by_block_one() {
+        use rand::{Rng, SeedableRng};
+        let mut r = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(17);
+        for case in 0..60 {
+            let rows = r.random_range(1..40_000usize >> (case % 4 * 3));
+            let cols = r.random_range(1..5_000usize);
+            let (block, chunk) = (r.random_range(1..600usize), r.random_range(1..40usize));
+            let mut indptr = vec![0u32];
+            let mut indices = Vec::new();
+            for i in 0..rows {
+                let len = match i % 11 {
+                    3 => 0,
+                    5 => r.random_range(0..3 * chunk),
+                    _ => r.random_range(0..12),
+                };
+                let mut row: Vec<u32> = (0..len).map(|_| r.random_range(0..cols as u32)).collect();
+                row.sort_unstable();
+                indices.extend(row);
+                indptr.push(indices.len() as u32);
+            }
+            let got = ColumnBlockedSchedule::build(&indptr, &indices, cols, block, chunk);
+            let want = old_build(&indptr, &indices, cols, block, chunk);
+            assert_eq!(
+                got, want,
+                "case {case}: {rows} rows, {cols} columns, block {block}"
+            );
+            let rows_got = RowSchedule::build(&indptr, chunk);
+            let mut items = Vec::new();
+            old_push_longest_first(
+                &mut items,
+                rows,
+                |r| (indptr[r], indptr[r + 1]),
+                chunk,
+                |r, first, _| [r as u32, first],
+            );
+            assert_eq!(rows_got.items, items, "case {case}: row schedule");
         }
     }
 
