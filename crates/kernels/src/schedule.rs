@@ -106,6 +106,10 @@ const ROWS_PER_TASK: usize = 1 << 14;
 /// graphs of at most one block gained nothing).
 pub const COLUMN_BLOCK: usize = 1 << 18;
 
+/// Fewest edges per item, on average, for which a column-blocked schedule is used
+/// ([`ColumnBlockedSchedule::worthwhile`]); below it the row schedule runs.
+pub const BLOCKED_MIN_EDGES_PER_ITEM: usize = 8;
+
 /// Work items for the warp-per-row kernels that walk the columns in blocks: every item is
 /// `(row, first edge, end edge, split)`, the edges of one row whose columns fall in one block
 /// of `block` columns, cut into groups of at most `chunk`; all items of block 0 come first
@@ -224,6 +228,16 @@ impl ColumnBlockedSchedule {
         self.items.len() / 4
     }
 
+    /// Whether walking the graph's `nnz` edges through this schedule can pay: items average
+    /// at least [`BLOCKED_MIN_EDGES_PER_ITEM`] edges. On a sparse graph spread over many blocks
+    /// (papers100M-sized: 111 M columns in 424 blocks, rows of ~30 edges) nearly every edge is
+    /// an item of its own: 16 bytes of schedule per edge (11 GB on one of 4 ranks) and a warp
+    /// step per edge, for no locality a row's few edges could share. The Reddit-shaped graph at
+    /// scale 4, where blocks ran 1.51x faster, has ~245 edges per item.
+    pub fn worthwhile(&self, nnz: usize) -> bool {
+        self.len().saturating_mul(BLOCKED_MIN_EDGES_PER_ITEM) <= nnz
+    }
+
     /// True when there is no work (every row empty).
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
@@ -232,6 +246,36 @@ impl ColumnBlockedSchedule {
 
 #[cfg(test)]
 mod tests {
+    /// Long rows over a few blocks keep the schedule; short rows over many blocks (an item per
+    /// edge or so) refuse it.
+    #[test]
+    fn blocked_schedules_pay_only_with_several_edges_per_item() {
+        use super::*;
+        // 64 rows of 256 edges over 1,024 columns in 4 blocks: 4 items a row.
+        let (rows, cols) = (64usize, 1024usize);
+        let dense: Vec<u32> = (0..rows).flat_map(|_| (0..256u32).map(|j| j * 4)).collect();
+        let indptr: Vec<u32> = (0..=rows as u32).map(|i| i * 256).collect();
+        let s = ColumnBlockedSchedule::build(&indptr, &dense, cols, 256, CHUNK).unwrap();
+        assert_eq!(s.len(), rows * 4);
+        assert!(s.worthwhile(dense.len()));
+        // 4,096 rows of 4 edges spread over 64 blocks: an item per edge.
+        let (rows, cols) = (4096usize, 1 << 14);
+        let sparse: Vec<u32> = (0..rows)
+            .flat_map(|i| (0..4u32).map(move |j| ((i as u32 * 7 + j * 4099) % cols as u32)))
+            .collect::<Vec<_>>()
+            .chunks(4)
+            .flat_map(|c| {
+                let mut c = c.to_vec();
+                c.sort_unstable();
+                c
+            })
+            .collect();
+        let indptr: Vec<u32> = (0..=rows as u32).map(|i| i * 4).collect();
+        let s = ColumnBlockedSchedule::build(&indptr, &sparse, cols, 256, CHUNK).unwrap();
+        assert!(s.len() > sparse.len() / 2, "{}", s.len());
+        assert!(!s.worthwhile(sparse.len()));
+    }
+
     use super::{ColumnBlockedSchedule, RowSchedule};
     use rayon::prelude::*;
 

@@ -90,6 +90,10 @@ impl DeviceGraph {
             ) else {
                 return Ok(None);
             };
+            // Too few edges per item (a sparse graph over many blocks): the row schedule.
+            if !s.worthwhile(csr.nnz()) {
+                return Ok(None);
+            }
             Ok(Some(Arc::new((
                 self.upload_items(&s.items, 4)?,
                 s.len(),
