@@ -259,8 +259,8 @@ pub struct LocalGraph {
 impl LocalGraph {
     /// Builds rank `rank`'s local graph of `csr` (square) under `part`. Costs one pass over
     /// the whole graph (to find what the other ranks need from this one), in parallel: the
-    /// halo and the send lists are sets of bits filled from blocks of edges
-    /// ([`crate::bits`]), a halo column's local id the count of halo nodes below it.
+    /// halo and the send lists are sets of bits (one per node) filled from blocks of edges,
+    /// a halo column's local id the count of halo nodes below it.
     pub fn build(csr: &Csr, part: &RowPartition, rank: usize) -> Result<Self> {
         let n = csr.n_rows();
         if csr.n_cols() != n {

@@ -261,7 +261,7 @@ mod tests {
         // 4,096 rows of 4 edges spread over 64 blocks: an item per edge.
         let (rows, cols) = (4096usize, 1 << 14);
         let sparse: Vec<u32> = (0..rows)
-            .flat_map(|i| (0..4u32).map(move |j| ((i as u32 * 7 + j * 4099) % cols as u32)))
+            .flat_map(|i| (0..4u32).map(move |j| (i as u32 * 7 + j * 4099) % cols as u32))
             .collect::<Vec<_>>()
             .chunks(4)
             .flat_map(|c| {
