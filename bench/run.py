@@ -313,13 +313,17 @@ def reap(p):
 def kill_children(signum=None, frame=None):
     """Kills every registered child's process group; as a signal handler, then exits 128 + signum."""
     for p in list(CHILDREN):
+        # A child already waited for (its pid, and so its group id, may be reused) is skipped.
+        if p.returncode is not None or p.poll() is not None:
+            continue
         try:
             os.killpg(p.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
     CHILDREN.clear()
     if signum is not None:
-        print(f"\nrunner ended by signal {signum}: its runs' processes were killed", file=sys.stderr, flush=True)
+        # os.write, not print: the handler may interrupt a write to stderr in progress.
+        os.write(2, f"\nrunner ended by signal {signum}: its runs' processes were killed\n".encode())
         os._exit(128 + signum)
 
 

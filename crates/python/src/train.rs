@@ -117,8 +117,8 @@ struct Outcome {
 /// The model returned is rank 0's (the parameters are replicated), the report rank 0's with a
 /// row per rank under ``"ranks"``. An NCCL rank that fails aborts the other ranks'
 /// communicators and its error is raised (``MemoryError`` out of memory, else
-/// ``RuntimeError``); only a failure while the ranks are still joining NCCL ends the process,
-/// as ``train_dist`` does.
+/// ``RuntimeError``); a failure while the ranks are still joining NCCL, or a peer whose abort
+/// never returns, ends the process, as ``train_dist`` does.
 #[pyfunction]
 #[pyo3(signature = (data, model="gcn", *, layers=2, hidden=128, epochs=200, lr=0.01,
     weight_decay=5e-4, dropout=0.5, input_dropout=None, precision="f32", device="auto",

@@ -85,8 +85,9 @@ def train(
     are replicated); the report is rank 0's plus ``"devices"``, ``"exchange"`` and a row per
     rank under ``"ranks"`` (rows, halo, epoch time, communication, memory). A GPU rank that
     fails aborts the other ranks' NCCL communicators and its error is raised
-    (``MemoryError`` out of memory, else ``RuntimeError``; a failure while the ranks are still joining NCCL ends the process, as
-    ``train_dist`` does: nothing can abort NCCL's init).
+    (``MemoryError`` out of memory, else ``RuntimeError``); a failure while the ranks are
+    still joining NCCL (nothing can abort its init), or a peer whose abort never returns,
+    ends the process, as ``train_dist`` does.
 
     Ctrl-C stops training at the next epoch boundary: the model keeps the weights of its best
     validation epoch so far and ``report["stopped"]`` is ``"interrupt"`` (``"callback"`` when

@@ -586,21 +586,32 @@ impl NcclGroup {
     }
 
     /// An `on_rank_error` that keeps the process: once every rank has joined, aborts every
-    /// rank's communicator (`ncclCommAbort` from this thread, as a watchdog does), so the
-    /// peers' collectives fail at once and the run returns rank `rank`'s error to its caller
-    /// (the Python package raises it); before that, the peers wait in `ncclCommInitRank`,
-    /// which nothing aborts, so it ends the process as [`Self::end_run`] does. A peer whose
-    /// abort is refused (inside an enqueue) is left to its watchdog.
+    /// rank's communicator (`ncclCommAbort`, on a thread of its own as the watchdog does,
+    /// since an abort can block), so the peers' collectives fail at once and the run returns
+    /// rank `rank`'s error to its caller (the Python package raises it). Before that the peers
+    /// wait in `ncclCommInitRank`, which nothing aborts, so it ends the process as
+    /// [`Self::end_run`] does. A peer whose abort is refused (it is inside an enqueue) is left
+    /// to its watchdog, whose stuck hook ends the process if it never returns.
     pub fn abort_all_or_end(&self, rank: usize, e: &Error) {
-        let joined = self.joined.lock().unwrap_or_else(|p| p.into_inner());
+        let joined = self
+            .joined
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         if joined.len() < self.devices.len() {
-            drop(joined);
             Self::end_run(rank, e);
             return;
         }
         let reason = format!("rank {rank} failed: {e}");
-        for comm in joined.iter() {
-            comm.abort(&reason);
+        let spawned = std::thread::Builder::new()
+            .name("comm-abort-all".into())
+            .spawn(move || {
+                for comm in &joined {
+                    comm.abort(&reason);
+                }
+            });
+        if spawned.is_err() {
+            Self::end_run(rank, e);
         }
     }
 
