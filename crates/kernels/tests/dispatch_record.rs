@@ -55,7 +55,7 @@ fn the_rule_replayed_on_its_record() {
         let t = r[format!("{name}_ms")]
             .as_f64()
             .unwrap_or_else(|| panic!("{} K={k}: {name} has no time", r["graph"]));
-        // The fastest of all four forced candidates (the record's `best` predates row groups).
+        // The fastest of all four forced candidates (what the record's `best` holds too).
         let best = ["ge", "narrow", "hp", "group"]
             .iter()
             .filter_map(|c| r[format!("{c}_ms")].as_f64())

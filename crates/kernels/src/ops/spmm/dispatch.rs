@@ -36,7 +36,7 @@ pub const HP_SMALL_MAX_K: usize = 128;
 /// that counts as uniform, where row groups ([`Pick::Group`]) take every width they can run:
 /// on the dispatch record (`bench/records/dispatch/h100x4-2026-11-27`) the road-like meshes
 /// (ratios 1.2-1.6; 10 K to 4 M rows) run them faster than every other kernel in all 39 cases
-/// per precision they apply to, 0.21-0.78x the best other in f32 and 0.28-0.60x in bf16
+/// they apply to (21 f32, 18 bf16), 0.21-0.78x the best other in f32 and 0.28-0.60x in bf16
 /// (mesh-4M bf16 K = 128: 3.27 ms against HP-SpMM's 7.60). Power-law sparse graphs have ratios
 /// of 34-70.
 pub const GROUP_UNIFORM_MAX_RATIO: f64 = 4.0;
@@ -50,8 +50,8 @@ pub const GROUP_MIN_ROWS: usize = 1_000_000;
 /// 16-byte loads per row; 0.43-0.99x on the record).
 pub const GROUP_NARROW_MAX_K: usize = 8;
 /// Row bytes (K x element size) from which a large non-uniform sparse graph takes row groups
-/// (f32 K >= 64, bf16 K >= 128: 0.57-0.99x on the record). Between the two (bf16 K = 16-64)
-/// HP-SpMM stays: row groups lose there by up to 1.41x.
+/// (f32 K >= 64, bf16 K >= 128: 0.57-0.99x on the record). Between the two HP-SpMM stays:
+/// row groups are mixed at bf16 K = 16-64 (0.89-1.41x) and a few percent faster at f32 K = 16.
 pub const GROUP_WIDE_MIN_BYTES: usize = 256;
 
 /// Widest row, in 16-byte lane loads, that the dispatcher gives GE-SpMM's narrow-row kernel.
@@ -132,7 +132,7 @@ pub enum Pick {
 ///
 /// Re-measured with row groups as a fourth candidate (`bench/records/dispatch/h100x4-2026-11-27`,
 /// the same 520 cases; its README): the rule above picks the fastest in 390 cases, regret
-/// geometric mean 1.085 (row groups win 89 cases, all on sparse graphs); with the row-group
+/// geometric mean 1.085 (row groups win 89 cases, 82 of them on sparse graphs); with the row-group
 /// branch below 461, 1.017 (replayed on that record by `tests/dispatch_record.rs`).
 /// - Sparse graphs where row groups can run the width (whole 16-byte loads per row): row
 ///   groups when the graph is uniform (max row <= [`GROUP_UNIFORM_MAX_RATIO`] x mean), or has
