@@ -228,6 +228,25 @@ impl ColumnBlockedSchedule {
         self.items.len() / 4
     }
 
+    /// The row-block segments a schedule of blocks of `block` columns would cut (a lower
+    /// bound on its items, which split segments longer than the chunk): one parallel pass
+    /// over the edges, nothing allocated, so a caller can refuse a schedule that could not pay
+    /// ([`Self::worthwhile`]) before building it (its host build holds 12 bytes per segment).
+    pub fn segments(indptr: &[u32], indices: &[u32], block: usize) -> usize {
+        let block = block.max(1);
+        indptr
+            .par_windows(2)
+            .map(|w| {
+                let row = &indices[w[0] as usize..w[1] as usize];
+                let mut count = usize::from(!row.is_empty());
+                for p in row.windows(2) {
+                    count += usize::from(p[0] as usize / block != p[1] as usize / block);
+                }
+                count
+            })
+            .sum()
+    }
+
     /// Whether walking the graph's `nnz` edges through this schedule can pay: items average
     /// at least [`BLOCKED_MIN_EDGES_PER_ITEM`] edges. On a sparse graph spread over many blocks
     /// (papers100M-sized: 111 M columns in 424 blocks, rows of ~30 edges) nearly every edge is
@@ -257,6 +276,10 @@ mod tests {
         let indptr: Vec<u32> = (0..=rows as u32).map(|i| i * 256).collect();
         let s = ColumnBlockedSchedule::build(&indptr, &dense, cols, 256, CHUNK).unwrap();
         assert_eq!(s.len(), rows * 4);
+        assert_eq!(
+            ColumnBlockedSchedule::segments(&indptr, &dense, 256),
+            rows * 4
+        );
         assert!(s.worthwhile(dense.len()));
         // 4,096 rows of 4 edges spread over 64 blocks: an item per edge.
         let (rows, cols) = (4096usize, 1 << 14);
@@ -274,6 +297,11 @@ mod tests {
         let s = ColumnBlockedSchedule::build(&indptr, &sparse, cols, 256, CHUNK).unwrap();
         assert!(s.len() > sparse.len() / 2, "{}", s.len());
         assert!(!s.worthwhile(sparse.len()));
+        // Short rows: no segment is split, so the pre-count is the item count.
+        assert_eq!(
+            ColumnBlockedSchedule::segments(&indptr, &sparse, 256),
+            s.len()
+        );
     }
 
     use super::{ColumnBlockedSchedule, RowSchedule};

@@ -81,6 +81,13 @@ impl DeviceGraph {
             let indptr = csr
                 .kernel_indptr("the graph")
                 .map_err(candle_core::Error::wrap)?;
+            // Refused before the build when even its segments are too many (the items can only
+            // be more): the host build would hold 12 bytes per segment first.
+            let segments =
+                crate::schedule::ColumnBlockedSchedule::segments(&indptr, csr.indices(), block);
+            if segments.saturating_mul(crate::schedule::BLOCKED_MIN_EDGES_PER_ITEM) > csr.nnz() {
+                return Ok(None);
+            }
             let Some(s) = crate::schedule::ColumnBlockedSchedule::build(
                 &indptr,
                 csr.indices(),
