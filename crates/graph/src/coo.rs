@@ -569,6 +569,25 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     /// The definition: every entry listed, sorted, de-duplicated where asked.
+    /// `m` random edges over `n` nodes, a fifth of their ends on the hubs 0..3 (long rows and
+    /// repeats).
+    fn hub_edges(
+        r: &mut rand_xoshiro::Xoshiro256PlusPlus,
+        n: usize,
+        m: usize,
+    ) -> (Vec<u32>, Vec<u32>) {
+        let mut hub = || {
+            if r.random_bool(0.2) {
+                r.random_range(0..n.min(3)) as u32
+            } else {
+                r.random_range(0..n) as u32
+            }
+        };
+        let src: Vec<u32> = (0..m).map(|_| hub()).collect();
+        let dst: Vec<u32> = (0..m).map(|_| hub()).collect();
+        (src, dst)
+    }
+
     fn reference(n: usize, src: &[u32], dst: &[u32], o: BuildOptions) -> (Vec<u32>, Vec<u32>) {
         let mut e: Vec<(u32, u32)> = Vec::new();
         for (&s, &d) in src.iter().zip(dst) {
@@ -603,16 +622,7 @@ mod tests {
         // One bucket per row (n < 1024), then rows grouped 4 to a bucket (n = 3000); hubs and
         // repeats so rows are long and de-duplication matters; chunks of 7 edges.
         for n in [1usize, 5, 300, 3000] {
-            let m = 8 * n;
-            let hub = |r: &mut rand_xoshiro::Xoshiro256PlusPlus| {
-                if r.random_bool(0.2) {
-                    r.random_range(0..n.min(3)) as u32
-                } else {
-                    r.random_range(0..n) as u32
-                }
-            };
-            let src: Vec<u32> = (0..m).map(|_| hub(&mut r)).collect();
-            let dst: Vec<u32> = (0..m).map(|_| hub(&mut r)).collect();
+            let (src, dst) = hub_edges(&mut r, n, 8 * n);
             for symmetrize in [false, true] {
                 for dedup in [false, true] {
                     for self_loops in [SelfLoops::Keep, SelfLoops::Remove, SelfLoops::Add] {
@@ -640,16 +650,7 @@ mod tests {
     fn rebuilding_sorted_rows_equals_the_bucket_sort() {
         let mut r = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(11);
         for n in [1usize, 2, 7, 300, 5000] {
-            let m = 6 * n;
-            let hub = |r: &mut rand_xoshiro::Xoshiro256PlusPlus| {
-                if r.random_bool(0.2) {
-                    r.random_range(0..n.min(3)) as u32
-                } else {
-                    r.random_range(0..n) as u32
-                }
-            };
-            let src: Vec<u32> = (0..m).map(|_| hub(&mut r)).collect();
-            let dst: Vec<u32> = (0..m).map(|_| hub(&mut r)).collect();
+            let (src, dst) = hub_edges(&mut r, n, 6 * n);
             let coo = Coo::new(n, src, dst).unwrap();
             // Sorted rows with repeats and some self loops; without repeats; with a self loop
             // on every node; and at 64-bit offsets.

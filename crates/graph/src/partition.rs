@@ -93,10 +93,9 @@ impl RowPartition {
             .unwrap_or(0)
     }
 
-    /// Halo rows of every rank (distinct outside columns of its rows) in one parallel pass
-    /// over the edges, without building the local graphs: the point-to-point volume that
-    /// [`Exchange::by_volume`] weighs.
-    pub fn halo_sizes(&self, csr: &Csr) -> Result<Vec<usize>> {
+    /// The node count of `csr`, a square graph whose rows this partition covers; an error
+    /// naming both sizes otherwise.
+    fn check_covers(&self, csr: &Csr) -> Result<usize> {
         let n = csr.n_rows();
         if csr.n_cols() != n || self.bounds.last() != Some(&n) {
             return Err(Error::InvalidArgument(format!(
@@ -105,6 +104,14 @@ impl RowPartition {
                 csr.n_cols()
             )));
         }
+        Ok(n)
+    }
+
+    /// Halo rows of every rank (distinct outside columns of its rows) in one parallel pass
+    /// over the edges, without building the local graphs: the point-to-point volume that
+    /// [`Exchange::by_volume`] weighs.
+    pub fn halo_sizes(&self, csr: &Csr) -> Result<Vec<usize>> {
+        let n = self.check_covers(csr)?;
         let indptr = csr.indptr();
         Ok((0..self.parts())
             .into_par_iter()
@@ -122,14 +129,7 @@ impl RowPartition {
     /// [`crate::NodeParts::edge_cut`] gives for [`crate::NodeParts::from_ranges`] of this
     /// partition, without a part per node to look up.
     pub fn edge_cut(&self, csr: &Csr) -> Result<usize> {
-        let n = csr.n_rows();
-        if csr.n_cols() != n || self.bounds.last() != Some(&n) {
-            return Err(Error::InvalidArgument(format!(
-                "partition of {} rows over a {n}x{} graph",
-                self.bounds.last().copied().unwrap_or(0),
-                csr.n_cols()
-            )));
-        }
+        self.check_covers(csr)?;
         let indptr = csr.indptr();
         Ok((0..self.parts())
             .into_par_iter()
