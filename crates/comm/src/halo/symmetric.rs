@@ -29,6 +29,26 @@ impl HaloExchange {
             }
     }
 
+    /// [`Self::aggregates_symmetric`] as an error for `op`, naming what it was asked.
+    fn check_symmetric(
+        &self,
+        op: &'static str,
+        reduce: gnn_kernels::Reduce,
+        dtype: candle_core::DType,
+    ) -> Result<()> {
+        if self.aggregates_symmetric(reduce, dtype) {
+            return Ok(());
+        }
+        Err(Error::Unsupported {
+            op,
+            what: format!(
+                "{reduce:?} of {dtype:?} on the {} exchange: the all-gather, sum, or mean outside \
+                 f16 only",
+                self.kind()
+            ),
+        })
+    }
+
     /// `Â[own, :] · X` for this rank's rows, from its own rows `x` (`[n_local, d]`), as one
     /// differentiable op, when the whole operand `Â` is symmetric in structure and values (a
     /// `reduce` of mean divides by the row length, `Â = D⁻¹ A`) and the exchange takes it
@@ -51,17 +71,7 @@ impl HaloExchange {
     ) -> Result<Tensor> {
         const OP: &str = "halo_aggregate";
         let p = &self.0;
-        if !self.aggregates_symmetric(reduce, x.dtype()) {
-            return Err(Error::Unsupported {
-                op: OP,
-                what: format!(
-                    "{reduce:?} of {:?} on the {} exchange: the all-gather, sum, or mean outside \
-                     f16 only",
-                    x.dtype(),
-                    self.kind()
-                ),
-            });
-        }
+        self.check_symmetric(OP, reduce, x.dtype())?;
         let mean = gnn_kernels::ops::spmm::transpose_operands(OP, reduce, operand.values())?;
         let Mode::AllGather { part } = &p.mode else {
             unreachable!("aggregates_symmetric holds only for the all-gather")
@@ -100,17 +110,7 @@ impl HaloExchange {
         reduce: gnn_kernels::Reduce,
     ) -> Result<Tensor> {
         const OP: &str = "halo_aggregate";
-        if !self.aggregates_symmetric(reduce, dy.dtype()) {
-            return Err(Error::Unsupported {
-                op: OP,
-                what: format!(
-                    "{reduce:?} of {:?} on the {} exchange: the all-gather, sum, or mean outside \
-                     f16 only",
-                    dy.dtype(),
-                    self.kind()
-                ),
-            });
-        }
+        self.check_symmetric(OP, reduce, dy.dtype())?;
         let mean = gnn_kernels::ops::spmm::transpose_operands(OP, reduce, operand.values())?;
         super::ops::transpose_product(&self.0, operand, mean, dy)
     }
