@@ -10,9 +10,7 @@
 //! alive anyway) and the op's output, not the product a second time.
 
 use crate::error::{Error, Result};
-use candle_core::backend::BackendStorage;
-use candle_core::{CpuStorage, CudaStorage, CustomOp2, Layout, Shape, Tensor};
-use std::sync::Mutex;
+use candle_core::Tensor;
 
 /// `x [N, in] · w [out, in]ᵀ -> [N, out]`, differentiable in `w` (and in `x` when it tracks).
 pub fn matmul_nt(x: &Tensor, w: &Tensor) -> Result<Tensor> {
@@ -24,71 +22,12 @@ pub fn matmul_nt(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     // over the product computed here, so the graph keeps `x` (alive anyway) and not the
     // product beside the op's output (one `[N, out]` tensor less per such layer).
     let y = x.matmul(&w.detach().t()?)?;
-    Ok(x.apply_op2(
-        w,
-        AttachWeightGrad {
-            y: Mutex::new(Some(y)),
-        },
-    )?)
-}
-
-/// Over `(x, w)`: hands over the product `x · wᵀ` computed before the op (taken once);
-/// backward gives the weight `w` the gradient `dyᵀ x` (`x` does not track).
-struct AttachWeightGrad {
-    y: Mutex<Option<Tensor>>,
-}
-
-impl AttachWeightGrad {
-    fn take(&self) -> candle_core::Result<Tensor> {
-        self.y
-            .lock()
-            .map_err(|_| candle_core::Error::Msg("matmul_nt: lock poisoned".into()))?
-            .take()
-            .ok_or_else(|| candle_core::Error::Msg("matmul_nt: forward ran twice".into()))
-    }
-}
-
-impl CustomOp2 for AttachWeightGrad {
-    fn name(&self) -> &'static str {
-        "matmul_nt"
-    }
-    fn cpu_fwd(
-        &self,
-        _: &CpuStorage,
-        _: &Layout,
-        _: &CpuStorage,
-        _: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let y = self.take()?;
-        let (s, l) = y.storage_and_layout();
-        match &*s {
-            candle_core::Storage::Cpu(s) => Ok((s.try_clone(l)?, l.shape().clone())),
-            _ => candle_core::bail!("matmul_nt: the product is not on the CPU"),
-        }
-    }
-    fn cuda_fwd(
-        &self,
-        _: &CudaStorage,
-        _: &Layout,
-        _: &CudaStorage,
-        _: &Layout,
-    ) -> candle_core::Result<(CudaStorage, Shape)> {
-        let y = self.take()?;
-        let (s, l) = y.storage_and_layout();
-        match &*s {
-            candle_core::Storage::Cuda(s) => Ok((s.try_clone(l)?, l.shape().clone())),
-            _ => candle_core::bail!("matmul_nt: the product is not on the GPU"),
-        }
-    }
-    fn bwd(
-        &self,
-        x: &Tensor,
-        _w: &Tensor,
-        _res: &Tensor,
-        dy: &Tensor,
-    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
-        Ok((None, Some(weight_grad(dy, &x.detach())?)))
-    }
+    // Backward: the weight's gradient `dyᵀ x` only (`x` does not track).
+    crate::ops::fused::attach::attach_backward(
+        y,
+        &[x, w],
+        Box::new(|inputs, dy| Ok(vec![None, Some(weight_grad(dy, &inputs[0].detach())?)])),
+    )
 }
 
 /// `dyᵀ x`, a linear layer's weight gradient (`dy [N, out]`, `x [N, in]`).
