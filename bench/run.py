@@ -422,6 +422,15 @@ def cache_applies(model, train):
         and model.get("input_dropout", 1.0) == 0.0 and not maxk
 
 
+def labelled_output_applies(train, ds, out_dim):
+    """Whether the output layer ran on the labelled rows alone (gnn_train's
+    trainer::output::restricts): asked for (the default) and at most half of the nodes
+    labelled, or the whole logits past candle's 2^32 - 1 elements."""
+    labelled = ds["train"] + ds["val"] + ds["test"]
+    return (train.get("labelled_output", True) and 2 * labelled <= ds["nodes"]) \
+        or ds["nodes"] * out_dim > 2**32 - 1
+
+
 def extract_train(doc, m, graph_facts):
     """Ours, one train_reddit report -> the measurement's sample."""
     report = _get(doc, "gnn", "report")
@@ -439,6 +448,8 @@ def extract_train(doc, m, graph_facts):
                       f"{graph_facts['nodes']} / {graph_facts['nnz']}")
     cache = cache_applies(model, train)
     shortcuts = ["input-cache"] if cache else []
+    if labelled_output_applies(train, ds, model["out_dim"]):
+        shortcuts.append("labelled-output")
     if shortcuts != m.shortcuts:
         raise Failure(f"the run's shortcuts are {shortcuts}, the suite declared {m.shortcuts}")
     kind = model["kind"]

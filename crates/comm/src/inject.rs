@@ -167,6 +167,10 @@ impl Communicator for FaultyComm {
         self.inner.time_spent()
     }
 
+    fn watch_wait(&self, what: &'static str, wait: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        self.inner.watch_wait(what, wait)
+    }
+
     fn abort(&self, reason: &str) {
         self.inner.abort(reason)
     }

@@ -167,6 +167,17 @@ pub trait Communicator: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// Runs `wait`, a wait for this rank's own device work (a stream synchronisation), as a
+    /// call the group's [`Watchdog`] times like a collective: a kernel that never ends (as
+    /// candle 0.11's element-wise kernels past `u32::MAX` elements do) then ends the run
+    /// with an error naming the rank and the step, instead of leaving every rank spinning
+    /// with no collective in flight for a watchdog to see. `what` names the wait. The
+    /// default runs it unwatched.
+    fn watch_wait(&self, what: &'static str, wait: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        let _ = what;
+        wait()
+    }
+
     /// Tells the communicator what its caller is doing: training epoch `epoch` (0 before
     /// training), `phase` of it (`"forward"`, `"gradient all-reduce"`, ...). Errors of the
     /// collectives that follow name it; the default ignores it.

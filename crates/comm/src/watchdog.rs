@@ -41,6 +41,8 @@ enum Waiting {
     All,
     /// These ranks.
     Ranks(Vec<usize>),
+    /// No rank: this rank's own device work ([`Communicator::watch_wait`]).
+    Device,
 }
 
 impl Waiting {
@@ -48,6 +50,7 @@ impl Waiting {
         let mut ranks: Vec<usize> = match self {
             Waiting::All => (0..world).filter(|&p| p != rank).collect(),
             Waiting::Ranks(r) => r.clone(),
+            Waiting::Device => return "its own GPU work: a kernel ran past the timeout".into(),
         };
         ranks.sort_unstable();
         match ranks.as_slice() {
@@ -409,6 +412,10 @@ impl Communicator for Watchdog {
         self.shared.inner.time_spent()
     }
 
+    fn watch_wait(&self, what: &'static str, wait: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        self.run(what, Waiting::Device, wait)
+    }
+
     fn abort(&self, reason: &str) {
         self.shared.inner.abort(reason)
     }
@@ -483,6 +490,42 @@ mod tests {
             "{e2}"
         );
         assert!(out[2].1 < Duration::from_millis(2500), "{:?}", out[2].1);
+    }
+
+    #[test]
+    fn a_device_wait_past_the_timeout_fails_naming_the_rank_and_step() {
+        // A rank's own device work hangs with no collective in flight (on every rank at once
+        // nothing else would notice): the wait is timed like a collective, and the stuck
+        // hook runs when it does not come back within the grace (here it does after 400 ms).
+        let timeout = Duration::from_millis(100);
+        let hooked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let out = LocalComm::run_group(1, |c| {
+            let h = hooked.clone();
+            let hook: StuckHook = Arc::new(move |_| {
+                h.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            });
+            let w =
+                Watchdog::with_stuck_hook(Arc::new(c), timeout, Duration::from_millis(100), hook);
+            w.note_step(1, "forward");
+            let mut quick = || Ok(());
+            w.watch_wait("device wait", &mut quick).unwrap();
+            let mut slow = || {
+                std::thread::sleep(Duration::from_millis(400));
+                Ok(())
+            };
+            w.watch_wait("device wait", &mut slow)
+                .unwrap_err()
+                .to_string()
+        });
+        for (rank, e) in out.iter().enumerate() {
+            assert!(
+                e.contains(&format!(
+                    "rank {rank}: device wait at epoch 1 (forward) did not finish"
+                )) && e.contains("its own GPU work: a kernel ran past the timeout"),
+                "{e}"
+            );
+        }
+        assert!(hooked.load(std::sync::atomic::Ordering::Relaxed) >= 1);
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod dropout;
 pub mod error;
 pub mod graph;
 pub mod model;
+pub mod output;
 pub mod params;
 pub mod timer;
 
@@ -22,5 +23,6 @@ pub use dropout::DropoutRng;
 pub use error::{Error, Result};
 pub use graph::{Aggregation, FusedAggregation, ModelGraph, Operands};
 pub use model::{Forward, Gnn, PygLayout};
+pub use output::{check_elements, OutputRows, MAX_TENSOR_ELEMENTS};
 pub use params::{Init, ParamStore};
 pub use timer::{Phase, PhaseSpan, PhaseTimes};

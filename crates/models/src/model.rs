@@ -12,10 +12,12 @@ use crate::conv::{GatConv, GcnConv, GinConv, Linear, SageConv, TransformerConv};
 use crate::dropout::DropoutRng;
 use crate::error::{Error, Result};
 use crate::graph::ModelGraph;
+use crate::output::OutputRows;
 use crate::params::{Init, ParamStore};
 use crate::timer::Phase;
 use candle_core::{DType, Device, Tensor, Var};
 use candle_nn::VarMap;
+use gnn_kernels::Reduce;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -41,6 +43,8 @@ pub struct Forward<'a> {
     /// input and graph: the first layer then skips its sparse products (they are constant
     /// over epochs).
     pub input_aggregate: Option<&'a Tensor>,
+    /// The rows of the output to compute (`None`: every node's); see [`crate::output`].
+    pub output_rows: Option<&'a OutputRows>,
 }
 
 impl<'a> Forward<'a> {
@@ -52,6 +56,7 @@ impl<'a> Forward<'a> {
             train: false,
             rng: None,
             input_aggregate: None,
+            output_rows: None,
         }
     }
     /// Training mode with dropout from `rng`.
@@ -60,12 +65,19 @@ impl<'a> Forward<'a> {
             train: true,
             rng: Some(rng),
             input_aggregate: None,
+            output_rows: None,
         }
     }
     /// The same pass, with the first layer reading `agg` (see [`Gnn::input_aggregate`]) when
     /// given.
     pub fn with_input_aggregate(mut self, agg: Option<&'a Tensor>) -> Self {
         self.input_aggregate = agg;
+        self
+    }
+    /// The same pass, computing the output layer for `rows` only when given: the logits are
+    /// then `[rows.len(), out_dim]`, row `i` node `rows[i]`'s.
+    pub fn with_output_rows(mut self, rows: Option<&'a OutputRows>) -> Self {
+        self.output_rows = rows;
         self
     }
 }
@@ -252,7 +264,8 @@ impl Gnn {
         self.named_vars().iter().map(|(_, v)| v.elem_count()).sum()
     }
 
-    /// Logits `[N, out_dim]` for every node. `g` is also the pass's context: its clock times
+    /// Logits `[N, out_dim]` for every node (`[M, out_dim]` for the `M` rows of
+    /// [`Forward::with_output_rows`], when given). `g` is also the pass's context: its clock times
     /// the phases when on ([`ModelGraph::set_phase_timing`]).
     pub fn forward(&self, g: &ModelGraph, x: &Tensor, ctx: &mut Forward<'_>) -> Result<Tensor> {
         if ctx.train && g.aggregation != crate::Aggregation::Exact {
@@ -360,6 +373,13 @@ impl Gnn {
     ) -> Result<Tensor> {
         let conv = &self.convs[l];
         let last = l + 1 == self.convs.len();
+        if last {
+            if let Some(rows) = ctx.output_rows.take() {
+                let y = self.output_layer_on(rows, l, g, h, agg, skip, ctx);
+                ctx.output_rows = Some(rows);
+                return y;
+            }
+        }
         let activation = self.activation(l);
         if let (Activation::MaxK { k }, false) = (activation, last) {
             return self.layer_maxk(l, g, h, k, skip, ctx);
@@ -444,6 +464,60 @@ impl Gnn {
                     None => Ok(h),
                 }
             }
+        }
+    }
+
+    /// Output layer `l` for `rows` only ([`crate::output`]): a GCN or GraphSAGE-mean layer
+    /// that aggregates before its products selects the aggregation's rows (and GraphSAGE its
+    /// input's) and multiplies those; any other layer runs whole and its output's rows are
+    /// selected.
+    #[allow(clippy::too_many_arguments)]
+    fn output_layer_on(
+        &self,
+        rows: &OutputRows,
+        l: usize,
+        g: &ModelGraph,
+        h: Tensor,
+        agg: Option<&Tensor>,
+        skip: &mut Option<Tensor>,
+        ctx: &mut Forward<'_>,
+    ) -> Result<Tensor> {
+        let select = |t: &Tensor| {
+            let _t = g.phase(Phase::Aggregation);
+            rows.select(t)
+        };
+        let aggregate = |reduce: Reduce| -> Result<Tensor> {
+            match agg {
+                Some(a) => Ok(a.clone()),
+                None => {
+                    let _t = g.phase(Phase::Aggregation);
+                    g.aggregate(&h, reduce)
+                }
+            }
+        };
+        match &self.convs[l] {
+            Conv::Gcn(c) if agg.is_some() || c.aggregates_first() => {
+                let a = select(&aggregate(Reduce::Sum)?)?;
+                if g.lean_layers() {
+                    let bias = crate::conv::lean::Act::Bias;
+                    if let Some(y) = c.forward_lean(g, &a, Some(&a), bias, None)? {
+                        return Ok(y);
+                    }
+                }
+                c.forward(g, &a, Some(&a))
+            }
+            Conv::Sage(c) if c.aggregates_first() || (agg.is_some() && c.is_mean()) => {
+                let a = select(&aggregate(Reduce::Mean)?)?;
+                let h = select(&h)?;
+                if g.lean_layers() {
+                    let bias = crate::conv::lean::Act::Bias;
+                    if let Some(y) = c.forward_lean(g, &h, Some(&a), bias)? {
+                        return Ok(y);
+                    }
+                }
+                c.forward(g, &h, Some(&a))
+            }
+            _ => select(&self.layer(l, g, h, agg, skip, ctx)?),
         }
     }
 

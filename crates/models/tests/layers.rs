@@ -990,3 +990,80 @@ fn gcn_hidden_layers_vs_composed(layers: usize, residual: bool) {
     assert!(!e.track_op(), "evaluation logits keep no graph");
     assert!(y.track_op());
 }
+
+/// A forward for `rows` only equals the whole forward's rows, and the gradients of a loss
+/// over those rows are the same: every kind, both GCN/GraphSAGE orders, with and without
+/// the cached input aggregation, one layer and three, no rows at all.
+#[test]
+fn output_rows_equal_the_whole_outputs_rows() {
+    use gnn_models::OutputRows;
+    let dev = Device::Cpu;
+    let csr = small_graph();
+    let picks: [&[u32]; 3] = [&[0, 3, 4, 17, 29], &[], &[5]];
+    for kind in [
+        ConvKind::Gcn,
+        ConvKind::SageMean,
+        ConvKind::SagePool,
+        ConvKind::Gin,
+        ConvKind::Gat,
+        ConvKind::Transformer,
+        ConvKind::Mlp,
+    ] {
+        // (in, hidden, classes, layers): the output layer aggregating first (6 -> 9) and
+        // multiplying first (6 -> 3), and a single layer over the input.
+        for (in_dim, hidden, classes, layers) in [(7, 6, 9, 3), (7, 6, 3, 3), (4, 6, 9, 1)] {
+            let mut cfg = ModelConfig::new(kind, in_dim, hidden, classes, layers, 0.5);
+            cfg.heads = 2;
+            cfg.input_dropout = 0.0;
+            let model = Gnn::new(cfg, &dev, 3).unwrap();
+            let g = ModelGraph::new(&csr, kind, &dev).unwrap();
+            let x = seeded_x(in_dim, 21);
+            let cached = model.input_aggregate(&g, &x).unwrap();
+            for agg in [None, cached.as_ref()] {
+                for rows in picks {
+                    let what = format!(
+                        "{kind} {in_dim}->{hidden}->{classes} x{layers} rows {rows:?} cached {}",
+                        agg.is_some()
+                    );
+                    let sel = OutputRows::new(rows, 30, &dev).unwrap();
+                    let ids = Tensor::new(rows, &dev).unwrap();
+                    let pass = |on: bool| {
+                        let mut rng = DropoutRng::new(4);
+                        let mut ctx = Forward::train(&mut rng)
+                            .with_input_aggregate(agg)
+                            .with_output_rows(on.then_some(&sel));
+                        let y = model.forward(&g, &x, &mut ctx).unwrap();
+                        let y = if on {
+                            y
+                        } else {
+                            y.index_select(&ids, 0).unwrap()
+                        };
+                        let loss = y.sqr().unwrap().sum_all().unwrap();
+                        let grads = loss.backward().unwrap();
+                        let gs: Vec<Vec<f32>> = model
+                            .named_vars()
+                            .into_iter()
+                            .map(|(_, v)| match grads.get(v.as_tensor()) {
+                                Some(t) => t.flatten_all().unwrap().to_vec1().unwrap(),
+                                None => vec![0.0; v.elem_count()],
+                            })
+                            .collect();
+                        (y, gs)
+                    };
+                    let (y1, g1) = pass(true);
+                    let (y0, g0) = pass(false);
+                    assert_eq!(y1.dims(), [rows.len(), classes], "{what}");
+                    if !rows.is_empty() {
+                        close(&mat(&y1), &mat(&y0), 1e-5);
+                    }
+                    for ((name, _), (a, b)) in model.named_vars().iter().zip(g1.iter().zip(&g0)) {
+                        let scale = b.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
+                        for (p, q) in a.iter().zip(b) {
+                            assert!((p - q).abs() <= 1e-4 * scale, "{what} {name}: {p} vs {q}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

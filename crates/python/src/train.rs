@@ -125,7 +125,7 @@ struct Outcome {
     devices=None, maxk=None, maxk_after_first=false, seed=0, eval_every=1, patience=None,
     optimizer="adam", lr_schedule="constant", heads=8, att_dropout=None, activation=None,
     layer_norm=false, residual=false, gin_norm=false, row_normalize=None, tf32=false,
-    profile=false, deterministic=false, input_cache=true, on_epoch=None))]
+    profile=false, deterministic=false, input_cache=true, labelled_output=true, on_epoch=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn train(
     py: Python<'_>,
@@ -159,6 +159,7 @@ pub fn train(
     profile: bool,
     deterministic: bool,
     input_cache: bool,
+    labelled_output: bool,
     on_epoch: Option<Py<PyAny>>,
 ) -> PyResult<(Model, Py<PyAny>)> {
     let layers: usize = non_negative("layers", layers)?;
@@ -229,6 +230,7 @@ pub fn train(
         precision,
         tf32,
         cache_input_aggregate: input_cache,
+        labelled_output,
         ..TrainConfig::default()
     };
     let ds = data.ds.clone();

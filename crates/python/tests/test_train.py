@@ -179,3 +179,18 @@ def test_negative_integers_elsewhere_raise_value_error_naming_them():
     ]:
         with pytest.raises(ValueError, match=needle):
             call()
+
+
+def test_labelled_output_rows_train_as_every_rows_output(cora):
+    # Cora's test split cut to 100 nodes: 740 of 2,708 labelled, so the output layer runs on
+    # those rows alone by default; labelled_output=False computes every node's logits.
+    cut = gnn.Data(
+        cora.x, cora.edge_index, cora.y,
+        train=cora.train_idx, val=cora.val_idx, test=cora.test_idx[:100], row_normalize=True,
+    )
+    runs = [
+        gnn.train(cut, "gcn", device="cpu", progress=False, hidden=16, epochs=8, labelled_output=on)[1]
+        for on in (True, False)
+    ]
+    assert np.allclose(losses(runs[0]), losses(runs[1]), rtol=1e-5, atol=0)
+    assert [h["acc"] for h in runs[0]["history"]] == [h["acc"] for h in runs[1]["history"]]

@@ -166,6 +166,11 @@ pub struct TrainFlags {
     /// input is constant and the layer is linear in it up to its first non-linearity).
     #[arg(long)]
     pub no_input_cache: bool,
+    /// Compute the output layer for every node in every epoch, as PyG and DGL do (by default
+    /// only for the labelled nodes where they are at most half of the nodes: the loss and
+    /// the metrics read no other rows).
+    #[arg(long)]
+    pub all_output_rows: bool,
     /// `--cpu` and the kernel policy.
     #[command(flatten)]
     pub device: DeviceFlag,
@@ -291,6 +296,7 @@ impl TrainFlags {
             precision: self.precision,
             tf32: self.tf32,
             cache_input_aggregate: !self.no_input_cache,
+            labelled_output: !self.all_output_rows,
             ..TrainConfig::default()
         }
     }

@@ -94,6 +94,15 @@ impl DeviceData {
             )));
         }
         let n = rows.len();
+        if device.is_cuda() {
+            gnn_models::check_elements(
+                &format!("the features of dataset `{}`", ds.name),
+                n,
+                ds.features.cols(),
+                "train partitioned over more GPUs (train_dist --ranks), each holding a share \
+                 of the rows",
+            )?;
+        }
         let d = ds.features.dense_rows(rows.clone(), row_normalize);
         let x = Tensor::from_vec(d.data, (n, d.cols), device)?;
         let labels: Vec<u32> = ds.labels[rows.clone()]

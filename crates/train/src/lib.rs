@@ -56,5 +56,5 @@ pub use precision::{LossScale, Precision};
 pub use report::PhaseSums;
 pub use trainer::{
     masked_cross_entropy, predict, time_to_accuracy, train, train_from, train_with_control,
-    EpochLog, PeakByPhase, TimeToAccuracy, TrainConfig, TrainReport, TTA_TOLERANCE,
+    EpochLog, LabelledOutput, PeakByPhase, TimeToAccuracy, TrainConfig, TrainReport, TTA_TOLERANCE,
 };

@@ -331,6 +331,19 @@ pub fn train_seeds(
                  epoch (--no-input-cache recomputes it every epoch)"
             );
         }
+        if seed == cfg.train.seed {
+            let split = &ds.split;
+            let labelled = split.train.len() + split.val.len() + split.test.len();
+            let line = crate::trainer::output::describe(
+                ds.num_nodes(),
+                labelled,
+                mcfg.out_dim,
+                tc.labelled_output,
+            );
+            if let Some(line) = line {
+                println!("{line}");
+            }
+        }
         let tc = TrainConfig { seed, ..tc.clone() };
         let done = resume.as_ref().map_or(0, |s| s.meta.epoch);
         let mut bar = EpochProgress::new(format!("{kind} seed {seed}"), tc.epochs, done);

@@ -49,6 +49,17 @@ impl SageConv {
         })
     }
 
+    /// Whether the layer has the mean aggregator.
+    pub(crate) fn is_mean(&self) -> bool {
+        self.pool.is_none()
+    }
+
+    /// Whether the layer (mean) aggregates its input before its products: `out >= in`.
+    pub(crate) fn aggregates_first(&self) -> bool {
+        let (o, i) = self.lin_l.weight.dims2().unwrap_or((0, 0));
+        self.is_mean() && o >= i
+    }
+
     /// Applies the layer; `agg`: its aggregation of `x`, precomputed ([`crate::Gnn::input_aggregate`]).
     pub fn forward(&self, g: &ModelGraph, x: &Tensor, agg: Option<&Tensor>) -> Result<Tensor> {
         let (y, b) = self.forward_unbiased(g, x, agg)?;

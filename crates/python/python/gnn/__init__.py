@@ -66,7 +66,9 @@ def train(
     ``lr_schedule="constant"`` (``"cosine"``), ``heads=8`` (GAT / transformer),
     ``activation=None`` (ELU for GAT, else ReLU), ``layer_norm``, ``residual``, ``gin_norm``,
     ``row_normalize=None`` (the data's setting), ``tf32``, ``profile`` (per-phase breakdown),
-    ``deterministic`` (no float atomics on the GPU), ``input_cache=True``.
+    ``deterministic`` (no float atomics on the GPU), ``input_cache=True``,
+    ``labelled_output=True`` (the output layer on the labelled nodes alone where they are at
+    most half of the nodes; ``False`` computes every node's logits, as PyG does).
 
     ``on_epoch(log)`` sees every epoch (``{"epoch", "epochs", "loss", "epoch_ms",
     "train_acc", "val_acc", "test_acc"}``); returning ``False`` stops the run. ``progress``:

@@ -59,5 +59,6 @@ def train(
     profile: bool = False,
     deterministic: bool = False,
     input_cache: bool = True,
+    labelled_output: bool = True,
 ) -> Tuple[Model, Dict[str, Any]]:
     """Trains a GNN on ``data``; returns ``(model, report)``. See the docstring at run time."""

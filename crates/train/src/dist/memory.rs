@@ -245,6 +245,9 @@ struct Dims {
     halo: u64,
     /// The feature chunk of the fused aggregation (`None`: whole width).
     chunk: Option<u64>,
+    /// Rows of the output layer: the labelled ones where the trainer restricts it to them
+    /// ([`crate::trainer::output`]), else `n`.
+    out_rows: u64,
 }
 
 impl Dims {
@@ -390,7 +393,13 @@ fn gcn_sage_tape(model: &ModelConfig, cached: bool, d: &Dims) -> Tape {
         let last = l + 1 == model.layers;
         let given = (l == 0 && cached) || carried.is_some();
         let product_last = given || o >= i;
-        let (to, ti) = (d.t(o), d.t(i));
+        // An output layer whose products come last runs them on its output rows alone.
+        let rows = if last && product_last {
+            d.out_rows
+        } else {
+            d.n
+        };
+        let (to, ti) = (rows * o as u64 * d.e, d.t(i));
         let mask = if last { 0 } else { bits(o) };
         // The product's input when it comes last: carried, cached (resident) or made here.
         let input = |tape: &mut Tape, carried: &mut Option<Id>| -> Option<Id> {
@@ -413,6 +422,25 @@ fn gcn_sage_tape(model: &ModelConfig, cached: bool, d: &Dims) -> Tape {
         let ids = |v: &[Option<Id>]| -> Vec<(Id, bool)> {
             v.iter().flatten().map(|&i| (i, true)).collect()
         };
+        // The output layer's rows of its input `a` (an op of its own, `OutputRows::select`):
+        // `[rows, i]` forward, the input's gradient scattered back to `[n, i]`.
+        let select = |tape: &mut Tape, a: Option<Id>, l: usize| -> Option<Id> {
+            if rows == d.n {
+                return a;
+            }
+            let tracked = a.is_some_and(|a| tape.tracked[a]);
+            Some(tape.push(
+                true,
+                Op {
+                    name: format!("layer {} output rows", l + 1),
+                    inputs: ids(&[a]),
+                    out: rows * i as u64 * d.e,
+                    fwd: rows * i as u64 * d.e,
+                    keeps: 0,
+                    bwd: if tracked { ti } else { 0 },
+                },
+            ))
+        };
         if !sage {
             let next_first = !last && {
                 let (ni, no) = model.layer_dims(l + 1);
@@ -422,6 +450,7 @@ fn gcn_sage_tape(model: &ModelConfig, cached: bool, d: &Dims) -> Tape {
                 // `lean::linear`: the product, the bias (and activation: its mask), the next
                 // layer's aggregation of it for a hidden layer, the result handed over.
                 let a = input(&mut tape, &mut carried);
+                let a = select(&mut tape, a, l);
                 let hidden = !last;
                 let fwd = (2 * to + mask)
                     .max(if hidden {
@@ -462,6 +491,7 @@ fn gcn_sage_tape(model: &ModelConfig, cached: bool, d: &Dims) -> Tape {
             if product_last {
                 // The product and its epilogue (`LinearProduct`, mask as bits).
                 let a = input(&mut tape, &mut carried);
+                let a = select(&mut tape, a, l);
                 let bwd = to + wgrad(o) + g(&tape, a);
                 let out = tape.push(
                     true,
@@ -536,12 +566,13 @@ fn gcn_sage_tape(model: &ModelConfig, cached: bool, d: &Dims) -> Tape {
             // `lean::pair` over an aggregation op's output or the cached aggregation: both
             // products and their sum, the epilogue, the result handed over.
             let a = input(&mut tape, &mut carried);
-            let bwd = dz + wgrad(o) + g(&tape, a) + g(&tape, x);
+            let (a, h) = (select(&mut tape, a, l), select(&mut tape, x, l));
+            let bwd = dz + wgrad(o) + g(&tape, a) + g(&tape, h);
             let out = tape.push(
                 true,
                 Op {
                     name: format!("layer {}", l + 1),
-                    inputs: ids(&[a, x]),
+                    inputs: ids(&[a, h]),
                     out: to,
                     fwd: 3 * to + mask,
                     keeps: mask,
@@ -619,10 +650,10 @@ fn gcn_sage_tape(model: &ModelConfig, cached: bool, d: &Dims) -> Tape {
             Op {
                 name: "loss".into(),
                 inputs: vec![(logits, true)],
-                out: d.n * 4,
-                fwd: d.n * 4,
+                out: d.out_rows * 4,
+                fwd: d.out_rows * 4,
                 keeps: 0,
-                bwd: d.n * 4 + d.t(model.out_dim),
+                bwd: d.out_rows * 4 + d.out_rows * model.out_dim as u64 * d.e,
             },
         );
     }
@@ -653,6 +684,8 @@ pub struct RankShape {
     pub weighted: bool,
     /// The fused aggregation's feature chunk ([`DistPlan::feature_chunk`]).
     pub feature_chunk: Option<usize>,
+    /// Its labelled rows ([`DistPlan::labelled`]; its rows when unknown).
+    pub labelled: usize,
 }
 
 impl RankShape {
@@ -678,6 +711,7 @@ impl RankShape {
             ring: fused && plan.slice_rows_for(model, precision).is_some(),
             weighted: plan.operands.values.is_some(),
             feature_chunk: plan.feature_chunk,
+            labelled: plan.labelled.get(rank).copied().unwrap_or(rows.len()),
         }
     }
 }
@@ -720,6 +754,16 @@ pub fn estimate_shape(
         ring,
         halo: shape.halo as u64,
         chunk: shape.feature_chunk.map(|c| c as u64),
+        out_rows: if crate::trainer::output::restricts(
+            shape.rows,
+            shape.labelled,
+            model.out_dim,
+            train.labelled_output,
+        ) {
+            shape.labelled as u64
+        } else {
+            n
+        },
     };
     let cached = caches_input(model, train);
     let mut resident = vec![
@@ -950,6 +994,8 @@ mod tests {
             ring: gcn || chunk.is_some(),
             weighted: gcn,
             feature_chunk: chunk,
+            // 1.39 % of the nodes carry a label (train, validation and test).
+            labelled: 385_000,
         }
     }
 
@@ -989,6 +1035,7 @@ mod tests {
                 ring: false,
                 weighted: false,
                 feature_chunk: None,
+                labelled: rows,
             };
             let est = estimate_shape(&shape, &model, &train, Target::Cuda);
             let gib = est.peak() as f64 / GIB as f64;

@@ -90,6 +90,10 @@ pub struct DistPlan {
     /// After training, every rank computes its rows' logits (evaluation mode, the selected
     /// parameters) and rank 0 gathers all of them ([`RankOutcome::logits`]). Default off.
     pub gather_logits: bool,
+    /// Labelled nodes (in any split) of every rank: where they are few the output layer
+    /// runs on those rows alone ([`crate::trainer`]'s output rows), which the memory
+    /// estimate counts.
+    pub labelled: Vec<usize>,
 }
 
 impl DistPlan {
@@ -143,6 +147,21 @@ impl DistPlan {
         // GCN's values D^-1/2 (A + I) D^-1/2 are symmetric wherever the structure is. An
         // attention layer weighs every edge by its own coefficients (alpha_ij is not
         // alpha_ji): its aggregation has no symmetric operand whatever the structure.
+        let mut ids: Vec<u32> = [&ds.split.train, &ds.split.val, &ds.split.test]
+            .into_iter()
+            .flatten()
+            .copied()
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let labelled = partition
+            .bounds()
+            .windows(2)
+            .map(|w| {
+                let below = |end: usize| ids.partition_point(|&i| (i as usize) < end);
+                below(w[1]) - below(w[0])
+            })
+            .collect();
         let symmetric = !is_attention(kind)
             && setup::phase(|| "symmetry check".into(), || operands.csr.is_symmetric());
         Ok(Self {
@@ -155,6 +174,7 @@ impl DistPlan {
             slice_rows: Some(gnn_comm::GATHER_SLICE_ROWS),
             feature_chunk: None,
             gather_logits: false,
+            labelled,
         })
     }
 
@@ -832,6 +852,19 @@ mod tests {
         data: &DeviceData,
         cache: bool,
     ) -> (Tensor, candle_core::backprop::GradStore) {
+        step_on(model, graph, data, cache, false)
+    }
+
+    /// [`step`], the output layer on the labelled rows alone when `rows`.
+    fn step_on(
+        model: &Gnn,
+        graph: &ModelGraph,
+        data: &DeviceData,
+        cache: bool,
+        rows: bool,
+    ) -> (Tensor, candle_core::backprop::GradStore) {
+        let out = rows.then(|| crate::trainer::output::LabelledOutput::labelled(data).unwrap());
+        let data = out.as_ref().map_or(data, |o| &o.data);
         let mut rng = DropoutRng::new(7).with_row_offset(graph.row_offset() as u64);
         let agg = if cache {
             let a = model.input_aggregate(graph, &data.x).unwrap();
@@ -840,7 +873,9 @@ mod tests {
         } else {
             None
         };
-        let mut pass = Forward::train(&mut rng).with_input_aggregate(agg.as_ref());
+        let mut pass = Forward::train(&mut rng)
+            .with_input_aggregate(agg.as_ref())
+            .with_output_rows(out.as_ref().map(|o| &o.rows));
         let logits = model.forward(graph, &data.x, &mut pass).unwrap();
         let loss = crate::masked_cross_entropy(&logits, &data.labels, &data.train_weight).unwrap();
         let grads = loss.backward().unwrap();
@@ -905,7 +940,18 @@ mod tests {
         (ds.permute(&ren.new_of_old).unwrap(), ren.partition)
     }
 
-    fn ranks_of(mut plan: DistPlan, ds: &Dataset, cfg: &ModelConfig, cache: bool) -> Vec<Grads> {
+    fn ranks_of(plan: DistPlan, ds: &Dataset, cfg: &ModelConfig, cache: bool) -> Vec<Grads> {
+        ranks_on(plan, ds, cfg, cache, false)
+    }
+
+    /// [`ranks_of`], each rank's output layer on its labelled rows alone when `rows`.
+    fn ranks_on(
+        mut plan: DistPlan,
+        ds: &Dataset,
+        cfg: &ModelConfig,
+        cache: bool,
+        rows: bool,
+    ) -> Vec<Grads> {
         let parts = plan.partition.parts();
         // Cora is undirected: under the all-gather the dense aggregations run as one op
         // (HaloExchange::aggregate_symmetric), under point-to-point as exchange + SpMM.
@@ -920,7 +966,7 @@ mod tests {
         LocalComm::run_group(parts, |c| {
             let comm: Arc<dyn Communicator> = Arc::new(c);
             let r = Rank::new(&plan, ds, recipe(cfg, &train), comm.clone(), &Device::Cpu).unwrap();
-            let (loss, mut grads) = step(&r.model, &r.graph, &r.data, cache);
+            let (loss, mut grads) = step_on(&r.model, &r.graph, &r.data, cache, rows);
             let vars = r.model.named_vars();
             let loss = all_reduce_grads(comm.as_ref(), &vars, &mut grads, &loss).unwrap();
             (loss, flat(&r.model, &grads))
@@ -965,6 +1011,33 @@ mod tests {
                     }
                     // Every rank holds the same (all-reduced) gradients, bit for bit.
                     assert_eq!(g, &got[0].1, "{what}");
+                }
+            }
+        }
+    }
+
+    /// The output layer on each rank's labelled rows alone (Cora: 1,640 of 2,708 nodes)
+    /// gives the whole output's loss and gradients, on one device and partitioned, through
+    /// every lean and composed form `configs` covers.
+    #[test]
+    fn labelled_output_rows_give_the_whole_outputs_losses_and_gradients() {
+        let ds = cora();
+        for (name, cfg) in configs(&ds) {
+            let (loss, grads) = whole(&ds, &cfg, cached(name));
+            for (parts, ex) in
+                (1..=3).flat_map(|p| [Exchange::PointToPoint, Exchange::AllGather].map(|e| (p, e)))
+            {
+                let plan = DistPlan::new(&ds, cfg.kind, parts, Some(ex)).unwrap();
+                let got = ranks_on(plan, &ds, &cfg, cached(name), true);
+                for (r, (l, g)) in got.iter().enumerate() {
+                    let what = format!("{name} P={parts} {ex} rank {r} labelled rows");
+                    assert!(
+                        ((l - loss) / loss).abs() < 1e-5,
+                        "{what}: loss {l} vs {loss}"
+                    );
+                    for (k, want) in &grads {
+                        assert_close(&g[k], want, 1e-5, &format!("{what} d{k}"));
+                    }
                 }
             }
         }

@@ -234,6 +234,23 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
         "{}",
         exchange_line(&plan, cfg.exchange.is_some(), cfg.split_aggregation)
     );
+    let restricted: Vec<usize> = (0..plan.partition.parts())
+        .filter(|&r| {
+            let (rows, labelled) = (plan.partition.range(r).len(), plan.labelled[r]);
+            crate::trainer::output::restricts(rows, labelled, model.out_dim, train.labelled_output)
+        })
+        .collect();
+    if !restricted.is_empty() {
+        let labelled: usize = restricted.iter().map(|&r| plan.labelled[r]).sum();
+        let rows: usize = restricted
+            .iter()
+            .map(|&r| plan.partition.range(r).len())
+            .sum();
+        println!(
+            "output layer: the {labelled} labelled rows of {rows} on ranks {restricted:?} (the \
+             loss and the metrics read no others; --all-output-rows computes every node's)"
+        );
+    }
     if cfg.stats_only {
         return Ok(DistOutcome {
             exchange: plan.exchange,
@@ -340,6 +357,46 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
     })
 }
 
+/// Errors where a rank's tensor would pass [`gnn_models::MAX_TENSOR_ELEMENTS`]
+/// (`check_tensor_sizes`), before anything is allocated; the predictions' logits
+/// ([`DistPlan::gather_logits`]) are every row's.
+fn check_rank_sizes(
+    plan: &DistPlan,
+    model: &gnn_models::ModelConfig,
+    train: &TrainConfig,
+) -> Result<()> {
+    use crate::trainer::output::{check_tensor_sizes, restricts};
+    let fix = "use more ranks (each holds fewer rows) or a narrower model";
+    for rank in 0..plan.partition.parts() {
+        let shape = super::memory::RankShape::of(plan, model, train.precision, rank);
+        let out_rows = if restricts(
+            shape.rows,
+            shape.labelled,
+            model.out_dim,
+            train.labelled_output,
+        ) {
+            shape.labelled
+        } else {
+            shape.rows
+        };
+        let at = |e: crate::Error| match e {
+            crate::Error::Model(e) => crate::Error::Invalid(format!("rank {rank}: {e}")),
+            e => e,
+        };
+        check_tensor_sizes(model, shape.rows, shape.nnz as usize, out_rows, fix).map_err(at)?;
+        if plan.gather_logits {
+            gnn_models::check_elements(
+                "the predictions' logits",
+                shape.rows,
+                model.out_dim,
+                "use more ranks, or leave out --predictions",
+            )
+            .map_err(|e| crate::Error::Invalid(format!("rank {rank}: {e}")))?;
+        }
+    }
+    Ok(())
+}
+
 /// The memory pre-flight: every rank's estimated peak ([`super::memory`]) against the budget
 /// ([`DistConfig::max_memory`]), with the feature chunk chosen to fit when `cfg` leaves it to
 /// the estimate. Prints the estimate (the largest rank's components) and returns the
@@ -374,6 +431,9 @@ fn preflight(
             all.iter().map(memory::Estimate::peak).max().unwrap_or(0)
         }
     };
+    if device.is_cuda() {
+        check_rank_sizes(plan, model, train)?;
+    }
     let fits = |all: &[memory::Estimate]| budget.is_none_or(|b| need(all) <= b);
     // The chunk chosen leaves the estimate a margin (5 % of the budget) where one does; else
     // the narrowest chunk runs if it fits at all.

@@ -51,6 +51,13 @@ pub struct TrainConfig {
     /// GraphSAGE-mean and GIN without input dropout or MaxK).
     #[serde(default = "yes")]
     pub cache_input_aggregate: bool,
+    /// Compute the output layer for the labelled nodes (train, validation and test) alone
+    /// where they are at most half of the nodes: the loss and the metrics read no other
+    /// rows ([`gnn_models::output`]; exact up to rounding). Off computes every node's
+    /// logits each epoch, as PyG and DGL do. Where the whole logits would pass
+    /// [`gnn_models::MAX_TENSOR_ELEMENTS`] the labelled rows are taken regardless.
+    #[serde(default = "yes")]
+    pub labelled_output: bool,
 }
 
 fn yes() -> bool {
@@ -59,7 +66,7 @@ fn yes() -> bool {
 
 impl TrainConfig {
     /// True when `other` trains the same way (everything but `epochs`, checkpointing,
-    /// profiling and the input-aggregate cache equal): the condition for resuming a checkpoint
+    /// profiling, the input-aggregate cache and the labelled output rows equal): the condition for resuming a checkpoint
     /// made under `self`.
     pub fn same_recipe(&self, other: &TrainConfig) -> bool {
         let strip = |c: &TrainConfig| TrainConfig {
@@ -68,6 +75,7 @@ impl TrainConfig {
             checkpoint_every: 0,
             checkpoint: None,
             cache_input_aggregate: true,
+            labelled_output: true,
             ..c.clone()
         };
         strip(self) == strip(other)
@@ -93,6 +101,7 @@ impl Default for TrainConfig {
             precision: crate::Precision::F32,
             tf32: false,
             cache_input_aggregate: true,
+            labelled_output: true,
         }
     }
 }

@@ -39,7 +39,7 @@ impl Trainer<'_> {
     ) -> Result<(PhaseSums, f64)> {
         // The dropout stream before this epoch's masks, for the non-finite guard's checkpoint.
         let rng_before = self.rng;
-        self.device.synchronize()?;
+        self.sync()?;
         let mut clock = Clock {
             comm0: self.comm_time(),
             bytes0: self.comm_bytes(),
@@ -50,14 +50,15 @@ impl Trainer<'_> {
         *phase = format!("running training epoch {epoch} (forward{})", self.need);
         self.note(epoch, "forward");
         let logits = self.forward(first)?;
-        self.device.synchronize()?;
+        self.sync()?;
         clock.forward = t0.elapsed();
         clock.comm_fwd = self.comm_time();
         self.records.sample_in_use(&self.device);
         self.records.mark(&self.device, window::FORWARD)?;
         let t1 = Instant::now();
-        let loss = masked_cross_entropy(&logits, &self.data.labels, &self.data.train_weight)?;
-        self.device.synchronize()?;
+        let d = self.out_data();
+        let loss = masked_cross_entropy(&logits, &d.labels, &d.train_weight)?;
+        self.sync()?;
         clock.loss = t1.elapsed();
         self.records.mark(&self.device, window::LOSS)?;
         let (loss_value, grads) = self.backward(&loss, &mut clock, epoch, phase)?;
@@ -77,7 +78,7 @@ impl Trainer<'_> {
         }
         drop(grads);
         self.final_loss = loss_value;
-        self.device.synchronize()?;
+        self.sync()?;
         clock.step = t3.elapsed();
         self.records.mark(&self.device, window::STEP)?;
         let sums = self.phase_sums(&clock, t0.elapsed())?;
@@ -97,7 +98,9 @@ impl Trainer<'_> {
             let _t = graph.phase(Phase::Aggregation);
             self.input_agg = model.input_aggregate(graph, x)?;
         }
-        let mut pass = Forward::train(&mut self.rng).with_input_aggregate(self.input_agg.as_ref());
+        let mut pass = Forward::train(&mut self.rng)
+            .with_input_aggregate(self.input_agg.as_ref())
+            .with_output_rows(self.output.as_ref().map(|o| &o.rows));
         Ok(model.forward(graph, x, &mut pass)?)
     }
 
@@ -118,7 +121,7 @@ impl Trainer<'_> {
             Some(s) => s.backward(loss)?,
             None => loss.backward()?,
         };
-        self.device.synchronize()?;
+        self.sync()?;
         clock.backward = t2.elapsed();
         clock.comm_bwd = self.comm_time();
         self.records.sample_in_use(&self.device);

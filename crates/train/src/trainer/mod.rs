@@ -18,6 +18,7 @@
 
 mod config;
 mod epoch;
+pub(crate) mod output;
 mod report;
 mod select;
 
@@ -25,6 +26,7 @@ pub use config::TrainConfig;
 #[cfg(test)]
 pub(crate) use epoch::all_reduce_grads;
 pub use epoch::masked_cross_entropy;
+pub use output::LabelledOutput;
 pub use report::{
     time_to_accuracy, EpochLog, PeakByPhase, TimeToAccuracy, TrainReport, TTA_TOLERANCE,
 };
@@ -91,14 +93,16 @@ pub fn train_with_control(
     on_epoch: impl FnMut(&EpochLog) -> ControlFlow<()>,
 ) -> Result<TrainReport> {
     let mut phase = "setting up training (optimiser state)".to_string();
-    let r = check(model, data, cfg).and_then(|()| {
-        let mut t = Trainer::new(model, graph, data, cfg)?;
-        let start = match resume {
-            Some(st) => t.resume(st)?,
-            None => 0,
-        };
-        t.run(start, on_epoch, &mut phase)
-    });
+    let r = check(model, data, cfg)
+        .and_then(|()| check_sizes(model, graph, data, cfg))
+        .and_then(|()| {
+            let mut t = Trainer::new(model, graph, data, cfg)?;
+            let start = match resume {
+                Some(st) => t.resume(st)?,
+                None => 0,
+            };
+            t.run(start, on_epoch, &mut phase)
+        });
     // Whatever the outcome, the graph's clocks are left off.
     graph.set_phase_timing(false);
     graph.graph.set_backward_timing(false);
@@ -138,6 +142,35 @@ fn check(model: &Gnn, data: &DeviceData, cfg: &TrainConfig) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// On a CUDA device, errors where a tensor of the run would pass
+/// [`gnn_models::MAX_TENSOR_ELEMENTS`] ([`output::check_tensor_sizes`]).
+fn check_sizes(
+    model: &Gnn,
+    graph: &ModelGraph,
+    data: &DeviceData,
+    cfg: &TrainConfig,
+) -> Result<()> {
+    if !data.x.device().is_cuda() {
+        return Ok(());
+    }
+    let nodes = data.x.dim(0)?;
+    let labelled = data.train.dim(0)? + data.val.dim(0)? + data.test.dim(0)?;
+    let m = model.config();
+    let out_rows = if output::restricts(nodes, labelled, m.out_dim, cfg.labelled_output) {
+        labelled
+    } else {
+        nodes
+    };
+    output::check_tensor_sizes(
+        m,
+        nodes,
+        graph.graph.nnz(),
+        out_rows,
+        "train partitioned over more GPUs (train_dist --ranks), each holding a share of the \
+         rows, or narrow the model",
+    )
 }
 
 /// LayerNorm parameters (between layers, `norms.*`, or inside GIN's MLP, `convs.<l>.norm.*`):
@@ -190,6 +223,8 @@ struct Trainer<'a> {
     input_agg: Option<Tensor>,
     /// The size note of out-of-memory messages.
     need: String,
+    /// The output layer's rows when not every node's, with the data re-indexed to them.
+    output: Option<output::LabelledOutput>,
 }
 
 impl<'a> Trainer<'a> {
@@ -234,7 +269,14 @@ impl<'a> Trainer<'a> {
             final_loss: f64::NAN,
             input_agg: None,
             need,
+            output: output::LabelledOutput::choose(model, data, cfg.labelled_output)?,
         })
+    }
+
+    /// The labels, loss weights and splits as the logits' rows are: re-indexed to the output
+    /// rows when the output layer computes only those.
+    fn out_data(&self) -> &DeviceData {
+        self.output.as_ref().map_or(self.data, |o| &o.data)
     }
 
     /// Continues from checkpoint `st`; returns the epochs it had completed.
@@ -278,6 +320,16 @@ impl<'a> Trainer<'a> {
     fn note(&self, epoch: usize, phase: &'static str) {
         if let Some(c) = &self.comm {
             c.note_step(epoch, phase);
+        }
+    }
+
+    /// Waits for the device's queued work; on a rank of a multi-device run, as a call its
+    /// communicator's watchdog times ([`gnn_comm::Communicator::watch_wait`]): a kernel that
+    /// never ends stops the run with an error naming the rank and the step.
+    fn sync(&self) -> Result<()> {
+        match &self.comm {
+            Some(c) => Ok(c.watch_wait("device sync", &mut || Ok(self.device.synchronize()?))?),
+            None => Ok(self.device.synchronize()?),
         }
     }
 
@@ -362,7 +414,7 @@ impl<'a> Trainer<'a> {
             if cfg.checkpoint_every > 0 && epoch % cfg.checkpoint_every == 0 {
                 if let Some(path) = &cfg.checkpoint {
                     self.note(epoch, "checkpoint");
-                    self.device.synchronize()?;
+                    self.sync()?;
                     self.check_replicated(epoch)?;
                     if self.writes_checkpoints() {
                         self.state(epoch, self.rng).save(path)?;
@@ -398,8 +450,20 @@ fn fingerprint(tensors: &[Tensor]) -> Result<u64> {
     Ok(h)
 }
 
-/// Logits of every node in evaluation mode (no dropout): the inference path.
+/// Logits of every node in evaluation mode (no dropout): the inference path. On a CUDA
+/// device, refused before it starts where a tensor of the pass would pass
+/// [`gnn_models::MAX_TENSOR_ELEMENTS`] (the logits themselves included).
 pub fn predict(model: &Gnn, graph: &ModelGraph, x: &Tensor) -> Result<Tensor> {
+    if x.device().is_cuda() {
+        let n = x.dim(0)?;
+        output::check_tensor_sizes(
+            model.config(),
+            n,
+            graph.graph.nnz(),
+            n,
+            "predict partitioned over more GPUs, each holding a share of the rows",
+        )?;
+    }
     Ok(model.forward(graph, x, &mut Forward::eval())?)
 }
 
@@ -443,5 +507,47 @@ mod tests {
         assert!(cut.best_epoch <= 3);
         let losses = |r: &TrainReport| r.history.iter().map(|h| h.loss).collect::<Vec<_>>();
         assert_eq!(losses(&cut), losses(&full)[..3]);
+    }
+
+    /// With few labelled nodes (Cora's test split cut to 100: 740 of 2,708 labelled) the
+    /// output layer runs on those rows alone, and trains as the whole output does: the same
+    /// losses and accuracies, epoch by epoch, whether the layer multiplies first (16 -> 7)
+    /// or aggregates first (4 -> 7).
+    #[test]
+    fn labelled_output_rows_train_as_the_whole_output() {
+        let dev = Device::Cpu;
+        let mut ds = cora();
+        ds.split.test.truncate(100);
+        let data = DeviceData::new(&ds, &dev, true).unwrap();
+        let graph = ModelGraph::new(&ds.graph, ConvKind::Gcn, &dev).unwrap();
+        for hidden in [16, 4] {
+            let cfg = ModelConfig::new(ConvKind::Gcn, ds.features.cols(), hidden, 7, 2, 0.5);
+            let model = |seed| Gnn::new(cfg.clone(), &dev, seed).unwrap();
+            let chosen = output::LabelledOutput::choose(&model(0), &data, true).unwrap();
+            assert_eq!(chosen.map(|o| o.rows.len()), Some(740));
+            assert!(output::LabelledOutput::choose(&model(0), &data, false)
+                .unwrap()
+                .is_none());
+            let run = |on: bool| {
+                let tc = TrainConfig {
+                    epochs: 6,
+                    labelled_output: on,
+                    ..Default::default()
+                };
+                train(&model(0), &graph, &data, &tc, |_| {}).unwrap()
+            };
+            let (rows, every) = (run(true), run(false));
+            for (a, b) in rows.history.iter().zip(&every.history) {
+                let what = format!("hidden {hidden} epoch {}", a.epoch);
+                assert!(
+                    (a.loss - b.loss).abs() <= 1e-5 * b.loss,
+                    "{what}: {} vs {}",
+                    a.loss,
+                    b.loss
+                );
+                assert_eq!(a.acc, b.acc, "{what}");
+            }
+            assert_eq!(rows.history.len(), 6);
+        }
     }
 }

@@ -120,7 +120,7 @@ impl Trainer<'_> {
     /// into the report's inference time, not by phase) and updates the selection; returns the
     /// accuracies `(train, val, test)`.
     pub(super) fn evaluate(&mut self, epoch: usize, phase: &mut String) -> Result<(f64, f64, f64)> {
-        self.device.synchronize()?;
+        self.sync()?;
         let te = Instant::now();
         *phase = format!("evaluating after epoch {epoch}");
         self.note(epoch, "evaluation");
@@ -128,13 +128,15 @@ impl Trainer<'_> {
         let logits = self.model.forward(
             self.graph,
             &self.data.x,
-            &mut Forward::eval().with_input_aggregate(self.input_agg.as_ref()),
+            &mut Forward::eval()
+                .with_input_aggregate(self.input_agg.as_ref())
+                .with_output_rows(self.output.as_ref().map(|o| &o.rows)),
         );
         self.graph.set_phase_timing(self.cfg.profile);
         let logits = logits?;
-        self.device.synchronize()?;
+        self.sync()?;
         self.records.infer_ms.push(te.elapsed().as_secs_f64() * 1e3);
-        let acc = split_accuracy(&logits, self.data, self.comm.as_deref())?;
+        let acc = split_accuracy(&logits, self.out_data(), self.comm.as_deref())?;
         self.select.observe(epoch, acc, &self.vars)?;
         Ok(acc)
     }

@@ -1,0 +1,198 @@
+//! Which rows the output layer computes ([`gnn_models::output`]): the labelled nodes
+//! (train, validation and test) where they are at most half of the nodes
+//! ([`crate::TrainConfig::labelled_output`]), or where the whole `[N, classes]` logits would
+//! pass [`gnn_models::MAX_TENSOR_ELEMENTS`]; every node otherwise (Reddit labels all its
+//! nodes: selecting them would only add a copy). And the check that no tensor of a run
+//! passes that limit.
+
+use crate::data::DeviceData;
+use crate::error::Result;
+use candle_core::Tensor;
+use gnn_models::{check_elements, ConvKind, Gnn, ModelConfig, OutputRows, MAX_TENSOR_ELEMENTS};
+
+/// Whether a run over `nodes` nodes of which `labelled` carry a label (in any split)
+/// computes its `classes`-wide output layer for the labelled rows only.
+/// (`enabled`: [`crate::TrainConfig::labelled_output`]).
+pub(crate) fn restricts(nodes: usize, labelled: usize, classes: usize, enabled: bool) -> bool {
+    let whole = nodes as u64 * classes as u64;
+    (enabled && 2 * labelled <= nodes) || whole > MAX_TENSOR_ELEMENTS
+}
+
+/// The run header's line on the output rows where only the labelled ones are computed
+/// (`labelled` of `nodes`; every rank's where several), `None` otherwise.
+pub fn describe(nodes: usize, labelled: usize, classes: usize, enabled: bool) -> Option<String> {
+    restricts(nodes, labelled, classes, enabled).then(|| {
+        format!(
+            "output layer: the {labelled} labelled rows of {nodes} (the loss and the metrics \
+             read no others; --all-output-rows computes every node's)"
+        )
+    })
+}
+
+/// Whether the output layer of `m` runs its products on its output rows alone (a GCN or
+/// GraphSAGE-mean layer aggregating first; see [`gnn_models::output`]).
+fn output_products_on_rows(m: &ModelConfig) -> bool {
+    let (i, o) = m.layer_dims(m.layers.saturating_sub(1));
+    matches!(m.kind, ConvKind::Gcn | ConvKind::SageMean) && o >= i
+}
+
+/// Errors where a run of `m` over `nodes` nodes (`edges` stored edges, `out_rows` rows of
+/// the output layer) would make a tensor past [`MAX_TENSOR_ELEMENTS`], naming it and `fix`
+/// (what to change): candle's CUDA kernels would never end on it. Checked before anything
+/// is allocated.
+pub(crate) fn check_tensor_sizes(
+    m: &ModelConfig,
+    nodes: usize,
+    edges: usize,
+    out_rows: usize,
+    fix: &str,
+) -> Result<()> {
+    check_elements("the input features", nodes, m.in_dim, fix)?;
+    let attention = matches!(m.kind, ConvKind::Gat | ConvKind::Transformer);
+    for l in 0..m.layers {
+        let (i, o) = m.layer_dims(l);
+        let last = l + 1 == m.layers;
+        let rows = if last && output_products_on_rows(m) {
+            out_rows
+        } else {
+            nodes
+        };
+        check_elements(&format!("layer {}'s output", l + 1), rows, o, fix)?;
+        if m.kind == ConvKind::SageMean && o < i {
+            check_elements(
+                &format!("layer {}'s two products", l + 1),
+                nodes,
+                2 * o,
+                fix,
+            )?;
+        }
+        if attention {
+            let heads = if last { 1 } else { m.heads };
+            let what = format!("layer {}'s attention coefficients", l + 1);
+            check_elements(&what, edges, heads, fix)?;
+        }
+    }
+    Ok(())
+}
+
+/// The output layer's rows and the run's labels, loss weights and splits re-indexed to them
+/// (row `i` of the logits is node `rows[i]`).
+pub struct LabelledOutput {
+    /// The rows.
+    pub rows: OutputRows,
+    /// The run's data with labels, loss weights and splits as the rows are (the features
+    /// are the whole run's).
+    pub data: DeviceData,
+}
+
+impl LabelledOutput {
+    /// The labelled rows of `data` when they pay or are needed (see the module; `enabled`:
+    /// [`crate::TrainConfig::labelled_output`]); `None`: every node's.
+    pub fn choose(model: &Gnn, data: &DeviceData, enabled: bool) -> Result<Option<Self>> {
+        let rows = labelled_rows(data)?;
+        if !restricts(data.x.dim(0)?, rows.len(), model.config().out_dim, enabled) {
+            return Ok(None);
+        }
+        Ok(Some(Self::of_rows(data, rows)?))
+    }
+
+    /// The labelled rows of `data`, whatever their share.
+    pub fn labelled(data: &DeviceData) -> Result<Self> {
+        Self::of_rows(data, labelled_rows(data)?)
+    }
+
+    /// `rows` (ascending, distinct, holding every labelled row) of `data`.
+    fn of_rows(data: &DeviceData, rows: Vec<u32>) -> Result<Self> {
+        let n = data.x.dim(0)?;
+        let device = data.x.device();
+        let position = |ids: &Tensor| -> Result<Tensor> {
+            let at: Vec<u32> = ids
+                .to_vec1::<u32>()?
+                .iter()
+                .map(|id| rows.binary_search(id).unwrap_or_default() as u32)
+                .collect();
+            Ok(Tensor::new(at, device)?)
+        };
+        let ids = Tensor::new(rows.as_slice(), device)?;
+        let sub = DeviceData {
+            x: data.x.clone(),
+            labels: data.labels.index_select(&ids, 0)?,
+            train: position(&data.train)?,
+            val: position(&data.val)?,
+            test: position(&data.test)?,
+            train_labels: data.train_labels.clone(),
+            train_weight: data.train_weight.index_select(&ids, 0)?,
+            num_classes: data.num_classes,
+        };
+        Ok(Self {
+            rows: OutputRows::new(&rows, n, device)?,
+            data: sub,
+        })
+    }
+}
+
+/// The train, validation and test rows of `data`, ascending and distinct.
+fn labelled_rows(data: &DeviceData) -> Result<Vec<u32>> {
+    let mut rows = Vec::new();
+    for ids in [&data.train, &data.val, &data.test] {
+        rows.extend(ids.to_vec1::<u32>()?);
+    }
+    rows.sort_unstable();
+    rows.dedup();
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One rank of the papers100M-sized graph on 4 GPUs: 27.79 M rows, 833.7 M non-zeros,
+    /// 385 K labelled, 128 features, 172 classes.
+    const ROWS: usize = 27_790_361;
+    const NNZ: usize = 833_654_345;
+    const LABELLED: usize = 385_000;
+
+    #[test]
+    fn papers_sized_ranks_fit_with_labelled_output_rows_only() {
+        let gcn = ModelConfig::new(ConvKind::Gcn, 128, 128, 172, 3, 0.5);
+        // Whole-output logits would pass the limit: the labelled rows are taken regardless.
+        assert!(restricts(ROWS, LABELLED, 172, false));
+        assert!(restricts(ROWS, LABELLED, 172, true));
+        assert!(check_tensor_sizes(&gcn, ROWS, NNZ, LABELLED, "fix").is_ok());
+        let e = check_tensor_sizes(&gcn, ROWS, NNZ, ROWS, "use more ranks").unwrap_err();
+        let s = e.to_string();
+        assert!(s.contains("layer 3's output [27790361 x 172]"), "{s}");
+        assert!(s.contains("use more ranks"), "{s}");
+        // 256-wide hidden layers pass it at this share of rows whatever the output does.
+        let wide = ModelConfig::new(ConvKind::Gcn, 128, 256, 172, 3, 0.5);
+        let s = check_tensor_sizes(&wide, ROWS, NNZ, LABELLED, "fix")
+            .unwrap_err()
+            .to_string();
+        assert!(s.contains("layer 1's output [27790361 x 256]"), "{s}");
+        // On half the rows (8 ranks) it fits, its output layer (256 -> 172, multiplying
+        // first: the whole rows' product) too.
+        assert!(check_tensor_sizes(&wide, ROWS / 2, NNZ, LABELLED, "fix").is_ok());
+        // Attention: per-edge coefficients of 8 heads over 834 M edges.
+        let mut gat = ModelConfig::new(ConvKind::Gat, 128, 64, 172, 2, 0.5);
+        gat.heads = 8;
+        let s = check_tensor_sizes(&gat, ROWS, NNZ, LABELLED, "fix")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            s.contains("layer 1's attention coefficients [833654345 x 8]"),
+            "{s}"
+        );
+        // Reddit on one GPU: far below.
+        let reddit = ModelConfig::new(ConvKind::Gcn, 602, 256, 41, 3, 0.5);
+        assert!(check_tensor_sizes(&reddit, 232_965, 114_848_857, 232_965, "fix").is_ok());
+    }
+
+    #[test]
+    fn labelled_rows_are_taken_where_they_are_at_most_half() {
+        assert!(restricts(100, 50, 7, true));
+        assert!(!restricts(100, 51, 7, true));
+        assert!(!restricts(100, 10, 7, false));
+        assert!(describe(100, 50, 7, true).is_some_and(|s| s.contains("50 labelled rows of 100")));
+        assert!(describe(100, 60, 7, true).is_none());
+    }
+}
