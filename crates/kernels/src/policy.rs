@@ -67,7 +67,8 @@ pub enum SpmmKernel {
     /// `group`: row groups (lanes of 16-byte loads per row, several rows per warp, the result
     /// written once in the features' precision: no zero fill, atomics or narrowing pass),
     /// where a row of `k` features is whole 16-byte loads; GE-SpMM's row kernel otherwise.
-    /// Forced only: the dispatcher does not pick it until a dispatch record has timed it.
+    /// The dispatcher picks it on large sparse graphs (uniform rows, narrow or wide rows;
+    /// see [`crate::ops::spmm::dispatch`]).
     Group,
 }
 
