@@ -13,9 +13,11 @@
 extern "C" __global__ void symmetric_perm(const uint32_t* __restrict__ indptr,
                                           const uint32_t* __restrict__ indices, uint32_t n,
                                           uint32_t* __restrict__ perm, uint32_t* __restrict__ bad) {
-    const uint32_t c = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    // 64-bit: a warp per row passes 2^32 threads at 134 M rows.
+    const uint64_t warp = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const uint32_t lane = threadIdx.x & 31;
-    if (c >= n) return;
+    if (warp >= n) return;
+    const uint32_t c = (uint32_t)warp;
     const uint32_t s = indptr[c], e = indptr[c + 1];
     for (uint32_t q = s + lane; q < e; q += 32) {
         const uint32_t r = indices[q];
