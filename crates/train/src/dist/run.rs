@@ -432,7 +432,12 @@ fn preflight(
         }
     };
     if device.is_cuda() {
-        check_rank_sizes(plan, model, train)?;
+        // As the memory refusal below: --stats-only (the graph step of a saved-graph suite,
+        // which writes the graph on a GPU machine at one rank) reports it and goes on.
+        match check_rank_sizes(plan, model, train) {
+            Err(e) if cfg.stats_only => println!("training would stop here: {e}"),
+            r => r?,
+        }
     }
     let fits = |all: &[memory::Estimate]| budget.is_none_or(|b| need(all) <= b);
     // The chunk chosen leaves the estimate a margin (5 % of the budget) where one does; else
