@@ -240,12 +240,15 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
             crate::trainer::output::restricts(rows, labelled, model.out_dim, train.labelled_output)
         })
         .collect();
+    let labelled: usize = restricted.iter().map(|&r| plan.labelled[r]).sum();
+    let rows: usize = restricted
+        .iter()
+        .map(|&r| plan.partition.range(r).len())
+        .sum();
+    // The report's record of the shortcut (null: every rank computes every row's logits).
+    let output_rows = (!restricted.is_empty())
+        .then(|| json!({"ranks": restricted, "labelled_rows": labelled, "of_rows": rows}));
     if !restricted.is_empty() {
-        let labelled: usize = restricted.iter().map(|&r| plan.labelled[r]).sum();
-        let rows: usize = restricted
-            .iter()
-            .map(|&r| plan.partition.range(r).len())
-            .sum();
         println!(
             "output layer: the {labelled} labelled rows of {rows} on ranks {restricted:?} (the \
              loss and the metrics read no others; --all-output-rows computes every node's)"
@@ -323,6 +326,7 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
         // null: the whole local graph; "per rank block": one slice per rank's block.
         "gather_slice_rows": slice_rows_json(plan.slice_rows),
         "overlap": cfg.overlap,
+        "output_rows": output_rows,
         "halo_stats": stats,
         "partition": partition,
         "test_acc": r0.test_acc,
