@@ -168,7 +168,8 @@ pub struct TrainFlags {
     pub no_input_cache: bool,
     /// Compute the output layer for every node in every epoch, as PyG and DGL do (by default
     /// only for the labelled nodes where they are at most half of the nodes: the loss and
-    /// the metrics read no other rows).
+    /// the metrics read no other rows). Not where the whole logits would pass candle's
+    /// element limit (u32::MAX elements): the labelled rows are taken there regardless.
     #[arg(long)]
     pub all_output_rows: bool,
     /// `--cpu` and the kernel policy.

@@ -115,15 +115,7 @@ impl DeviceData {
                 .map(|&i| i - rows.start as u32)
                 .collect()
         };
-        // A split with no node here (see `select_rows`) is an empty view of a one-element
-        // buffer: no zero-byte upload reaches the driver.
-        let ids = |v: Vec<u32>| -> Result<Tensor> {
-            if v.is_empty() {
-                return Ok(Tensor::zeros(1, candle_core::DType::U32, device)?.narrow(0, 0, 0)?);
-            }
-            let len = v.len();
-            Ok(Tensor::from_vec(v, len, device)?)
-        };
+        let ids = |v: Vec<u32>| id_tensor(v, device);
         let train_local = local(&ds.split.train);
         let mut w = vec![0f32; n];
         let inv = 1.0 / ds.split.train.len() as f32;
@@ -145,6 +137,17 @@ impl DeviceData {
     }
 }
 
+/// `v` as a u32 tensor on `device`; no ids (a split with no node on this rank, see
+/// [`select_rows`]) are an empty view of a one-element buffer: no zero-byte upload reaches
+/// the driver.
+pub(crate) fn id_tensor(v: Vec<u32>, device: &candle_core::Device) -> Result<Tensor> {
+    if v.is_empty() {
+        return Ok(Tensor::zeros(1, candle_core::DType::U32, device)?.narrow(0, 0, 0)?);
+    }
+    let len = v.len();
+    Ok(Tensor::from_vec(v, len, device)?)
+}
+
 /// The rows `ids` of `t` (`index_select` along dimension 0), for a set of ids that may be
 /// empty: a rank of a partitioned run can own no node of a split (Cora's Planetoid split has
 /// its training nodes at ids 0..140 and its test nodes at 1708..2708: over two ranges, rank 1
@@ -153,7 +156,7 @@ impl DeviceData {
 /// (`CUDA_ERROR_INVALID_VALUE`); no ids give an empty view of `t` instead, no kernel. (The
 /// empty id sets themselves are views of a one-element buffer for the same reason: a
 /// zero-byte `cuMemAllocAsync` gives a null pointer, and a copy to it is nothing to rely on.)
-fn select_rows(t: &Tensor, ids: &Tensor) -> Result<Tensor> {
+pub(crate) fn select_rows(t: &Tensor, ids: &Tensor) -> Result<Tensor> {
     if ids.dim(0)? == 0 {
         return Ok(t.narrow(0, 0, 0)?);
     }
@@ -263,6 +266,28 @@ mod tests {
         assert_eq!(
             correct_count(&logits, &r1.labels, &r1.train).unwrap(),
             (0.0, 0)
+        );
+        // The labelled-rows view of each rank (the output layer's rows): its empty splits
+        // are views of one-element buffers too.
+        for (r, d) in ranks.iter().enumerate() {
+            let out = crate::LabelledOutput::labelled(d).unwrap();
+            let o = &out.data;
+            assert_eq!(out.rows.len(), len(&o.labels), "rank {r}");
+            for (what, t) in [("train", &o.train), ("val", &o.val), ("test", &o.test)] {
+                assert!(buffer_len(t) > 0, "rank {r}'s labelled {what}: zero bytes");
+            }
+        }
+        // Four ranges: rank 1 has no labelled node at all; its view keeps row 0, weight 0,
+        // in no split.
+        let plan = crate::dist::DistPlan::new(&ds, gnn_models::ConvKind::Gcn, 4, None).unwrap();
+        let r = DeviceData::partitioned(&ds, plan.partition.range(1), &dev, true).unwrap();
+        assert_eq!(plan.labelled[1], 0);
+        let out = crate::LabelledOutput::labelled(&r).unwrap();
+        assert_eq!(out.rows.len(), 1);
+        assert_eq!(out.data.train_weight.to_vec1::<f32>().unwrap(), [0.0]);
+        assert_eq!(
+            len(&out.data.train) + len(&out.data.val) + len(&out.data.test),
+            0
         );
     }
 

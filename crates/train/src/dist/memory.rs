@@ -326,7 +326,7 @@ impl Dims {
 
 /// The features' aggregation is cached (the trainer's input cache): what
 /// `Gnn::input_aggregate_reduce` decides, from the config.
-fn caches_input(model: &ModelConfig, train: &TrainConfig) -> bool {
+pub(crate) fn caches_input(model: &ModelConfig, train: &TrainConfig) -> bool {
     let maxk = matches!(model.activation, Activation::MaxK { .. })
         && model.layers > 1
         && !model.maxk_after_first;
@@ -790,6 +790,15 @@ pub fn estimate_shape(
         graph += nnz * 8 + (cols + 1) * 4;
     }
     resident.push((format!("local graph ({nnz} non-zeros)"), graph));
+    if d.out_rows < n {
+        // The selection matrix (row pointers and a column per selected row) and its
+        // transpose's row pointers, built for the backward.
+        let select = (d.out_rows + 1) * 4 + d.out_rows * 8 + (n + 1) * 4;
+        resident.push((
+            format!("output rows selection ({} rows)", d.out_rows),
+            select,
+        ));
+    }
     let params: u64 = (0..model.layers)
         .map(|l| {
             let (i, o) = model.layer_dims(l);

@@ -387,7 +387,28 @@ fn check_rank_sizes(
             crate::Error::Model(e) => crate::Error::Invalid(format!("rank {rank}: {e}")),
             e => e,
         };
-        check_tensor_sizes(model, shape.rows, shape.nnz as usize, out_rows, fix).map_err(at)?;
+        // The rows a rank's aggregation input holds with those it receives, where they are a
+        // tensor of their own (not under the fused symmetric all-gather, which GraphSAGE-mean
+        // leaves in f16).
+        let fused = shape.fused
+            && !(model.kind == gnn_models::ConvKind::SageMean
+                && train.precision == crate::Precision::F16);
+        let exchanged = match (fused, plan.exchange) {
+            (true, _) => None,
+            (false, Exchange::AllGather) => Some(shape.parts * shape.block_rows),
+            (false, _) => Some(shape.rows + shape.halo),
+        };
+        let cached = super::memory::caches_input(model, train);
+        check_tensor_sizes(
+            model,
+            shape.rows,
+            shape.nnz as usize,
+            out_rows,
+            cached,
+            exchanged,
+            fix,
+        )
+        .map_err(at)?;
         if plan.gather_logits {
             gnn_models::check_elements(
                 "the predictions' logits",

@@ -163,11 +163,16 @@ fn check_sizes(
     } else {
         nodes
     };
+    // A rank of a partitioned run had its exchanged rows checked before it allocated
+    // (`dist::run`'s pre-flight).
+    let cached = cfg.cache_input_aggregate && model.input_aggregate_reduce(graph).is_some();
     output::check_tensor_sizes(
         m,
         nodes,
         graph.graph.nnz(),
         out_rows,
+        cached,
+        None,
         "train partitioned over more GPUs (train_dist --ranks), each holding a share of the \
          rows, or narrow the model",
     )
@@ -461,6 +466,8 @@ pub fn predict(model: &Gnn, graph: &ModelGraph, x: &Tensor) -> Result<Tensor> {
             n,
             graph.graph.nnz(),
             n,
+            false,
+            None,
             "predict partitioned over more GPUs, each holding a share of the rows",
         )?;
     }

@@ -13,18 +13,28 @@ use gnn_models::{check_elements, ConvKind, Gnn, ModelConfig, OutputRows, MAX_TEN
 /// Whether a run over `nodes` nodes of which `labelled` carry a label (in any split)
 /// computes its `classes`-wide output layer for the labelled rows only.
 /// (`enabled`: [`crate::TrainConfig::labelled_output`]).
+/// A rank (or run) with no node computes every row (none).
 pub(crate) fn restricts(nodes: usize, labelled: usize, classes: usize, enabled: bool) -> bool {
-    let whole = nodes as u64 * classes as u64;
-    (enabled && 2 * labelled <= nodes) || whole > MAX_TENSOR_ELEMENTS
+    (enabled && 2 * labelled <= nodes && nodes > 0) || whole_passes_limit(nodes, classes)
+}
+
+/// Whether the whole `[nodes, classes]` logits would pass [`MAX_TENSOR_ELEMENTS`].
+fn whole_passes_limit(nodes: usize, classes: usize) -> bool {
+    nodes as u64 * classes as u64 > MAX_TENSOR_ELEMENTS
 }
 
 /// The run header's line on the output rows where only the labelled ones are computed
 /// (`labelled` of `nodes`; every rank's where several), `None` otherwise.
 pub fn describe(nodes: usize, labelled: usize, classes: usize, enabled: bool) -> Option<String> {
     restricts(nodes, labelled, classes, enabled).then(|| {
+        let why = if whole_passes_limit(nodes, classes) {
+            "the whole logits would pass candle's element limit, whatever --all-output-rows says"
+        } else {
+            "--all-output-rows computes every node's"
+        };
         format!(
             "output layer: the {labelled} labelled rows of {nodes} (the loss and the metrics \
-             read no others; --all-output-rows computes every node's)"
+             read no others; {why})"
         )
     })
 }
@@ -36,15 +46,36 @@ fn output_products_on_rows(m: &ModelConfig) -> bool {
     matches!(m.kind, ConvKind::Gcn | ConvKind::SageMean) && o >= i
 }
 
+/// The width at which layer `l` of `m` exchanges rows for its aggregation (`None`: it
+/// exchanges none, reading the cached aggregation or no graph).
+fn exchanged_width(m: &ModelConfig, l: usize, cached: bool) -> Option<usize> {
+    let (i, o) = m.layer_dims(l);
+    let first_cached = l == 0 && cached;
+    match m.kind {
+        ConvKind::Mlp => None,
+        ConvKind::Gcn | ConvKind::Gin | ConvKind::SageMean if first_cached => None,
+        ConvKind::Gcn | ConvKind::SageMean => Some(i.min(o)),
+        ConvKind::Gin | ConvKind::SagePool => Some(i),
+        ConvKind::Gat | ConvKind::Transformer => Some(o),
+    }
+}
+
 /// Errors where a run of `m` over `nodes` nodes (`edges` stored edges, `out_rows` rows of
 /// the output layer) would make a tensor past [`MAX_TENSOR_ELEMENTS`], naming it and `fix`
 /// (what to change): candle's CUDA kernels would never end on it. Checked before anything
 /// is allocated.
+/// `cached`: the first layer reads the cached aggregation of the features (no products of
+/// its own to aggregate). `exchanged`: the rows a rank's aggregation input holds with the
+/// rows it receives, where they are a tensor of their own (point-to-point: its rows and its
+/// halo; an all-gather that is not the fused symmetric op: every rank's block); `None` on
+/// one device and under the fused all-gather.
 pub(crate) fn check_tensor_sizes(
     m: &ModelConfig,
     nodes: usize,
     edges: usize,
     out_rows: usize,
+    cached: bool,
+    exchanged: Option<usize>,
     fix: &str,
 ) -> Result<()> {
     check_elements("the input features", nodes, m.in_dim, fix)?;
@@ -58,13 +89,20 @@ pub(crate) fn check_tensor_sizes(
             nodes
         };
         check_elements(&format!("layer {}'s output", l + 1), rows, o, fix)?;
-        if m.kind == ConvKind::SageMean && o < i {
+        if m.kind == ConvKind::SageMean && o < i && !(l == 0 && cached) {
             check_elements(
                 &format!("layer {}'s two products", l + 1),
                 nodes,
                 2 * o,
                 fix,
             )?;
+        }
+        if m.kind == ConvKind::Gin {
+            check_elements(&format!("layer {}'s MLP", l + 1), nodes, m.hidden, fix)?;
+        }
+        if let (Some(rows), Some(width)) = (exchanged, exchanged_width(m, l, cached)) {
+            let what = format!("layer {}'s input with the rows it receives", l + 1);
+            check_elements(&what, rows, width, fix)?;
         }
         if attention {
             let heads = if last { 1 } else { m.heads };
@@ -101,9 +139,14 @@ impl LabelledOutput {
         Self::of_rows(data, labelled_rows(data)?)
     }
 
-    /// `rows` (ascending, distinct, holding every labelled row) of `data`.
-    fn of_rows(data: &DeviceData, rows: Vec<u32>) -> Result<Self> {
+    /// `rows` (ascending, distinct, holding every labelled row) of `data`. A rank with no
+    /// labelled row keeps row 0 (loss weight 0, in no split): no empty selection, index or
+    /// zero-size launch reaches the driver (see [`crate::data::select_rows`]).
+    fn of_rows(data: &DeviceData, mut rows: Vec<u32>) -> Result<Self> {
         let n = data.x.dim(0)?;
+        if rows.is_empty() && n > 0 {
+            rows.push(0);
+        }
         let device = data.x.device();
         let position = |ids: &Tensor| -> Result<Tensor> {
             let at: Vec<u32> = ids
@@ -111,17 +154,18 @@ impl LabelledOutput {
                 .iter()
                 .map(|id| rows.binary_search(id).unwrap_or_default() as u32)
                 .collect();
-            Ok(Tensor::new(at, device)?)
+            crate::data::id_tensor(at, device)
         };
-        let ids = Tensor::new(rows.as_slice(), device)?;
+        let ids = crate::data::id_tensor(rows.clone(), device)?;
+        let select = |t: &Tensor| crate::data::select_rows(t, &ids);
         let sub = DeviceData {
             x: data.x.clone(),
-            labels: data.labels.index_select(&ids, 0)?,
+            labels: select(&data.labels)?,
             train: position(&data.train)?,
             val: position(&data.val)?,
             test: position(&data.test)?,
             train_labels: data.train_labels.clone(),
-            train_weight: data.train_weight.index_select(&ids, 0)?,
+            train_weight: select(&data.train_weight)?,
             num_classes: data.num_classes,
         };
         Ok(Self {
@@ -158,24 +202,25 @@ mod tests {
         // Whole-output logits would pass the limit: the labelled rows are taken regardless.
         assert!(restricts(ROWS, LABELLED, 172, false));
         assert!(restricts(ROWS, LABELLED, 172, true));
-        assert!(check_tensor_sizes(&gcn, ROWS, NNZ, LABELLED, "fix").is_ok());
-        let e = check_tensor_sizes(&gcn, ROWS, NNZ, ROWS, "use more ranks").unwrap_err();
+        assert!(check_tensor_sizes(&gcn, ROWS, NNZ, LABELLED, true, None, "fix").is_ok());
+        let e =
+            check_tensor_sizes(&gcn, ROWS, NNZ, ROWS, true, None, "use more ranks").unwrap_err();
         let s = e.to_string();
         assert!(s.contains("layer 3's output [27790361 x 172]"), "{s}");
         assert!(s.contains("use more ranks"), "{s}");
         // 256-wide hidden layers pass it at this share of rows whatever the output does.
         let wide = ModelConfig::new(ConvKind::Gcn, 128, 256, 172, 3, 0.5);
-        let s = check_tensor_sizes(&wide, ROWS, NNZ, LABELLED, "fix")
+        let s = check_tensor_sizes(&wide, ROWS, NNZ, LABELLED, true, None, "fix")
             .unwrap_err()
             .to_string();
         assert!(s.contains("layer 1's output [27790361 x 256]"), "{s}");
         // On half the rows (8 ranks) it fits, its output layer (256 -> 172, multiplying
         // first: the whole rows' product) too.
-        assert!(check_tensor_sizes(&wide, ROWS / 2, NNZ, LABELLED, "fix").is_ok());
+        assert!(check_tensor_sizes(&wide, ROWS / 2, NNZ, LABELLED, true, None, "fix").is_ok());
         // Attention: per-edge coefficients of 8 heads over 834 M edges.
         let mut gat = ModelConfig::new(ConvKind::Gat, 128, 64, 172, 2, 0.5);
         gat.heads = 8;
-        let s = check_tensor_sizes(&gat, ROWS, NNZ, LABELLED, "fix")
+        let s = check_tensor_sizes(&gat, ROWS, NNZ, LABELLED, false, None, "fix")
             .unwrap_err()
             .to_string();
         assert!(
@@ -184,7 +229,50 @@ mod tests {
         );
         // Reddit on one GPU: far below.
         let reddit = ModelConfig::new(ConvKind::Gcn, 602, 256, 41, 3, 0.5);
-        assert!(check_tensor_sizes(&reddit, 232_965, 114_848_857, 232_965, "fix").is_ok());
+        assert!(
+            check_tensor_sizes(&reddit, 232_965, 114_848_857, 232_965, true, None, "fix").is_ok()
+        );
+    }
+
+    /// Exchanged rows that are a tensor of their own count (point-to-point: a rank's rows
+    /// and its halo; an unfused all-gather: every block); a first GraphSAGE layer reading
+    /// the cached aggregation makes no two-product tensor.
+    #[test]
+    fn exchanged_rows_count_and_a_cached_first_layer_makes_no_products() {
+        let gcn = ModelConfig::new(ConvKind::Gcn, 128, 128, 172, 3, 0.5);
+        let halo = 80_921_080;
+        let s = check_tensor_sizes(&gcn, ROWS, NNZ, LABELLED, true, Some(ROWS + halo), "fix")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            s.contains("layer 2's input with the rows it receives [108711441 x 128]"),
+            "{s}"
+        );
+        let mut gat = ModelConfig::new(ConvKind::Gat, 128, 64, 172, 2, 0.5);
+        gat.heads = 4;
+        let s = check_tensor_sizes(
+            &gat,
+            ROWS / 4,
+            NNZ / 8,
+            LABELLED,
+            false,
+            Some(4 * ROWS),
+            "f",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            s.contains("layer 1's input with the rows it receives [111161444 x 64]"),
+            "{s}"
+        );
+        // 128 -> 96: the cached first layer multiplies the aggregation and the features
+        // apart; without the cache it would hold [N, 192].
+        let sage = ModelConfig::new(ConvKind::SageMean, 128, 96, 172, 3, 0.5);
+        assert!(check_tensor_sizes(&sage, ROWS, NNZ, LABELLED, true, None, "fix").is_ok());
+        let s = check_tensor_sizes(&sage, ROWS, NNZ, LABELLED, false, None, "fix")
+            .unwrap_err()
+            .to_string();
+        assert!(s.contains("layer 1's two products [27790361 x 192]"), "{s}");
     }
 
     #[test]
@@ -192,6 +280,12 @@ mod tests {
         assert!(restricts(100, 50, 7, true));
         assert!(!restricts(100, 51, 7, true));
         assert!(!restricts(100, 10, 7, false));
+        // A rank with no row has nothing to select.
+        assert!(!restricts(0, 0, 7, true));
+        // Past the limit the labelled rows are taken whatever the option says.
+        assert!(restricts(30_000_000, 20_000_000, 172, false));
+        assert!(describe(30_000_000, 20_000_000, 172, false)
+            .is_some_and(|s| s.contains("element limit")));
         assert!(describe(100, 50, 7, true).is_some_and(|s| s.contains("50 labelled rows of 100")));
         assert!(describe(100, 60, 7, true).is_none());
     }
