@@ -23,6 +23,6 @@ pub use dropout::DropoutRng;
 pub use error::{Error, Result};
 pub use graph::{Aggregation, FusedAggregation, ModelGraph, Operands};
 pub use model::{Forward, Gnn, PygLayout};
-pub use output::{check_elements, OutputRows, MAX_TENSOR_ELEMENTS};
+pub use output::{check_elements, products_pass_limit, OutputRows, MAX_TENSOR_ELEMENTS};
 pub use params::{Init, ParamStore};
 pub use timer::{Phase, PhaseSpan, PhaseTimes};

@@ -506,7 +506,14 @@ impl Gnn {
                 }
                 c.forward(g, &a, Some(&a))
             }
-            Conv::Sage(c) if c.aggregates_first() || (agg.is_some() && c.is_mean()) => {
+            // A GraphSAGE-mean layer that would multiply first aggregates first here too when
+            // its whole rows' two products would pass the element limit.
+            Conv::Sage(c)
+                if c.is_mean()
+                    && (c.aggregates_first()
+                        || agg.is_some()
+                        || crate::output::products_pass_limit(h.dim(0)?, c.out_dim())) =>
+            {
                 let a = select(&aggregate(Reduce::Mean)?)?;
                 let h = select(&h)?;
                 if g.lean_layers() {

@@ -76,6 +76,13 @@ impl OutputRows {
     }
 }
 
+/// Whether a GraphSAGE layer's two products over `rows` rows (`[rows, 2 out]`, its
+/// multiply-first form) would pass [`MAX_TENSOR_ELEMENTS`]: its output layer on selected rows
+/// then aggregates first instead ([`crate::Forward::with_output_rows`]).
+pub fn products_pass_limit(rows: usize, out: usize) -> bool {
+    rows as u64 * 2 * out as u64 > MAX_TENSOR_ELEMENTS
+}
+
 /// Errors when a `[rows, width]` tensor named `what` would hold more than
 /// [`MAX_TENSOR_ELEMENTS`]; `fix` says what to change.
 pub fn check_elements(what: &str, rows: usize, width: usize, fix: &str) -> Result<()> {

@@ -1011,7 +1011,12 @@ fn output_rows_equal_the_whole_outputs_rows() {
     ] {
         // (in, hidden, classes, layers): the output layer aggregating first (6 -> 9) and
         // multiplying first (6 -> 3), and a single layer over the input.
-        for (in_dim, hidden, classes, layers) in [(7, 6, 9, 3), (7, 6, 3, 3), (4, 6, 9, 1)] {
+        // The last, one layer narrowing (7 -> 3) with the cached input: GraphSAGE's
+        // aggregate-first form on selected rows where it would multiply first (the form its
+        // output layer takes past the element limit).
+        for (in_dim, hidden, classes, layers) in
+            [(7, 6, 9, 3), (7, 6, 3, 3), (4, 6, 9, 1), (7, 6, 3, 1)]
+        {
             let mut cfg = ModelConfig::new(kind, in_dim, hidden, classes, layers, 0.5);
             cfg.heads = 2;
             cfg.input_dropout = 0.0;

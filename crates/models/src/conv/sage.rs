@@ -49,6 +49,11 @@ impl SageConv {
         })
     }
 
+    /// Output width.
+    pub(crate) fn out_dim(&self) -> usize {
+        self.lin_l.weight.dims2().map_or(0, |(o, _)| o)
+    }
+
     /// Whether the layer has the mean aggregator.
     pub(crate) fn is_mean(&self) -> bool {
         self.pool.is_none()

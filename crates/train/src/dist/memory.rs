@@ -392,7 +392,11 @@ fn gcn_sage_tape(model: &ModelConfig, cached: bool, d: &Dims) -> Tape {
         let (i, o) = model.layer_dims(l);
         let last = l + 1 == model.layers;
         let given = (l == 0 && cached) || carried.is_some();
-        let product_last = given || o >= i;
+        // A GraphSAGE output layer on selected rows aggregates first where its whole rows'
+        // two products would pass candle's element limit (`Gnn::output_layer_on`).
+        let wide =
+            last && sage && d.out_rows < d.n && gnn_models::products_pass_limit(d.n as usize, o);
+        let product_last = given || o >= i || wide;
         // An output layer whose products come last runs them on its output rows alone.
         let rows = if last && product_last {
             d.out_rows
@@ -1121,5 +1125,64 @@ mod tests {
         );
         assert!(whole.peak() > h100, "{}", whole.peak() / GIB);
         assert_eq!(chunk_candidates(&model), [128, 64, 32, 16]);
+    }
+
+    /// Issue 41's papers100M-sized runs on 8 ranks (before any 8-GPU run): one rank of the
+    /// range partition holds 13.9 M nodes, 417 M non-zeros of GCN's operand (404 M of
+    /// GraphSAGE's) and about 193 K labelled nodes; every 256-wide tensor then stays under
+    /// candle's element limit (GraphSAGE's output layer aggregating first: its whole rows'
+    /// two products, `[13.9 M x 344]`, would pass it). GCN 3x256 fits an H100 rank in
+    /// 32-column chunks (55.4 GiB); GraphSAGE 3x256 (76.0 GiB) just passes an H100's 76 GiB
+    /// budget and fits an H200's.
+    #[test]
+    fn papers100m_3x256_on_8_ranks() {
+        let train = TrainConfig {
+            precision: Precision::Bf16,
+            ..TrainConfig::default()
+        };
+        let (h100, h200) = (78 * GIB - CUDA_RESERVE, 139 * GIB - CUDA_RESERVE);
+        let rank = |kind: ConvKind| {
+            let gcn = kind == ConvKind::Gcn;
+            RankShape {
+                rank: 0,
+                rows: 13_882_495,
+                block_rows: 13_950_000,
+                parts: 8,
+                nnz: if gcn { 417_500_000 } else { 403_500_000 },
+                halo: 95_000_000,
+                fused: true,
+                ring: true,
+                weighted: gcn,
+                feature_chunk: Some(32),
+                labelled: 192_500,
+            }
+        };
+        for (kind, card) in [(ConvKind::Gcn, h100), (ConvKind::SageMean, h200)] {
+            let model = papers_model(kind, 256);
+            let est = estimate_shape(&rank(kind), &model, &train, Target::Cuda);
+            let gib = est.peak() as f64 / GIB as f64;
+            println!(
+                "{kind} 3x256 on 8 ranks, 32-column chunks: {gib:.1} GiB\n{}",
+                est.table()
+            );
+            assert!(est.exact);
+            assert!(est.peak() < card, "{kind}: {gib:.1} GiB");
+            assert!(
+                card == h100 || est.peak() > h100,
+                "{kind}: {gib:.1} GiB fits an H100"
+            );
+            let shape = rank(kind);
+            let cached = caches_input(&model, &train);
+            crate::trainer::output::check_tensor_sizes(
+                &model,
+                shape.rows,
+                shape.nnz as usize,
+                shape.labelled,
+                cached,
+                None,
+                "fix",
+            )
+            .expect("under the element limit on 8 ranks");
+        }
     }
 }

@@ -39,11 +39,17 @@ pub fn describe(nodes: usize, labelled: usize, classes: usize, enabled: bool) ->
     })
 }
 
-/// Whether the output layer of `m` runs its products on its output rows alone (a GCN or
-/// GraphSAGE-mean layer aggregating first; see [`gnn_models::output`]).
-fn output_products_on_rows(m: &ModelConfig) -> bool {
+/// Whether the output layer of `m` over `nodes` rows, computed for selected rows, runs its
+/// products on those rows alone (a GCN or GraphSAGE-mean layer aggregating first, GraphSAGE
+/// also where its whole rows' two products would pass the limit; see
+/// [`gnn_models::output`]).
+pub(crate) fn output_products_on_rows(m: &ModelConfig, nodes: usize) -> bool {
     let (i, o) = m.layer_dims(m.layers.saturating_sub(1));
-    matches!(m.kind, ConvKind::Gcn | ConvKind::SageMean) && o >= i
+    match m.kind {
+        ConvKind::Gcn => o >= i,
+        ConvKind::SageMean => o >= i || gnn_models::products_pass_limit(nodes, o),
+        _ => false,
+    }
 }
 
 /// The width at which layer `l` of `m` exchanges rows for its aggregation (`None`: it
@@ -83,13 +89,10 @@ pub(crate) fn check_tensor_sizes(
     for l in 0..m.layers {
         let (i, o) = m.layer_dims(l);
         let last = l + 1 == m.layers;
-        let rows = if last && output_products_on_rows(m) {
-            out_rows
-        } else {
-            nodes
-        };
+        let on_rows = last && out_rows < nodes && output_products_on_rows(m, nodes);
+        let rows = if on_rows { out_rows } else { nodes };
         check_elements(&format!("layer {}'s output", l + 1), rows, o, fix)?;
-        if m.kind == ConvKind::SageMean && o < i && !(l == 0 && cached) {
+        if m.kind == ConvKind::SageMean && o < i && !(l == 0 && cached) && !on_rows {
             check_elements(
                 &format!("layer {}'s two products", l + 1),
                 nodes,
