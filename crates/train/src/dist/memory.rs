@@ -758,16 +758,12 @@ pub fn estimate_shape(
         ring,
         halo: shape.halo as u64,
         chunk: shape.feature_chunk.map(|c| c as u64),
-        out_rows: if crate::trainer::output::restricts(
+        out_rows: crate::trainer::output::output_rows(
             shape.rows,
             shape.labelled,
             model.out_dim,
             train.labelled_output,
-        ) {
-            shape.labelled as u64
-        } else {
-            n
-        },
+        ) as u64,
     };
     let cached = caches_input(model, train);
     let mut resident = vec![

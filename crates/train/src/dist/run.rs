@@ -369,20 +369,16 @@ fn check_rank_sizes(
     model: &gnn_models::ModelConfig,
     train: &TrainConfig,
 ) -> Result<()> {
-    use crate::trainer::output::{check_tensor_sizes, restricts};
+    use crate::trainer::output::{check_tensor_sizes, output_rows};
     let fix = "use more ranks (each holds fewer rows) or a narrower model";
     for rank in 0..plan.partition.parts() {
         let shape = super::memory::RankShape::of(plan, model, train.precision, rank);
-        let out_rows = if restricts(
+        let out_rows = output_rows(
             shape.rows,
             shape.labelled,
             model.out_dim,
             train.labelled_output,
-        ) {
-            shape.labelled
-        } else {
-            shape.rows
-        };
+        );
         let at = |e: crate::Error| match e {
             crate::Error::Model(e) => crate::Error::Invalid(format!("rank {rank}: {e}")),
             e => e,

@@ -158,11 +158,7 @@ fn check_sizes(
     let nodes = data.x.dim(0)?;
     let labelled = data.train.dim(0)? + data.val.dim(0)? + data.test.dim(0)?;
     let m = model.config();
-    let out_rows = if output::restricts(nodes, labelled, m.out_dim, cfg.labelled_output) {
-        labelled
-    } else {
-        nodes
-    };
+    let out_rows = output::output_rows(nodes, labelled, m.out_dim, cfg.labelled_output);
     // A rank of a partitioned run had its exchanged rows checked before it allocated
     // (`dist::run`'s pre-flight).
     let cached = cfg.cache_input_aggregate && model.input_aggregate_reduce(graph).is_some();

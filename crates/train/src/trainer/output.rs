@@ -18,6 +18,17 @@ pub(crate) fn restricts(nodes: usize, labelled: usize, classes: usize, enabled: 
     (enabled && 2 * labelled <= nodes && nodes > 0) || whole_passes_limit(nodes, classes)
 }
 
+/// The rows the output layer computes over `nodes` nodes of which `labelled` carry a label
+/// ([`restricts`]): the labelled ones (row 0 alone where there are none, see
+/// [`LabelledOutput`]) or all of them.
+pub(crate) fn output_rows(nodes: usize, labelled: usize, classes: usize, enabled: bool) -> usize {
+    if restricts(nodes, labelled, classes, enabled) {
+        labelled.max(1)
+    } else {
+        nodes
+    }
+}
+
 /// Whether the whole `[nodes, classes]` logits would pass [`MAX_TENSOR_ELEMENTS`].
 fn whole_passes_limit(nodes: usize, classes: usize) -> bool {
     nodes as u64 * classes as u64 > MAX_TENSOR_ELEMENTS
@@ -283,8 +294,13 @@ mod tests {
         assert!(restricts(100, 50, 7, true));
         assert!(!restricts(100, 51, 7, true));
         assert!(!restricts(100, 10, 7, false));
-        // A rank with no row has nothing to select.
+        // A rank with no row has nothing to select; one with no labelled row keeps row 0.
         assert!(!restricts(0, 0, 7, true));
+        assert_eq!(output_rows(100, 0, 7, true), 1);
+        assert_eq!(
+            (output_rows(100, 50, 7, true), output_rows(100, 60, 7, true)),
+            (50, 100)
+        );
         // Past the limit the labelled rows are taken whatever the option says.
         assert!(restricts(30_000_000, 20_000_000, 172, false));
         assert!(describe(30_000_000, 20_000_000, 172, false)
