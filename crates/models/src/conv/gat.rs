@@ -98,13 +98,14 @@ impl GatConv {
             let xs = g.exchange(&[&xw])?.remove(0);
             let own = g.own_columns();
             // Both node scores of every head in one GEMM: xs [cols, H F] times the
-            // block-diagonal [H F, 2H] of att_src | att_dst (fp32 accumulation in cuBLAS under
-            // half precision, and no [cols, H, F] product). The attention itself runs in
-            // fp32. The halo rows' source scores come from their exchanged features (the
-            // exchange carries H F columns per row, not H F + H).
-            let s = xs
-                .matmul(&like(&self.score_matrix()?, &xs)?)?
-                .to_dtype(DType::F32)?;
+            // block-diagonal [H F, 2H] of att_src | att_dst (no [cols, H, F] product). The
+            // GEMM runs in f32 under half precision too: a bf16 product rounds scores of
+            // ~10 by ~0.04, which the softmax turns into ~4 % weight errors, and the
+            // backward would round the scores' gradient to bf16 before both attention
+            // vectors' sums over every row. The attention
+            // itself runs in f32. The halo rows' source scores come from their exchanged
+            // features (the exchange carries H F columns per row, not H F + H).
+            let s = xs.to_dtype(DType::F32)?.matmul(&self.score_matrix()?)?;
             let head_scores = |s: &Tensor, first: usize| -> Result<Tensor> {
                 let rows = s.dim(0)?;
                 Ok(s.narrow(1, first, h)?.contiguous()?.reshape(rows * h)?)
