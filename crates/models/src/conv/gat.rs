@@ -102,7 +102,10 @@ impl GatConv {
             // GEMM runs in f32 under half precision too: a bf16 product rounds scores of
             // ~10 by ~0.04, which the softmax turns into ~4 % weight errors, and the
             // backward would round the scores' gradient to bf16 before both attention
-            // vectors' sums over every row. The attention
+            // vectors' sums over every row. With the bf16 GEMM, GAT 2x64 bf16 on one H100
+            // spiked at epoch 7 and ended at loss 1.95 (89.2 %); with this one, 1.26
+            // (94.7 %) for +0.6 % of epoch time (bench/records/dist-scaling/
+            // h100x4-2026-11-27/gat-diagnostics). The attention
             // itself runs in f32. The halo rows' source scores come from their exchanged
             // features (the exchange carries H F columns per row, not H F + H).
             let s = xs.to_dtype(DType::F32)?.matmul(&self.score_matrix()?)?;
