@@ -164,7 +164,10 @@ struct Args {
     /// Under that one op, the local graph is stored as column slices, one per rank's block
     /// of the gathered rows (the own block's slice runs while the others' rows are in
     /// flight); this cuts each block further into slices of at most this many rows; 0 keeps
-    /// the graph whole (no overlap). MaxK, max and GraphSAGE's mean keep it whole.
+    /// the graph whole (no overlap). MaxK and max keep it whole; GraphSAGE's mean too, unless
+    /// this is below the gathered rows (all ranks' blocks) or feature chunks are on: a mean
+    /// over slices divides afterwards, in f32, which cost more than the overlap saved at
+    /// scale 1 on two GPUs.
     #[arg(long)]
     gather_slice_rows: Option<usize>,
     /// Run the sliced aggregation's own-block slices after each exchange instead of while it
