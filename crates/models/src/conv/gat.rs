@@ -99,13 +99,13 @@ impl GatConv {
             let own = g.own_columns();
             // Both node scores of every head in one GEMM: xs [cols, H F] times the
             // block-diagonal [H F, 2H] of att_src | att_dst (no [cols, H, F] product). The
-            // GEMM runs in f32 under half precision too: a bf16 product rounds scores of
-            // ~10 by ~0.04, which the softmax turns into ~4 % weight errors, and the
-            // backward would round the scores' gradient to bf16 before both attention
-            // vectors' sums over every row. With the bf16 GEMM, GAT 2x64 bf16 on one H100
-            // spiked at epoch 7 and ended at loss 1.95 (89.2 %); with this one, 1.26
-            // (94.7 %) for +0.6 % of epoch time (bench/records/dist-scaling/
-            // h100x4-2026-11-27/gat-diagnostics). The attention
+            // GEMM runs in f32 under half precision too. A bf16 product keeps 8 significant
+            // bits of each score, so a score s is off by up to s/256 and its softmax weight
+            // by about that fraction; its backward would also round the scores' gradient to
+            // bf16 before both attention vectors' sums over every row. With the bf16 GEMM,
+            // GAT 2x64 bf16 on one H100 spiked at epoch 7 and ended at loss 1.95 (89.2 %);
+            // with this one at 1.26 (94.7 %), for +0.2-0.7 % of epoch time
+            // (bench/records/dist-scaling/h100x4-2026-11-27/gat-diagnostics). The attention
             // itself runs in f32. The halo rows' source scores come from their exchanged
             // features (the exchange carries H F columns per row, not H F + H).
             let s = xs.to_dtype(DType::F32)?.matmul(&self.score_matrix()?)?;
