@@ -113,6 +113,25 @@ impl SelectedAggregation {
         })))
     }
 
+    /// The same aggregation with its graphs under `g`'s kernel policy, recording into `g`'s
+    /// record ([`DeviceGraph::with_policy_of`]); its call count starts again from 0.
+    pub fn with_policy_of(&self, g: &DeviceGraph) -> Self {
+        let i = &self.0;
+        Self(Arc::new(Inner {
+            comm: i.comm.clone(),
+            rows: i.rows.clone(),
+            block: i.block,
+            n_own: i.n_own,
+            products: i.products.as_ref().map(|p| Products {
+                b: p.b.with_policy_of(g),
+                b_values: p.b_values.clone(),
+                bt: p.bt.with_policy_of(g),
+                bt_values: p.bt_values.clone(),
+            }),
+            forwards: AtomicUsize::new(0),
+        }))
+    }
+
     /// This rank's selected rows (local ids, ascending): the rows of [`Self::forward`]'s
     /// output, in order.
     pub fn rows(&self) -> &[u32] {
