@@ -245,13 +245,27 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
         .iter()
         .map(|&r| plan.partition.range(r).len())
         .sum();
+    // Whether the ranks aggregate the labelled rows alone for the output layer (a model of
+    // the config on the host: the decision reads its layers' shapes only).
+    let rows_alone = plan.selects_output_aggregation(
+        &gnn_models::Gnn::new(model.clone(), &candle_core::Device::Cpu, 0)?,
+        train,
+    );
     // The report's record of the shortcut (null: every rank computes every row's logits).
-    let output_rows = (!restricted.is_empty())
-        .then(|| json!({"ranks": restricted, "labelled_rows": labelled, "of_rows": rows}));
+    let output_rows = (!restricted.is_empty()).then(|| {
+        json!({"ranks": restricted, "labelled_rows": labelled, "of_rows": rows,
+               "aggregation_of_rows_alone": rows_alone})
+    });
     if !restricted.is_empty() {
         println!(
             "output layer: the {labelled} labelled rows of {rows} on ranks {restricted:?} (the \
              loss and the metrics read no others; --all-output-rows computes every node's)"
+        );
+    }
+    if rows_alone {
+        println!(
+            "output layer: its aggregation runs on the labelled rows alone (one reduce-scatter \
+             of them forward, one all-gather of their gradient backward)"
         );
     }
     if cfg.stats_only {
