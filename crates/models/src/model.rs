@@ -371,7 +371,7 @@ impl Gnn {
             && self.norms.is_empty()
             && self.activation(l) == Activation::Relu
             && (l + 1 == last || self.activation(l + 1) == Activation::Relu);
-        matches!((plain, self.convs.get(l + 1)), (true, Some(Conv::Gcn(next))) if next.aggregates_first())
+        plain && matches!(self.convs.get(l + 1), Some(Conv::Gcn(next)) if next.aggregates_first())
     }
 
     /// Whether a training pass over a partitioned graph with the fused symmetric aggregation

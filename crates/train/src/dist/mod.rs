@@ -1356,6 +1356,61 @@ mod tests {
         }
     }
 
+    /// The trainer's own passes (training and evaluation) through the output rows'
+    /// aggregation: Cora with a sparse split on three ranks under the all-gather, a GCN
+    /// whose output layer aggregates first, trains as on one device.
+    #[test]
+    fn training_with_the_output_rows_aggregation_follows_the_single_device_run() {
+        let mut ds = cora();
+        ds.split.train.retain(|i| i % 2 == 0);
+        ds.split.val.retain(|i| i % 5 == 0);
+        ds.split.test.retain(|i| i % 5 == 0);
+        let mut cfg =
+            ModelConfig::new(ConvKind::Gcn, ds.features.cols(), 6, ds.num_classes, 3, 0.5);
+        cfg.input_dropout = 0.0;
+        let train = TrainConfig {
+            epochs: 6,
+            eval_every: 2,
+            ..TrainConfig::default()
+        };
+        let dev = Device::Cpu;
+        let model = Gnn::new(cfg.clone(), &dev, 3).unwrap();
+        let graph = ModelGraph::new(&ds.graph, cfg.kind, &dev).unwrap();
+        let data = DeviceData::new(&ds, &dev, true).unwrap();
+        let want = train_single(&model, &graph, &data, &train);
+        let plan = DistPlan::new(&ds, cfg.kind, 3, Some(Exchange::AllGather)).unwrap();
+        assert!(plan.selects_output_aggregation(&model, &train));
+        let got = train_ranks(
+            &plan,
+            &ds,
+            recipe(&cfg, &train),
+            &local_comms(3),
+            &[dev.clone(), dev.clone(), dev],
+            None,
+            |_| {},
+            &|_, _| {},
+        )
+        .unwrap();
+        for o in &got {
+            assert_eq!(o.report.history.len(), want.history.len());
+            for (a, b) in o.report.history.iter().zip(&want.history) {
+                let what = format!("rank {} epoch {}", o.rank, a.epoch);
+                assert!(
+                    ((a.loss - b.loss) / b.loss).abs() < 1e-4,
+                    "{what}: loss {} vs {}",
+                    a.loss,
+                    b.loss
+                );
+                if let (Some(x), Some(y)) = (a.acc, b.acc) {
+                    assert!(
+                        (x.1 - y.1).abs() <= 2.0 / 500.0,
+                        "{what}: val {x:?} vs {y:?}"
+                    );
+                }
+            }
+        }
+    }
+
     /// Cora over two ranges on one GPU, each rank on a stream of its own (in-process
     /// communicator): the Planetoid split leaves rank 1 without a training or validation node
     /// and rank 0 without a test node, where `train(cora, device="cuda", devices=[0, 1])` from
