@@ -73,6 +73,10 @@ pub struct DistConfig {
     /// symmetric and the exchange the all-gather (which otherwise fuse into one op that keeps
     /// less memory); for comparison.
     pub split_aggregation: bool,
+    /// Keep the output layer's whole aggregation followed by the selection of the labelled
+    /// rows even where the ranks could aggregate those rows alone
+    /// ([`DistPlan::selected_output_aggregation`] off); for comparison.
+    pub whole_output_aggregation: bool,
     /// [`DistPlan::slice_rows`]: default [`gnn_comm::GATHER_SLICE_ROWS`] (one slice per
     /// rank's block); `None` keeps the local graph whole (no overlap).
     pub slice_rows: Option<usize>,
@@ -128,6 +132,7 @@ impl DistConfig {
             metis: MetisOptions::default(),
             predictions: None,
             split_aggregation: false,
+            whole_output_aggregation: false,
             slice_rows: Some(gnn_comm::GATHER_SLICE_ROWS),
             overlap: true,
             stats_only: false,
@@ -224,6 +229,7 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
         )?;
     }
     plan.symmetric &= !cfg.split_aggregation;
+    plan.selected_output_aggregation = !cfg.whole_output_aggregation;
     plan.slice_rows = cfg.slice_rows;
     plan.gather_logits = cfg.predictions.is_some();
     let memory = setup::phase(
