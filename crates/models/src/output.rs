@@ -170,6 +170,35 @@ mod tests {
         assert!(OutputRows::new(&[], 5, &dev).is_ok_and(|r| r.is_empty()));
     }
 
+    /// Rows carry the aggregation of exactly themselves, and refuse another's.
+    #[test]
+    fn rows_carry_their_own_aggregation_only() -> Result<()> {
+        let dev = Device::Cpu;
+        let g = gnn_graph::Coo::new(4, vec![0, 1, 2], vec![1, 2, 3])
+            .and_then(|c| c.to_csr(gnn_graph::BuildOptions::undirected_self_loops()))
+            .map_err(|e| Error::Config(e.to_string()))?;
+        let part = gnn_graph::RowPartition::balanced_by_nnz(&g, 1)
+            .map_err(|e| Error::Config(e.to_string()))?;
+        let local =
+            gnn_graph::LocalGraph::build(&g, &part, 0).map_err(|e| Error::Config(e.to_string()))?;
+        let values = vec![0.5f32; g.nnz()];
+        let built = gnn_comm::LocalComm::run_group(1, |c| {
+            let comm: std::sync::Arc<dyn gnn_comm::Communicator> = std::sync::Arc::new(c);
+            SelectedAggregation::new(&local, &values, &part, &[vec![1, 3]], comm, &dev)
+        });
+        let agg = built
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::Config("no rank".into()))??;
+        let rows = OutputRows::new(&[1, 3], 4, &dev)?.with_aggregation(agg.clone())?;
+        assert_eq!(rows.aggregation().map(|a| a.rows()), Some(&[1u32, 3][..]));
+        assert!(OutputRows::new(&[1, 2], 4, &dev)?
+            .with_aggregation(agg)
+            .is_err());
+        assert!(OutputRows::new(&[1, 3], 4, &dev)?.aggregation().is_none());
+        Ok(())
+    }
+
     #[test]
     fn element_limit_names_the_tensor_and_the_fix() {
         assert!(check_elements("logits", 1 << 16, (1 << 16) - 1, "x").is_ok());
