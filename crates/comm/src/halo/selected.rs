@@ -55,6 +55,9 @@ struct Inner {
     products: Option<Products>,
     /// Calls of [`SelectedAggregation::forward`] so far.
     forwards: AtomicUsize,
+    /// The graph whose backward clock times [`SelectedAggregation::backward`] (its exchange
+    /// deducted, as the communicator's): [`SelectedAggregation::with_policy_of`]'s.
+    clock: Option<DeviceGraph>,
 }
 
 #[derive(Debug)]
@@ -110,11 +113,14 @@ impl SelectedAggregation {
             n_own,
             products,
             forwards: AtomicUsize::new(0),
+            clock: None,
         })))
     }
 
     /// The same aggregation with its graphs under `g`'s kernel policy, recording into `g`'s
-    /// record ([`DeviceGraph::with_policy_of`]); its call count starts again from 0.
+    /// record ([`DeviceGraph::with_policy_of`]), its backward timed on `g`'s backward clock
+    /// ([`DeviceGraph::backward_timer`], the exchange deducted); its call count starts again
+    /// from 0.
     pub fn with_policy_of(&self, g: &DeviceGraph) -> Self {
         let i = &self.0;
         Self(Arc::new(Inner {
@@ -129,6 +135,7 @@ impl SelectedAggregation {
                 bt_values: p.bt_values.clone(),
             }),
             forwards: AtomicUsize::new(0),
+            clock: Some(g.clone()),
         }))
     }
 
@@ -187,14 +194,23 @@ impl SelectedAggregation {
                 what: format!("dy has {m} rows, this rank selected {}", inner.rows.len()),
             });
         }
+        // The exchange runs inside the timed span: its time is the communicator's, not the
+        // aggregation's.
+        let c0 = inner.comm.time_spent();
+        let timer = inner.clock.as_ref().and_then(DeviceGraph::backward_timer);
         let dy = dy.detach().contiguous()?;
         let padded = super::pad_rows(&dy, inner.block)?;
         let g = inner.comm.all_gather(&padded)?;
         drop(padded);
-        Ok(match &inner.products {
+        let dx = match &inner.products {
             Some(p) => spmm_weighted(&p.bt, &g, &values_for(&p.bt_values, &g)?, Reduce::Sum)?,
             None => Tensor::zeros((inner.n_own, k), dy.dtype(), dy.device())?,
-        })
+        };
+        drop(timer);
+        if let Some(clock) = &inner.clock {
+            clock.deduct_backward_time(inner.comm.time_spent().saturating_sub(c0));
+        }
+        Ok(dx)
     }
 }
 
