@@ -251,12 +251,14 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
         .iter()
         .map(|&r| plan.partition.range(r).len())
         .sum();
-    // Whether the ranks aggregate the labelled rows alone for the output layer (a model of
+    // Whether the ranks aggregate the labelled rows alone for the output layer (a GCN of
     // the config on the host: the decision reads its layers' shapes only).
-    let rows_alone = plan.selects_output_aggregation(
-        &gnn_models::Gnn::new(model.clone(), &candle_core::Device::Cpu, 0)?,
-        train,
-    );
+    let rows_alone = plan.selected_output_aggregation
+        && model.kind == gnn_models::ConvKind::Gcn
+        && plan.selects_output_aggregation(
+            &gnn_models::Gnn::new(model.clone(), &candle_core::Device::Cpu, 0)?,
+            train,
+        );
     // The report's record of the shortcut (null: every rank computes every row's logits).
     let output_rows = (!restricted.is_empty()).then(|| {
         json!({"ranks": restricted, "labelled_rows": labelled, "of_rows": rows,
