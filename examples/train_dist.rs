@@ -161,6 +161,12 @@ struct Args {
     /// all-gather, which otherwise fuse into one op that keeps less memory; for comparison.
     #[arg(long)]
     split_aggregation: bool,
+    /// Where every rank's output layer runs on its labelled rows alone and the model is a
+    /// GCN whose output layer aggregates first, the ranks aggregate those rows alone (one
+    /// reduce-scatter of them forward, one all-gather of their gradient backward); this
+    /// keeps the whole aggregation and exchange followed by the selection, for comparison.
+    #[arg(long)]
+    whole_output_aggregation: bool,
     /// Under that one op, the local graph is stored as column slices, one per rank's block
     /// of the gathered rows (the own block's slice runs while the others' rows are in
     /// flight); this cuts each block further into slices of at most this many rows; 0 keeps
@@ -248,6 +254,7 @@ fn main() -> Result<()> {
     cfg.metis.max_edges = args.metis_max_edges;
     cfg.predictions = args.predictions.clone();
     cfg.split_aggregation = args.split_aggregation;
+    cfg.whole_output_aggregation = args.whole_output_aggregation;
     if let Some(rows) = args.gather_slice_rows {
         cfg.slice_rows = (rows > 0).then_some(rows);
     }

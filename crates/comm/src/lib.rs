@@ -14,6 +14,7 @@
 //! | `NcclComm` (feature `nccl`) | one rank per CUDA device through NCCL, on a stream of its own |
 //! | [`HaloExchange`] | a rank's rows plus the halo rows its local graph names; gradients go home |
 //! | [`SymmetricOperand`] | a local graph as column slices for the fused aggregation |
+//! | [`SelectedAggregation`] | a symmetric operand's aggregation for a few selected rows only |
 //! | [`Watchdog`] | any communicator with a timeout: a collective that hangs aborts the group |
 //! | [`FaultyComm`] | any communicator that fails on purpose at a given epoch (fault tests) |
 //! | [`TcpRendezvous`] | hands rank 0's NCCL id to the other processes over TCP |
@@ -41,7 +42,7 @@ pub mod rendezvous;
 mod watchdog;
 
 pub use error::{Error, Result};
-pub use halo::{HaloExchange, SymmetricOperand, GATHER_SLICE_ROWS};
+pub use halo::{HaloExchange, SelectedAggregation, SymmetricOperand, GATHER_SLICE_ROWS};
 pub use inject::{Fault, FaultKind, FaultyComm};
 pub use local::LocalComm;
 #[cfg(feature = "nccl")]

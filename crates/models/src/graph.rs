@@ -4,7 +4,7 @@ use crate::config::ConvKind;
 use crate::error::{Error, Result};
 use crate::timer::{Phase, PhaseSpan, PhaseTimes, Timer};
 use candle_core::{Device, Tensor};
-use gnn_comm::{HaloExchange, SymmetricOperand};
+use gnn_comm::{HaloExchange, SelectedAggregation, SymmetricOperand};
 use gnn_graph::{BuildOptions, Csr, LocalGraph, Normalization, SelfLoops};
 use gnn_kernels::{
     spgemm_bias, spmm, spmm_sampled, spmm_weighted, Cbsr, DeviceGraph, KernelPolicy, KernelsUsed,
@@ -93,33 +93,68 @@ pub struct ModelGraph {
     /// `graph` is only the first column slice of `symmetric` (the local graph is stored as
     /// slices): every product but the symmetric aggregation is refused.
     sliced: bool,
+    /// A partitioned graph's aggregation of the output layer's rows alone, for the training
+    /// that restricts the output layer to them ([`Self::with_output_aggregation`]).
+    output_aggregation: Option<SelectedAggregation>,
     /// The phase clock of the passes over this graph (off unless [`Self::set_phase_timing`]).
     timer: Timer,
 }
 
 /// A partitioned graph's fused symmetric aggregation under one reduction
-/// ([`ModelGraph::fused_aggregation`]), cheap to clone (an op's backward holds it).
+/// ([`ModelGraph::fused_aggregation`]), or its sum for the output rows alone
+/// ([`FusedAggregation::selected`]), cheap to clone (an op's backward holds it).
 #[derive(Clone)]
-pub struct FusedAggregation {
-    halo: HaloExchange,
-    operand: SymmetricOperand,
-    reduce: Reduce,
+pub struct FusedAggregation(Fused);
+
+#[derive(Clone)]
+enum Fused {
+    /// Every row of this rank: [`HaloExchange::aggregate_symmetric`].
+    Symmetric {
+        halo: HaloExchange,
+        operand: SymmetricOperand,
+        reduce: Reduce,
+    },
+    /// This rank's selected rows only (a sum): [`SelectedAggregation`].
+    Selected(SelectedAggregation),
 }
 
 impl FusedAggregation {
-    /// `Â x` for this rank's rows, untracked (what [`ModelGraph::aggregate`] computes).
+    /// The sum aggregation of the selected rows alone ([`SelectedAggregation`]): its
+    /// [`Self::forward`] gives `(Â x)[S_r]`, `[|S_r|, K]` rows, not every row's.
+    pub fn selected(agg: SelectedAggregation) -> Self {
+        Self(Fused::Selected(agg))
+    }
+
+    /// Whether this is [`Self::selected`]'s form (its output holds the selected rows only).
+    pub fn is_selected(&self) -> bool {
+        matches!(self.0, Fused::Selected(_))
+    }
+
+    /// `Â x` for this rank's rows (for its selected rows, [`Self::selected`]), untracked
+    /// (what [`ModelGraph::aggregate`] computes, before any selection).
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(self
-            .halo
-            .aggregate_symmetric(&self.operand, &x.detach(), self.reduce)?)
+        Ok(match &self.0 {
+            Fused::Symmetric {
+                halo,
+                operand,
+                reduce,
+            } => halo.aggregate_symmetric(operand, &x.detach(), *reduce)?,
+            Fused::Selected(s) => s.forward(&x.detach())?,
+        })
     }
 
     /// The gradient [`Self::forward`]'s input gets for the output gradient `dy`:
-    /// [`HaloExchange::aggregate_symmetric_grad`]. Collective, like the forward.
+    /// [`HaloExchange::aggregate_symmetric_grad`] (or [`SelectedAggregation::backward`]).
+    /// Collective, like the forward.
     pub fn backward(&self, dy: &Tensor) -> Result<Tensor> {
-        Ok(self
-            .halo
-            .aggregate_symmetric_grad(&self.operand, dy, self.reduce)?)
+        Ok(match &self.0 {
+            Fused::Symmetric {
+                halo,
+                operand,
+                reduce,
+            } => halo.aggregate_symmetric_grad(operand, dy, *reduce)?,
+            Fused::Selected(s) => s.backward(dy)?,
+        })
     }
 }
 
@@ -265,6 +300,9 @@ impl ModelGraph {
         self.graph = self.graph.with_policy(policy);
         self.halo = self.halo.map(|h| h.with_policy_of(&self.graph));
         self.symmetric = self.symmetric.map(|op| op.with_policy_of(&self.graph));
+        self.output_aggregation = self
+            .output_aggregation
+            .map(|a| a.with_policy_of(&self.graph));
         self
     }
 
@@ -380,14 +418,29 @@ impl ModelGraph {
                 if self.aggregation == Aggregation::Exact
                     && h.aggregates_symmetric(reduce, dtype) =>
             {
-                Some(FusedAggregation {
+                Some(FusedAggregation(Fused::Symmetric {
                     halo: h.clone(),
                     operand: op.clone(),
                     reduce,
-                })
+                }))
             }
             _ => None,
         }
+    }
+
+    /// The same operands carrying `agg`, the aggregation of the rows the output layer is
+    /// computed for (this rank's labelled rows), under this graph's kernel policy: a trainer
+    /// that restricts the output layer to those rows hands it to the pass
+    /// ([`crate::OutputRows::with_aggregation`]). Collective like every aggregation: every
+    /// rank's graph must carry one, or none.
+    pub fn with_output_aggregation(mut self, agg: SelectedAggregation) -> Self {
+        self.output_aggregation = Some(agg.with_policy_of(&self.graph));
+        self
+    }
+
+    /// [`Self::with_output_aggregation`]'s aggregation, if any.
+    pub fn output_aggregation(&self) -> Option<&SelectedAggregation> {
+        self.output_aggregation.as_ref()
     }
 
     /// The halo exchange of a partitioned graph ([`Self::partitioned`]).
@@ -417,6 +470,7 @@ impl ModelGraph {
             edge_offset: 0,
             symmetric: None,
             sliced: false,
+            output_aggregation: None,
         }
     }
 

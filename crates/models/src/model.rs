@@ -45,6 +45,10 @@ pub struct Forward<'a> {
     pub input_aggregate: Option<&'a Tensor>,
     /// The rows of the output to compute (`None`: every node's); see [`crate::output`].
     pub output_rows: Option<&'a OutputRows>,
+    /// The aggregation the last hidden layer carried into the output layer holds the output
+    /// rows alone (made by their [`OutputRows::aggregation`]): the output layer must not
+    /// select them again. Set and read by [`Gnn::forward`] only.
+    carried_rows: bool,
 }
 
 impl<'a> Forward<'a> {
@@ -57,6 +61,7 @@ impl<'a> Forward<'a> {
             rng: None,
             input_aggregate: None,
             output_rows: None,
+            carried_rows: false,
         }
     }
     /// Training mode with dropout from `rng`.
@@ -66,6 +71,7 @@ impl<'a> Forward<'a> {
             rng: Some(rng),
             input_aggregate: None,
             output_rows: None,
+            carried_rows: false,
         }
     }
     /// The same pass, with the first layer reading `agg` (see [`Gnn::input_aggregate`]) when
@@ -285,6 +291,7 @@ impl Gnn {
         // A layer's aggregation of its input made by the layer before it (a lean GCN layer:
         // see `fused_into_next`).
         let mut carried: Option<Tensor> = None;
+        ctx.carried_rows = false;
         for l in 0..=last {
             // Residual: a hidden layer whose input and output widths match adds its input
             // to its output (after activation and dropout), as PyG's DeepGCNLayer "res".
@@ -294,16 +301,19 @@ impl Gnn {
             } else {
                 carried.take()
             };
-            if let Some((Conv::Gcn(c), next)) = self.fused_into_next(l, g, &h) {
+            if let Some((Conv::Gcn(c), next)) = self.fused_into_next(l, g, &h, ctx.output_rows) {
                 let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
                 let act = crate::conv::lean::Act::Relu(drop);
+                let rows_only = next.is_selected();
                 if let Some(a) = c.forward_lean(g, &h, given.as_ref(), act, Some(next))? {
                     // Layer l + 1 reads only this aggregation of layer l's output (given as
                     // its precomputed aggregation), so the output itself is never made: `h`
-                    // stands in for it with the same shape.
+                    // stands in for it with the same shape (the output rows' alone where the
+                    // aggregation was of those rows).
                     let a = if ctx.train { a } else { a.detach() };
                     h = a.clone();
                     carried = Some(a);
+                    ctx.carried_rows = rows_only;
                     continue;
                 }
             }
@@ -327,13 +337,33 @@ impl Gnn {
     /// the lean op that runs layer `l` and it together and keeps the mask of layer `l`'s
     /// activation instead of the activation ([`GcnConv::forward_lean`]).
     /// ReLU layers without residuals or LayerNorm whose next layer aggregates first (and is
-    /// the output layer or another ReLU layer); `None` otherwise.
+    /// the output layer or another ReLU layer); `None` otherwise. Where the next layer is the
+    /// output layer and its `rows` carry their own aggregation ([`OutputRows::aggregation`]),
+    /// that one: the aggregation of the output rows alone.
     fn fused_into_next(
         &self,
         l: usize,
         g: &ModelGraph,
         h: &Tensor,
+        rows: Option<&OutputRows>,
     ) -> Option<(&Conv, crate::graph::FusedAggregation)> {
+        let last = self.convs.len() - 1;
+        if !self.fuses_into_next(l) {
+            return None;
+        }
+        let whole = g.fused_aggregation(gnn_kernels::Reduce::Sum, h.dtype())?;
+        let agg = match rows.and_then(OutputRows::aggregation) {
+            Some(selected) if l + 1 == last => {
+                crate::graph::FusedAggregation::selected(selected.clone())
+            }
+            _ => whole,
+        };
+        Some((&self.convs[l], agg))
+    }
+
+    /// The model's part of [`Self::fused_into_next`]'s conditions for layer `l` (the graph's
+    /// is its fused aggregation).
+    fn fuses_into_next(&self, l: usize) -> bool {
         let last = self.convs.len() - 1;
         let plain = self.cfg.kind == ConvKind::Gcn
             && l < last
@@ -341,12 +371,25 @@ impl Gnn {
             && self.norms.is_empty()
             && self.activation(l) == Activation::Relu
             && (l + 1 == last || self.activation(l + 1) == Activation::Relu);
-        match (plain, self.convs.get(l + 1)) {
-            (true, Some(Conv::Gcn(next))) if next.aggregates_first() => g
-                .fused_aggregation(gnn_kernels::Reduce::Sum, h.dtype())
-                .map(|agg| (&self.convs[l], agg)),
-            _ => None,
-        }
+        plain && matches!(self.convs.get(l + 1), Some(Conv::Gcn(next)) if next.aggregates_first())
+    }
+
+    /// Whether a training pass over a partitioned graph with the fused symmetric aggregation
+    /// may run its output layer's aggregation for the output rows alone
+    /// ([`OutputRows::with_aggregation`]): a GCN whose last hidden layer fuses with the output
+    /// layer's aggregation (ReLU, no residual or LayerNorm, the output layer aggregating
+    /// first) and gives that op the input of its product (it aggregates first too, or is
+    /// the first layer, which may read the cached aggregation of the input). Where this is
+    /// false, an aggregation carried by the output rows is never called.
+    pub fn fuses_output_aggregation(&self) -> bool {
+        let Some(l) = self.convs.len().checked_sub(2) else {
+            return false;
+        };
+        let feeds = match &self.convs[l] {
+            Conv::Gcn(c) => l == 0 || c.aggregates_first(),
+            _ => false,
+        };
+        feeds && self.fuses_into_next(l)
     }
 
     /// The activation after layer `l`: ReLU for the first layer of a MaxK-after-first model.
@@ -495,7 +538,21 @@ impl Gnn {
                 }
             }
         };
+        // The aggregation the layer before made of these rows alone (`Forward::carried_rows`).
+        let carried_rows = std::mem::take(&mut ctx.carried_rows);
         match &self.convs[l] {
+            Conv::Gcn(c) if carried_rows => {
+                let a = agg.cloned().ok_or_else(|| {
+                    Error::Config("the output rows' aggregation was not carried".into())
+                })?;
+                if g.lean_layers() {
+                    let bias = crate::conv::lean::Act::Bias;
+                    if let Some(y) = c.forward_lean(g, &a, Some(&a), bias, None)? {
+                        return Ok(y);
+                    }
+                }
+                c.forward(g, &a, Some(&a))
+            }
             Conv::Gcn(c) if agg.is_some() || c.aggregates_first() => {
                 let a = select(&aggregate(Reduce::Sum)?)?;
                 if g.lean_layers() {

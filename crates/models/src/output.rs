@@ -14,9 +14,17 @@
 //! sparse product with an `[M, N]` 0/1 matrix of one entry per row ([`gnn_kernels::spmm`]),
 //! so its backward is that matrix's transpose product: each selected row's gradient lands in
 //! its row, the others' are zero.
+//!
+//! On a partitioned graph the rows may carry their own aggregation
+//! ([`OutputRows::with_aggregation`], a [`SelectedAggregation`]): a GCN output layer that
+//! aggregates first, fed by a hidden layer fused with that aggregation (the lean forms of
+//! `conv::lean`), then gets `(Â h)` of these rows alone, made from the rank's rows of `h`
+//! with one reduce-scatter of the selected rows (and one all-gather of their gradient back),
+//! instead of aggregating and exchanging every row and selecting afterwards.
 
 use crate::error::{Error, Result};
 use candle_core::{Device, Tensor};
+use gnn_comm::SelectedAggregation;
 use gnn_graph::Csr;
 use gnn_kernels::{DeviceGraph, Reduce};
 
@@ -32,6 +40,9 @@ pub const MAX_TENSOR_ELEMENTS: u64 = u32::MAX as u64;
 pub struct OutputRows {
     select: DeviceGraph,
     rows: usize,
+    /// The aggregation of these rows alone, on a partitioned graph
+    /// ([`Self::with_aggregation`]).
+    aggregation: Option<SelectedAggregation>,
 }
 
 impl OutputRows {
@@ -52,7 +63,31 @@ impl OutputRows {
         Ok(Self {
             select: DeviceGraph::upload(&csr, device)?,
             rows: rows.len(),
+            aggregation: None,
         })
+    }
+
+    /// The same rows with `agg`, the sum aggregation of exactly these rows of a partitioned
+    /// graph ([`SelectedAggregation`], built for this rank's rows): a pass whose last hidden
+    /// GCN layer runs fused with the output layer's aggregation then aggregates these rows
+    /// alone instead of every row and selecting them (see the module). Every rank of the run
+    /// must pass one (the aggregation is collective). An error where `agg`'s rows are not
+    /// these.
+    pub fn with_aggregation(mut self, agg: SelectedAggregation) -> Result<Self> {
+        if agg.rows() != self.select.csr().indices() {
+            return Err(Error::Config(format!(
+                "a selected aggregation of {} rows for {} output rows that are not its own",
+                agg.rows().len(),
+                self.rows
+            )));
+        }
+        self.aggregation = Some(agg);
+        Ok(self)
+    }
+
+    /// [`Self::with_aggregation`]'s aggregation, if any.
+    pub fn aggregation(&self) -> Option<&SelectedAggregation> {
+        self.aggregation.as_ref()
     }
 
     /// How many rows are selected.
@@ -133,6 +168,35 @@ mod tests {
         let e = OutputRows::new(&[1, 5], 5, &dev).err().expect("row 5 of 5");
         assert!(e.to_string().contains("out of range"), "{e}");
         assert!(OutputRows::new(&[], 5, &dev).is_ok_and(|r| r.is_empty()));
+    }
+
+    /// Rows carry the aggregation of exactly themselves, and refuse another's.
+    #[test]
+    fn rows_carry_their_own_aggregation_only() -> Result<()> {
+        let dev = Device::Cpu;
+        let g = gnn_graph::Coo::new(4, vec![0, 1, 2], vec![1, 2, 3])
+            .and_then(|c| c.to_csr(gnn_graph::BuildOptions::undirected_self_loops()))
+            .map_err(|e| Error::Config(e.to_string()))?;
+        let part = gnn_graph::RowPartition::balanced_by_nnz(&g, 1)
+            .map_err(|e| Error::Config(e.to_string()))?;
+        let local =
+            gnn_graph::LocalGraph::build(&g, &part, 0).map_err(|e| Error::Config(e.to_string()))?;
+        let values = vec![0.5f32; g.nnz()];
+        let built = gnn_comm::LocalComm::run_group(1, |c| {
+            let comm: std::sync::Arc<dyn gnn_comm::Communicator> = std::sync::Arc::new(c);
+            SelectedAggregation::new(&local, &values, &part, &[vec![1, 3]], comm, &dev)
+        });
+        let agg = built
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::Config("no rank".into()))??;
+        let rows = OutputRows::new(&[1, 3], 4, &dev)?.with_aggregation(agg.clone())?;
+        assert_eq!(rows.aggregation().map(|a| a.rows()), Some(&[1u32, 3][..]));
+        assert!(OutputRows::new(&[1, 2], 4, &dev)?
+            .with_aggregation(agg)
+            .is_err());
+        assert!(OutputRows::new(&[1, 3], 4, &dev)?.aggregation().is_none());
+        Ok(())
     }
 
     #[test]

@@ -81,6 +81,9 @@ fn measure(ds: &Dataset, model: &ModelConfig, ranks: usize, chunk: Option<usize>
     let train = TrainConfig::default();
     let mut plan = DistPlan::new(ds, model.kind, ranks, None).unwrap();
     plan.feature_chunk = chunk;
+    // The path the estimate replays: the whole output aggregation, then the selection (it
+    // does not model the aggregation of the labelled rows alone).
+    plan.selected_output_aggregation = false;
     let est = estimate_all(&plan, model, &train, Target::Cpu);
     let recipe = Recipe {
         model,

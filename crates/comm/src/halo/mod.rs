@@ -6,13 +6,18 @@
 //!   differentiable forward of the rows;
 //! - `symmetric`: the fused partitioned aggregation of a symmetric operand
 //!   ([`HaloExchange::aggregate_symmetric`], [`SymmetricOperand`]);
-//! - `ops`: the candle custom ops that carry the backward passes of both.
+//! - `selected`: the aggregation of a symmetric operand for a few selected rows
+//!   ([`SelectedAggregation`]: a reduce-scatter forward, an all-gather backward, of the
+//!   selected rows only);
+//! - `ops`: the candle custom ops that carry the backward passes of the first two.
 
 mod ops;
+mod selected;
 mod symmetric;
 #[cfg(test)]
 mod tests;
 
+pub use selected::SelectedAggregation;
 pub use symmetric::{SymmetricOperand, GATHER_SLICE_ROWS};
 
 use crate::error::{Error, Result};

@@ -336,3 +336,144 @@ fn cbsr_rows_travel_with_their_columns() {
         );
     }
 }
+
+/// Symmetric edge values of `g` (a function of the unordered pair), aligned with its entries.
+fn symmetric_values(g: &Csr) -> Vec<f32> {
+    let mut v = Vec::with_capacity(g.nnz());
+    for i in 0..g.n_rows() {
+        for &j in g.row(i) {
+            let (a, b) = (i.min(j as usize) as f32, i.max(j as usize) as f32);
+            v.push(((a * 0.37 + b * 0.11).sin() + 1.5) * 0.3);
+        }
+    }
+    v
+}
+
+/// `Â x` on the host in f64 (`x` row-major `[n, d]`).
+fn host_product(g: &Csr, v: &[f32], x: &[f32], d: usize) -> Vec<f64> {
+    let mut y = vec![0f64; g.n_rows() * d];
+    for i in 0..g.n_rows() {
+        let r = g.row_range(i);
+        for (&j, &w) in g.indices()[r.clone()].iter().zip(&v[r]) {
+            for c in 0..d {
+                y[i * d + c] += w as f64 * x[j as usize * d + c] as f64;
+            }
+        }
+    }
+    y
+}
+
+/// Every rank's selected rows (local ids) of the partition: one rank selects a single row,
+/// the others every third, fifth or so row (one of them none at P = 3).
+fn selections(part: &RowPartition) -> Vec<Vec<u32>> {
+    (0..part.parts())
+        .map(|q| {
+            let len = part.range(q).len() as u32;
+            match q {
+                0 => (0..len).filter(|r| r % 3 == 1).collect(),
+                1 => vec![len / 2],
+                _ => Vec::new(),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn selected_aggregation_matches_the_dense_reference_both_ways() {
+    let n = 97;
+    let g = graph(n, 400, 11);
+    assert!(g.is_symmetric());
+    let v = symmetric_values(&g);
+    let dev = Device::Cpu;
+    for d in [5, 16] {
+        let x: Vec<f32> = (0..n * d)
+            .map(|i| ((i * 7919) % 101) as f32 / 50.0 - 1.0)
+            .collect();
+        let y = host_product(&g, &v, &x, d);
+        for parts in 1..=3 {
+            let part = RowPartition::balanced_by_nnz(&g, parts).unwrap();
+            let sel = selections(&part);
+            // The output gradient: rank q's selected row k holds a value of (q, k).
+            let dy_of = |q: usize, k: usize, c: usize| ((q * 31 + k * 7 + c) % 13) as f32 - 6.0;
+            // Its dense reference: Âᵀ DY, DY holding each selected row's gradient at its node.
+            let mut dy_all = vec![0f32; n * d];
+            for (q, s) in sel.iter().enumerate() {
+                for (k, &r) in s.iter().enumerate() {
+                    let node = part.range(q).start + r as usize;
+                    for c in 0..d {
+                        dy_all[node * d + c] = dy_of(q, k, c);
+                    }
+                }
+            }
+            // Â is symmetric: Âᵀ DY = Â DY.
+            let dx = host_product(&g, &v, &dy_all, d);
+            let got = LocalComm::run_group(parts, |c| {
+                let rank = c.rank();
+                let local = LocalGraph::build(&g, &part, rank).unwrap();
+                let comm: Arc<dyn Communicator> = Arc::new(c);
+                let lv = &v[local.edges.clone()];
+                let agg = SelectedAggregation::new(&local, lv, &part, &sel, comm, &dev).unwrap();
+                assert_eq!(agg.rows(), &sel[rank][..]);
+                assert_eq!(agg.block(), sel.iter().map(Vec::len).max().unwrap().max(1));
+                let r = local.rows.clone();
+                let xl =
+                    Tensor::from_slice(&x[r.start * d..r.end * d], (r.len(), d), &dev).unwrap();
+                let yl = agg.forward(&xl).unwrap();
+                assert_eq!(agg.forward_calls(), 1);
+                let m = sel[rank].len();
+                let dyl: Vec<f32> = (0..m)
+                    .flat_map(|k| (0..d).map(move |c| dy_of(rank, k, c)))
+                    .collect();
+                let dyl = Tensor::from_vec(dyl, (m, d), &dev).unwrap();
+                let dxl = agg.backward(&dyl).unwrap();
+                let flat = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+                (rank, r, flat(&yl), flat(&dxl))
+            });
+            for (rank, r, yl, dxl) in got {
+                let what = format!("d={d} P={parts} rank {rank}");
+                let want: Vec<f32> = sel[rank]
+                    .iter()
+                    .flat_map(|&s| {
+                        let node = r.start + s as usize;
+                        (0..d).map(move |c| node * d + c)
+                    })
+                    .map(|i| y[i] as f32)
+                    .collect();
+                close(&yl, &want, &format!("{what} forward"));
+                let want: Vec<f32> = (r.start * d..r.end * d).map(|i| dx[i] as f32).collect();
+                close(&dxl, &want, &format!("{what} backward"));
+            }
+        }
+    }
+}
+
+#[test]
+fn selected_aggregation_refuses_inconsistent_inputs() {
+    let n = 40;
+    let g = graph(n, 120, 12);
+    let v = symmetric_values(&g);
+    let dev = Device::Cpu;
+    let part = RowPartition::balanced_by_nnz(&g, 2).unwrap();
+    let errors = LocalComm::run_group(2, |c| {
+        let local = LocalGraph::build(&g, &part, c.rank()).unwrap();
+        let comm: Arc<dyn Communicator> = Arc::new(c);
+        let lv = &v[local.edges.clone()];
+        let new = |vals: &[f32], sel: &[Vec<u32>]| {
+            SelectedAggregation::new(&local, vals, &part, sel, comm.clone(), &dev)
+                .err()
+                .map(|e| e.to_string())
+        };
+        let len = local.rows.len() as u32;
+        let ok = vec![vec![0], vec![1]];
+        [
+            new(&lv[1..], &ok),
+            new(lv, &[vec![0]]),
+            new(lv, &[vec![2, 1], vec![0]]),
+            new(lv, &[vec![len + 30], vec![len + 30]]),
+        ]
+        .map(|e| e.unwrap_or_default())
+    });
+    for e in errors.into_iter().flatten() {
+        assert!(e.contains("invalid argument"), "{e}");
+    }
+}

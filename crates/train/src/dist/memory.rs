@@ -15,6 +15,13 @@
 //! GraphSAGE-mean with ReLU (the forms `gnn_models` runs on a partitioned graph, its lean
 //! layers included); other models get a coarser bound ([`Estimate::exact`] false).
 //!
+//! The output layer's aggregation of the labelled rows alone
+//! ([`DistPlan::selects_output_aggregation`], a `gnn_comm::SelectedAggregation`) is not
+//! modelled: the estimate replays the whole aggregation followed by the selection, which
+//! holds more (a whole `[n, hidden]` aggregation and its exchange buffers, against the
+//! selected rows' `[P * block, hidden]` and the small resident graphs `B` and `Bᵀ`), so it
+//! overestimates such a run.
+//!
 //! Validated against the CPU path, whose allocations a counting allocator sees
 //! (`crates/train/tests/dist_memory.rs`): the kept tensors to the byte, the step's peak
 //! within a few percent. The CUDA path differs only in the op-internal buffers (a received

@@ -94,6 +94,14 @@ pub struct DistPlan {
     /// runs on those rows alone ([`crate::trainer`]'s output rows), which the memory
     /// estimate counts.
     pub labelled: Vec<usize>,
+    /// Where every rank's output layer runs on its labelled rows alone, the model is a GCN
+    /// whose last hidden layer fuses with the output layer's aggregation, and the ranks
+    /// aggregate through the fused symmetric all-gather, that aggregation covers the
+    /// labelled rows alone ([`gnn_comm::SelectedAggregation`]: one reduce-scatter of those
+    /// rows forward, one all-gather of their gradient backward, instead of a whole
+    /// aggregation and exchange each way): [`Self::selects_output_aggregation`]. Default
+    /// on; off keeps the whole aggregation and the selection after it.
+    pub selected_output_aggregation: bool,
 }
 
 impl DistPlan {
@@ -175,7 +183,58 @@ impl DistPlan {
             feature_chunk: None,
             gather_logits: false,
             labelled,
+            selected_output_aggregation: true,
         })
+    }
+
+    /// Whether every rank builds the aggregation of its labelled rows alone for the output
+    /// layer ([`Self::selected_output_aggregation`]) for `model` trained with `train`: the
+    /// switch is on, the model a GCN whose structure lets its last hidden layer fuse with the
+    /// output layer's aggregation ([`Gnn::fuses_output_aggregation`]), the operand symmetric
+    /// under the all-gather (the fused symmetric aggregation), and the output layer of
+    /// *every* rank restricted to its labelled rows (the aggregation is collective: a rank
+    /// that aggregated every row would leave the others waiting). Decided from the plan
+    /// alone, the same on every rank.
+    pub fn selects_output_aggregation(&self, model: &Gnn, train: &TrainConfig) -> bool {
+        let m = model.config();
+        self.selected_output_aggregation
+            && self.kind == ConvKind::Gcn
+            && m.kind == ConvKind::Gcn
+            && self.symmetric
+            && self.exchange == Exchange::AllGather
+            && self.operands.values.is_some()
+            && model.fuses_output_aggregation()
+            && (0..self.partition.parts()).all(|r| {
+                let (rows, labelled) = (self.partition.range(r).len(), self.labelled[r]);
+                crate::trainer::output::restricts(rows, labelled, m.out_dim, train.labelled_output)
+            })
+    }
+
+    /// Every rank's output rows (local ids, ascending) where the output layer runs on the
+    /// labelled rows alone: its train, validation and test nodes, or row 0 where it has none
+    /// (as [`crate::LabelledOutput`] takes them from each rank's data).
+    pub fn labelled_rows(&self, ds: &Dataset) -> Vec<Vec<u32>> {
+        let mut ids: Vec<u32> = [&ds.split.train, &ds.split.val, &ds.split.test]
+            .into_iter()
+            .flatten()
+            .copied()
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        (0..self.partition.parts())
+            .map(|r| {
+                let range = self.partition.range(r);
+                let at = |end: usize| ids.partition_point(|&i| (i as usize) < end);
+                let mut rows: Vec<u32> = ids[at(range.start)..at(range.end)]
+                    .iter()
+                    .map(|&i| (i as usize - range.start) as u32)
+                    .collect();
+                if rows.is_empty() && !range.is_empty() {
+                    rows.push(0);
+                }
+                rows
+            })
+            .collect()
     }
 
     /// The column slices of at most this many rows every rank's local graph of `model` in
@@ -317,9 +376,10 @@ impl Rank {
         let rows = local.rows.clone();
         let halo = setup::phase(
             || format!("rank {rank}: {} plan", plan.exchange),
-            || HaloExchange::with(plan.exchange, &local, &plan.partition, comm, device),
+            || HaloExchange::with(plan.exchange, &local, &plan.partition, comm.clone(), device),
         )?;
         let n_halo = halo.halo_rows();
+        let model = Gnn::new(recipe.model.clone(), device, recipe.seed)?;
         let graph = setup::phase(
             || format!("rank {rank}: operand on the device"),
             || {
@@ -332,7 +392,41 @@ impl Rank {
                     device,
                 )
             },
-        )?
+        )?;
+        // The output layer's aggregation of the labelled rows alone, on every rank or none
+        // (the plan decides for all of them; the graph's fused aggregation is the plan's).
+        let fused = graph
+            .fused_aggregation(gnn_kernels::Reduce::Sum, recipe.train.precision.dtype())
+            .is_some();
+        let selected = match (&plan.operands.values, fused) {
+            (Some(values), true) if plan.selects_output_aggregation(&model, recipe.train) => {
+                let values = values.get(local.edges.clone()).ok_or_else(|| {
+                    Error::Invalid(format!(
+                        "rank {rank}'s edges {:?} outside the operands' {} values",
+                        local.edges,
+                        values.len()
+                    ))
+                })?;
+                Some(setup::phase(
+                    || format!("rank {rank}: the output rows' aggregation"),
+                    || {
+                        gnn_comm::SelectedAggregation::new(
+                            &local,
+                            values,
+                            &plan.partition,
+                            &plan.labelled_rows(ds),
+                            comm.clone(),
+                            device,
+                        )
+                    },
+                )?)
+            }
+            _ => None,
+        };
+        let graph = match selected {
+            Some(s) => graph.with_output_aggregation(s),
+            None => graph,
+        }
         .with_policy(recipe.kernels)
         .with_feature_chunk(plan.feature_chunk);
         drop(local);
@@ -344,7 +438,7 @@ impl Rank {
             },
         )?;
         Ok(Self {
-            model: Gnn::new(recipe.model.clone(), device, recipe.seed)?,
+            model,
             graph,
             data,
             rows,
@@ -863,7 +957,15 @@ mod tests {
         cache: bool,
         rows: bool,
     ) -> (Tensor, candle_core::backprop::GradStore) {
-        let out = rows.then(|| crate::trainer::output::LabelledOutput::labelled(data).unwrap());
+        // The rows carry the graph's aggregation of them alone where it has one (as the
+        // trainer's `LabelledOutput::choose_on` does).
+        let out = rows.then(|| {
+            let o = crate::trainer::output::LabelledOutput::labelled(data).unwrap();
+            match graph.output_aggregation() {
+                Some(agg) => o.with_aggregation(agg).unwrap(),
+                None => o,
+            }
+        });
         let data = out.as_ref().map_or(data, |o| &o.data);
         let mut rng = DropoutRng::new(7).with_row_offset(graph.row_offset() as u64);
         let agg = if cache {
@@ -946,12 +1048,27 @@ mod tests {
 
     /// [`ranks_of`], each rank's output layer on its labelled rows alone when `rows`.
     fn ranks_on(
-        mut plan: DistPlan,
+        plan: DistPlan,
         ds: &Dataset,
         cfg: &ModelConfig,
         cache: bool,
         rows: bool,
     ) -> Vec<Grads> {
+        ranks_counted(plan, ds, cfg, cache, rows)
+            .into_iter()
+            .map(|(g, _)| g)
+            .collect()
+    }
+
+    /// [`ranks_on`], with each rank's count of calls of the output rows' aggregation
+    /// ([`ModelGraph::output_aggregation`]; `None` where its graph carries none).
+    fn ranks_counted(
+        mut plan: DistPlan,
+        ds: &Dataset,
+        cfg: &ModelConfig,
+        cache: bool,
+        rows: bool,
+    ) -> Vec<(Grads, Option<usize>)> {
         let parts = plan.partition.parts();
         // Cora is undirected: under the all-gather the dense aggregations run as one op
         // (HaloExchange::aggregate_symmetric), under point-to-point as exchange + SpMM.
@@ -969,7 +1086,8 @@ mod tests {
             let (loss, mut grads) = step_on(&r.model, &r.graph, &r.data, cache, rows);
             let vars = r.model.named_vars();
             let loss = all_reduce_grads(comm.as_ref(), &vars, &mut grads, &loss).unwrap();
-            (loss, flat(&r.model, &grads))
+            let calls = r.graph.output_aggregation().map(|a| a.forward_calls());
+            ((loss, flat(&r.model, &grads)), calls)
         })
     }
 
@@ -1044,6 +1162,73 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Where every rank's output layer runs on its labelled rows alone (Cora with a sparse
+    /// split: about one node in ten labelled, so every rank restricts), a GCN whose last
+    /// hidden layer fuses with the output layer's aggregation aggregates those rows alone
+    /// under the fused all-gather (`gnn_comm::SelectedAggregation`), and still gives the
+    /// single-device whole output's loss and gradients. Point-to-point keeps the whole
+    /// aggregation, as does a model whose output layer multiplies first.
+    #[test]
+    fn output_rows_aggregation_gives_the_whole_outputs_losses_and_gradients() {
+        let mut ds = cora();
+        ds.split.train.retain(|i| i % 4 == 0);
+        ds.split.val.retain(|i| i % 6 == 0);
+        ds.split.test.retain(|i| i % 6 == 0);
+        let (f, c) = (ds.features.cols(), ds.num_classes);
+        let narrow = |layers, input_dropout| {
+            let mut m = ModelConfig::new(ConvKind::Gcn, f, 6, c, layers, 0.5);
+            m.input_dropout = input_dropout;
+            m
+        };
+        // (name, model, cached input aggregation, whether the output rows' aggregation runs)
+        let cases = [
+            ("gcn-3-narrow-cached", narrow(3, 0.0), true, true),
+            // The last hidden layer aggregates its input itself (6 -> 6).
+            ("gcn-3-narrow", narrow(3, 0.5), false, true),
+            // The first layer is the last hidden one, reading the cached aggregation.
+            ("gcn-2-narrow-cached", narrow(2, 0.0), true, true),
+            // 12 -> 7: the output layer multiplies first; nothing to fuse with.
+            (
+                "gcn-3-wide",
+                ModelConfig::new(ConvKind::Gcn, f, 12, c, 3, 0.5),
+                false,
+                false,
+            ),
+        ];
+        for (name, cfg, cache, selects) in cases {
+            let (loss, grads) = whole(&ds, &cfg, cache);
+            for (parts, ex) in (1..=4)
+                .chain([8])
+                .flat_map(|p| [Exchange::PointToPoint, Exchange::AllGather].map(|e| (p, e)))
+            {
+                let plan = DistPlan::new(&ds, cfg.kind, parts, Some(ex)).unwrap();
+                let model = Gnn::new(cfg.clone(), &Device::Cpu, 3).unwrap();
+                let chosen = plan.selects_output_aggregation(&model, &TrainConfig::default());
+                let fused = selects && ex == Exchange::AllGather;
+                assert_eq!(chosen, fused, "{name} P={parts} {ex}");
+                let got = ranks_counted(plan, &ds, &cfg, cache, true);
+                for (r, ((l, g), calls)) in got.iter().enumerate() {
+                    let what = format!("{name} P={parts} {ex} rank {r} output rows' aggregation");
+                    // Built on every rank or none, and run once by the one forward.
+                    assert_eq!(*calls, fused.then_some(1), "{what}");
+                    assert!(
+                        ((l - loss) / loss).abs() < 1e-5,
+                        "{what}: loss {l} vs {loss}"
+                    );
+                    for (k, want) in &grads {
+                        assert_close(&g[k], want, 1e-5, &format!("{what} d{k}"));
+                    }
+                }
+            }
+        }
+        // Off, the same plan keeps the whole aggregation.
+        let mut plan = DistPlan::new(&ds, ConvKind::Gcn, 2, Some(Exchange::AllGather)).unwrap();
+        plan.selected_output_aggregation = false;
+        let cfg = narrow(3, 0.0);
+        let got = ranks_counted(plan, &ds, &cfg, true, true);
+        assert!(got.iter().all(|(_, calls)| calls.is_none()));
     }
 
     #[test]
@@ -1167,6 +1352,61 @@ mod tests {
                     }
                 }
                 assert!(o.report.breakdown.comm_bytes > 0);
+            }
+        }
+    }
+
+    /// The trainer's own passes (training and evaluation) through the output rows'
+    /// aggregation: Cora with a sparse split on three ranks under the all-gather, a GCN
+    /// whose output layer aggregates first, trains as on one device.
+    #[test]
+    fn training_with_the_output_rows_aggregation_follows_the_single_device_run() {
+        let mut ds = cora();
+        ds.split.train.retain(|i| i % 2 == 0);
+        ds.split.val.retain(|i| i % 5 == 0);
+        ds.split.test.retain(|i| i % 5 == 0);
+        let mut cfg =
+            ModelConfig::new(ConvKind::Gcn, ds.features.cols(), 6, ds.num_classes, 3, 0.5);
+        cfg.input_dropout = 0.0;
+        let train = TrainConfig {
+            epochs: 6,
+            eval_every: 2,
+            ..TrainConfig::default()
+        };
+        let dev = Device::Cpu;
+        let model = Gnn::new(cfg.clone(), &dev, 3).unwrap();
+        let graph = ModelGraph::new(&ds.graph, cfg.kind, &dev).unwrap();
+        let data = DeviceData::new(&ds, &dev, true).unwrap();
+        let want = train_single(&model, &graph, &data, &train);
+        let plan = DistPlan::new(&ds, cfg.kind, 3, Some(Exchange::AllGather)).unwrap();
+        assert!(plan.selects_output_aggregation(&model, &train));
+        let got = train_ranks(
+            &plan,
+            &ds,
+            recipe(&cfg, &train),
+            &local_comms(3),
+            &[dev.clone(), dev.clone(), dev],
+            None,
+            |_| {},
+            &|_, _| {},
+        )
+        .unwrap();
+        for o in &got {
+            assert_eq!(o.report.history.len(), want.history.len());
+            for (a, b) in o.report.history.iter().zip(&want.history) {
+                let what = format!("rank {} epoch {}", o.rank, a.epoch);
+                assert!(
+                    ((a.loss - b.loss) / b.loss).abs() < 1e-4,
+                    "{what}: loss {} vs {}",
+                    a.loss,
+                    b.loss
+                );
+                if let (Some(x), Some(y)) = (a.acc, b.acc) {
+                    assert!(
+                        (x.1 - y.1).abs() <= 2.0 / 500.0,
+                        "{what}: val {x:?} vs {y:?}"
+                    );
+                }
             }
         }
     }

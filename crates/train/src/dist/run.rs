@@ -73,6 +73,10 @@ pub struct DistConfig {
     /// symmetric and the exchange the all-gather (which otherwise fuse into one op that keeps
     /// less memory); for comparison.
     pub split_aggregation: bool,
+    /// Keep the output layer's whole aggregation followed by the selection of the labelled
+    /// rows even where the ranks could aggregate those rows alone
+    /// ([`DistPlan::selected_output_aggregation`] off); for comparison.
+    pub whole_output_aggregation: bool,
     /// [`DistPlan::slice_rows`]: default [`gnn_comm::GATHER_SLICE_ROWS`] (one slice per
     /// rank's block); `None` keeps the local graph whole (no overlap).
     pub slice_rows: Option<usize>,
@@ -128,6 +132,7 @@ impl DistConfig {
             metis: MetisOptions::default(),
             predictions: None,
             split_aggregation: false,
+            whole_output_aggregation: false,
             slice_rows: Some(gnn_comm::GATHER_SLICE_ROWS),
             overlap: true,
             stats_only: false,
@@ -224,6 +229,7 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
         )?;
     }
     plan.symmetric &= !cfg.split_aggregation;
+    plan.selected_output_aggregation = !cfg.whole_output_aggregation;
     plan.slice_rows = cfg.slice_rows;
     plan.gather_logits = cfg.predictions.is_some();
     let memory = setup::phase(
@@ -245,13 +251,29 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
         .iter()
         .map(|&r| plan.partition.range(r).len())
         .sum();
+    // Whether the ranks aggregate the labelled rows alone for the output layer (a GCN of
+    // the config on the host: the decision reads its layers' shapes only).
+    let rows_alone = plan.selected_output_aggregation
+        && model.kind == gnn_models::ConvKind::Gcn
+        && plan.selects_output_aggregation(
+            &gnn_models::Gnn::new(model.clone(), &candle_core::Device::Cpu, 0)?,
+            train,
+        );
     // The report's record of the shortcut (null: every rank computes every row's logits).
-    let output_rows = (!restricted.is_empty())
-        .then(|| json!({"ranks": restricted, "labelled_rows": labelled, "of_rows": rows}));
+    let output_rows = (!restricted.is_empty()).then(|| {
+        json!({"ranks": restricted, "labelled_rows": labelled, "of_rows": rows,
+               "aggregation_of_rows_alone": rows_alone})
+    });
     if !restricted.is_empty() {
         println!(
             "output layer: the {labelled} labelled rows of {rows} on ranks {restricted:?} (the \
              loss and the metrics read no others; --all-output-rows computes every node's)"
+        );
+    }
+    if rows_alone {
+        println!(
+            "output layer: its aggregation runs on the labelled rows alone (one reduce-scatter \
+             of them forward, one all-gather of their gradient backward)"
         );
     }
     if cfg.stats_only {

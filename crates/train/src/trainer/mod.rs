@@ -270,7 +270,7 @@ impl<'a> Trainer<'a> {
             final_loss: f64::NAN,
             input_agg: None,
             need,
-            output: output::LabelledOutput::choose(model, data, cfg.labelled_output)?,
+            output: output::LabelledOutput::choose_on(model, graph, data, cfg.labelled_output)?,
         })
     }
 

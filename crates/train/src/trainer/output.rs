@@ -6,9 +6,12 @@
 //! passes that limit.
 
 use crate::data::DeviceData;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use candle_core::Tensor;
-use gnn_models::{check_elements, ConvKind, Gnn, ModelConfig, OutputRows, MAX_TENSOR_ELEMENTS};
+use gnn_comm::SelectedAggregation;
+use gnn_models::{
+    check_elements, ConvKind, Gnn, ModelConfig, ModelGraph, OutputRows, MAX_TENSOR_ELEMENTS,
+};
 
 /// Whether a run over `nodes` nodes of which `labelled` carry a label (in any split)
 /// computes its `classes`-wide output layer for the labelled rows only.
@@ -146,6 +149,39 @@ impl LabelledOutput {
             return Ok(None);
         }
         Ok(Some(Self::of_rows(data, rows)?))
+    }
+
+    /// [`Self::choose`] on a graph that may carry the aggregation of the output rows alone
+    /// ([`ModelGraph::output_aggregation`], a multi-device run's: see
+    /// [`crate::dist::DistPlan::selects_output_aggregation`]): the rows then carry it
+    /// ([`OutputRows::with_aggregation`]). An error where the graph carries one and the
+    /// output is not restricted, or to other rows: this rank's passes would not call the
+    /// collective aggregation that the other ranks' call.
+    pub fn choose_on(
+        model: &Gnn,
+        graph: &ModelGraph,
+        data: &DeviceData,
+        enabled: bool,
+    ) -> Result<Option<Self>> {
+        let out = Self::choose(model, data, enabled)?;
+        match (out, graph.output_aggregation()) {
+            (out, None) => Ok(out),
+            (Some(o), Some(agg)) => o.with_aggregation(agg).map(Some),
+            (None, Some(_)) => Err(Error::Invalid(
+                "the graph carries the output rows' aggregation, but this rank's output layer \
+                 computes every row"
+                    .into(),
+            )),
+        }
+    }
+
+    /// The same rows carrying `agg`, their aggregation alone ([`OutputRows::with_aggregation`];
+    /// an error where `agg` is of other rows).
+    pub fn with_aggregation(self, agg: &SelectedAggregation) -> Result<Self> {
+        Ok(Self {
+            rows: self.rows.with_aggregation(agg.clone())?,
+            data: self.data,
+        })
     }
 
     /// The labelled rows of `data`, whatever their share.
