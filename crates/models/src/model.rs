@@ -541,20 +541,14 @@ impl Gnn {
         // The aggregation the layer before made of these rows alone (`Forward::carried_rows`).
         let carried_rows = std::mem::take(&mut ctx.carried_rows);
         match &self.convs[l] {
-            Conv::Gcn(c) if carried_rows => {
-                let a = agg.cloned().ok_or_else(|| {
-                    Error::Config("the output rows' aggregation was not carried".into())
-                })?;
-                if g.lean_layers() {
-                    let bias = crate::conv::lean::Act::Bias;
-                    if let Some(y) = c.forward_lean(g, &a, Some(&a), bias, None)? {
-                        return Ok(y);
-                    }
-                }
-                c.forward(g, &a, Some(&a))
-            }
-            Conv::Gcn(c) if agg.is_some() || c.aggregates_first() => {
-                let a = select(&aggregate(Reduce::Sum)?)?;
+            Conv::Gcn(c) if carried_rows || agg.is_some() || c.aggregates_first() => {
+                let a = if carried_rows {
+                    agg.cloned().ok_or_else(|| {
+                        Error::Config("the output rows' aggregation was not carried".into())
+                    })?
+                } else {
+                    select(&aggregate(Reduce::Sum)?)?
+                };
                 if g.lean_layers() {
                     let bias = crate::conv::lean::Act::Bias;
                     if let Some(y) = c.forward_lean(g, &a, Some(&a), bias, None)? {
