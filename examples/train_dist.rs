@@ -32,13 +32,17 @@
 //! Memory: before allocating, every rank's peak is estimated (`gnn::train::dist::memory`:
 //! the features, the cached input aggregation, the local graph, the activations kept for the
 //! backward and the step's transient high) and printed; a run that does not fit
-//! `--max-memory` (default: the GPU's memory less 2 GiB) stops with the estimate and what to
-//! change. The fused aggregation runs in feature chunks (`--feature-chunk`) chosen to fit.
+//! `--max-memory` (default: the GPU's memory less 2 GiB and NCCL's channel buffers) stops
+//! with the estimate and what to change. The fused aggregation runs in feature chunks
+//! (`--feature-chunk`) chosen to fit.
 //!
-//! NCCL runs with at most 4 point-to-point channels (`gnn::train::dist::P2P_CHANNELS`) unless
-//! `NCCL_MAX_P2P_NCHANNELS` is set. Where memory is tight, `NCCL_MAX_NCHANNELS=4` caps the
-//! collectives' channels too (a further 0.36 GiB per GPU on two H100s, the scale-1 GCN epoch
-//! unchanged; not measured for the models whose exchange is an all-gather).
+//! NCCL runs with at most 32 point-to-point channels (`gnn::train::dist::P2P_CHANNELS`: the
+//! ring exchange's shifts, 1,058.5 -> 880.1 ms per papers100M-sized GCN 3x128 epoch on 4
+//! H100s against 4 channels) unless `NCCL_MAX_P2P_NCHANNELS` is set; the budget leaves NCCL
+//! about 13 MiB per channel and peer. Where memory is tight, `NCCL_MAX_P2P_NCHANNELS=4` gives
+//! that back and `NCCL_MAX_NCHANNELS=4` caps the collectives' channels too (a further
+//! 0.36 GiB per GPU on two H100s, the scale-1 GCN epoch unchanged; not measured for the
+//! models whose exchange is an all-gather).
 //!
 //! All of it is `gnn::train::dist::run`; a failed rank under `--nccl` ends the process
 //! (`gnn::train::dist::Launch`).
@@ -183,7 +187,8 @@ struct Args {
     /// GiB one rank may use: before anything is allocated, each rank's peak is estimated
     /// (printed, with its components) and the run stops, naming what to change, when it does
     /// not fit (in-process ranks sharing a device or the CPU: all of them together). Default:
-    /// the GPU's memory less 2 GiB; no limit on the CPU. 0: print the estimate, do not stop.
+    /// the GPU's memory less 2 GiB and NCCL's channel buffers (13 MiB per point-to-point
+    /// channel past 4 and peer); no limit on the CPU. 0: print the estimate, do not stop.
     #[arg(long)]
     max_memory: Option<f64>,
     /// The fused aggregation exchanges and multiplies at most this many feature columns at a

@@ -18,15 +18,28 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// NCCL channels for point-to-point transfers (`NCCL_MAX_P2P_NCHANNELS`) unless the
-/// environment sets it ([`default_p2p_channels`]). NCCL's default (up to 64) gives every
-/// channel its own buffers on first use: on two H100s the symmetric aggregation's ring steps
-/// took 0.37 GiB more per GPU of NCCL's own memory than at 4 channels, at the same epoch time
-/// (scale 1: 24.1-24.6 ms either way; scale 4: 175.0 vs 174.6 ms;
-/// `docs/perf/h100x2-2026-11-26-dist-ring`).
-pub const P2P_CHANNELS: &str = "4";
+/// environment sets it ([`default_p2p_channels`]). The ring exchange's shifts are
+/// point-to-point, one peer at a time; at 4 channels (the default until session 14) they
+/// capped the papers100M-sized exchange at about 130 GB/s a GPU. On 4 H100s, GCN 3x128 at
+/// full size: 1,058.5 ms per epoch at 4 channels, 880.1 ms at 32 (exposed exchange 288.6 ->
+/// 34.5 ms); at a tenth of that size 94.65 / 86.05 / 85.82 ms at 4 / 16 / 32; GraphSAGE 3x64
+/// at full size, which exchanges by all-gather, 809.4 vs 831.6 ms back to back
+/// (`bench/records/dist-papers/h100x4-2026-11-27-7`, `-9`). The cost is NCCL's own memory,
+/// about 13 MiB per channel and peer ([`super::memory::nccl_p2p_reserve`], which the memory
+/// pre-flight keeps off each rank's budget).
+pub const P2P_CHANNELS: &str = "32";
 
 /// The environment variable [`P2P_CHANNELS`] is the default of.
 const P2P_CHANNELS_ENV: &str = "NCCL_MAX_P2P_NCHANNELS";
+
+/// The point-to-point channels NCCL will use: the environment's `NCCL_MAX_P2P_NCHANNELS`
+/// where it holds a number, else [`P2P_CHANNELS`].
+pub fn p2p_channels() -> usize {
+    std::env::var(P2P_CHANNELS_ENV)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| P2P_CHANNELS.parse().unwrap_or(32))
+}
 
 /// Sets `NCCL_MAX_P2P_NCHANNELS` to [`P2P_CHANNELS`] unless the environment sets it. Call it
 /// before any other thread starts and before NCCL reads its environment

@@ -845,9 +845,9 @@ pub fn estimate_shape(
             // backward (the attention, its dropped copy, the dropout mask) and two at the
             // backward's high (the gradients of the attention and of the scores). Checked
             // against GAT 2x64 (8 heads) on the Reddit-shaped graph, bf16, 1/2/4 H100s
-            // (bench/records/dist-scaling/h100x4-2026-11-27: peaks allocated 29.65 / 16.87 /
-            // 8.52 GiB; before this term the estimate said 5.4 / 2.8 / 1.5): an upper bound
-            // by 5-19 % (the test below).
+            // (bench/records/dist-scaling/h100x4-2026-11-27-3, scores from an f32 GEMM: peaks
+            // allocated 29.73 / 16.95 / 8.60 GiB; before this term the estimate said 5.4 /
+            // 2.8 / 1.5): an upper bound by 5-19 % (the test below).
             let words = |w: u64| per_edge.iter().map(|&edges| w * edges * 4).sum::<u64>();
             resident.push(("head-expanded local graphs".to_string(), words(3)));
             kept += words(3);
@@ -909,8 +909,20 @@ pub fn chunk_candidates(model: &ModelConfig) -> Vec<usize> {
 pub const MIN_FEATURE_CHUNK: usize = 16;
 
 /// What a CUDA rank keeps off its budget besides its tensors: the context, cuBLAS's
-/// workspace, NCCL's buffers and the allocator's slack (2 GiB).
+/// workspace, NCCL's buffers at up to 4 point-to-point channels and the allocator's slack
+/// (2 GiB). More channels take [`nccl_p2p_reserve`] on top.
 pub const CUDA_RESERVE: u64 = 2 << 30;
+
+/// NCCL's device memory for point-to-point channels beyond the 4 that [`CUDA_RESERVE`]
+/// covers, per rank of `ranks` on devices of their own: buffers for each channel and peer,
+/// connected on first use (the ring exchange reaches every peer). Measured on 4 H100s
+/// (papers100M-sized GCN 3x128, `bench/records/dist-papers/h100x4-2026-11-27-7`): at 32
+/// channels each GPU held 1.03 GiB more than at 4 with the same 64.55 GiB allocated, 12.6
+/// MiB per extra channel and peer; 13 MiB is charged.
+pub fn nccl_p2p_reserve(channels: usize, ranks: usize) -> u64 {
+    const PER_CHANNEL_AND_PEER: u64 = 13 << 20;
+    channels.saturating_sub(4) as u64 * ranks.saturating_sub(1) as u64 * PER_CHANNEL_AND_PEER
+}
 
 /// The widest feature chunk (whole width first, then [`chunk_candidates`]) under which
 /// `fits` holds for every rank's estimate, where the aggregation is the fused one: sets
@@ -972,7 +984,7 @@ pub fn refusal(
     };
     format!(
         "{who}, above the {:.1} GiB allowed (--max-memory; default the GPU's memory less 2 \
-         GiB). Rank {}'s estimate ({} rows):\n{}\nTo fit: {}a narrower model (--hidden {}), \
+         GiB, and NCCL's point-to-point buffers past 4 channels). Rank {}'s estimate ({} rows):\n{}\nTo fit: {}a narrower model (--hidden {}), \
          a partition with smaller halos (--partition metis), {chunks}. --max-memory 0 skips \
          this check.",
         g(budget),
@@ -1025,7 +1037,7 @@ mod tests {
 
     /// GAT 2x64 (8 heads) on the Reddit-shaped graph, bf16, ranges over 1, 2 and 4 H100s: the
     /// coarse bound with its per-edge terms holds each rank's measured peak allocated
-    /// (bench/records/dist-scaling/h100x4-2026-11-27) from above, by at most a quarter.
+    /// (bench/records/dist-scaling/h100x4-2026-11-27-3) from above, by at most a quarter.
     #[test]
     fn attention_estimates_bound_the_measured_gat_peaks() {
         let train = TrainConfig {
@@ -1036,9 +1048,9 @@ mod tests {
         model.heads = 8;
         // (ranks, rows, halo rows, measured peak allocated in GiB); non-zeros balanced.
         for (parts, rows, halo, measured) in [
-            (1usize, 232_965usize, 0usize, 29.65),
-            (2, 116_569, 116_569, 16.87),
-            (4, 58_113, 175_368, 8.52),
+            (1usize, 232_965usize, 0usize, 29.73),
+            (2, 116_569, 116_569, 16.95),
+            (4, 58_113, 175_368, 8.60),
         ] {
             let shape = RankShape {
                 rank: 0,
@@ -1187,5 +1199,18 @@ mod tests {
             )
             .expect("under the element limit on 8 ranks");
         }
+    }
+
+    /// NCCL's point-to-point reserve: nothing past the 4 channels the fixed reserve covers or
+    /// on one rank; the measured 4-GPU growth from 4 to 32 channels (1.03 GiB) is covered.
+    #[test]
+    fn nccl_reserve_grows_with_channels_and_peers() {
+        assert_eq!(nccl_p2p_reserve(4, 8), 0);
+        assert_eq!(nccl_p2p_reserve(1, 4), 0);
+        assert_eq!(nccl_p2p_reserve(32, 1), 0);
+        let four = nccl_p2p_reserve(32, 4);
+        assert_eq!(four, 28 * 3 * (13 << 20));
+        assert!(four as f64 >= 1.03 * GIB as f64, "{four}");
+        assert_eq!(nccl_p2p_reserve(32, 8), four / 3 * 7);
     }
 }

@@ -101,7 +101,8 @@ pub struct DistConfig {
     /// The bytes one rank may use ([`super::memory`]): the run stops before allocating
     /// anything when a rank's estimated peak exceeds them, saying what to change; in-process
     /// ranks sharing a device (or the CPU) are held to it together. `None`: the GPU's
-    /// memory less [`super::memory::CUDA_RESERVE`] on a CUDA device, no limit on the CPU;
+    /// memory less [`super::memory::CUDA_RESERVE`] (and, for NCCL ranks,
+    /// [`super::memory::nccl_p2p_reserve`]) on a CUDA device, no limit on the CPU;
     /// `Some(0)`: no check (the estimate is still printed).
     pub max_memory: Option<u64>,
     /// The fused aggregation's feature chunk ([`DistPlan::feature_chunk`]): `None` (auto)
@@ -461,11 +462,17 @@ fn preflight(
     };
     // In-process ranks share one device (or the CPU); an NCCL rank has one of its own.
     let shared = !cfg.launch.uses_nccl();
+    // NCCL ranks also keep the point-to-point channels' buffers past the reserve's 4.
+    let nccl = if cfg.launch.uses_nccl() && device.is_cuda() {
+        memory::nccl_p2p_reserve(super::launch::p2p_channels(), ranks)
+    } else {
+        0
+    };
     let budget = match cfg.max_memory {
         Some(0) => None,
         Some(b) => Some(b),
         None => crate::device::device_memory_info(device)
-            .map(|(_, total)| total.saturating_sub(CUDA_RESERVE)),
+            .map(|(_, total)| total.saturating_sub(CUDA_RESERVE + nccl)),
     };
     let need = |all: &[memory::Estimate]| -> u64 {
         if shared {
