@@ -788,7 +788,11 @@ class Runner:
         self.suite = suite
         self.record = record
         self.env = env
-        self.env_added = {k: env[k] for k in ("LD_LIBRARY_PATH", "PYTHONUNBUFFERED") if k in env}
+        # What command.txt shows beside each line: the variables run.py sets, and those of
+        # the caller's environment that change what runs (NCCL's settings, the GPUs seen).
+        self.env_added = {k: v for k, v in env.items()
+                          if k in ("LD_LIBRARY_PATH", "PYTHONUNBUFFERED", "CUDA_VISIBLE_DEVICES")
+                          or k.startswith("NCCL_")}
         self.rates = rates
         self.graph_dir = graph_dir
         self.anchors_dir = anchors_dir

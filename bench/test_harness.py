@@ -723,7 +723,8 @@ class DistTests(unittest.TestCase):
         shutil.rmtree(self.d)
 
     def run_suite(self, *extra):
-        env = dict(os.environ, FAKE_DIST_FIXTURE=DIST_FIXTURE)
+        # An NCCL setting of the caller's: command.txt must show it beside each command.
+        env = dict(os.environ, FAKE_DIST_FIXTURE=DIST_FIXTURE, NCCL_MAX_P2P_NCHANNELS="7")
         p = subprocess.run([sys.executable, os.path.join(HERE, "run.py"), self.suite, "--bin-dir", self.bin,
                             "--out", self.out, "--machine", "fake4", *extra],
                            capture_output=True, text=True, timeout=300, env=env)
@@ -835,6 +836,7 @@ class DistTests(unittest.TestCase):
         with open(os.path.join(rec, "command.txt")) as f:
             commands = f.read()
         self.assertIn("--stats-only --ranks 1 --partition range --save-graph", commands)
+        self.assertIn("NCCL_MAX_P2P_NCHANNELS=7 ", commands)
         self.assertIn("--data-dir " + os.path.join(self.d, "graphs", "dataset-papers100m-scale-1-seed-0"), commands)
         text = results.render(self.out, self.d)
         section = text[text.index("## dist-test"):]
