@@ -105,7 +105,7 @@ impl GatConv {
             // bf16 before both attention vectors' sums over every row. With the bf16 GEMM,
             // GAT 2x64 bf16 on one H100 spiked at epoch 7 and ended at loss 1.95 (89.2 %);
             // with this one at 1.26 (94.7 %), for +0.2-0.7 % of epoch time
-            // (bench/records/dist-scaling/h100x4-2026-11-27/gat-diagnostics). The attention
+            // (bench/records/dist-scaling/h100x4-2026-11-27-3/gat-diagnostics). The attention
             // itself runs in f32. The halo rows' source scores come from their exchanged
             // features (the exchange carries H F columns per row, not H F + H).
             let s = xs.to_dtype(DType::F32)?.matmul(&self.score_matrix()?)?;
