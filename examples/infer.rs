@@ -84,7 +84,7 @@ fn main() -> Result<()> {
     let device = args.device.pick()?;
     println!("device: {}", gnn::train::device_name(&device));
     let mut loaded = load(&args.data.source("cora", args.seed)?, device.is_cpu())?;
-    reorder(&mut loaded, args.data.reorder)?;
+    let (applied, _) = reorder(&mut loaded, args.data.reorder)?;
     let community_ids = args.data.community_order;
     let strategies: Vec<Aggregation> = if args.sweep {
         args.strategies
@@ -95,7 +95,7 @@ fn main() -> Result<()> {
         vec![args.aggregation]
     };
     for agg in strategies {
-        if let Some(w) = sampler_order_warning(agg, args.data.reorder, community_ids) {
+        if let Some(w) = sampler_order_warning(agg, applied, community_ids) {
             println!("warning: {w}");
         }
     }

@@ -126,6 +126,25 @@ fn run_trains_seeds_saves_and_reports() {
     let out = run(&re).unwrap();
     assert_eq!(out.report["source"]["reorder"]["how"], "rcm");
     assert!(out.mean_test_acc > 0.6, "{}", out.mean_test_acc);
+    // Its seconds count in time to accuracy.
+    let reorder_s = out.report["reorder_s"].as_f64().unwrap();
+    let tta = out.report["gnn"]["report"]["time_to_accuracy"]["train_s"]
+        .as_f64()
+        .unwrap();
+    assert!(reorder_s > 0.0);
+    let with = out.report["time_to_accuracy_with_reorder_s"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        (with - (tta + reorder_s)).abs() < 1e-9,
+        "{with} {tta} {reorder_s}"
+    );
+    // `auto` keeps Cora's ids (far below a million nodes): no reordering, nothing counted.
+    re.reorder = gnn::graph::Reorder::Auto;
+    let out = run(&re).unwrap();
+    assert!(out.report["source"]["reorder"].is_null());
+    assert_eq!(out.report["reorder_s"], 0.0);
+    assert!(out.report["time_to_accuracy_with_reorder_s"].is_null());
     // Checkpoints take one seed.
     cfg.train.checkpoint_every = 5;
     cfg.json = None;

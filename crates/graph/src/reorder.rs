@@ -21,7 +21,21 @@ pub enum Reorder {
     /// Louvain communities ([`crate::louvain`]) on consecutive ids, sub-communities nested:
     /// the graph-clustering reordering (GCR) of the HP-SpMM paper.
     Louvain,
+    /// [`Reorder::Degree`] on graphs of at least [`AUTO_MIN_NODES`] nodes, none below
+    /// ([`Reorder::resolve`]).
+    Auto,
 }
+
+/// The smallest graph [`Reorder::Auto`] renumbers. Measured on one H100, bf16, 10 epochs
+/// (bench/records/reorder/h100-2026-11-27 and its `papers-s0.1/`): on the papers100M-shaped
+/// graph at scale 0.1 (11.1 M nodes, 334 M non-zeros, random ids; a 2.8 GB table at width
+/// 128, 57x the L2) the degree order took GCN 3x128's epoch from 285.1 to 188.0 ms and
+/// GraphSAGE 3x128's from 379.0 to 280.6 ms, for 4.6-5.5 s of reordering (repaid after about
+/// 50-57 epochs); RCM gained less (242.2 ms, 22.6 s) and Louvain less again (248.6 ms,
+/// 94.5 s). On the Reddit-shaped graph (233 K nodes, a 60 MB table, about the L2) the degree
+/// order gained 2.5-3 % and the others nothing. Between the two sizes nothing is measured; a
+/// million nodes is where the table at width 128 passes five times the L2.
+pub const AUTO_MIN_NODES: usize = 1_000_000;
 
 impl std::str::FromStr for Reorder {
     type Err = Error;
@@ -31,12 +45,13 @@ impl std::str::FromStr for Reorder {
             "degree" => Ok(Self::Degree),
             "rcm" => Ok(Self::Rcm),
             "louvain" => Ok(Self::Louvain),
+            "auto" => Ok(Self::Auto),
             "leiden" => Err(Error::InvalidArgument(
                 "reordering `leiden` is not implemented; `louvain` gives the community order"
                     .into(),
             )),
             other => Err(Error::InvalidArgument(format!(
-                "unknown reordering `{other}` (none, degree, rcm, louvain)"
+                "unknown reordering `{other}` (auto, none, degree, rcm, louvain)"
             ))),
         }
     }
@@ -49,11 +64,23 @@ impl std::fmt::Display for Reorder {
             Self::Degree => "degree",
             Self::Rcm => "rcm",
             Self::Louvain => "louvain",
+            Self::Auto => "auto",
         })
     }
 }
 
 impl Reorder {
+    /// The ordering this one stands for on `csr`: [`Reorder::Auto`] becomes
+    /// [`Reorder::Degree`] from [`AUTO_MIN_NODES`] nodes on and [`Reorder::None`] below; the
+    /// others stay as they are.
+    pub fn resolve(self, csr: &Csr) -> Self {
+        match self {
+            Self::Auto if csr.n_rows() >= AUTO_MIN_NODES => Self::Degree,
+            Self::Auto => Self::None,
+            other => other,
+        }
+    }
+
     /// The permutation `new_of_old` for a square `csr` (identity for [`Reorder::None`]).
     pub fn order(self, csr: &Csr) -> Result<Vec<u32>> {
         if csr.n_rows() != csr.n_cols() {
@@ -63,8 +90,8 @@ impl Reorder {
                 csr.n_cols()
             )));
         }
-        Ok(match self {
-            Self::None => (0..csr.n_rows() as u32).collect(),
+        Ok(match self.resolve(csr) {
+            Self::None | Self::Auto => (0..csr.n_rows() as u32).collect(),
             Self::Degree => degree_order(csr),
             Self::Rcm => rcm_order(csr)?,
             Self::Louvain => crate::louvain::Louvain::run(csr)?.order(),
@@ -84,7 +111,8 @@ fn invert(old_of_new: &[u32]) -> Vec<u32> {
 /// Descending row length, ties by id.
 pub fn degree_order(csr: &Csr) -> Vec<u32> {
     let mut ids: Vec<u32> = (0..csr.n_rows() as u32).collect();
-    ids.sort_by_key(|&i| std::cmp::Reverse(csr.row_len(i as usize)));
+    // Stable: ties keep their id order.
+    ids.par_sort_by_key(|&i| std::cmp::Reverse(csr.row_len(i as usize)));
     invert(&ids)
 }
 
@@ -238,6 +266,34 @@ mod tests {
         // Graphs with isolated nodes and several components are covered too.
         let h = Csr::new_checked(5, 5, vec![0, 1, 2, 2, 2, 2], vec![1, 0]).unwrap();
         assert!(is_permutation(&rcm_order(&h).unwrap()));
+    }
+
+    #[test]
+    fn auto_is_the_degree_order_from_a_million_nodes() {
+        let small = scrambled_grid();
+        assert_eq!(Reorder::Auto.resolve(&small), Reorder::None);
+        assert_eq!(
+            Reorder::Auto.order(&small).unwrap(),
+            Reorder::None.order(&small).unwrap()
+        );
+        // A million nodes, a path through every tenth: rows of length 0, 1 and 2.
+        let n = AUTO_MIN_NODES;
+        let (src, dst): (Vec<u32>, Vec<u32>) = (0..n as u32 / 10 - 1)
+            .map(|k| (10 * k, 10 * (k + 1)))
+            .unzip();
+        let big = Coo::new(n, src, dst)
+            .unwrap()
+            .to_csr(BuildOptions::undirected())
+            .unwrap();
+        assert_eq!(Reorder::Auto.resolve(&big), Reorder::Degree);
+        assert_eq!(Reorder::Degree.resolve(&big), Reorder::Degree);
+        assert_eq!(Reorder::Rcm.resolve(&small), Reorder::Rcm);
+        assert_eq!(
+            Reorder::Auto.order(&big).unwrap(),
+            Reorder::Degree.order(&big).unwrap()
+        );
+        assert_eq!("auto".parse::<Reorder>().unwrap(), Reorder::Auto);
+        assert_eq!(Reorder::Auto.to_string(), "auto");
     }
 
     #[test]

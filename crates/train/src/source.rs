@@ -215,14 +215,17 @@ pub fn load(src: &DataSource, cpu: bool) -> Result<Loaded> {
 /// windows beyond this): its cost stays a fraction of a second on any graph.
 const REUSE_SAMPLE_NNZ: usize = 1 << 23;
 
-/// Renumbers the loaded nodes by `how` (nothing for [`Reorder::None`]), saying what it cost;
-/// the provenance records the ordering, its seconds and the gather-reuse estimate
+/// Renumbers the loaded nodes by `how` (nothing for [`Reorder::None`], and for
+/// [`Reorder::Auto`] what [`Reorder::resolve`] makes of it), saying what it cost; returns the
+/// ordering applied and its seconds. The provenance records them and the gather-reuse estimate
 /// ([`gnn_graph::reorder::window_distinct_ratio`]) before and after. Weights are not tied to
 /// node ids (a model trained on one order serves the other); dropout masks follow the ids, so
 /// a reordered training run is another draw of the same experiment, not a bit-identical one.
-pub fn reorder(loaded: &mut Loaded, how: Reorder) -> Result<()> {
+pub fn reorder(loaded: &mut Loaded, how: Reorder) -> Result<(Reorder, f64)> {
+    let asked = how;
+    let how = how.resolve(&loaded.dataset.graph);
     if how == Reorder::None {
-        return Ok(());
+        return Ok((how, 0.0));
     }
     let reuse = |g: &gnn_graph::Csr| {
         gnn_graph::reorder::window_distinct_ratio(g, REUSE_WINDOW, REUSE_SAMPLE_NNZ)
@@ -241,8 +244,17 @@ pub fn reorder(loaded: &mut Loaded, how: Reorder) -> Result<()> {
     let secs = t.elapsed().as_secs_f64();
     let after = gnn_graph::reorder::bandwidth(&loaded.dataset.graph);
     let reuse_after = reuse(&loaded.dataset.graph);
+    let why = if asked == Reorder::Auto {
+        format!(
+            " (--reorder auto: {} nodes, at least {})",
+            loaded.dataset.graph.n_rows(),
+            gnn_graph::reorder::AUTO_MIN_NODES
+        )
+    } else {
+        String::new()
+    };
     println!(
-        "reordered nodes by {how} in {secs:.2} s (bandwidth {before} -> {after}; distinct \
+        "reordered nodes by {how}{why} in {secs:.2} s (bandwidth {before} -> {after}; distinct \
          columns per {REUSE_WINDOW}-row window {reuse_before:.3} -> {reuse_after:.3} of the \
          non-zeros)"
     );
@@ -250,6 +262,7 @@ pub fn reorder(loaded: &mut Loaded, how: Reorder) -> Result<()> {
         o.insert(
             "reorder".into(),
             json!({
+                "asked": asked,
                 "how": how,
                 "seconds": secs,
                 "window_rows": REUSE_WINDOW,
@@ -257,7 +270,7 @@ pub fn reorder(loaded: &mut Loaded, how: Reorder) -> Result<()> {
             }),
         );
     }
-    Ok(())
+    Ok((how, secs))
 }
 
 #[cfg(test)]
