@@ -32,7 +32,8 @@ struct Args {
     /// Write the CSR as .npy files here (for bench/peers/torch_sddmm.py).
     #[arg(long)]
     dump: Option<PathBuf>,
-    /// Renumber the nodes first: none, degree, rcm, louvain (the cost is printed).
+    /// Renumber the nodes first: none, degree, rcm, louvain, auto (degree from a million
+    /// nodes; the cost is printed).
     #[arg(long, default_value = "none")]
     reorder: gnn::graph::Reorder,
     /// Generate the graph with ids numbered community by community (the ideal clustering

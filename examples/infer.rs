@@ -84,7 +84,14 @@ fn main() -> Result<()> {
     let device = args.device.pick()?;
     println!("device: {}", gnn::train::device_name(&device));
     let mut loaded = load(&args.data.source("cora", args.seed)?, device.is_cpu())?;
-    let (applied, _) = reorder(&mut loaded, args.data.reorder)?;
+    // `auto` keeps the file's ids here: the samplers are biased under a degree order (see
+    // sampler_order_warning), and a --features file from an earlier run holds its rows in
+    // that run's order.
+    let how = match args.data.reorder_choice() {
+        gnn::graph::Reorder::Auto => gnn::graph::Reorder::None,
+        other => other,
+    };
+    let (applied, _) = reorder(&mut loaded, how)?;
     let community_ids = args.data.community_order;
     let strategies: Vec<Aggregation> = if args.sweep {
         args.strategies

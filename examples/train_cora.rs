@@ -66,7 +66,7 @@ fn main() -> Result<()> {
     );
     cfg.model.maxk = args.maxk.maxk;
     cfg.model.maxk_after_first = args.maxk.maxk_after_first;
-    cfg.reorder = args.data.reorder;
+    cfg.reorder = args.data.reorder_choice();
     cfg.row_normalize = !args.no_row_normalize;
     cfg.train = args.train.train(&recipe);
     cfg.train.profile = args.profile;

@@ -220,13 +220,9 @@ fn main() -> Result<()> {
     );
     cfg.model.maxk = args.maxk.maxk;
     cfg.model.maxk_after_first = args.maxk.maxk_after_first;
-    // --reorder auto keeps the ids here: the degree order it picks on one device is not
-    // measured under a partition yet (it concentrates the hubs' non-zeros in the first
-    // ranges); name an ordering to have it.
-    cfg.reorder = match args.data.reorder {
-        gnn::graph::Reorder::Auto => gnn::graph::Reorder::None,
-        other => other,
-    };
+    // `auto` keeps the ids on several devices (gnn::train::dist::run); name an ordering to
+    // have one.
+    cfg.reorder = args.data.reorder_choice();
     cfg.train = args.train.train(&Recipe::REDDIT);
     cfg.train.seed = args.seed;
     cfg.train.profile = true;

@@ -79,7 +79,7 @@ fn main() -> Result<()> {
     );
     cfg.model.maxk = args.maxk.maxk;
     cfg.model.maxk_after_first = args.maxk.maxk_after_first;
-    cfg.reorder = args.data.reorder;
+    cfg.reorder = args.data.reorder_choice();
     cfg.row_normalize = false;
     cfg.train = args.train.train(&Recipe::REDDIT);
     cfg.train.seed = args.seed;

@@ -448,6 +448,15 @@ pub struct DataFlags {
 }
 
 impl DataFlags {
+    /// `--reorder`, except that `auto` keeps ids the user asked to be numbered by community
+    /// (`--community-order`).
+    pub fn reorder_choice(&self) -> gnn_graph::Reorder {
+        match self.reorder {
+            gnn_graph::Reorder::Auto if self.community_order => gnn_graph::Reorder::None,
+            other => other,
+        }
+    }
+
     /// The dataset name, or the example's default.
     pub fn name<'a>(&'a self, default: &'a str) -> &'a str {
         self.dataset.as_deref().unwrap_or(default)

@@ -180,6 +180,7 @@ impl Engine {
 /// What a node order does to an edge sampler, measured (`c6f0242:docs/perf/
 /// h100-2026-11-24-sampling-reorder`): `Some(warning)` when `aggregation` is known to be biased
 /// on ids ordered by `reorder` (or by communities in the file itself, `community_ids`).
+/// `reorder` is the order applied ([`crate::run::reorder`]'s answer), not `auto`.
 ///
 /// ES Bucket keeps each row's first edges, i.e. its lowest-id neighbours: after a degree sort
 /// those are the hubs, after a community order (Louvain, or a crawl-ordered file) the first

@@ -984,9 +984,9 @@ pub fn refusal(
     };
     format!(
         "{who}, above the {:.1} GiB allowed (--max-memory; default the GPU's memory less 2 \
-         GiB, and NCCL's point-to-point buffers past 4 channels). Rank {}'s estimate ({} rows):\n{}\nTo fit: {}a narrower model (--hidden {}), \
-         a partition with smaller halos (--partition metis), {chunks}. --max-memory 0 skips \
-         this check.",
+         GiB, and NCCL's point-to-point buffers past 4 channels). Rank {}'s estimate ({} \
+         rows):\n{}\nTo fit: {}a narrower model (--hidden {}), a partition with smaller halos \
+         (--partition metis), {chunks}. --max-memory 0 skips this check.",
         g(budget),
         worst.rank,
         worst.rows,
@@ -1087,7 +1087,12 @@ mod tests {
         };
         // What a rank may use: an 80 GB H100's 78 GiB (a 141 GB H200's 139 GiB) less the
         // reserve.
-        let (h100, h200) = (78 * GIB - CUDA_RESERVE, 139 * GIB - CUDA_RESERVE);
+        // NCCL ranks also keep the point-to-point channels' buffers (32 channels, 4 ranks).
+        let nccl = nccl_p2p_reserve(32, 4);
+        let (h100, h200) = (
+            78 * GIB - CUDA_RESERVE - nccl,
+            139 * GIB - CUDA_RESERVE - nccl,
+        );
         // The smallest card each fits with 32-column chunks; GraphSAGE 3x256 fits neither.
         for (kind, hidden, fits) in [
             (ConvKind::Gcn, 64, Some(h100)),
@@ -1147,15 +1152,20 @@ mod tests {
     /// GraphSAGE's) and about 193 K labelled nodes; every 256-wide tensor then stays under
     /// candle's element limit (GraphSAGE's output layer aggregating first: its whole rows'
     /// two products, `[13.9 M x 344]`, would pass it). GCN 3x256 fits an H100 rank in
-    /// 32-column chunks (55.4 GiB); GraphSAGE 3x256 (76.0 GiB) just passes an H100's 76 GiB
-    /// budget and fits an H200's.
+    /// 32-column chunks (55.4 GiB); GraphSAGE 3x256 (76.0 GiB) passes an H100's budget (76 GiB
+    /// less NCCL's 2.49 GiB at 32 point-to-point channels and 7 peers) and fits an H200's.
     #[test]
     fn papers100m_3x256_on_8_ranks() {
         let train = TrainConfig {
             precision: Precision::Bf16,
             ..TrainConfig::default()
         };
-        let (h100, h200) = (78 * GIB - CUDA_RESERVE, 139 * GIB - CUDA_RESERVE);
+        // NCCL ranks also keep the point-to-point channels' buffers (32 channels, 8 ranks).
+        let nccl = nccl_p2p_reserve(32, 8);
+        let (h100, h200) = (
+            78 * GIB - CUDA_RESERVE - nccl,
+            139 * GIB - CUDA_RESERVE - nccl,
+        );
         let rank = |kind: ConvKind| {
             let gcn = kind == ConvKind::Gcn;
             RankShape {

@@ -194,7 +194,13 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
     let device = setup::phase(|| "device".into(), || pick_device(cfg.cpu))?;
     println!("kernels: {}", cfg.kernels);
     let mut loaded = setup::phase(|| "load".into(), || load(&cfg.data, device.is_cpu()))?;
-    setup::phase(|| "reorder".into(), || reorder(&mut loaded, cfg.reorder))?;
+    // `auto` keeps the ids here: the degree order it picks on one device is not measured
+    // under a partition yet (it concentrates the hubs' non-zeros in the first ranges).
+    let how = match cfg.reorder {
+        Reorder::Auto => Reorder::None,
+        other => other,
+    };
+    setup::phase(|| "reorder".into(), || reorder(&mut loaded, how))?;
     let model = cfg.model.config(&loaded.dataset);
     // Checkpoints, written by rank 0, go to `runs/checkpoints/dist-<model>-<dataset>` unless
     // the recipe names a stem.
