@@ -37,16 +37,20 @@ SAME_GRAPH_PEERS = ("pyg", "tgcn")
 PYTHON_TRAIN = "bench/peers/python_train.py"
 # Shortcuts: the train_reddit flags that turn each off (they are on by default).
 SHORTCUTS = {"input-cache": ["--no-input-cache"]}
+# Shortcuts a variant may declare that its runs take by themselves, not switched off by
+# omission: the output layer on the labelled rows alone, where at most half the nodes are
+# labelled (papers100M-shaped graphs; never on Reddit's split).
+OBSERVED_SHORTCUTS = ("labelled-output",)
 # same-graph: same_graph.py's files; generated: the examples' own generator flags, every run
 # generating; saved: generated once per suite invocation by train_dist --save-graph (gnn's
-# binary CSR, memory-mapped), every run loading it with --data-dir (dist cases only).
+# binary CSR, memory-mapped), every run loading it with --data-dir (dist and train cases).
 GRAPH_SOURCES = ("same-graph", "generated", "saved")
 # train_dist's --partition values.
 PARTITIONS = ("range", "metis", "auto")
 # The keys a [[case]] of each kind may hold.
 _COMMON_KEYS = {"name", "kind", "precisions", "peers", "flags"}
 CASE_KEYS = {
-    "train": _COMMON_KEYS | {"model", "layers", "hidden", "epochs", "shortcuts"},
+    "train": _COMMON_KEYS | {"model", "layers", "hidden", "epochs", "shortcuts", "graph"},
     "spmm": _COMMON_KEYS | {"k"},
     "sddmm": _COMMON_KEYS | {"k", "torch_reps"},
     "graphs": _COMMON_KEYS | {"k", "graphs"},
@@ -89,7 +93,7 @@ class Run:
     script: str = None  # a peer script (path relative to the repository or --anchors-dir)
     args: list = field(default_factory=list)  # arguments; "{json}" / "{out}" / "{scratch}" filled at run time
     epochs: int = None
-    graph: list = None  # dist on a saved graph: the generator flags of the graph it loads
+    graph: list = None  # dist or train on a saved graph: the generator flags of the graph it loads
 
 
 @dataclass
@@ -264,8 +268,10 @@ def _expand(case, where, graph):
         if p not in PEERS[kind]:
             raise SuiteError(f"{where}: peer {p!r} is not one of {sorted(PEERS[kind])} for kind {kind}")
     flags = _strings(case, "flags", where)
-    if graph["source"] == "saved" and kind != "dist":
-        raise SuiteError(f"{where}: [graph] source \"saved\" is for dist cases (train_dist --data-dir)")
+    if graph["source"] == "saved" and kind not in ("dist", "train"):
+        raise SuiteError(f"{where}: [graph] source \"saved\" is for dist and train cases (--data-dir)")
+    if kind == "train" and "graph" in case and graph["source"] != "saved":
+        raise SuiteError(f"{where}: a train case's `graph` names a saved graph ([graph] source = \"saved\")")
     if kind == "train":
         return _expand_train(case, where, name, precisions, peers, flags, graph)
     if kind == "graphs":
@@ -285,11 +291,17 @@ def _expand_train(case, where, name, precisions, peers, flags, graph):
         raise SuiteError(f"{where}: `shortcuts` is a list of variants, each a list of shortcut names")
     for v in variants:
         for s in v:
-            if s not in SHORTCUTS:
-                raise SuiteError(f"{where}: unknown shortcut {s!r} (known: {sorted(SHORTCUTS)})")
+            if s not in SHORTCUTS and s not in OBSERVED_SHORTCUTS:
+                raise SuiteError(f"{where}: unknown shortcut {s!r} (known: "
+                                 f"{sorted(SHORTCUTS) + list(OBSERVED_SHORTCUTS)})")
     if peers and graph["source"] != "same-graph":
         raise SuiteError(f"{where}: peers {peers} need [graph] source = \"same-graph\" (the peers read its files)")
     spec = {"model": model, "layers": layers, "hidden": hidden, "epochs": epochs}
+    # On a saved graph every run loads it with --data-dir; a case's `graph` (generator flags)
+    # replaces [graph] flags for its runs, as for dist cases.
+    saved = _strings(case, "graph", where, graph["flags"]) if graph["source"] == "saved" else None
+    if saved is not None:
+        spec.update(graph=saved, graph_folder=graph_folder(saved))
     for p in peers:
         for prec in precisions:
             probe = Measurement("", "", name, "train", "", prec, [], p, spec=spec)
@@ -303,12 +315,18 @@ def _expand_train(case, where, name, precisions, peers, flags, graph):
             mname = f"{name}-{prec}" + (f"-{tag}" if len(variants) > 1 else "")
             m = Measurement(f"{mname}/ours", mname, name, "train", label, prec, sorted(v), "ours", spec=spec)
             off = [f for s in SHORTCUTS if s not in v for f in SHORTCUTS[s]]
-            data = ["--data-dir", "{graph_dir}"] if graph["source"] == "same-graph" else list(graph["flags"])
+            if saved is not None:
+                data = ["--data-dir", "{graph_dir}/" + graph_folder(saved)]
+            elif graph["source"] == "same-graph":
+                data = ["--data-dir", "{graph_dir}"]
+            else:
+                data = list(graph["flags"])
             args = data + ["--model", model, "--layers", str(layers), "--hidden", str(hidden),
                            "--precision", prec, "--epochs", str(epochs)] + off + flags + [
                                "--save", "{scratch}/weights", "--json", "{json}"]
             ms.append(m)
-            runs.append(Run(mname, "train", [m], binary="train_reddit", args=args, epochs=epochs))
+            runs.append(Run(mname, "train", [m], binary="train_reddit", args=args, epochs=epochs,
+                            graph=saved))
             if "python" in peers and prec in PEERS["train"]["python"]:
                 # The same flags, right after ours: the pair runs back to back.
                 p = Measurement(f"{mname}/python", mname, name, "train", label, prec, sorted(v), "python", spec=spec)

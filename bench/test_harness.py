@@ -334,10 +334,14 @@ FAKE_TRAIN = textwrap.dedent("""\
     if "--data-dir" in a:
         with open(os.path.join(val("--data-dir"), "facts.json")) as f:
             g = json.load(f)
-        nodes, edges = g["nodes"], g["nnz"]
-    # Reddit's split: every node labelled (66 / 10 / 24 %).
+        # same_graph.py's facts say nnz, a saved graph's (FAKE_DIST) edges.
+        nodes, edges = g["nodes"], g.get("nnz", g.get("edges"))
+    # Reddit's split: every node labelled (66 / 10 / 24 %); a saved (papers-shaped) graph:
+    # 1.2 % labelled, so the output layer takes the labelled rows alone.
     split = {"train": nodes * 66 // 100, "val": nodes // 10}
     split["test"] = nodes - split["train"] - split["val"]
+    if "--data-dir" in a and "edges" in g:
+        split = {"train": nodes // 100, "val": nodes // 1000, "test": nodes // 1000}
     doc = {"dataset_summary": {"nodes": nodes, "edges": edges, "features": 602, "classes": 41,
                                **split},
            "gnn": {"model": {"kind": kind, "layers": int(val("--layers")), "in_dim": 602,
@@ -734,6 +738,67 @@ class DistTests(unittest.TestCase):
         with open(os.path.join(rec, "summary.json")) as f:
             return {r["id"]: r for r in json.load(f)["rows"]}, rec
 
+    def test_train_cases_on_a_saved_graph(self):
+        """A train case on a saved graph: the graph step writes it once with train_dist, the
+        run loads it with --data-dir, and the report is checked against that graph's facts."""
+        write_exe(os.path.join(self.bin, "train_reddit"), FAKE_TRAIN)
+        path = os.path.join(self.d, "saved-train.toml")
+        with open(path, "w") as f:
+            f.write(textwrap.dedent("""\
+                description = "train on a saved graph"
+                repetitions = 1
+                [graph]
+                source = "saved"
+                dir = "%s"
+                flags = ["--dataset", "papers100m", "--scale", "0.1", "--seed", "0"]
+                [[case]]
+                name = "gcn-2x8-order"
+                kind = "train"
+                model = "gcn"
+                layers = 2
+                hidden = 8
+                epochs = 3
+                shortcuts = [["input-cache", "labelled-output"]]
+                flags = ["--reorder", "degree"]
+                """ % os.path.join(self.d, "graphs")))
+        p = subprocess.run([sys.executable, os.path.join(HERE, "run.py"), path, "--bin-dir", self.bin,
+                            "--out", self.out, "--machine", "fake4"],
+                           capture_output=True, text=True, timeout=300, env=dict(os.environ))
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        rec = os.path.join(self.out, "saved-train", os.listdir(os.path.join(self.out, "saved-train"))[0])
+        with open(os.path.join(rec, "summary.json")) as f:
+            rows = {r["id"]: r for r in json.load(f)["rows"]}
+        row = rows["gcn-2x8-order-f32/ours"]
+        self.assertEqual((row["status"], row["median_ms"]), ("ok", 1.0))
+        folder = "dataset-papers100m-scale-0.1-seed-0"
+        with open(os.path.join(rec, "command.txt")) as f:
+            commands = f.read()
+        self.assertIn("--save-graph", commands)
+        self.assertIn("--data-dir " + os.path.join(self.d, "graphs", folder), commands)
+        self.assertIn("--reorder degree", commands)
+        self.assertEqual(row["shortcuts"], ["input-cache", "labelled-output"])
+        self.assertNotIn("--all-output-rows", commands)
+        # Undeclared, the labelled rows' shortcut fails the row: figures name their shortcuts.
+        with open(path) as f:
+            text = f.read()
+        with open(path, "w") as f:
+            f.write(text.replace('shortcuts = [["input-cache", "labelled-output"]]', ""))
+        p = subprocess.run([sys.executable, os.path.join(HERE, "run.py"), path, "--bin-dir", self.bin,
+                            "--out", self.out, "--machine", "fake4"],
+                           capture_output=True, text=True, timeout=300, env=dict(os.environ))
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("the suite declared ['input-cache']", p.stdout + p.stderr)
+        with open(path, "w") as f:
+            f.write(text)
+        # A case's `graph` names a saved graph: not without one.
+        with open(path) as f:
+            text = f.read()
+        with open(path, "w") as f:
+            f.write(text.replace('source = "saved"', 'source = "generated"').replace(
+                'epochs = 3', 'epochs = 3\ngraph = ["--scale", "1"]'))
+        with self.assertRaisesRegex(suites.SuiteError, "names a saved graph"):
+            suites.load(path)
+
     def test_the_suites(self):
         s = suites.load(os.path.join(HERE, "suites", "dist-scaling.toml"))
         self.assertEqual(len(s.measurements), 15)  # GCN, GraphSAGE at two scales and GAT at one, 1-2-4 ranks
@@ -775,8 +840,12 @@ class DistTests(unittest.TestCase):
             load('kind = "dist"\npartitions = ["hash"]')
         with self.assertRaisesRegex(suites.SuiteError, "not same_graph"):
             load('kind = "dist"', 'source = "same-graph"\nscript = "same_graph.py"')
-        with self.assertRaisesRegex(suites.SuiteError, "is for dist cases"):
-            load('kind = "train"')
+        spmm = os.path.join(self.d, "y.toml")
+        with open(spmm, "w") as f:
+            f.write('repetitions = 1\n[graph]\nsource = "saved"\nflags = []\n[[case]]\nname = "x"\n'
+                    'kind = "spmm"\nk = [8]\n')
+        with self.assertRaisesRegex(suites.SuiteError, "is for dist and train cases"):
+            suites.load(spmm)
         with self.assertRaisesRegex(suites.SuiteError, "unknown keys"):
             load('kind = "dist"\nshortcuts = [[]]')
         # A generated graph goes on every run's command line.
