@@ -31,10 +31,11 @@ pub enum Reorder {
 /// graph at scale 0.1 (11.1 M nodes, 334 M non-zeros, random ids; a 2.8 GB table at width
 /// 128, 57x the L2) the degree order took GCN 3x128's epoch from 285.1 to 188.0 ms and
 /// GraphSAGE 3x128's from 379.0 to 280.6 ms, for 4.6-5.5 s of reordering (repaid after about
-/// 50-57 epochs); RCM gained less (242.2 ms, 22.6 s) and Louvain less again (248.6 ms,
+/// 47-57 epochs); RCM gained less (242.2 ms, 22.6 s) and Louvain less again (248.6 ms,
 /// 94.5 s). On the Reddit-shaped graph (233 K nodes, a 60 MB table, about the L2) the degree
-/// order gained 2.5-3 % and the others nothing. Between the two sizes nothing is measured; a
-/// million nodes is where the table at width 128 passes five times the L2.
+/// order gained 2.5-3 %, RCM -1.3 to +2.3 % and Louvain lost 1.7-8.5 %. Between the two sizes
+/// nothing is measured; a million nodes is where the table at width 128 passes five times the
+/// L2.
 pub const AUTO_MIN_NODES: usize = 1_000_000;
 
 impl std::str::FromStr for Reorder {

@@ -440,7 +440,7 @@ pub struct DataFlags {
     pub avg_degree: Option<f64>,
     /// Renumber the nodes after loading for locality: auto (the degree order on graphs of a
     /// million nodes or more, where it took a papers100M-shaped epoch 1.35-1.5x faster and
-    /// repaid its cost in about 55 epochs; none below), none, degree, rcm, louvain. Its cost is
+    /// repaid its cost in about 50 epochs; none below), none, degree, rcm, louvain. Its cost is
     /// printed and counted in time to accuracy; predictions stay in the file's node order.
     /// train_dist: auto keeps the ids.
     #[arg(long, default_value = "auto")]
