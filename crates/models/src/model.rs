@@ -392,6 +392,22 @@ impl Gnn {
         feeds && self.fuses_into_next(l)
     }
 
+    /// Whether a training pass over a partitioned graph may run its output layer's mean
+    /// aggregation for the output rows alone (a [`gnn_comm::SelectedAggregation`] whose
+    /// values are `1/deg` of each row: `mean_j x_j = Σ_j x_j / deg`): a GraphSAGE-mean model
+    /// of two layers or more without MaxK whose output layer aggregates its input first
+    /// (`out >= in`). The output layer then reads that aggregation instead of aggregating
+    /// every row and selecting (its root term still takes the rows' own `x`).
+    pub fn selects_mean_output_aggregation(&self) -> bool {
+        let Some(Conv::Sage(c)) = self.convs.last() else {
+            return false;
+        };
+        self.convs.len() >= 2
+            && c.is_mean()
+            && c.aggregates_first()
+            && !matches!(self.cfg.activation, Activation::MaxK { .. })
+    }
+
     /// The activation after layer `l`: ReLU for the first layer of a MaxK-after-first model.
     fn activation(&self, l: usize) -> Activation {
         match self.cfg.activation {
@@ -565,7 +581,16 @@ impl Gnn {
                         || agg.is_some()
                         || crate::output::products_pass_limit(h.dim(0)?, c.out_dim())) =>
             {
-                let a = select(&aggregate(Reduce::Mean)?)?;
+                let a = match rows.aggregation() {
+                    // The rows' own mean, collective on every rank (see
+                    // `selects_mean_output_aggregation`); the cached input aggregation of a
+                    // one-layer model never comes here with one.
+                    Some(sel) if agg.is_none() && c.aggregates_first() => {
+                        let _t = g.phase(Phase::Aggregation);
+                        selected_mean(sel, &h)?
+                    }
+                    _ => select(&aggregate(Reduce::Mean)?)?,
+                };
                 let h = select(&h)?;
                 if g.lean_layers() {
                     let bias = crate::conv::lean::Act::Bias;
@@ -847,4 +872,22 @@ impl Gnn {
         model.varmap.load(&st).map_err(|e| bad(e.to_string()))?;
         Ok(model)
     }
+}
+
+/// `sel`'s aggregation of `h` (this rank's rows, `[n_own, K]`) as one differentiable op: the
+/// selected rows' `[|S_r|, K]`, its backward [`gnn_comm::SelectedAggregation::backward`].
+/// Collective: every rank calls it in the same pass.
+fn selected_mean(sel: &gnn_comm::SelectedAggregation, h: &Tensor) -> Result<Tensor> {
+    let f = crate::graph::FusedAggregation::selected(sel.clone());
+    let y = f.forward(h)?;
+    Ok(gnn_kernels::attach_backward(
+        y,
+        &[h],
+        Box::new(move |_, dy| {
+            let dx = f
+                .backward(dy)
+                .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
+            Ok(vec![Some(dx)])
+        }),
+    )?)
 }

@@ -18,7 +18,8 @@
 //! On a partitioned graph the rows may carry their own aggregation
 //! ([`OutputRows::with_aggregation`], a [`SelectedAggregation`]): a GCN output layer that
 //! aggregates first, fed by a hidden layer fused with that aggregation (the lean forms of
-//! `conv::lean`), then gets `(Â h)` of these rows alone, made from the rank's rows of `h`
+//! `conv::lean`), or a GraphSAGE-mean output layer that aggregates first (its mean as a sum
+//! with `1/deg` values), then gets `(Â h)` of these rows alone, made from the rank's rows of `h`
 //! with one reduce-scatter of the selected rows (and one all-gather of their gradient back),
 //! instead of aggregating and exchanging every row and selecting afterwards.
 

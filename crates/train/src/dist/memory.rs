@@ -16,8 +16,8 @@
 //! layers included); other models get a coarser bound ([`Estimate::exact`] false).
 //!
 //! The output layer's aggregation of the labelled rows alone
-//! ([`DistPlan::selects_output_aggregation`], a `gnn_comm::SelectedAggregation`) is not
-//! modelled: the estimate replays the whole aggregation followed by the selection, which
+//! ([`DistPlan::selects_output_aggregation`], a `gnn_comm::SelectedAggregation`, GCN's and
+//! GraphSAGE-mean's) is not modelled: the estimate replays the whole aggregation followed by the selection, which
 //! holds more (a whole `[n, hidden]` aggregation and its exchange buffers, against the
 //! selected rows' `[P * block, hidden]` and the small resident graphs `B` and `Bᵀ`), so it
 //! overestimates such a run.

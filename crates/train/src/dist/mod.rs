@@ -190,20 +190,28 @@ impl DistPlan {
     /// Whether every rank builds the aggregation of its labelled rows alone for the output
     /// layer ([`Self::selected_output_aggregation`]) for `model` trained with `train`: the
     /// switch is on, the model a GCN whose structure lets its last hidden layer fuse with the
-    /// output layer's aggregation ([`Gnn::fuses_output_aggregation`]), the operand symmetric
+    /// output layer's aggregation ([`Gnn::fuses_output_aggregation`]) or a GraphSAGE-mean
+    /// whose output layer aggregates first ([`Gnn::selects_mean_output_aggregation`]: the
+    /// mean as a sum with `1/deg` values), the operand symmetric
     /// under the all-gather (the fused symmetric aggregation), and the output layer of
     /// *every* rank restricted to its labelled rows (the aggregation is collective: a rank
     /// that aggregated every row would leave the others waiting). Decided from the plan
     /// alone, the same on every rank.
     pub fn selects_output_aggregation(&self, model: &Gnn, train: &TrainConfig) -> bool {
         let m = model.config();
+        // GCN: the last hidden layer's fused op runs it; GraphSAGE-mean: the output layer
+        // calls it (its mean as `1/deg` values).
+        let form = match (self.kind, m.kind) {
+            (ConvKind::Gcn, ConvKind::Gcn) => {
+                self.operands.values.is_some() && model.fuses_output_aggregation()
+            }
+            (ConvKind::SageMean, ConvKind::SageMean) => model.selects_mean_output_aggregation(),
+            _ => false,
+        };
         self.selected_output_aggregation
-            && self.kind == ConvKind::Gcn
-            && m.kind == ConvKind::Gcn
+            && form
             && self.symmetric
             && self.exchange == Exchange::AllGather
-            && self.operands.values.is_some()
-            && model.fuses_output_aggregation()
             && (0..self.partition.parts()).all(|r| {
                 let (rows, labelled) = (self.partition.range(r).len(), self.labelled[r]);
                 crate::trainer::output::restricts(rows, labelled, m.out_dim, train.labelled_output)
@@ -395,33 +403,45 @@ impl Rank {
         )?;
         // The output layer's aggregation of the labelled rows alone, on every rank or none
         // (the plan decides for all of them; the graph's fused aggregation is the plan's).
+        let reduce = if plan.kind == ConvKind::SageMean {
+            gnn_kernels::Reduce::Mean
+        } else {
+            gnn_kernels::Reduce::Sum
+        };
         let fused = graph
-            .fused_aggregation(gnn_kernels::Reduce::Sum, recipe.train.precision.dtype())
+            .fused_aggregation(reduce, recipe.train.precision.dtype())
             .is_some();
-        let selected = match (&plan.operands.values, fused) {
-            (Some(values), true) if plan.selects_output_aggregation(&model, recipe.train) => {
-                let values = values.get(local.edges.clone()).ok_or_else(|| {
-                    Error::Invalid(format!(
-                        "rank {rank}'s edges {:?} outside the operands' {} values",
-                        local.edges,
-                        values.len()
-                    ))
-                })?;
-                Some(setup::phase(
-                    || format!("rank {rank}: the output rows' aggregation"),
-                    || {
-                        gnn_comm::SelectedAggregation::new(
-                            &local,
-                            values,
-                            &plan.partition,
-                            &plan.labelled_rows(ds),
-                            comm.clone(),
-                            device,
-                        )
-                    },
-                )?)
-            }
-            _ => None,
+        let selected = if fused && plan.selects_output_aggregation(&model, recipe.train) {
+            // The sum's own values (GCN's normalisation), or the mean's `1/deg` of each
+            // entry's column: `(mean x)[s] = Σ_i A[s, i] x[i] / deg(s)`, `A` symmetric.
+            let values: std::borrow::Cow<[f32]> = match &plan.operands.values {
+                Some(values) => values
+                    .get(local.edges.clone())
+                    .ok_or_else(|| {
+                        Error::Invalid(format!(
+                            "rank {rank}'s edges {:?} outside the operands' {} values",
+                            local.edges,
+                            values.len()
+                        ))
+                    })?
+                    .into(),
+                None => mean_values(&local, &plan.operands.csr).into(),
+            };
+            Some(setup::phase(
+                || format!("rank {rank}: the output rows' aggregation"),
+                || {
+                    gnn_comm::SelectedAggregation::new(
+                        &local,
+                        &values,
+                        &plan.partition,
+                        &plan.labelled_rows(ds),
+                        comm.clone(),
+                        device,
+                    )
+                },
+            )?)
+        } else {
+            None
         };
         let graph = match selected {
             Some(s) => graph.with_output_aggregation(s),
@@ -850,6 +870,28 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> &str {
 
 #[cfg(test)]
 mod attention_tests;
+/// `1/deg(c)` for every entry of `local`'s graph, `deg(c)` the row length in `operand` (the
+/// whole graph's) of the entry's column `c` (own columns first, then the halo's global ids):
+/// the values under which a sum over a column's entries is that row's mean.
+fn mean_values(local: &gnn_graph::LocalGraph, operand: &gnn_graph::Csr) -> Vec<f32> {
+    use rayon::prelude::*;
+    let n_own = local.rows.len();
+    let global = |c: u32| -> usize {
+        let c = c as usize;
+        if c < n_own {
+            local.rows.start + c
+        } else {
+            local.halo[c - n_own] as usize
+        }
+    };
+    local
+        .csr
+        .indices()
+        .par_iter()
+        .map(|&c| 1.0 / operand.row_len(global(c)).max(1) as f32)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1223,6 +1265,41 @@ mod tests {
                 }
             }
         }
+        // GraphSAGE-mean whose output layer aggregates first (6 -> 7): its mean of the
+        // labelled rows alone (values 1/deg), under the all-gather; 12 -> 7 multiplies first.
+        let sage = |hidden| {
+            let mut m = ModelConfig::new(ConvKind::SageMean, f, hidden, c, 3, 0.5);
+            m.input_dropout = 0.0;
+            m
+        };
+        for (name, cfg, selects) in [
+            ("sage-3-narrow", sage(6), true),
+            ("sage-3-wide", sage(12), false),
+        ] {
+            let (loss, grads) = whole(&ds, &cfg, true);
+            for (parts, ex) in (1..=4)
+                .chain([8])
+                .flat_map(|p| [Exchange::PointToPoint, Exchange::AllGather].map(|e| (p, e)))
+            {
+                let plan = DistPlan::new(&ds, cfg.kind, parts, Some(ex)).unwrap();
+                let model = Gnn::new(cfg.clone(), &Device::Cpu, 3).unwrap();
+                let chosen = plan.selects_output_aggregation(&model, &TrainConfig::default());
+                let fused = selects && ex == Exchange::AllGather;
+                assert_eq!(chosen, fused, "{name} P={parts} {ex}");
+                let got = ranks_counted(plan, &ds, &cfg, true, true);
+                for (r, ((l, g), calls)) in got.iter().enumerate() {
+                    let what = format!("{name} P={parts} {ex} rank {r} output rows' mean");
+                    assert_eq!(*calls, fused.then_some(1), "{what}");
+                    assert!(
+                        ((l - loss) / loss).abs() < 1e-5,
+                        "{what}: loss {l} vs {loss}"
+                    );
+                    for (k, want) in &grads {
+                        assert_close(&g[k], want, 1e-5, &format!("{what} d{k}"));
+                    }
+                }
+            }
+        }
         // Off, the same plan keeps the whole aggregation.
         let mut plan = DistPlan::new(&ds, ConvKind::Gcn, 2, Some(Exchange::AllGather)).unwrap();
         plan.selected_output_aggregation = false;
@@ -1370,13 +1447,32 @@ mod tests {
             &ds,
             recipe(&cfg, &train),
             &local_comms(3),
-            &[dev.clone(), dev.clone(), dev],
+            &[dev.clone(), dev.clone(), dev.clone()],
             None,
             |_| {},
             &|_, _| {},
         )
         .unwrap();
         follows_single_device(&got, &want, "output rows' aggregation");
+        // GraphSAGE-mean's output layer (6 -> 7) reads its rows' mean alone.
+        cfg.kind = ConvKind::SageMean;
+        let model = Gnn::new(cfg.clone(), &dev, 3).unwrap();
+        let graph = ModelGraph::new(&ds.graph, cfg.kind, &dev).unwrap();
+        let want = train_single(&model, &graph, &data, &train);
+        let plan = DistPlan::new(&ds, cfg.kind, 3, Some(Exchange::AllGather)).unwrap();
+        assert!(plan.selects_output_aggregation(&model, &train));
+        let got = train_ranks(
+            &plan,
+            &ds,
+            recipe(&cfg, &train),
+            &local_comms(3),
+            &[dev.clone(), dev.clone(), dev],
+            None,
+            |_| {},
+            &|_, _| {},
+        )
+        .unwrap();
+        follows_single_device(&got, &want, "output rows' mean");
     }
 
     /// Every rank's history is the single-device run's: as many logs, losses within 1e-4

@@ -282,10 +282,13 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
         .iter()
         .map(|&r| plan.partition.range(r).len())
         .sum();
-    // Whether the ranks aggregate the labelled rows alone for the output layer (a GCN of
-    // the config on the host: the decision reads its layers' shapes only).
+    // Whether the ranks aggregate the labelled rows alone for the output layer (a GCN or
+    // GraphSAGE-mean of the config on the host: the decision reads its layers' shapes only).
     let rows_alone = plan.selected_output_aggregation
-        && model.kind == gnn_models::ConvKind::Gcn
+        && matches!(
+            model.kind,
+            gnn_models::ConvKind::Gcn | gnn_models::ConvKind::SageMean
+        )
         && plan.selects_output_aggregation(
             &gnn_models::Gnn::new(model.clone(), &candle_core::Device::Cpu, 0)?,
             train,
