@@ -726,15 +726,19 @@ class DistTests(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.d)
 
-    def run_suite(self, *extra):
+    def run_py(self, suite, *extra):
+        """run.py on `suite` with the stand-ins; its completed process."""
         # An NCCL setting of the caller's: command.txt must show it beside each command.
         env = dict(os.environ, FAKE_DIST_FIXTURE=DIST_FIXTURE, NCCL_MAX_P2P_NCHANNELS="7")
-        p = subprocess.run([sys.executable, os.path.join(HERE, "run.py"), self.suite, "--bin-dir", self.bin,
-                            "--out", self.out, "--machine", "fake4", *extra],
-                           capture_output=True, text=True, timeout=300, env=env)
+        return subprocess.run([sys.executable, os.path.join(HERE, "run.py"), suite, "--bin-dir", self.bin,
+                               "--out", self.out, "--machine", "fake4", *extra],
+                              capture_output=True, text=True, timeout=300, env=env)
+
+    def run_suite(self, *extra, suite=None, name="dist-test"):
+        p = self.run_py(suite or self.suite, *extra)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-        recs = sorted(os.listdir(os.path.join(self.out, "dist-test")))
-        rec = os.path.join(self.out, "dist-test", recs[-1])
+        recs = sorted(os.listdir(os.path.join(self.out, name)))
+        rec = os.path.join(self.out, name, recs[-1])
         with open(os.path.join(rec, "summary.json")) as f:
             return {r["id"]: r for r in json.load(f)["rows"]}, rec
 
@@ -761,13 +765,7 @@ class DistTests(unittest.TestCase):
                 shortcuts = [["input-cache", "labelled-output"]]
                 flags = ["--reorder", "degree"]
                 """ % os.path.join(self.d, "graphs")))
-        p = subprocess.run([sys.executable, os.path.join(HERE, "run.py"), path, "--bin-dir", self.bin,
-                            "--out", self.out, "--machine", "fake4"],
-                           capture_output=True, text=True, timeout=300, env=dict(os.environ))
-        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-        rec = os.path.join(self.out, "saved-train", os.listdir(os.path.join(self.out, "saved-train"))[0])
-        with open(os.path.join(rec, "summary.json")) as f:
-            rows = {r["id"]: r for r in json.load(f)["rows"]}
+        rows, rec = self.run_suite(suite=path, name="saved-train")
         row = rows["gcn-2x8-order-f32/ours"]
         self.assertEqual((row["status"], row["median_ms"]), ("ok", 1.0))
         folder = "dataset-papers100m-scale-0.1-seed-0"
@@ -783,16 +781,10 @@ class DistTests(unittest.TestCase):
             text = f.read()
         with open(path, "w") as f:
             f.write(text.replace('shortcuts = [["input-cache", "labelled-output"]]', ""))
-        p = subprocess.run([sys.executable, os.path.join(HERE, "run.py"), path, "--bin-dir", self.bin,
-                            "--out", self.out, "--machine", "fake4"],
-                           capture_output=True, text=True, timeout=300, env=dict(os.environ))
+        p = self.run_py(path)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("the suite declared ['input-cache']", p.stdout + p.stderr)
-        with open(path, "w") as f:
-            f.write(text)
         # A case's `graph` names a saved graph: not without one.
-        with open(path) as f:
-            text = f.read()
         with open(path, "w") as f:
             f.write(text.replace('source = "saved"', 'source = "generated"').replace(
                 'epochs = 3', 'epochs = 3\ngraph = ["--scale", "1"]'))

@@ -87,10 +87,7 @@ fn main() -> Result<()> {
     // `auto` keeps the file's ids here: the samplers are biased under a degree order (see
     // sampler_order_warning), and a --features file from an earlier run holds its rows in
     // that run's order.
-    let how = match args.data.reorder_choice() {
-        gnn::graph::Reorder::Auto => gnn::graph::Reorder::None,
-        other => other,
-    };
+    let how = args.data.reorder_choice().without_auto();
     let (applied, _) = reorder(&mut loaded, how)?;
     let community_ids = args.data.community_order;
     let strategies: Vec<Aggregation> = if args.sweep {

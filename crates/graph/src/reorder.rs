@@ -82,6 +82,15 @@ impl Reorder {
         }
     }
 
+    /// [`Reorder::Auto`] as [`Reorder::None`], the others as they are: for the paths where
+    /// `auto` keeps the file's ids (several devices, sampled inference).
+    pub fn without_auto(self) -> Self {
+        match self {
+            Self::Auto => Self::None,
+            other => other,
+        }
+    }
+
     /// The permutation `new_of_old` for a square `csr` (identity for [`Reorder::None`]).
     pub fn order(self, csr: &Csr) -> Result<Vec<u32>> {
         if csr.n_rows() != csr.n_cols() {
@@ -112,9 +121,13 @@ fn invert(old_of_new: &[u32]) -> Vec<u32> {
 /// Descending row length, ties by id.
 pub fn degree_order(csr: &Csr) -> Vec<u32> {
     let mut ids: Vec<u32> = (0..csr.n_rows() as u32).collect();
-    // Stable: ties keep their id order.
-    ids.par_sort_by_key(|&i| std::cmp::Reverse(csr.row_len(i as usize)));
+    by_descending_degree(csr, &mut ids);
     invert(&ids)
+}
+
+/// Sorts node ids by descending row length of `csr`; stable, so ties keep their order.
+fn by_descending_degree(csr: &Csr, ids: &mut [u32]) {
+    ids.par_sort_by_key(|&i| std::cmp::Reverse(csr.row_len(i as usize)));
 }
 
 /// Descending row length within each part of `parts` (ties by id): every part keeps its id
@@ -134,7 +147,7 @@ pub fn degree_order_within(csr: &Csr, parts: &crate::partition::RowPartition) ->
     }
     let mut old_of_new: Vec<u32> = (0..n as u32).collect();
     for p in 0..parts.parts() {
-        old_of_new[parts.range(p)].par_sort_by_key(|&i| std::cmp::Reverse(csr.row_len(i as usize)));
+        by_descending_degree(csr, &mut old_of_new[parts.range(p)]);
     }
     Ok(invert(&old_of_new))
 }
@@ -332,6 +345,8 @@ mod tests {
             .to_csr(BuildOptions::undirected())
             .unwrap();
         assert_eq!(Reorder::Auto.resolve(&big), Reorder::Degree);
+        assert_eq!(Reorder::Auto.without_auto(), Reorder::None);
+        assert_eq!(Reorder::Rcm.without_auto(), Reorder::Rcm);
         assert_eq!(Reorder::Degree.resolve(&big), Reorder::Degree);
         assert_eq!(Reorder::Rcm.resolve(&small), Reorder::Rcm);
         assert_eq!(

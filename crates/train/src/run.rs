@@ -479,18 +479,8 @@ pub fn run(cfg: &RunConfig) -> Result<RunOutcome> {
     };
     let (baseline, baseline_auc) = baseline.unzip();
     let best = &gnn.runs[gnn.best];
-    // The reordering is a one-off cost of the run: time to accuracy counts it too.
-    let tta_with_reorder = best
-        .report
-        .time_to_accuracy
-        .filter(|_| reorder_s > 0.0)
-        .map(|t| t.train_s + reorder_s);
-    if let Some(s) = tta_with_reorder {
-        println!(
-            "time to accuracy with the reordering: {s:.2} s ({reorder_s:.2} s of reordering, \
-             then training)"
-        );
-    }
+    let tta_with_reorder =
+        crate::source::time_to_accuracy_with_reorder(best.report.time_to_accuracy, reorder_s);
     if let Some(m) = &baseline {
         print_comparison(
             &ds.name,

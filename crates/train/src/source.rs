@@ -215,6 +215,32 @@ pub fn load(src: &DataSource, cpu: bool) -> Result<Loaded> {
 /// windows beyond this): its cost stays a fraction of a second on any graph.
 const REUSE_SAMPLE_NNZ: usize = 1 << 23;
 
+/// Time to accuracy with `reorder_s` seconds of reordering counted (a one-off cost of the
+/// run), printed: `None` where nothing was reordered or nothing was evaluated.
+pub fn time_to_accuracy_with_reorder(
+    tta: Option<crate::trainer::TimeToAccuracy>,
+    reorder_s: f64,
+) -> Option<f64> {
+    let s = tta.filter(|_| reorder_s > 0.0)?.train_s + reorder_s;
+    println!(
+        "time to accuracy with the reordering: {s:.2} s ({reorder_s:.2} s of reordering, then \
+         training)"
+    );
+    Some(s)
+}
+
+/// Renumbers `loaded`'s nodes by `new_of_old` ([`gnn_graph::Dataset::permute`]), composing
+/// [`Loaded::new_of_old`] with an earlier renumbering so the map always leads back to the
+/// file's ids.
+pub fn renumber(loaded: &mut Loaded, new_of_old: &[u32]) -> Result<()> {
+    loaded.dataset = loaded.dataset.permute(new_of_old)?;
+    loaded.new_of_old = Some(match loaded.new_of_old.take() {
+        Some(first) => first.iter().map(|&m| new_of_old[m as usize]).collect(),
+        None => new_of_old.to_vec(),
+    });
+    Ok(())
+}
+
 /// Renumbers the loaded nodes by `how` (nothing for [`Reorder::None`], and for
 /// [`Reorder::Auto`] what [`Reorder::resolve`] makes of it), saying what it cost; returns the
 /// ordering applied and its seconds. The provenance records them and the gather-reuse estimate
@@ -235,12 +261,7 @@ pub fn reorder(loaded: &mut Loaded, how: Reorder) -> Result<(Reorder, f64)> {
     let ds = &loaded.dataset;
     let before = gnn_graph::reorder::bandwidth(&ds.graph);
     let order = how.order(&ds.graph)?;
-    loaded.dataset = ds.permute(&order)?;
-    // Compose with an earlier reordering, so the map always leads back to the file's ids.
-    loaded.new_of_old = Some(match loaded.new_of_old.take() {
-        Some(first) => first.iter().map(|&m| order[m as usize]).collect(),
-        None => order,
-    });
+    renumber(loaded, &order)?;
     let secs = t.elapsed().as_secs_f64();
     let after = gnn_graph::reorder::bandwidth(&loaded.dataset.graph);
     let reuse_after = reuse(&loaded.dataset.graph);

@@ -203,10 +203,7 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
     let mut loaded = setup::phase(|| "load".into(), || load(&cfg.data, device.is_cpu()))?;
     // `auto` keeps the ids here: the degree order it picks on one device is not measured
     // under a partition yet (it concentrates the hubs' non-zeros in the first ranges).
-    let how = match cfg.reorder {
-        Reorder::Auto => Reorder::None,
-        other => other,
-    };
+    let how = cfg.reorder.without_auto();
     let (_, mut reorder_s) = setup::phase(|| "reorder".into(), || reorder(&mut loaded, how))?;
     let model = cfg.model.config(&loaded.dataset);
     // Checkpoints, written by rank 0, go to `runs/checkpoints/dist-<model>-<dataset>` unless
@@ -250,7 +247,7 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
             || gnn_graph::reorder::degree_order_within(&loaded.dataset.graph, &parts),
         )?;
         drop(plan);
-        renumber(&mut loaded, &order)?;
+        crate::source::renumber(&mut loaded, &order)?;
         plan = DistPlan::with_partition(&loaded.dataset, model.kind, |_| Ok(parts), cfg.exchange)?;
         // The order, the renumbering and the plan rebuilt on it: what the option costs.
         reorder_s += started.elapsed().as_secs_f64();
@@ -368,14 +365,8 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
     println!("kernels used: {kernels_used}");
 
     let r0 = &outcomes[0].report;
-    // A reordering is a one-off cost of the run: time to accuracy counts it too.
-    let tta_with_reorder = r0
-        .time_to_accuracy
-        .filter(|_| reorder_s > 0.0)
-        .map(|t| t.train_s + reorder_s);
-    if let Some(s) = tta_with_reorder {
-        println!("time to accuracy with the reordering: {s:.2} s ({reorder_s:.2} s of reordering)");
-    }
+    let tta_with_reorder =
+        crate::source::time_to_accuracy_with_reorder(r0.time_to_accuracy, reorder_s);
     let report = json!({
         "args": cfg.note,
         "dataset": ds.summary(),
@@ -676,11 +667,7 @@ fn choose_partition(
 /// Renumbers `loaded`'s nodes by `new_of_old`, composing the map back to the file's ids.
 fn renumber(loaded: &mut Loaded, new_of_old: &[u32]) -> Result<()> {
     let t = Instant::now();
-    loaded.dataset = loaded.dataset.permute(new_of_old)?;
-    loaded.new_of_old = Some(match loaded.new_of_old.take() {
-        Some(first) => first.iter().map(|&m| new_of_old[m as usize]).collect(),
-        None => new_of_old.to_vec(),
-    });
+    crate::source::renumber(loaded, new_of_old)?;
     println!(
         "renumbered the nodes so each part is a range in {:.2} s",
         t.elapsed().as_secs_f64()
@@ -861,6 +848,27 @@ mod tests {
         }
     }
 
+    /// The logits of a predictions file (`--predictions`).
+    fn logits_in(path: &std::path::Path) -> Vec<f32> {
+        let mut z = gnn_graph::io::npz::NpzArchive::open(path).unwrap();
+        match z.read("logits").unwrap().data {
+            gnn_graph::io::npz::NpyData::F32(v) => v,
+            other => panic!("logits {other:?}"),
+        }
+    }
+
+    /// `got` equals `want` up to the order of float sums: every logit within 1e-3 of the
+    /// largest magnitude (rows out of order would differ by whole logits).
+    fn same_logits(got: &[f32], want: &[f32]) {
+        let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let worst = got
+            .iter()
+            .zip(want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        assert!(worst <= 1e-3 * scale, "max diff {worst}, scale {scale}");
+    }
+
     /// The degree order within each rank's range: the same parts (rows and halos per rank),
     /// the same model function, predictions row for row in the file's order.
     #[test]
@@ -885,11 +893,7 @@ mod tests {
                 report["time_to_accuracy_with_reorder_s"].is_number(),
                 within
             );
-            let mut z = gnn_graph::io::npz::NpzArchive::open(&path).unwrap();
-            let logits = match z.read("logits").unwrap().data {
-                gnn_graph::io::npz::NpyData::F32(v) => v,
-                other => panic!("logits {other:?}"),
-            };
+            let logits = logits_in(&path);
             let rows: Vec<_> = out.ranks.iter().map(|o| o.rows.clone()).collect();
             let halos: Vec<_> = report["ranks"]
                 .as_array()
@@ -903,13 +907,7 @@ mod tests {
         let (plain, plain_rows, plain_halos) = run_with(false);
         assert_eq!(sorted_rows, plain_rows);
         assert_eq!(sorted_halos, plain_halos);
-        let scale = plain.iter().fold(0f32, |m, v| m.max(v.abs()));
-        let worst = sorted
-            .iter()
-            .zip(&plain)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0f32, f32::max);
-        assert!(worst <= 1e-3 * scale, "max diff {worst}, scale {scale}");
+        same_logits(&sorted, &plain);
     }
 
     #[test]
@@ -928,11 +926,7 @@ mod tests {
             let (report, _) = out.report.unwrap();
             assert_eq!(report["partition"]["chosen"], json!(partition));
             assert_eq!(report["partition"]["reason"], "as requested");
-            let mut z = gnn_graph::io::npz::NpzArchive::open(&path).unwrap();
-            let logits = match z.read("logits").unwrap().data {
-                gnn_graph::io::npz::NpyData::F32(v) => v,
-                other => panic!("logits {other:?}"),
-            };
+            let logits = logits_in(&path);
             let rows: Vec<_> = out.ranks.iter().map(|o| o.rows.clone()).collect();
             (logits, report, rows)
         };
@@ -942,13 +936,7 @@ mod tests {
         assert_ne!(metis_rows, range_rows, "METIS gave the range partition");
         // The same model function on the same nodes, row for row in the file's order: equal up
         // to the order of float sums (rows out of order would differ by whole logits).
-        let scale = range.iter().fold(0f32, |m, v| m.max(v.abs()));
-        let worst = metis
-            .iter()
-            .zip(&range)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0f32, f32::max);
-        assert!(worst <= 1e-3 * scale, "max diff {worst}, scale {scale}");
+        same_logits(&metis, &range);
         // The METIS report holds both partitions' measures, the range one only its own.
         let compared = report["partition"]["compared"].as_array().unwrap();
         assert_eq!(compared.len(), 2);
