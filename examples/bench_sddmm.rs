@@ -51,6 +51,10 @@ struct Args {
 fn main() -> Result<()> {
     let args = Args::parse();
     let device = Device::new_cuda(0).context("no CUDA device")?;
+    // Outputs come from the stream-ordered pool as in training: freed memory stays in the
+    // pool instead of being unmapped at every synchronisation (which timed each call's
+    // output allocation as page mapping).
+    gnn::train::keep_freed_memory(&device)?;
     let bench = SddmmBench {
         scale: args.scale,
         k: args.k,

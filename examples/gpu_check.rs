@@ -36,6 +36,7 @@ fn main() -> Result<()> {
     let args = Args::parse();
     let policy = gnn::kernels::KernelPolicy::default().with_deterministic(args.deterministic);
     let gpu = Device::new_cuda(0).context("no CUDA device")?;
+    gnn::train::keep_freed_memory(&gpu)?;
     let det = if args.deterministic {
         "; deterministic kernels"
     } else {

@@ -483,7 +483,7 @@ fn document(
         BTreeMap::new()
     };
     let doc = serde_json::json!({
-        "reps": args.reps, "kernel_policy": policy, "timing": "CUDA events on candle's stream, median after 3 warm-ups",
+        "reps": args.reps, "kernel_policy": policy, "timing": "CUDA events on candle's stream, median after 3 warm-ups; outputs allocated per call from the stream-ordered pool, which keeps freed memory",
         "operand": "A + I, GCN symmetric normalisation (f32 edge values); SpMM weighted sum, SDDMM on the same pattern",
         "ks": args.k, "precisions": args.precision, "dispatch_only": args.dispatch_only,
         "candidates": CANDIDATES.iter().map(|(n, _)| *n).collect::<Vec<_>>(),

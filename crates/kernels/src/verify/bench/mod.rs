@@ -20,7 +20,8 @@ use candle_core::Device;
 use std::sync::Arc;
 
 /// How the rows are timed, as the documents say it.
-const TIMING: &str = "CUDA events on candle's stream, median after 3 warm-ups";
+const TIMING: &str = "CUDA events on candle's stream, median after 3 warm-ups; outputs allocated \
+     per call from the stream-ordered pool (the examples keep its freed memory, as training does)";
 
 /// The CUDA device behind `device` and its stream.
 fn cuda(device: &Device) -> Result<(&CudaDevice, Arc<CudaStream>)> {
