@@ -1,7 +1,8 @@
 //! The SpMM dispatcher's rule replayed on its measured record: every (graph, K, precision)
-//! case of `bench/records/dispatch/h100x4-2026-11-27` (26 graphs x K = 1..602 x f32/bf16, each
+//! case of `bench/records/dispatch/h100-2026-11-28` (26 graphs x K = 1..602 x f32/bf16, each
 //! candidate kernel forced and timed on one H100: the row kernel, the narrow one, HP-SpMM, row
-//! groups) is given to the dispatcher under the default
+//! groups; the allocator pool keeping freed memory, as in training) is given to the dispatcher
+//! under the default
 //! policy ([`spmm_choice`]), and the pick's recorded time is compared with the fastest
 //! candidate's. The bounds are the rule's measured regret
 //! (README of the record); a rule change that makes the record's cases slower fails here.
@@ -11,7 +12,7 @@ use gnn_kernels::ops::spmm::dispatch::spmm_choice;
 use gnn_kernels::KernelPolicy;
 use serde_json::Value;
 
-const RECORD: &str = "bench/records/dispatch/h100x4-2026-11-27/dispatch-r1.json";
+const RECORD: &str = "bench/records/dispatch/h100-2026-11-28/dispatch-r1.json";
 
 fn record() -> Vec<Value> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -72,9 +73,10 @@ fn the_rule_replayed_on_its_record() {
         "fastest in {fastest} of {}; regret geomean {geomean:.4}, worst {worst:.3}",
         rows.len()
     );
-    // Measured: 461 of 520, 1.0174, worst 1.885 (the rule before row groups: 390, 1.085,
-    // 4.72 on this record; on its own record, h100-2026-11-27: 464, 1.010, 1.70).
-    assert!(fastest >= 461, "{fastest}");
-    assert!(geomean <= 1.0175, "{geomean}");
-    assert!(worst <= 1.89, "{worst}");
+    // Measured: 447 of 520, 1.0178, worst 1.651. The rule was read off the record before it
+    // (h100x4-2026-11-27, inside this one), timed with the pool unmapping every output between
+    // calls: 461, 1.0174, worst 1.885 there (the rule before row groups: 390, 1.085, 4.72).
+    assert!(fastest >= 447, "{fastest}");
+    assert!(geomean <= 1.0180, "{geomean}");
+    assert!(worst <= 1.66, "{worst}");
 }

@@ -34,7 +34,7 @@ pub const HP_SMALL_MAX_K: usize = 128;
 
 /// Largest max-row / mean-row ratio of a sparse graph (mean row <= [`HP_SPARSE_MEAN_DEGREE`])
 /// that counts as uniform, where row groups ([`Pick::Group`]) take every width they can run:
-/// on the dispatch record (`bench/records/dispatch/h100x4-2026-11-27`) the road-like meshes
+/// on the dispatch record (`bench/records/dispatch/h100-2026-11-28/h100x4-2026-11-27`) the road-like meshes
 /// (ratios 1.2-1.6; 10 K to 4 M rows) run them faster than every other kernel in all 39 cases
 /// they apply to (21 f32, 18 bf16), 0.21-0.78x the best other in f32 and 0.28-0.60x in bf16
 /// (mesh-4M bf16 K = 128: 3.27 ms against HP-SpMM's 7.60). Power-law sparse graphs have ratios
@@ -130,10 +130,13 @@ pub enum Pick {
 /// in 446 cases, regret (pick / fastest) geometric mean 1.027, worst 2.15; with it 464, 1.010,
 /// 1.70.
 ///
-/// Re-measured with row groups as a fourth candidate (`bench/records/dispatch/h100x4-2026-11-27`,
+/// Re-measured with row groups as a fourth candidate (`bench/records/dispatch/h100-2026-11-28/h100x4-2026-11-27`,
 /// the same 520 cases; its README): the rule above picks the fastest in 390 cases, regret
 /// geometric mean 1.085 (row groups win 89 cases, 82 of them on sparse graphs); with the row-group
-/// branch below 461, 1.017 (replayed on that record by `tests/dispatch_record.rs`).
+/// branch below 461, 1.017. Timed again with the benchmark's allocator pool keeping freed
+/// memory (`bench/records/dispatch/h100-2026-11-28`; before, every timed output was a fresh
+/// page mapping, which had doubled the meshes' times): the same rule picks the fastest in 447
+/// cases, regret geometric mean 1.018, worst 1.65 (replayed there by `tests/dispatch_record.rs`).
 /// - Sparse graphs where row groups can run the width (whole 16-byte loads per row): row
 ///   groups when the graph is uniform (max row <= [`GROUP_UNIFORM_MAX_RATIO`] x mean), or has
 ///   at least [`GROUP_MIN_ROWS`] rows and K <= [`GROUP_NARROW_MAX_K`] or rows of at least
