@@ -1,13 +1,13 @@
 //! The graphs of the `bench_graphs` sweep, the data the SpMM dispatcher's rule is read from:
-//! 24 graphs from 13 K to 324 M non-zeros (A + I), in five families.
+//! 31 graphs from 13 K to 324 M non-zeros (A + I), in six families.
 //!
 //! | family | graphs | shape |
 //! |---|---|---|
 //! | `citation` | `cora` (bundled) | 13 K non-zeros, mean row 4.9 |
 //! | `power-law` | `reddit@S`, S = 0.005 .. 2; `reddit@1 degree / rcm / louvain / generator-community` | the Reddit-shaped generator (log-normal weights, sigma 1.3) at node scale S, 40 K to 324 M non-zeros; the full graph also in four node orders |
 //! | `flat`, `skewed` | `flat@S`, `skewed@S`, S = 0.05, 0.5 | the same with degree sigma 0.2 (near-uniform rows) or 2.0 (heavier hubs), 1.3 M and 40 M |
-//! | `sparse` | `sparse-100K`, `sparse-1M`, `sparse-2.5M` | arxiv / products-like: mean row 8, 12, 25 |
-//! | `mesh` | `mesh-10K`, `mesh-1M-8nbr`, `mesh-4M` | road-like 2-D lattices ([`MeshSpec`]): rows of 5 or 9 (self loop included), ids in lattice order, 1 % of nodes with one long-range edge |
+//! | `sparse` | `sparse-100K`, `sparse-1M`, `sparse-2.5M`; `sparse-2.5M rcm / louvain`, `sparse-1M degree`, `sparse-2.5M degree` | arxiv / products-like: mean row 8, 12, 25 (random ids, or the named order) |
+//! | `mesh` | `mesh-10K`, `mesh-1M-8nbr`, `mesh-4M`; `mesh-1M-8nbr degree`, `mesh-4M degree` | road-like 2-D lattices ([`MeshSpec`]): rows of 5 or 9 (self loop included), ids in lattice order (or by degree), 1 % of nodes with one long-range edge |
 //!
 //! Everything is built in process from a fixed seed, so a graph's name fixes it.
 
@@ -22,8 +22,8 @@ enum Source {
     Cora,
     /// A generated graph, in `order`.
     Synthetic { spec: SyntheticSpec, order: Reorder },
-    /// A lattice.
-    Mesh(MeshSpec),
+    /// A lattice, in `order` (`none`: lattice order).
+    Mesh { spec: MeshSpec, order: Reorder },
 }
 
 /// One graph of the sweep.
@@ -121,8 +121,8 @@ fn sparse(name: &str, nodes: usize, avg_degree: f64) -> SyntheticSpec {
 impl GraphCase {
     fn new(name: impl Into<String>, family: &'static str, source: Source) -> Self {
         let order = match &source {
-            Source::Synthetic { order, .. } => *order,
-            _ => Reorder::None,
+            Source::Synthetic { order, .. } | Source::Mesh { order, .. } => *order,
+            Source::Cora => Reorder::None,
         };
         Self {
             name: name.into(),
@@ -139,18 +139,20 @@ impl GraphCase {
                 let src = crate::run::DataSource::bundled_cora();
                 Ok((crate::run::load(&src, false)?.dataset.graph, 0.0))
             }
-            Source::Synthetic { spec, order } => {
-                let (ds, _) = generate(spec, 0)?;
-                if *order == Reorder::None {
-                    return Ok((ds.graph, 0.0));
-                }
-                let t = Instant::now();
-                let graph = ds.graph.permute(&order.order(&ds.graph)?)?;
-                Ok((graph, t.elapsed().as_secs_f64()))
-            }
-            Source::Mesh(m) => Ok((mesh(m)?, 0.0)),
+            Source::Synthetic { spec, order } => reordered(generate(spec, 0)?.0.graph, *order),
+            Source::Mesh { spec, order } => reordered(mesh(spec)?, *order),
         }
     }
+}
+
+/// `graph` in `order`, with the ordering's cost in seconds (0 for [`Reorder::None`]).
+fn reordered(graph: Csr, order: Reorder) -> Result<(Csr, f64)> {
+    if order == Reorder::None {
+        return Ok((graph, 0.0));
+    }
+    let t = Instant::now();
+    let graph = graph.permute(&order.order(&graph)?)?;
+    Ok((graph, t.elapsed().as_secs_f64()))
 }
 
 /// The sweep's graphs, by family, each family smallest first; the full Reddit-shaped graph's
@@ -199,7 +201,14 @@ pub fn cases() -> Result<Vec<GraphCase>> {
             long_per_mille: 10,
             seed: 0,
         };
-        v.push(GraphCase::new(name, "mesh", Source::Mesh(spec)));
+        v.push(GraphCase::new(
+            name,
+            "mesh",
+            Source::Mesh {
+                spec,
+                order: Reorder::None,
+            },
+        ));
     }
     for order in [Reorder::Degree, Reorder::Rcm, Reorder::Louvain] {
         v.push(GraphCase::new(
@@ -221,6 +230,38 @@ pub fn cases() -> Result<Vec<GraphCase>> {
             Source::Synthetic {
                 spec: sparse("sparse-2.5M", 2_500_000, 25.0),
                 order,
+            },
+        ));
+    }
+    // What `--reorder auto`'s degree order (from a million nodes) does to graphs whose ids
+    // already have locality (the lattices) and to the products-like ones, beside their
+    // lattice / random / RCM orders above.
+    for (name, side, diagonals) in [("mesh-1M-8nbr", 1000, true), ("mesh-4M", 2000, false)] {
+        let spec = MeshSpec {
+            side,
+            diagonals,
+            long_per_mille: 10,
+            seed: 0,
+        };
+        v.push(GraphCase::new(
+            format!("{name} degree"),
+            "mesh",
+            Source::Mesh {
+                spec,
+                order: Reorder::Degree,
+            },
+        ));
+    }
+    for (name, nodes, deg) in [
+        ("sparse-1M", 1_000_000, 12.0),
+        ("sparse-2.5M", 2_500_000, 25.0),
+    ] {
+        v.push(GraphCase::new(
+            format!("{name} degree"),
+            "sparse",
+            Source::Synthetic {
+                spec: sparse(name, nodes, deg),
+                order: Reorder::Degree,
             },
         ));
     }
@@ -292,7 +333,17 @@ mod tests {
                 "reddit@1 generator-community"
             ]
         );
-        assert_eq!(names(select(&[], &s(&["mesh"])).unwrap()).len(), 3);
+        assert_eq!(names(select(&[], &s(&["mesh"])).unwrap()).len(), 5);
+        assert_eq!(
+            names(select(&[], &s(&[" degree"])).unwrap()),
+            [
+                "reddit@1 degree",
+                "mesh-1M-8nbr degree",
+                "mesh-4M degree",
+                "sparse-1M degree",
+                "sparse-2.5M degree",
+            ]
+        );
         let e = select(&s(&["reddit@3"]), &[]).unwrap_err().to_string();
         assert!(
             e.contains("no graph `reddit@3`") && e.contains("mesh-4M"),
