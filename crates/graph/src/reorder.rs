@@ -295,6 +295,15 @@ mod tests {
             lens.windows(2).all(|w| w[0] >= w[1]),
             "degree order not descending"
         );
+        // The statistics the SpMM dispatcher reads say so, and not for the scrambled ids
+        // (grid rows of 2, 3 and 4 in any order).
+        assert!(p.degree_stats().descending);
+        assert!(!g.degree_stats().descending);
+        // A row one longer than the one before still counts (a self loop added after the
+        // order where the row had none); two longer does not.
+        let d = |v: &[u32]| crate::csr::DegreeStats::from_degrees(v).descending;
+        assert!(d(&[5, 5, 4, 5, 3, 0]));
+        assert!(!d(&[5, 3, 5]) && !d(&[]));
         assert_eq!(
             Reorder::None.order(&g).unwrap(),
             (0..400).collect::<Vec<u32>>()

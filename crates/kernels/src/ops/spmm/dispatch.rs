@@ -53,6 +53,16 @@ pub const GROUP_NARROW_MAX_K: usize = 8;
 /// (f32 K >= 64, bf16 K >= 128: 0.57-0.99x on the record). Between the two HP-SpMM stays:
 /// row groups are mixed at bf16 K = 16-64 (0.89-1.41x) and a few percent faster at f32 K = 16.
 pub const GROUP_WIDE_MIN_BYTES: usize = 256;
+/// Row bytes from which a large sparse graph whose rows come in descending degree order
+/// ([`DegreeStats::descending`], as `--reorder auto` leaves graphs of a million nodes or more)
+/// takes row groups: the rows that share a warp are then about as long as each other, so no
+/// hub row stalls the others. On `bench/records/reorder-spmm/h100-2026-11-28` (the
+/// products-like graphs of 1 M and 2.5 M rows by degree, K = 64..256, f32 and bf16) row groups
+/// are the fastest candidate in all 12 cases, and at bf16 K = 64, below
+/// [`GROUP_WIDE_MIN_BYTES`], 1.86x and 1.34x faster than HP-SpMM, the rule's pick before.
+/// f32 K = 32 has the same 128-byte rows (8 lanes a row, 4 rows a warp) and follows; it was
+/// not measured.
+pub const GROUP_DESCENDING_MIN_BYTES: usize = 128;
 
 /// Widest row, in 16-byte lane loads, that the dispatcher gives GE-SpMM's narrow-row kernel.
 /// From `bench_spmm --kernels` on the Reddit-shaped graph (H100,
@@ -140,7 +150,8 @@ pub enum Pick {
 /// - Sparse graphs where row groups can run the width (whole 16-byte loads per row): row
 ///   groups when the graph is uniform (max row <= [`GROUP_UNIFORM_MAX_RATIO`] x mean), or has
 ///   at least [`GROUP_MIN_ROWS`] rows and K <= [`GROUP_NARROW_MAX_K`] or rows of at least
-///   [`GROUP_WIDE_MIN_BYTES`] bytes.
+///   [`GROUP_WIDE_MIN_BYTES`] bytes ([`GROUP_DESCENDING_MIN_BYTES`] when the rows come in
+///   descending degree order).
 /// - Small graphs (<= 400 K non-zeros, K <= 128): HP-SpMM (1.2-1.6x, the tail of one warp per
 ///   row).
 /// - Otherwise the narrow kernel wherever a row fits [`NARROW_MAX_LANES`] lanes, unless the
@@ -157,8 +168,12 @@ pub fn pick(stats: &DegreeStats, nnz: usize, k: usize, elem_bytes: usize) -> Pic
     if sparse && group_shape(k, elem_bytes, 0).is_some() {
         let uniform = f64::from(stats.max) <= GROUP_UNIFORM_MAX_RATIO * stats.mean;
         let large = stats.count >= GROUP_MIN_ROWS;
-        if uniform || (large && (k <= GROUP_NARROW_MAX_K || k * elem_bytes >= GROUP_WIDE_MIN_BYTES))
-        {
+        let wide = if stats.descending {
+            GROUP_DESCENDING_MIN_BYTES
+        } else {
+            GROUP_WIDE_MIN_BYTES
+        };
+        if uniform || (large && (k <= GROUP_NARROW_MAX_K || k * elem_bytes >= wide)) {
             return Pick::Group;
         }
     }
@@ -334,6 +349,7 @@ mod tests {
         // arxiv/products-like graphs): row groups at K <= 8 and from 256-byte rows only.
         let skewed = |(mut s, nnz): (DegreeStats, usize)| {
             s.max = (s.mean * 70.0) as u32;
+            s.descending = false; // the power-law rows in random order
             (s, nnz)
         };
         let sparse = skewed(g(1_000_000, 11_993_340));
@@ -343,6 +359,21 @@ mod tests {
         assert!([1, 16, 32, 602].iter().all(|&k| at(&sparse, k, 4) == Hp));
         assert!([8, 128, 256].iter().all(|&k| at(&sparse, k, 2) == Group));
         assert!([16, 32, 64].iter().all(|&k| at(&sparse, k, 2) == Hp));
+        // The same rows by descending degree (`--reorder auto` from a million nodes): row
+        // groups from 128-byte rows (bf16 K = 64), HP-SpMM below.
+        let by_degree = (
+            DegreeStats {
+                descending: true,
+                ..sparse.0.clone()
+            },
+            sparse.1,
+        );
+        assert!([64, 128, 256]
+            .iter()
+            .all(|&k| at(&by_degree, k, 2) == Group));
+        assert!([32, 64].iter().all(|&k| at(&by_degree, k, 4) == Group));
+        assert!([16, 32].iter().all(|&k| at(&by_degree, k, 2) == Hp));
+        assert_eq!(at(&by_degree, 16, 4), Hp);
         // Below a million rows the longest rows hold the tail: HP-SpMM at every K.
         let small_sparse = skewed(g(100_000, 800_000));
         assert!([4, 8, 64, 256]
