@@ -17,6 +17,8 @@ const RECORD: &str = "bench/records/dispatch/h100-2026-11-28/dispatch-r1.json";
 /// The graphs by degree beside their other orders (`--reorder auto`'s question), where
 /// [`DegreeStats::descending`] changes the rule.
 const ORDERS_RECORD: &str = "bench/records/reorder-spmm/h100-2026-11-28/orders-r1.json";
+/// The degree-ordered sparse graphs again at K = 32..128, timed with the rule at 128 bytes.
+const RULE_CHECK: &str = "bench/records/reorder-spmm/h100-2026-11-28/rule-check/rule-check.json";
 
 fn record(path: &str) -> Vec<Value> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -105,4 +107,11 @@ fn the_rule_replayed_on_the_degree_orders() {
     assert!(fastest >= 53, "{fastest}");
     assert!(geomean <= 1.0036, "{geomean}");
     assert!(worst <= 1.21, "{worst}");
+    // The check at K = 32..128 on the degree-ordered sparse graphs: row groups the fastest
+    // in all 12 (at 128 bytes its own runs picked HP-SpMM at bf16 K = 32: 1.05x, 1.30x).
+    let rows = record(RULE_CHECK);
+    assert_eq!(rows.len(), 12, "2 graphs x 3 widths x 2 precisions");
+    let (fastest, geomean, _) = replay(&rows);
+    assert_eq!(fastest, 12);
+    assert!(geomean <= 1.0 + 1e-9, "{geomean}");
 }
