@@ -1,5 +1,5 @@
 //! The graphs of the `bench_graphs` sweep, the data the SpMM dispatcher's rule is read from:
-//! 31 graphs from 13 K to 324 M non-zeros (A + I), in six families.
+//! 30 graphs from 13 K to 324 M non-zeros (A + I), in six families.
 //!
 //! | family | graphs | shape |
 //! |---|---|---|

@@ -24,7 +24,7 @@ use std::time::Duration;
 /// full size: 1,058.5 ms per epoch at 4 channels, 880.1 ms at 32 (exposed exchange 288.6 ->
 /// 34.5 ms); at a tenth of that size 94.88 / 86.87 / 85.82 ms at 4 / 16 / 32; GraphSAGE 3x64
 /// at full size, which exchanges by all-gather, 809.4 vs 831.6 ms back to back
-/// (`bench/records/dist-papers/h100x4-2026-11-27-7`, `-9`). The cost is NCCL's own memory,
+/// (`bench/records/dist-papers/h100x4-2026-11-27-7`, `h100x4-2026-11-28-2/session14`). The cost is NCCL's own memory,
 /// about 13 MiB per channel and peer ([`super::memory::nccl_p2p_reserve`], which the memory
 /// pre-flight keeps off each rank's budget).
 pub const P2P_CHANNELS: &str = "32";

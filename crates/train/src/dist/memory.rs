@@ -21,10 +21,10 @@
 //! followed by the selection, which holds more (a whole `[n, hidden]` aggregation and its
 //! exchange buffers, against the selected rows' `[P * block, hidden]` and the small resident
 //! graphs `B` and `Bᵀ`), so it bounds such a run from above. On the CPU path the step's
-//! highest point is 1-8 % under the estimate with the selection, 0-6 % with the whole
-//! aggregation (`crates/train/tests/dist_memory.rs`); on 4 H100s, papers100M-sized graph, the peaks allocated were
-//! 64.5 GiB (GCN 3x128) and 60.7 GiB (GraphSAGE 3x64) against estimates of 71.0 and 69.8
-//! (`bench/records/dist-papers/h100x4-2026-11-28-2`, `-3`).
+//! highest point is 1-11 % under the estimate with the selection
+//! (`crates/train/tests/dist_memory.rs`, papers scale 0.001, all-gather exchange); on 4 H100s, papers100M-sized graph, the peaks allocated were
+//! 64.5 GiB (GCN 3x128, `bench/records/dist-papers/h100x4-2026-11-28-3`) and 60.7 GiB
+//! (GraphSAGE 3x64, `h100x4-2026-11-28-2`) against estimates of 71.0 and 69.8.
 //!
 //! Validated against the CPU path, whose allocations a counting allocator sees
 //! (`crates/train/tests/dist_memory.rs`): the kept tensors to the byte, the step's peak

@@ -79,8 +79,12 @@ pub struct DistConfig {
     pub whole_output_aggregation: bool,
     /// After the partition, renumber each rank's nodes by descending degree within its own
     /// range ([`gnn_graph::reorder::degree_order_within`]): the partition and its halos stay,
-    /// each block of gathered rows has its hubs first. `--reorder auto` turns it on from a
-    /// million nodes ([`auto_within_parts`], where its measurements are).
+    /// each block of gathered rows has its hubs first. On 4 H100s, GCN 3x128 bf16 on the
+    /// papers-shaped graph: 84.41 -> 72.52 ms per epoch at scale 0.1, 880.1 -> 831.0 ms at
+    /// full size, for 6.74 s and 74.67 s of set-up (the order, the renumbered dataset and the
+    /// plan built again, its symmetry check included;
+    /// `bench/records/dist-papers/h100x4-2026-11-28`, `-3`): repaid after about 570 and 1,500
+    /// epochs, so `--reorder auto` leaves it off.
     pub degree_within_parts: bool,
     /// [`DistPlan::slice_rows`]: default [`gnn_comm::GATHER_SLICE_ROWS`] (one slice per
     /// rank's block); `None` keeps the local graph whole (no overlap).
@@ -180,17 +184,6 @@ pub struct DistOutcome {
     pub report: Option<(Value, PathBuf)>,
 }
 
-/// Whether `--reorder auto` gives a distributed run the degree order within each rank's range
-/// ([`gnn_graph::reorder::degree_order_within`]): on graphs of at least
-/// [`gnn_graph::reorder::AUTO_MIN_NODES`] nodes, where one device takes the global degree
-/// order. Measured on 4 H100s, GCN 3x128 bf16 on the papers100M-shaped graph
-/// (`bench/records/dist-papers/h100x4-2026-11-28` and `-3`): 84.41 -> 72.52 ms per epoch at
-/// scale 0.1 (11.1 M nodes; 0.27 s of set-up), 880.1 -> 831.0 ms at full size (3.7 s). The
-/// decision reads only the node count, so every process of a run makes the same one.
-pub fn auto_within_parts(reorder: Reorder, nodes: usize) -> bool {
-    reorder == Reorder::Auto && nodes >= gnn_graph::reorder::AUTO_MIN_NODES
-}
-
 /// Runs `cfg` end to end; see the module docs. Progress and results go to stdout as they
 /// come.
 pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
@@ -211,13 +204,9 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
     let device = setup::phase(|| "device".into(), || pick_device(cfg.cpu))?;
     println!("kernels: {}", cfg.kernels);
     let mut loaded = setup::phase(|| "load".into(), || load(&cfg.data, device.is_cpu()))?;
-    // `auto` keeps the ids before the partition: the degree order it picks on one device
-    // concentrates the hubs' non-zeros in the first ranges (2.9x slower on 4 GPUs). On graphs
-    // where one device would take that order it sorts within each rank's range instead, after
-    // the partition ([`auto_within_parts`]).
+    // `auto` keeps the ids here: the degree order it picks on one device is not measured
+    // under a partition yet (it concentrates the hubs' non-zeros in the first ranges).
     let how = cfg.reorder.without_auto();
-    let within_parts =
-        cfg.degree_within_parts || auto_within_parts(cfg.reorder, loaded.dataset.graph.n_rows());
     let (_, mut reorder_s) = setup::phase(|| "reorder".into(), || reorder(&mut loaded, how))?;
     let model = cfg.model.config(&loaded.dataset);
     // Checkpoints, written by rank 0, go to `runs/checkpoints/dist-<model>-<dataset>` unless
@@ -253,14 +242,7 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
             cfg.exchange,
         )?;
     }
-    if within_parts {
-        if !cfg.degree_within_parts {
-            println!(
-                "reorder auto: {} nodes (at least {}): the degree order within each rank's range",
-                loaded.dataset.graph.n_rows(),
-                gnn_graph::reorder::AUTO_MIN_NODES
-            );
-        }
+    if cfg.degree_within_parts {
         let started = Instant::now();
         let parts = plan.partition.clone();
         let order = setup::phase(
@@ -402,7 +384,7 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
         // null: the whole local graph; "per rank block": one slice per rank's block.
         "gather_slice_rows": slice_rows_json(plan.slice_rows),
         "overlap": cfg.overlap,
-        "degree_within_parts": within_parts,
+        "degree_within_parts": cfg.degree_within_parts,
         "output_rows": output_rows,
         "halo_stats": stats,
         "partition": partition,
@@ -888,22 +870,6 @@ mod tests {
             .map(|(a, b)| (a - b).abs())
             .fold(0f32, f32::max);
         assert!(worst <= 1e-3 * scale, "max diff {worst}, scale {scale}");
-    }
-
-    /// `auto` sorts within the parts from a million nodes, and only under `auto`.
-    #[test]
-    fn auto_sorts_within_the_parts_from_a_million_nodes() {
-        let m = gnn_graph::reorder::AUTO_MIN_NODES;
-        assert!(auto_within_parts(Reorder::Auto, m));
-        assert!(!auto_within_parts(Reorder::Auto, m - 1));
-        for other in [
-            Reorder::None,
-            Reorder::Degree,
-            Reorder::Rcm,
-            Reorder::Louvain,
-        ] {
-            assert!(!auto_within_parts(other, m), "{other:?}");
-        }
     }
 
     /// The degree order within each rank's range: the same parts (rows and halos per rank),

@@ -62,7 +62,8 @@ pub const GROUP_WIDE_MIN_BYTES: usize = 256;
 /// [`GROUP_WIDE_MIN_BYTES`], 1.86x and 1.34x faster than HP-SpMM, the rule's pick before. Its
 /// `rule-check/` (the same graphs, K = 32..128, this rule at 128 bytes) adds f32 K = 32 (row
 /// groups the fastest, 0.500 / 2.573 ms) and bf16 K = 32, 64-byte rows (row groups 1.05x and
-/// 1.30x faster than HP-SpMM, the pick there). Narrower rows were not measured.
+/// 1.30x faster than HP-SpMM, the pick there). f32 K = 16 has the same 64-byte rows and lane
+/// layout (4 lanes a row) and follows, unmeasured; narrower rows were not measured.
 pub const GROUP_DESCENDING_MIN_BYTES: usize = 64;
 
 /// Widest row, in 16-byte lane loads, that the dispatcher gives GE-SpMM's narrow-row kernel.
@@ -146,7 +147,7 @@ pub enum Pick {
 /// geometric mean 1.085 (row groups win 89 cases, 82 of them on sparse graphs); with the row-group
 /// branch below 461, 1.017. Timed again with the benchmark's allocator pool keeping freed
 /// memory (`bench/records/dispatch/h100-2026-11-28`; before, every timed output was a fresh
-/// page mapping, which had doubled the meshes' times): the same rule picks the fastest in 447
+/// page mapping, which had made the meshes' times 1.6-2.0x): the same rule picks the fastest in 447
 /// cases, regret geometric mean 1.018, worst 1.65 (replayed there by `tests/dispatch_record.rs`).
 /// - Sparse graphs where row groups can run the width (whole 16-byte loads per row): row
 ///   groups when the graph is uniform (max row <= [`GROUP_UNIFORM_MAX_RATIO`] x mean), or has
