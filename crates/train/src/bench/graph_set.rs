@@ -190,25 +190,22 @@ pub fn cases() -> Result<Vec<GraphCase>> {
             syn(sparse(name, nodes, deg)),
         ));
     }
-    for (name, side, diagonals) in [
-        ("mesh-10K", 100, false),
-        ("mesh-1M-8nbr", 1000, true),
-        ("mesh-4M", 2000, false),
-    ] {
+    // A lattice of the sweep in `order` (1 % of nodes with a long edge, seed 0).
+    let lattice = |name: String, side: usize, diagonals: bool, order: Reorder| {
         let spec = MeshSpec {
             side,
             diagonals,
             long_per_mille: 10,
             seed: 0,
         };
-        v.push(GraphCase::new(
-            name,
-            "mesh",
-            Source::Mesh {
-                spec,
-                order: Reorder::None,
-            },
-        ));
+        GraphCase::new(name, "mesh", Source::Mesh { spec, order })
+    };
+    for (name, side, diagonals) in [
+        ("mesh-10K", 100, false),
+        ("mesh-1M-8nbr", 1000, true),
+        ("mesh-4M", 2000, false),
+    ] {
+        v.push(lattice(name.into(), side, diagonals, Reorder::None));
     }
     for order in [Reorder::Degree, Reorder::Rcm, Reorder::Louvain] {
         v.push(GraphCase::new(
@@ -237,19 +234,11 @@ pub fn cases() -> Result<Vec<GraphCase>> {
     // already have locality (the lattices) and to the products-like ones, beside their
     // lattice / random / RCM orders above.
     for (name, side, diagonals) in [("mesh-1M-8nbr", 1000, true), ("mesh-4M", 2000, false)] {
-        let spec = MeshSpec {
+        v.push(lattice(
+            format!("{name} degree"),
             side,
             diagonals,
-            long_per_mille: 10,
-            seed: 0,
-        };
-        v.push(GraphCase::new(
-            format!("{name} degree"),
-            "mesh",
-            Source::Mesh {
-                spec,
-                order: Reorder::Degree,
-            },
+            Reorder::Degree,
         ));
     }
     for (name, nodes, deg) in [
