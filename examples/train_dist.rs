@@ -175,8 +175,9 @@ struct Args {
     /// range (the partition and its halos stay; each block of gathered rows has its hubs
     /// first). On 4 H100s it took GCN 3x128 on the papers-shaped graph from 84.4 to 72.5 ms
     /// per epoch at scale 0.1 and from 880.1 to 831.0 ms at full size, for 6.7 s and 74.7 s
-    /// of set-up (the plan is built again on the new ids): it repays after about 570 and
-    /// 1,500 epochs, so `--reorder auto` does not turn it on. (--reorder degree instead sorts
+    /// of set-up when the plan was built again on the new ids (it now keeps its halos and
+    /// symmetry, which were 36 of the 75 s; not re-timed): it repays after hundreds of
+    /// epochs, so `--reorder auto` does not turn it on. (--reorder degree instead sorts
     /// before the partition, which on 4 GPUs made the scale-0.1 epoch 2.9x slower.)
     #[arg(long)]
     degree_within_parts: bool,

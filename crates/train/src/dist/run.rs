@@ -84,7 +84,9 @@ pub struct DistConfig {
     /// full size, for 6.74 s and 74.67 s of set-up (the order, the renumbered dataset and the
     /// plan built again, its symmetry check included;
     /// `bench/records/dist-papers/h100x4-2026-11-28`, `-3`): repaid after about 570 and 1,500
-    /// epochs, so `--reorder auto` leaves it off.
+    /// epochs, so `--reorder auto` leaves it off. The plan is now carried over
+    /// ([`DistPlan::renumbered_within`]: only the operands derived again), which drops the
+    /// halo count and the symmetry check, 36 of the 75 s at full size; not re-timed.
     pub degree_within_parts: bool,
     /// [`DistPlan::slice_rows`]: default [`gnn_comm::GATHER_SLICE_ROWS`] (one slice per
     /// rank's block); `None` keeps the local graph whole (no overlap).
@@ -249,10 +251,10 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
             || "degree order within the parts".into(),
             || gnn_graph::reorder::degree_order_within(&loaded.dataset.graph, &parts),
         )?;
-        drop(plan);
+        plan.release_operands()?;
         crate::source::renumber(&mut loaded, &order)?;
-        plan = DistPlan::with_partition(&loaded.dataset, model.kind, |_| Ok(parts), cfg.exchange)?;
-        // The order, the renumbering and the plan rebuilt on it: what the option costs.
+        plan = plan.renumbered_within(&loaded.dataset, &order)?;
+        // The order, the renumbering and the operands derived again: what the option costs.
         reorder_s += started.elapsed().as_secs_f64();
         println!(
             "renumbered each rank's nodes by descending degree within its range in {:.2} s",
