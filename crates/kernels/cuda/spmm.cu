@@ -298,8 +298,8 @@ SPMM_NARROW(float, f32, 4) SPMM_NARROW(__nv_bfloat16, bf16, 8) SPMM_NARROW(__hal
 // row-scheduled and HP kernels pay (mesh-4M, 20 M nnz, bf16 K = 128: HP-SpMM 6.46 ms against a
 // 0.66 ms HBM floor, fd3e7d6:bench/records/dispatch/h100-2026-11-27; row groups 3.27 ms,
 // bench/records/dispatch/h100-2026-11-28/h100x4-2026-11-27; 1.62 ms with the benchmark's
-// pool keeping freed memory, bench/records/dispatch/h100-2026-11-28). Rows wider than one warp's 32 x 16 bytes take
-// column tiles (blockIdx.y). A group walks its row alone, so one hub row stalls its
+// pool keeping freed memory, bench/records/dispatch/h100-2026-11-28). Rows wider than one
+// warp's 32 x 16 bytes take column tiles (blockIdx.y). A group walks its row alone, so one hub row stalls its
 // warp's other rows: the dispatcher keeps this kernel to graphs of short rows. The host
 // guarantees k * sizeof(T) % 16 == 0 and a 16-byte-aligned x; g_lanes is the lanes per row in
 // one tile (<= 32).

@@ -1498,43 +1498,32 @@ mod tests {
             ..TrainConfig::default()
         };
         let dev = Device::Cpu;
-        let model = Gnn::new(cfg.clone(), &dev, 3).unwrap();
-        let graph = ModelGraph::new(&ds.graph, cfg.kind, &dev).unwrap();
         let data = DeviceData::new(&ds, &dev, true).unwrap();
-        let want = train_single(&model, &graph, &data, &train);
-        let plan = DistPlan::new(&ds, cfg.kind, 3, Some(Exchange::AllGather)).unwrap();
-        assert!(plan.selects_output_aggregation(&model, &train));
-        let got = train_ranks(
-            &plan,
-            &ds,
-            recipe(&cfg, &train),
-            &local_comms(3),
-            &[dev.clone(), dev.clone(), dev.clone()],
-            None,
-            |_| {},
-            &|_, _| {},
-        )
-        .unwrap();
-        follows_single_device(&got, &want, "output rows' aggregation");
-        // GraphSAGE-mean's output layer (6 -> 7) reads its rows' mean alone.
-        cfg.kind = ConvKind::SageMean;
-        let model = Gnn::new(cfg.clone(), &dev, 3).unwrap();
-        let graph = ModelGraph::new(&ds.graph, cfg.kind, &dev).unwrap();
-        let want = train_single(&model, &graph, &data, &train);
-        let plan = DistPlan::new(&ds, cfg.kind, 3, Some(Exchange::AllGather)).unwrap();
-        assert!(plan.selects_output_aggregation(&model, &train));
-        let got = train_ranks(
-            &plan,
-            &ds,
-            recipe(&cfg, &train),
-            &local_comms(3),
-            &[dev.clone(), dev.clone(), dev],
-            None,
-            |_| {},
-            &|_, _| {},
-        )
-        .unwrap();
-        follows_single_device(&got, &want, "output rows' mean");
+        // GCN's output layer aggregates first; GraphSAGE-mean's (6 -> 7) reads its rows' mean
+        // alone.
+        for (kind, what) in [
+            (ConvKind::Gcn, "output rows' aggregation"),
+            (ConvKind::SageMean, "output rows' mean"),
+        ] {
+            cfg.kind = kind;
+            let model = Gnn::new(cfg.clone(), &dev, 3).unwrap();
+            let graph = ModelGraph::new(&ds.graph, kind, &dev).unwrap();
+            let want = train_single(&model, &graph, &data, &train);
+            let plan = DistPlan::new(&ds, kind, 3, Some(Exchange::AllGather)).unwrap();
+            assert!(plan.selects_output_aggregation(&model, &train), "{what}");
+            let got = train_ranks(
+                &plan,
+                &ds,
+                recipe(&cfg, &train),
+                &local_comms(3),
+                &[dev.clone(), dev.clone(), dev.clone()],
+                None,
+                |_| {},
+                &|_, _| {},
+            )
+            .unwrap();
+            follows_single_device(&got, &want, what);
+        }
     }
 
     /// Every rank's history is the single-device run's: as many logs, losses within 1e-4

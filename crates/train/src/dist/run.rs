@@ -874,22 +874,37 @@ mod tests {
         assert!(worst <= 1e-3 * scale, "max diff {worst}, scale {scale}");
     }
 
+    /// Cora on 3 ranks without dropout (runs that differ in their node order then train the
+    /// same function: masks follow ids), `set` applied, predictions written under `dir` as
+    /// `name.npz`: the logits read back in the file's order, the report, each rank's rows.
+    fn predicting_run(
+        dir: &std::path::Path,
+        name: &str,
+        set: impl FnOnce(&mut DistConfig),
+    ) -> (Vec<f32>, Value, Vec<std::ops::Range<usize>>) {
+        let mut cfg = cora(dir.join(format!("{name}.json")));
+        cfg.model.dropout = 0.0;
+        cfg.model.input_dropout = 0.0;
+        cfg.ranks = 3;
+        set(&mut cfg);
+        let path = dir.join(format!("{name}.npz"));
+        cfg.predictions = Some(path.clone());
+        let out = run(&cfg).unwrap();
+        let (report, _) = out.report.unwrap();
+        let rows = out.ranks.iter().map(|o| o.rows.clone()).collect();
+        (logits_in(&path), report, rows)
+    }
+
     /// The degree order within each rank's range: the same parts (rows and halos per rank),
     /// the same model function, predictions row for row in the file's order.
     #[test]
     fn degree_order_within_parts_keeps_the_partition_and_the_outputs() {
         let dir = tempfile::tempdir().unwrap();
         let run_with = |within: bool| {
-            let mut cfg = cora(dir.path().join(format!("{within}.json")));
-            cfg.model.dropout = 0.0;
-            cfg.model.input_dropout = 0.0;
-            cfg.ranks = 3;
-            cfg.partition = Partitioner::Range;
-            cfg.degree_within_parts = within;
-            let path = dir.path().join(format!("{within}.npz"));
-            cfg.predictions = Some(path.clone());
-            let out = run(&cfg).unwrap();
-            let (report, _) = out.report.unwrap();
+            let (logits, report, rows) = predicting_run(dir.path(), &within.to_string(), |cfg| {
+                cfg.partition = Partitioner::Range;
+                cfg.degree_within_parts = within;
+            });
             assert_eq!(report["degree_within_parts"], within);
             // Its cost counts in time to accuracy.
             let reorder_s = report["reorder_s"].as_f64().unwrap();
@@ -898,8 +913,6 @@ mod tests {
                 report["time_to_accuracy_with_reorder_s"].is_number(),
                 within
             );
-            let logits = logits_in(&path);
-            let rows: Vec<_> = out.ranks.iter().map(|o| o.rows.clone()).collect();
             let halos: Vec<_> = report["ranks"]
                 .as_array()
                 .unwrap()
@@ -919,20 +932,12 @@ mod tests {
     fn a_metis_run_writes_predictions_in_the_file_order() {
         let dir = tempfile::tempdir().unwrap();
         let run_with = |partition: Partitioner| {
-            let mut cfg = cora(dir.path().join(format!("{partition}.json")));
-            // No dropout: both partitions then train the same function (masks follow ids).
-            cfg.model.dropout = 0.0;
-            cfg.model.input_dropout = 0.0;
-            cfg.ranks = 3;
-            cfg.partition = partition;
-            let path = dir.path().join(format!("{partition}.npz"));
-            cfg.predictions = Some(path.clone());
-            let out = run(&cfg).unwrap();
-            let (report, _) = out.report.unwrap();
+            let (logits, report, rows) =
+                predicting_run(dir.path(), &partition.to_string(), |cfg| {
+                    cfg.partition = partition;
+                });
             assert_eq!(report["partition"]["chosen"], json!(partition));
             assert_eq!(report["partition"]["reason"], "as requested");
-            let logits = logits_in(&path);
-            let rows: Vec<_> = out.ranks.iter().map(|o| o.rows.clone()).collect();
             (logits, report, rows)
         };
         let (metis, report, metis_rows) = run_with(Partitioner::Metis);
