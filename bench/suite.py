@@ -59,7 +59,9 @@ CASE_KEYS = {
 # The models same_graph.py trains (its --models names; tgcn_* is the plain-torch GCN).
 SAME_GRAPH_NAMES = {"gcn_2x128", "sage_2x128", "gcn_4x256", "sage_4x256", "tgcn_2x128", "tgcn_4x256",
                     "gcn_2x128_bf16", "sage_2x128_bf16", "gcn_4x256_bf16", "tgcn_2x128_bf16",
-                    "tgcn_4x256_bf16"}
+                    "tgcn_4x256_bf16", "gat", "gat_bf16"}
+# same_graph.py's attention models have one shape each: 2 layers, 8 heads x 8 (hidden 64).
+SAME_GRAPH_ATTENTION = {"gat": (2, 64)}
 
 
 class SuiteError(Exception):
@@ -175,6 +177,8 @@ def peer_model(m):
     """same_graph.py's model name for a pyg / tgcn measurement."""
     s = m.spec
     base = f"{'tgcn' if m.peer == 'tgcn' else s['model']}_{s['layers']}x{s['hidden']}"
+    if m.peer != "tgcn" and SAME_GRAPH_ATTENTION.get(s["model"]) == (s["layers"], s["hidden"]):
+        base = s["model"]
     return base + ("_bf16" if m.precision == "bf16" else "")
 
 

@@ -25,6 +25,7 @@ fn main() {
         "dropout",
         "edge_softmax",
         "gat_attention",
+        "gat_aggregate",
         "layer_norm",
         "xent",
         "adam",

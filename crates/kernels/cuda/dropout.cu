@@ -5,17 +5,7 @@
 #include <stdint.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-
-__device__ __forceinline__ uint64_t mix64(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-// Whether element i of the call with `seed` is kept at keep threshold `threshold` (cpu.rs: keep).
-__device__ __forceinline__ bool keep(uint64_t seed, uint64_t i, uint64_t threshold) {
-    return (mix64(seed + i * 0x9E3779B97F4A7C15ULL) >> 40) >= threshold;
-}
+#include "dropout_hash.cuh"
 
 template <typename T>
 __device__ void dropout_impl(const T* x, T* out, uint64_t n, uint64_t seed, uint64_t threshold, T scale) {

@@ -57,6 +57,11 @@ pub const GAT_ATTENTION: Module = Module {
     name: "gnn_gat_attention",
     image: include_bytes!(concat!(env!("OUT_DIR"), "/gat_attention.fatbin")),
 };
+/// `cuda/gat_aggregate.cu`.
+pub const GAT_AGGREGATE: Module = Module {
+    name: "gnn_gat_aggregate",
+    image: include_bytes!(concat!(env!("OUT_DIR"), "/gat_aggregate.fatbin")),
+};
 /// `cuda/layer_norm.cu`.
 pub const LAYER_NORM: Module = Module {
     name: "gnn_layer_norm",

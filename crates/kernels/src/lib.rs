@@ -53,6 +53,7 @@ pub use ops::column_sum;
 pub use ops::dropout::dropout;
 pub use ops::edge_softmax::edge_softmax;
 pub use ops::fused::attach::{attach_backward, AttachedBackward, AttachedGrads};
+pub use ops::fused::gat_aggregate::{gat_aggregate, gat_aggregate_supports};
 pub use ops::fused::gat_attention::gat_attention;
 pub use ops::fused::linear::{bias_relu_dropout_untracked, Aggregate, EpilogueMask, LinearProduct};
 pub use ops::fused::relu_dropout::{bias_relu_dropout, relu_dropout};

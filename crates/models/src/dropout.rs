@@ -154,10 +154,17 @@ impl DropoutRng {
         if p <= 0.0 {
             return Ok(x.clone());
         }
-        let seed = self
-            .next_seed()
-            .wrapping_add(offset.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let seed = self.seed_at(offset);
         Ok(gnn_kernels::dropout(x, p, seed)?)
+    }
+
+    /// The next call's mask seed shifted to element `offset` of a longer tensor, for a kernel
+    /// that draws the mask itself ([`gnn_kernels::gat_aggregate`]): element `i` of that
+    /// kernel's mask is then element `offset + i` of the whole tensor's, as in
+    /// [`Self::dropout_at`].
+    pub fn seed_at(&mut self, offset: u64) -> u64 {
+        self.next_seed()
+            .wrapping_add(offset.wrapping_mul(0x9E37_79B9_7F4A_7C15))
     }
 
     /// Inverted dropout: zeroes each entry with probability `p`, scales the rest by `1/(1-p)`.

@@ -334,7 +334,7 @@ impl ModelGraph {
 
     /// The whole graph for a product other than the symmetric aggregation; an error on a
     /// partitioned graph stored as column slices.
-    fn whole(&self) -> Result<&DeviceGraph> {
+    pub(crate) fn whole(&self) -> Result<&DeviceGraph> {
         if self.sliced {
             return Err(Error::Config(
                 "this partitioned graph is stored as column slices for the symmetric \

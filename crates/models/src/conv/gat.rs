@@ -14,14 +14,14 @@
 //! Parameters (PyG names): `lin.weight [heads * F, in]`, `att_src [1, heads, F]`,
 //! `att_dst [1, heads, F]`, `bias [heads * F]` (concat) or `[F]` (mean).
 
-use super::{attend, attention_graph, like, Linear};
+use super::{attend, attention_graph, exact_only, like, Linear};
 use crate::dropout::DropoutRng;
 use crate::error::Result;
 use crate::graph::ModelGraph;
 use crate::params::{Init, ParamStore};
 use crate::timer::Phase;
 use candle_core::{DType, Tensor};
-use gnn_kernels::gat_attention;
+use gnn_kernels::{gat_aggregate, gat_aggregate_supports, gat_attention};
 
 /// GAT's LeakyReLU slope (the paper's and PyG's default).
 const NEGATIVE_SLOPE: f64 = 0.2;
@@ -88,36 +88,57 @@ impl GatConv {
         att_drop: Option<(&mut DropoutRng, f32)>,
     ) -> Result<Tensor> {
         let (n, h, f) = (x.dim(0)?, self.heads, self.width);
-        let gh = attention_graph(g, h, "GAT")?;
+        exact_only(g, "GAT")?;
         let xw = self.lin.forward_no_bias(g, x)?;
-        let (xs, alpha) = {
-            let _t = g.phase(Phase::Aggregation);
-            // The rows the graph's columns name: xw itself on one device; on a partitioned
-            // graph, with the halo rows from their owners (one exchange; the backward sends
-            // their gradients home). Every row's edges are then local, so is its softmax.
-            let xs = g.exchange(&[&xw])?.remove(0);
-            let own = g.own_columns();
-            // Both node scores of every head in one GEMM: xs [cols, H F] times the
-            // block-diagonal [H F, 2H] of att_src | att_dst (no [cols, H, F] product). The
-            // GEMM runs in f32 under half precision too. A bf16 product keeps 8 significant
-            // bits of each score, so a score s is off by up to s/256 and its softmax weight
-            // by about that fraction; its backward would also round the scores' gradient to
-            // bf16 before both attention vectors' sums over every row. With the bf16 GEMM,
-            // GAT 2x64 bf16 on one H100 spiked at epoch 7 and ended at loss 1.95 (89.2 %);
-            // with this one at 1.26 (94.7 %), for +0.2-0.7 % of epoch time
-            // (bench/records/dist-scaling/h100x4-2026-11-27-3/gat-diagnostics). The attention
-            // itself runs in f32. The halo rows' source scores come from their exchanged
-            // features (the exchange carries H F columns per row, not H F + H).
-            let s = xs.to_dtype(DType::F32)?.matmul(&self.score_matrix()?)?;
+        let timed = g.phase(Phase::Aggregation);
+        // The rows the graph's columns name: xw itself on one device; on a partitioned graph,
+        // with the halo rows from their owners (one exchange; the backward sends their
+        // gradients home). Every row's edges are then local, so is its softmax.
+        let xs = g.exchange(&[&xw])?.remove(0);
+        let own = g.own_columns();
+        // Both node scores of every head in one GEMM: xs [cols, H F] times the block-diagonal
+        // [H F, 2H] of att_src | att_dst (no [cols, H, F] product). The GEMM runs in f32 under
+        // half precision too. A bf16 product keeps 8 significant bits of each score, so a
+        // score s is off by up to s/256 and its softmax weight by about that fraction; its
+        // backward would also round the scores' gradient to bf16 before both attention
+        // vectors' sums over every row. With the bf16 GEMM, GAT 2x64 bf16 on one H100 spiked
+        // at epoch 7 and ended at loss 1.95 (89.2 %); with this one at 1.26 (94.7 %), for
+        // +0.2-0.7 % of epoch time (bench/records/dist-scaling/h100x4-2026-11-27-3/
+        // gat-diagnostics). The attention itself runs in f32. The halo rows' source scores
+        // come from their exchanged features (the exchange carries H F columns per row, not
+        // H F + H).
+        let s = xs.to_dtype(DType::F32)?.matmul(&self.score_matrix()?)?;
+        let out = if gat_aggregate_supports(h, f) {
+            // One op from the scores to the output on the graph itself (alpha recomputed, never
+            // stored; the dropout mask drawn inside): edge p, head h is element p H + h of the
+            // whole graph's mask, the edges before this graph's `edge_offset` H of them.
+            let s_src = s.narrow(1, 0, h)?.contiguous()?;
+            let s_dst = s.narrow(0, own.start, n)?.narrow(1, h, h)?.contiguous()?;
+            let mask = match att_drop {
+                Some((rng, p)) if p > 0.0 => Some((p, rng.seed_at((g.edge_offset() * h) as u64))),
+                _ => None,
+            };
+            let out = gat_aggregate(g.whole()?, &xs, (&s_dst, &s_src), h, NEGATIVE_SLOPE, mask)?;
+            drop(timed);
+            let _t = g.phase(Phase::Elementwise);
+            if self.concat {
+                out
+            } else {
+                out.reshape((n, h, f))?.mean(1)?
+            }
+        } else {
+            // Shapes the fused kernels do not take (gat_aggregate_supports): the chain over the
+            // head-expanded graph, coefficients from [`gnn_kernels::gat_attention`].
+            let gh = attention_graph(g, h, "GAT")?;
             let head_scores = |s: &Tensor, first: usize| -> Result<Tensor> {
                 let rows = s.dim(0)?;
                 Ok(s.narrow(1, first, h)?.contiguous()?.reshape(rows * h)?)
             };
             let s_dst = head_scores(&s.narrow(0, own.start, n)?, h)?;
             let alpha = gat_attention(&gh, &s_dst, &head_scores(&s, 0)?, NEGATIVE_SLOPE)?;
-            (xs, alpha)
+            drop(timed);
+            attend(g, &gh, &xs, alpha, (h, f, self.concat), att_drop)?
         };
-        let out = attend(g, &gh, &xs, alpha, (h, f, self.concat), att_drop)?;
         let _t = g.phase(Phase::Elementwise);
         Ok(out.broadcast_add(&like(&self.bias, &out)?)?)
     }

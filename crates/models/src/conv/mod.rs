@@ -72,6 +72,12 @@ pub(crate) fn maxk_dropout(
 /// The head-expanded graph an attention layer (`what`) runs on; sampled aggregation is refused
 /// (attention weights are per edge, so there is no estimator to substitute).
 pub(crate) fn attention_graph(g: &ModelGraph, heads: usize, what: &str) -> Result<DeviceGraph> {
+    exact_only(g, what)?;
+    g.heads(heads)
+}
+
+/// Refuses sampled aggregation for an attention layer (`what`).
+pub(crate) fn exact_only(g: &ModelGraph, what: &str) -> Result<()> {
     if g.aggregation != crate::Aggregation::Exact {
         return Err(Error::Config(format!(
             "{} aggregation has no {what} counterpart (attention weights are per edge); use \
@@ -79,7 +85,7 @@ pub(crate) fn attention_graph(g: &ModelGraph, heads: usize, what: &str) -> Resul
             g.aggregation
         )));
     }
-    g.heads(heads)
+    Ok(())
 }
 
 /// The attention layers' second half: dropout on `alpha` (training; the masks of the whole

@@ -356,8 +356,18 @@ fn attention_edges(model: &ModelConfig, nnz: u64) -> Option<Vec<u64>> {
     matches!(model.kind, ConvKind::Gat | ConvKind::Transformer).then(|| {
         (0..model.layers)
             .map(|l| {
-                let heads = if l + 1 < model.layers { model.heads } else { 1 };
-                nnz * heads as u64
+                let hidden = l + 1 < model.layers;
+                let heads = if hidden { model.heads } else { 1 };
+                let width = model.layer_dims(l).1 / heads;
+                // A GAT layer whose shape the fused aggregation takes keeps nothing per edge
+                // (gnn_kernels::gat_aggregate: per row and head one f32, counted nowhere).
+                let fused = model.kind == ConvKind::Gat
+                    && gnn_kernels::gat_aggregate_supports(heads, width);
+                if fused {
+                    0
+                } else {
+                    nnz * heads as u64
+                }
             })
             .collect()
     })
@@ -848,12 +858,15 @@ pub fn estimate_shape(
             // structure's share and the edge permutation of its transpose), three kept for the
             // backward (the attention, its dropped copy, the dropout mask) and two at the
             // backward's high (the gradients of the attention and of the scores). Checked
-            // against GAT 2x64 (8 heads) on the Reddit-shaped graph, bf16, 1/2/4 H100s
+            // against GAT 2x64 (8 heads), head-expanded, on the Reddit-shaped graph, bf16, 1/2/4 H100s
             // (bench/records/dist-scaling/h100x4-2026-11-27-3, scores from an f32 GEMM: peaks
             // allocated 29.73 / 16.95 / 8.60 GiB; before this term the estimate said 5.4 /
             // 2.8 / 1.5): an upper bound by 5-19 % (the test below).
+            // GAT layers of the fused aggregation's shapes have no such term (0 edges here).
             let words = |w: u64| per_edge.iter().map(|&edges| w * edges * 4).sum::<u64>();
-            resident.push(("head-expanded local graphs".to_string(), words(3)));
+            if words(3) > 0 {
+                resident.push(("head-expanded local graphs".to_string(), words(3)));
+            }
             kept += words(3);
             high += per_edge
                 .iter()

@@ -175,8 +175,10 @@ pub fn exchange_line(plan: &DistPlan, forced: bool, split: bool) -> String {
             "one op (symmetric operand: no local transpose, no gathered rows kept; column \
              slices of --gather-slice-rows where the model has only sum/mean aggregations)"
         } else if super::is_attention(plan.kind) {
-            "exchange + attention (scores, edge softmax and weighted SpMM on the \
-             head-expanded local graph; the halo rows' gradients go home)"
+            "exchange + attention (GAT: one op per layer on the local graph, alpha \
+             recomputed, never stored; TransformerConv and GAT shapes outside it: scores, edge \
+             softmax and weighted SpMM on the head-expanded local graph; the halo rows' \
+             gradients go home)"
         } else if split {
             "exchange + SpMM (--split-aggregation)"
         } else {

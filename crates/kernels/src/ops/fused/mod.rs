@@ -9,6 +9,7 @@
 //! | [`linear`] | `dropout(relu(x wᵀ + b)) [+ x]` and `dropout(relu((Â h) wᵀ + b)) [+ h]`: the product is a temporary |
 //! | [`maxk_layer`] | `Â · dropout(maxk(x wᵀ)) + b [+ x]`, a MaxK-GNN hidden layer |
 //! | [`gat_attention`] | `edge_softmax(leaky_relu(s_dst[i] + s_src[j]))`, GAT's coefficients |
+//! | [`gat_aggregate`] | GAT's coefficients, attention dropout and the weighted SpMM over a head-expanded graph |
 //! | [`xent`] | masked `log_softmax` + NLL, the loss and its gradient in one pass |
 //! | [`attach`] | any chain computed outside the graph, one op with the caller's backward |
 //!
@@ -16,6 +17,7 @@
 //! share; the others have a `.cu` file of their own.
 
 pub mod attach;
+pub mod gat_aggregate;
 pub mod gat_attention;
 pub mod linear;
 pub mod maxk_layer;

@@ -178,3 +178,155 @@ pub(super) fn check_gat_attention(
     )?;
     Ok(())
 }
+
+/// The fused GAT aggregation (`heads` heads of `width`, storage `dt`, attention dropout `p`)
+/// and its three gradients on the device against the f64 CPU run on the same rounded inputs,
+/// element by element. Each alpha is within `eps = 2u (deg + 8 + 4M)` of itself (the f32
+/// score, its `- lse` and `exp`, `u` = f32's unit roundoff, `deg` the longest row or column,
+/// `M` the largest `|s_dst| + |s_src| + |lse|`), and every sum adds `u deg` of its magnitude;
+/// the storage rounds the output, the gradient of xs and D's `out` by `u_T` (f16 also by half
+/// its subnormal step, 2^-25, absolute). So each element is held within
+/// `4 (eps + u deg + u_T)` times its magnitude: `sum alpha |x|` (out),
+/// `sum alpha |dout|` (dxs), `sum alpha (|<dout, x>| + |D|)` with the magnitudes of the dot
+/// products (ds_dst over a row, ds_src over a column).
+pub(super) fn check_gat_aggregate(
+    c: &mut Checker,
+    name: &str,
+    csr: &Csr,
+    gpu: &Device,
+    (heads, width, dt, p): (usize, usize, DType, f32),
+) -> Result<()> {
+    const SLOPE: f64 = 0.2;
+    let (gc, gg) = upload_both(c, csr, gpu)?;
+    let (n, m, hf) = (csr.n_rows(), csr.n_cols(), heads * width);
+    let xs = c.randn((m, hf))?.to_dtype(dt)?;
+    let dy = c.randn((n, hf))?.to_dtype(dt)?;
+    let sd = (c.randn((n, heads))? * 2.0)?;
+    let ss = (c.randn((m, heads))? * 2.0)?;
+    let mask = (p > 0.0).then_some((p, 7 + heads as u64));
+    let run = |g: &DeviceGraph, f: DType| -> Result<[Tensor; 4]> {
+        let dev = g.device();
+        let on = |t: &Tensor, d: DType| -> Result<Tensor> { Ok(t.to_dtype(d)?.to_device(dev)?) };
+        let (x, a, b) = (
+            Var::from_tensor(&on(&xs, f)?)?,
+            Var::from_tensor(&on(&sd, if f == DType::F64 { f } else { DType::F32 })?)?,
+            Var::from_tensor(&on(&ss, if f == DType::F64 { f } else { DType::F32 })?)?,
+        );
+        let out = crate::gat_aggregate(
+            g,
+            x.as_tensor(),
+            (a.as_tensor(), b.as_tensor()),
+            heads,
+            SLOPE,
+            mask,
+        )?;
+        let gr = (&out * on(&dy, f)?)?.sum_all()?.backward()?;
+        let get = |v: &Var| {
+            gr.get(v.as_tensor())
+                .cloned()
+                .ok_or_else(|| missing("gat aggregate grad"))
+        };
+        Ok([out.clone(), get(&x)?, get(&a)?, get(&b)?])
+    };
+    let want = run(&gc, DType::F64)?;
+    let got = run(&gg, dt)?;
+    // Magnitudes, from the reference's own alpha.
+    let v = |t: &Tensor| -> Result<Vec<f64>> {
+        Ok(t.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?)
+    };
+    let (x, d, sdv, ssv, out) = (v(&xs)?, v(&dy)?, v(&sd)?, v(&ss)?, v(&want[0])?);
+    let keep = mask.map(|(p, seed)| crate::ops::dropout::dropout_mask(csr.nnz() * heads, p, seed));
+    let scale = 1.0 / (1.0 - p as f64);
+    let leaky = |z: f64| if z > 0.0 { z } else { SLOPE * z };
+    let (mut m_out, mut m_dx) = (vec![0f64; n * hf], vec![0f64; m * hf]);
+    let (mut m_dst, mut m_src) = (vec![0f64; n * heads], vec![0f64; m * heads]);
+    let mut big = 0f64;
+    let (deg_rows, deg_cols) = max_degrees(csr);
+    for i in 0..n {
+        let r = csr.row_range(i);
+        for h in 0..heads {
+            let e: Vec<f64> = r
+                .clone()
+                .map(|q| leaky(sdv[i * heads + h] + ssv[csr.indices()[q] as usize * heads + h]))
+                .collect();
+            let mx = e.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let lse = mx + e.iter().map(|v| (v - mx).exp()).sum::<f64>().ln();
+            let cs = h * width..(h + 1) * width;
+            let dabs: f64 = cs
+                .clone()
+                .map(|f| (d[i * hf + f] * out[i * hf + f]).abs())
+                .sum();
+            for (k, q) in r.clone().enumerate() {
+                let j = csr.indices()[q] as usize;
+                big = big.max(sdv[i * heads + h].abs() + ssv[j * heads + h].abs() + lse.abs());
+                let kept = keep
+                    .as_ref()
+                    .map_or(1.0, |k| if k[q * heads + h] { scale } else { 0.0 });
+                let a = (e[k] - lse).exp();
+                let dot: f64 = cs
+                    .clone()
+                    .map(|f| (d[i * hf + f] * x[j * hf + f]).abs())
+                    .sum();
+                let g = a * (kept * dot + dabs);
+                m_dst[i * heads + h] += g;
+                m_src[j * heads + h] += g;
+                for f in cs.clone() {
+                    m_out[i * hf + f] += a * kept * x[j * hf + f].abs();
+                    m_dx[j * hf + f] += a * kept * d[i * hf + f].abs();
+                }
+            }
+        }
+    }
+    let u = f32::EPSILON as f64 / 2.0;
+    let u_t = match dt {
+        DType::BF16 => 2f64.powi(-8),
+        DType::F16 => 2f64.powi(-11),
+        _ => u,
+    };
+    // f16 keeps 2^-24 steps below 2^-14 (subnormals): half a step absolute, whatever the size.
+    let floor = if dt == DType::F16 {
+        2f64.powi(-25)
+    } else {
+        1e-30
+    };
+    let deg = deg_rows.max(deg_cols) as f64;
+    let factor = 4.0 * (2.0 * u * (deg + 8.0 + 4.0 * big) + u * deg + u_t);
+    let lim = |mag: Vec<f64>, shape: &[usize]| -> Result<Tensor> {
+        let v: Vec<f64> = mag.into_iter().map(|a| factor * a + floor).collect();
+        Ok(Tensor::from_vec(v, shape, &Device::Cpu)?)
+    };
+    let tag = format!("gat_aggregate {heads}x{width} {dt:?} p{p}");
+    c.check_within(
+        name,
+        format!("{tag} fwd"),
+        hf,
+        &got[0],
+        &want[0],
+        &lim(m_out, &[n, hf])?,
+    )?;
+    c.check_within(
+        name,
+        format!("{tag} bwd dxs"),
+        hf,
+        &got[1],
+        &want[1],
+        &lim(m_dx, &[m, hf])?,
+    )?;
+    c.check_within(
+        name,
+        format!("{tag} bwd ds_dst"),
+        hf,
+        &got[2],
+        &want[2],
+        &lim(m_dst, &[n, heads])?,
+    )?;
+    c.check_within(
+        name,
+        format!("{tag} bwd ds_src"),
+        hf,
+        &got[3],
+        &want[3],
+        &lim(m_src, &[m, heads])?,
+    )?;
+    Ok(())
+}

@@ -114,6 +114,22 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
         // c6f0242:docs/perf/h100-2026-11-24-hp-spmm), so the fused op is checked at x4 and x30.
         attention::check_gat_attention(c, gname, csr, gpu, scale.min(30.0))?;
     }
+    // GAT's fused aggregation: every lane layout (columns per lane 1..8, one head of 41, 256
+    // columns), each storage type, with and without attention dropout.
+    for (gname, csr) in [("random+50K-row", &g1), ("random-rect", &g2)] {
+        for (i, (heads, width)) in [(8usize, 8usize), (1, 41), (2, 16), (4, 16), (8, 32)]
+            .into_iter()
+            .enumerate()
+        {
+            for (k, dt) in [DType::F32, DType::BF16, DType::F16]
+                .into_iter()
+                .enumerate()
+            {
+                let p = if (i + k) % 2 == 0 { 0.0 } else { 0.5 };
+                attention::check_gat_aggregate(c, gname, csr, gpu, (heads, width, dt, p))?;
+            }
+        }
+    }
     // HP-SpMM and GE-SpMM, each forced, against the CPU: sum and mean, edge values or not,
     // forward and dx (the transposed SpMM runs the same kernel), aligned and misaligned x.
     let g3 = random_graph(c, 2000, 2000, 2, 0, 3)?;

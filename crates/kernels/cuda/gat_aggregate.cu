@@ -1,0 +1,390 @@
+// GAT's whole aggregation on the graph itself (no head-expanded copy), FlashAttention-style:
+//   z = s_dst[i,h] + s_src[j,h],  e = LeakyReLU(z),  lse[i,h] = log sum_j exp(e),
+//   alpha = exp(e - lse) * mask / (1 - p),   out[i, h*F + f] = sum_j alpha * xs[j, h*F + f].
+// Only lse (one float per row and head) is kept; alpha is recomputed where it is needed.
+// Backward (D[i,h] = sum_f dout[i,hF+f] out[i,hF+f], the softmax's row term):
+//   dalpha = mask / (1 - p) * <dout[i,h], xs[j,h]>,  ds = alpha (dalpha - D) LeakyReLU'(z)
+//   ds_dst[i,h] = sum_j ds (rows pass),  ds_src[j,h] = sum_i ds and
+//   dxs[j] = sum_i alpha * mask / (1 - p) * dout[i] (columns pass, over the transpose).
+// The dropout mask of edge p, head h is the dropout hash of element p * H + h (edge-major).
+//
+// Layout: one warp per row, split into 32 / G groups of G lanes; each group takes one edge at a
+// time (the warp E = 32 / G edges at once), each lane V adjacent columns of the neighbour's row
+// (16 bytes where the rows are aligned: VEC), all in one head (the host checks F % V == 0 with
+// several heads), so a head's L = F / V lanes are adjacent in a group and reduce a per-head dot
+// product with log2(L) shuffles (none where a lane holds a whole head). Edges go in batches of
+// 32: lane e computes edge e's coefficients for every head (H <= 8) into the warp's shared
+// memory, then the groups walk the batch; at the row's end the groups' partial sums meet.
+
+#include "common.cuh"
+#include "dropout_hash.cuh"
+
+#define GAT_WARPS 2
+#define MAX_HEADS 8
+#define CS 33  // a head's coefficient row in the stage: 32 edges + 1 (no bank conflicts)
+
+struct GatArgs {
+    int H, F, HF, L;   // heads, head width, columns, lanes per head in a group (G with one head)
+    int lg;            // log2 G, lanes per edge group
+    float slope;       // LeakyReLU's negative slope
+    int drop;          // whether a dropout mask applies
+    uint64_t seed, threshold;
+    float scale;       // 1 / (1 - p)
+};
+
+__device__ __forceinline__ float leaky_f(float z, float slope) { return z > 0.f ? z : z * slope; }
+
+__device__ __forceinline__ float drop_factor(const GatArgs& a, uint64_t p, int h) {
+    return a.drop ? (keep(a.seed, p * (uint64_t)a.H + h, a.threshold) ? a.scale : 0.f) : 1.f;
+}
+
+// Sum over the L adjacent lanes of a head (every lane of the head gets it).
+__device__ __forceinline__ float head_sum(float v, int L) {
+    for (int o = L >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(FULL, v, o);
+    return v;
+}
+
+// Sum over the warp's edge groups (lanes l, l + G, l + 2G, ...; every lane gets its column's).
+__device__ __forceinline__ float groups_sum(float v, int lg) {
+    for (int o = 1 << lg; o < 32; o <<= 1) v += __shfl_xor_sync(FULL, v, o);
+    return v;
+}
+
+// A lane's place: its edge group (slot), its first column, its columns' head.
+struct Lane {
+    int lane, slot, c0, hl;
+    bool writes_head;  // the lane that writes its head's per-row value (slot 0, first of the head)
+};
+
+template <int V>
+__device__ __forceinline__ Lane lane_of(const GatArgs& a) {
+    Lane l;
+    l.lane = threadIdx.x & 31;
+    l.slot = l.lane >> a.lg;
+    const int sub = l.lane & ((1 << a.lg) - 1);
+    l.c0 = sub * V;
+    l.hl = a.H == 1 ? 0 : min(l.c0 / a.F, a.H - 1);
+    l.writes_head = l.slot == 0 && (sub & (a.L - 1)) == 0 && l.c0 < a.HF;
+    return l;
+}
+
+// Columns c0 .. c0 + V - 1 of a row as fp32 (0 past HF). VEC: one aligned vector load (the
+// host checked HF % V == 0 and the buffers' alignment), else V element loads.
+template <typename T, int V, bool VEC>
+__device__ __forceinline__ void load_cols(const T* __restrict__ row, int c0, int HF, float (&r)[V]) {
+    if (VEC) {
+        constexpr int BYTES = V * (int)sizeof(T);
+        union {
+            uint4 q[BYTES >= 16 ? BYTES / 16 : 1];
+            uint2 d;
+            unsigned int w;
+            unsigned short s;
+            T t[V];
+        } b;
+        if (c0 < HF) {
+            if (BYTES >= 16) {
+#pragma unroll
+                for (int k = 0; k < BYTES / 16; ++k) b.q[k] = __ldg(reinterpret_cast<const uint4*>(row + c0) + k);
+            } else if (BYTES == 8) {
+                b.d = __ldg(reinterpret_cast<const uint2*>(row + c0));
+            } else if (BYTES == 4) {
+                b.w = __ldg(reinterpret_cast<const unsigned int*>(row + c0));
+            } else {
+                b.s = __ldg(reinterpret_cast<const unsigned short*>(row + c0));
+            }
+#pragma unroll
+            for (int v = 0; v < V; ++v) r[v] = to_f32(b.t[v]);
+        } else {
+#pragma unroll
+            for (int v = 0; v < V; ++v) r[v] = 0.f;
+        }
+    } else {
+#pragma unroll
+        for (int v = 0; v < V; ++v) r[v] = (c0 + v < HF) ? to_f32(__ldg(row + c0 + v)) : 0.f;
+    }
+}
+
+// Per-row values of every head (h < H) into registers.
+__device__ __forceinline__ void heads_of(const float* __restrict__ p, size_t row, int H, float (&r)[MAX_HEADS]) {
+#pragma unroll
+    for (int h = 0; h < MAX_HEADS; ++h) r[h] = h < H ? __ldg(p + row * H + h) : 0.f;
+}
+
+// lse[i,h] for every row (0 for an empty row, which no edge reads): lanes over the row's
+// edges, each with every head's running maximum and sum.
+extern "C" __global__ void __launch_bounds__(32 * GAT_WARPS)
+    gat_lse(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
+            const float* __restrict__ s_dst, const float* __restrict__ s_src, float* __restrict__ lse, int n_rows,
+            int H, float slope) {
+    const int lane = threadIdx.x & 31;
+    const int row = blockIdx.x * GAT_WARPS + (threadIdx.x >> 5);
+    if (row >= n_rows) return;
+    const uint32_t start = indptr[row], end = indptr[row + 1];
+    float sd[MAX_HEADS], m[MAX_HEADS], l[MAX_HEADS];
+    heads_of(s_dst, row, H, sd);
+#pragma unroll
+    for (int h = 0; h < MAX_HEADS; ++h) m[h] = -INFINITY, l[h] = 0.f;
+    for (uint32_t p = start + lane; p < end; p += 32) {
+        const size_t j = __ldg(indices + p);
+        float s[MAX_HEADS];
+        heads_of(s_src, j, H, s);
+#pragma unroll
+        for (int h = 0; h < MAX_HEADS; ++h) {
+            if (h >= H) break;
+            const float e = leaky_f(sd[h] + s[h], slope);
+            if (e > m[h]) {
+                l[h] = l[h] * expf(m[h] - e) + 1.f;
+                m[h] = e;
+            } else {
+                l[h] += expf(e - m[h]);
+            }
+        }
+    }
+#pragma unroll
+    for (int h = 0; h < MAX_HEADS; ++h) {
+        if (h >= H) break;
+        float mh = m[h], lh = l[h];
+        for (int o = 16; o > 0; o >>= 1) {
+            const float m2 = __shfl_xor_sync(FULL, mh, o), l2 = __shfl_xor_sync(FULL, lh, o);
+            const float mn = fmaxf(mh, m2);
+            if (mn != -INFINITY) {
+                lh = (mh == -INFINITY ? 0.f : lh * expf(mh - mn)) + (m2 == -INFINITY ? 0.f : l2 * expf(m2 - mn));
+                mh = mn;
+            }
+        }
+        if (lane == h) lse[(size_t)row * H + h] = end > start ? mh + logf(lh) : 0.f;
+    }
+}
+
+// The warp's shared memory: a batch's 32 neighbour ids and up to three coefficients per
+// (head, edge), a head's 32 edges at stride CS.
+struct Stage {
+    uint32_t* id;
+    float* c0;
+    float* c1;
+    float* c2;
+};
+
+__device__ __forceinline__ Stage stage_of() {
+    __shared__ uint32_t ids[GAT_WARPS][32];
+    __shared__ float coef[GAT_WARPS][3][MAX_HEADS * CS];
+    const int w = threadIdx.x >> 5;
+    return Stage{ids[w], coef[w][0], coef[w][1], coef[w][2]};
+}
+
+// Forward: out (f32, n_rows x HF).
+template <typename T, int V, bool VEC>
+__device__ void gat_fwd_impl(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
+                             const T* __restrict__ xs, const float* __restrict__ s_dst,
+                             const float* __restrict__ s_src, const float* __restrict__ lse,
+                             float* __restrict__ out, int n_rows, GatArgs a) {
+    const int row = blockIdx.x * GAT_WARPS + (threadIdx.x >> 5);
+    if (row >= n_rows) return;
+    const Lane ln = lane_of<V>(a);
+    const Stage st = stage_of();
+    const uint32_t start = indptr[row], end = indptr[row + 1];
+    const int E = 32 >> a.lg;
+    float sd[MAX_HEADS], ls[MAX_HEADS];
+    heads_of(s_dst, row, a.H, sd);
+    heads_of(lse, row, a.H, ls);
+    float acc[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) acc[v] = 0.f;
+    for (uint32_t base = start; base < end; base += 32) {
+        const int cnt = min(32u, end - base);
+        if (ln.lane < cnt) {
+            const uint32_t j = __ldg(indices + base + ln.lane);
+            st.id[ln.lane] = j;
+            float s[MAX_HEADS];
+            heads_of(s_src, j, a.H, s);
+#pragma unroll
+            for (int h = 0; h < MAX_HEADS; ++h)
+                if (h < a.H)
+                    st.c0[h * CS + ln.lane] =
+                        expf(leaky_f(sd[h] + s[h], a.slope) - ls[h]) * drop_factor(a, base + ln.lane, h);
+        }
+        __syncwarp();
+#pragma unroll 4
+        for (int e = ln.slot; e < cnt; e += E) {
+            const float w = st.c0[ln.hl * CS + e];
+            float x[V];
+            load_cols<T, V, VEC>(xs + (size_t)st.id[e] * a.HF, ln.c0, a.HF, x);
+#pragma unroll
+            for (int v = 0; v < V; ++v) acc[v] = fmaf(w, x[v], acc[v]);
+        }
+        __syncwarp();
+    }
+#pragma unroll
+    for (int v = 0; v < V; ++v) acc[v] = groups_sum(acc[v], a.lg);
+    if (ln.slot == 0) {
+#pragma unroll
+        for (int v = 0; v < V; ++v)
+            if (ln.c0 + v < a.HF) out[(size_t)row * a.HF + ln.c0 + v] = acc[v];
+    }
+}
+
+// Backward, rows pass: ds_dst[i,h] = sum_j ds.
+template <typename T, int V, bool VEC>
+__device__ void gat_bwd_rows_impl(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
+                                  const T* __restrict__ xs, const float* __restrict__ s_dst,
+                                  const float* __restrict__ s_src, const float* __restrict__ lse,
+                                  const float* __restrict__ dterm, const T* __restrict__ dout,
+                                  float* __restrict__ ds_dst, int n_rows, GatArgs a) {
+    const int row = blockIdx.x * GAT_WARPS + (threadIdx.x >> 5);
+    if (row >= n_rows) return;
+    const Lane ln = lane_of<V>(a);
+    const Stage st = stage_of();
+    const uint32_t start = indptr[row], end = indptr[row + 1];
+    const int E = 32 >> a.lg;
+    float sd[MAX_HEADS], ls[MAX_HEADS], dd[MAX_HEADS];
+    heads_of(s_dst, row, a.H, sd);
+    heads_of(lse, row, a.H, ls);
+    heads_of(dterm, row, a.H, dd);
+    float g[V];
+    load_cols<T, V, VEC>(dout + (size_t)row * a.HF, ln.c0, a.HF, g);
+    float acc = 0.f;
+    for (uint32_t base = start; base < end; base += 32) {
+        const int cnt = min(32u, end - base);
+        if (ln.lane < cnt) {
+            const uint32_t j = __ldg(indices + base + ln.lane);
+            st.id[ln.lane] = j;
+            float s[MAX_HEADS];
+            heads_of(s_src, j, a.H, s);
+#pragma unroll
+            for (int h = 0; h < MAX_HEADS; ++h) {
+                if (h < a.H) {
+                    const float z = sd[h] + s[h];
+                    const float pz = expf(leaky_f(z, a.slope) - ls[h]) * (z > 0.f ? 1.f : a.slope);
+                    st.c0[h * CS + ln.lane] = pz * drop_factor(a, base + ln.lane, h);  // ds = c0 dot - c1
+                    st.c1[h * CS + ln.lane] = pz * dd[h];
+                }
+            }
+        }
+        __syncwarp();
+        // Every lane steps together (the head's shuffles need the whole warp); a group past the
+        // batch's end loads nothing and adds nothing.
+#pragma unroll 4
+        for (int e0 = 0; e0 < cnt; e0 += E) {
+            const int e = e0 + ln.slot;
+            const bool ok = e < cnt;
+            float x[V];
+            load_cols<T, V, VEC>(xs + (size_t)st.id[e] * a.HF, ln.c0, ok ? a.HF : 0, x);
+            float d = 0.f;
+#pragma unroll
+            for (int v = 0; v < V; ++v) d = fmaf(g[v], x[v], d);
+            d = head_sum(d, a.L);
+            if (ok) acc += st.c0[ln.hl * CS + e] * d - st.c1[ln.hl * CS + e];
+        }
+        __syncwarp();
+    }
+    acc = groups_sum(acc, a.lg);
+    if (ln.writes_head) ds_dst[(size_t)row * a.H + ln.hl] = acc;
+}
+
+// Backward, columns pass over the transpose (t_indptr/t_rows, t_pos the edge's position in
+// the graph): dxs[j] and ds_src[j,h] for every column j.
+template <typename T, int V, bool VEC>
+__device__ void gat_bwd_cols_impl(const uint32_t* __restrict__ t_indptr, const uint32_t* __restrict__ t_rows,
+                                  const uint32_t* __restrict__ t_pos, const T* __restrict__ xs,
+                                  const float* __restrict__ s_dst, const float* __restrict__ s_src,
+                                  const float* __restrict__ lse, const float* __restrict__ dterm,
+                                  const T* __restrict__ dout, float* __restrict__ dxs, float* __restrict__ ds_src,
+                                  int n_cols, GatArgs a) {
+    const int col = blockIdx.x * GAT_WARPS + (threadIdx.x >> 5);
+    if (col >= n_cols) return;
+    const Lane ln = lane_of<V>(a);
+    const Stage st = stage_of();
+    const uint32_t start = t_indptr[col], end = t_indptr[col + 1];
+    const int E = 32 >> a.lg;
+    float ss[MAX_HEADS];
+    heads_of(s_src, col, a.H, ss);
+    float x[V], dx[V];
+    load_cols<T, V, VEC>(xs + (size_t)col * a.HF, ln.c0, a.HF, x);
+#pragma unroll
+    for (int v = 0; v < V; ++v) dx[v] = 0.f;
+    float acc = 0.f;
+    for (uint32_t base = start; base < end; base += 32) {
+        const int cnt = min(32u, end - base);
+        if (ln.lane < cnt) {
+            const uint32_t i = __ldg(t_rows + base + ln.lane);
+            const uint32_t p = __ldg(t_pos + base + ln.lane);
+            st.id[ln.lane] = i;
+            float sd[MAX_HEADS], ls[MAX_HEADS], dd[MAX_HEADS];
+            heads_of(s_dst, i, a.H, sd);
+            heads_of(lse, i, a.H, ls);
+            heads_of(dterm, i, a.H, dd);
+#pragma unroll
+            for (int h = 0; h < MAX_HEADS; ++h) {
+                if (h < a.H) {
+                    const float z = sd[h] + ss[h];
+                    const float al = expf(leaky_f(z, a.slope) - ls[h]);
+                    const float pz = al * (z > 0.f ? 1.f : a.slope);
+                    const float mk = drop_factor(a, p, h);
+                    st.c0[h * CS + ln.lane] = al * mk;  // dxs += c0 dout[i]
+                    st.c1[h * CS + ln.lane] = pz * mk;  // ds = c1 dot - c2
+                    st.c2[h * CS + ln.lane] = pz * dd[h];
+                }
+            }
+        }
+        __syncwarp();
+        // As in the rows pass: the warp steps together, a group past the end adds nothing.
+#pragma unroll 4
+        for (int e0 = 0; e0 < cnt; e0 += E) {
+            const int e = e0 + ln.slot;
+            const bool ok = e < cnt;
+            float g[V];
+            load_cols<T, V, VEC>(dout + (size_t)st.id[e] * a.HF, ln.c0, ok ? a.HF : 0, g);
+            float d = 0.f;
+#pragma unroll
+            for (int v = 0; v < V; ++v) d = fmaf(g[v], x[v], d);
+            d = head_sum(d, a.L);
+            if (ok) {
+                const int k = ln.hl * CS + e;
+                acc += st.c1[k] * d - st.c2[k];
+                const float w = st.c0[k];
+#pragma unroll
+                for (int v = 0; v < V; ++v) dx[v] = fmaf(w, g[v], dx[v]);
+            }
+        }
+        __syncwarp();
+    }
+#pragma unroll
+    for (int v = 0; v < V; ++v) dx[v] = groups_sum(dx[v], a.lg);
+    acc = groups_sum(acc, a.lg);
+    if (ln.slot == 0) {
+#pragma unroll
+        for (int v = 0; v < V; ++v)
+            if (ln.c0 + v < a.HF) dxs[(size_t)col * a.HF + ln.c0 + v] = dx[v];
+    }
+    if (ln.writes_head) ds_src[(size_t)col * a.H + ln.hl] = acc;
+}
+
+#define GAT_KERNELS(PREFIX, T, V, VEC, SUFFIX)                                                                 \
+    extern "C" __global__ void __launch_bounds__(32 * GAT_WARPS)                                             \
+        gat_fwd_##PREFIX##v##V##SUFFIX(const uint32_t* indptr, const uint32_t* indices, const T* xs,          \
+                                       const float* s_dst, const float* s_src, const float* lse, float* out,  \
+                                       int n_rows, GatArgs a) {                                                \
+        gat_fwd_impl<T, V, VEC>(indptr, indices, xs, s_dst, s_src, lse, out, n_rows, a);                       \
+    }                                                                                                          \
+    extern "C" __global__ void __launch_bounds__(32 * GAT_WARPS) gat_bwd_rows_##PREFIX##v##V##SUFFIX(          \
+        const uint32_t* indptr, const uint32_t* indices, const T* xs, const float* s_dst, const float* s_src,  \
+        const float* lse, const float* dterm, const T* dout, float* ds_dst, int n_rows, GatArgs a) {           \
+        gat_bwd_rows_impl<T, V, VEC>(indptr, indices, xs, s_dst, s_src, lse, dterm, dout, ds_dst, n_rows, a);  \
+    }                                                                                                          \
+    extern "C" __global__ void __launch_bounds__(32 * GAT_WARPS) gat_bwd_cols_##PREFIX##v##V##SUFFIX(          \
+        const uint32_t* t_indptr, const uint32_t* t_rows, const uint32_t* t_pos, const T* xs,                  \
+        const float* s_dst, const float* s_src, const float* lse, const float* dterm, const T* dout,           \
+        float* dxs, float* ds_src, int n_cols, GatArgs a) {                                                    \
+        gat_bwd_cols_impl<T, V, VEC>(t_indptr, t_rows, t_pos, xs, s_dst, s_src, lse, dterm, dout, dxs, ds_src, \
+                                     n_cols, a);                                                               \
+    }
+
+#define GAT_WIDTHS(PREFIX, T)                                                                  \
+    GAT_KERNELS(PREFIX, T, 1, false, ) GAT_KERNELS(PREFIX, T, 2, false, )                      \
+    GAT_KERNELS(PREFIX, T, 4, false, ) GAT_KERNELS(PREFIX, T, 8, false, )                      \
+    GAT_KERNELS(PREFIX, T, 1, true, _a) GAT_KERNELS(PREFIX, T, 2, true, _a)                    \
+    GAT_KERNELS(PREFIX, T, 4, true, _a) GAT_KERNELS(PREFIX, T, 8, true, _a)
+
+GAT_WIDTHS(, float)
+GAT_WIDTHS(bf16_, __nv_bfloat16)
+GAT_WIDTHS(f16_, __half)

@@ -1,0 +1,217 @@
+//! Host side of the CUDA GAT aggregation (`cuda/gat_aggregate.cu`).
+
+use super::{layout, Plan, GAT_WARPS};
+use crate::cuda::{f32_view, launched, narrowed, u32_view, zeros, FloatView};
+use crate::device_graph::DeviceGraph;
+use candle_core::backend::BackendStorage;
+use candle_core::cuda_backend::cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use candle_core::{CudaStorage, Layout, Result, Shape, Storage, Tensor};
+
+/// `GatArgs` of the kernels, field for field.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(super) struct GatArgs {
+    h: i32,
+    f: i32,
+    hf: i32,
+    l: i32,
+    lg: i32,
+    slope: f32,
+    drop: i32,
+    seed: u64,
+    threshold: u64,
+    scale: f32,
+}
+
+// SAFETY: a plain #[repr(C)] struct of integers and floats, laid out as the kernels' GatArgs.
+unsafe impl DeviceRepr for GatArgs {}
+
+/// A launch's kernel-name suffix and arguments for features of `x`'s storage type; `aligned`:
+/// the features (and gradients) start on a multiple of the lanes' vector.
+fn launch_of(op: &str, p: &Plan, x: &FloatView, offsets: &[usize]) -> Result<(String, GatArgs)> {
+    let bytes = x.dtype().size_in_bytes();
+    let Some((v, lg, l)) = layout(p.heads, p.width, bytes) else {
+        candle_core::bail!(
+            "{op}: no lane layout for {} heads of width {}",
+            p.heads,
+            p.width
+        )
+    };
+    let hf = p.heads * p.width;
+    let aligned = hf % v == 0 && offsets.iter().all(|o| o % v == 0);
+    let (seed, threshold, scale, drop) = match p.mask {
+        Some(m) => (m.seed, m.threshold, m.scale as f32, 1),
+        None => (0, 0, 1.0, 0),
+    };
+    let args = GatArgs {
+        h: p.heads as i32,
+        f: p.width as i32,
+        hf: hf as i32,
+        l: l as i32,
+        lg: lg as i32,
+        slope: p.slope as f32,
+        drop,
+        seed,
+        threshold,
+        scale,
+    };
+    let suffix = format!("{}v{v}{}", x.prefix(), if aligned { "_a" } else { "" });
+    Ok((suffix, args))
+}
+
+/// One warp per row, [`GAT_WARPS`] warps per block (their batch stages are static shared
+/// memory).
+fn cfg(rows: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (rows.div_ceil(GAT_WARPS) as u32, 1, 1),
+        block_dim: (32 * GAT_WARPS as u32, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// `lse` (`[n_rows * heads]`, f32) from `[s_dst; s_src]`.
+pub(super) fn lse(
+    g: &DeviceGraph,
+    (s, sl): (&CudaStorage, &Layout),
+    p: &Plan,
+) -> Result<(CudaStorage, Shape)> {
+    const OP: &str = "gat_aggregate";
+    let dev = s.device().clone();
+    let csr = g.cuda_csr()?;
+    let (n, h) = (g.n_rows(), p.heads);
+    let sv = f32_view(OP, s, sl)?;
+    let out = zeros::<f32>(&dev, n * h)?;
+    if n > 0 {
+        let func = crate::cuda::kernel(&dev, "gat_lse", &crate::cuda::GAT_AGGREGATE)?;
+        let (s_dst, s_src) = sv.split_at(n * h);
+        let (n_i, h_i, slope) = (n as i32, h as i32, p.slope as f32);
+        let mut b = func.builder();
+        b.arg(&csr.indptr)
+            .arg(&csr.indices)
+            .arg(&s_dst)
+            .arg(&s_src)
+            .arg(&out)
+            .arg(&n_i)
+            .arg(&h_i)
+            .arg(&slope);
+        // SAFETY: s_dst holds n_rows * heads floats, s_src n_cols * heads (checked by
+        // `gat_aggregate`); columns < n_cols (validated on upload); out n_rows * heads.
+        launched(unsafe { b.launch(cfg(n)) }.map(|_| ()))?;
+    }
+    Ok((CudaStorage::wrap_cuda_slice(out, dev), Shape::from(n * h)))
+}
+
+/// `out` (`[n_rows, heads * width]`, xs's dtype) from xs and `[s_dst; s_src; lse]`.
+pub(super) fn forward(
+    g: &DeviceGraph,
+    (x, xl): (&CudaStorage, &Layout),
+    (s, sl): (&CudaStorage, &Layout),
+    p: &Plan,
+) -> Result<(CudaStorage, Shape)> {
+    const OP: &str = "gat_aggregate";
+    let dev = x.device().clone();
+    let csr = g.cuda_csr()?;
+    let (n, h, hf) = (g.n_rows(), p.heads, p.heads * p.width);
+    let xv = FloatView::of(OP, x, xl)?;
+    let sv = f32_view(OP, s, sl)?;
+    let out = zeros::<f32>(&dev, n * hf)?;
+    if n > 0 {
+        let (suffix, args) = launch_of(OP, p, &xv, &[xl.start_offset()])?;
+        let func = crate::cuda::kernel(
+            &dev,
+            &format!("gat_fwd_{suffix}"),
+            &crate::cuda::GAT_AGGREGATE,
+        )?;
+        let s_dst = sv.slice(0..n * h);
+        let s_src = sv.slice(n * h..(n + g.n_cols()) * h);
+        let lse = sv.slice((n + g.n_cols()) * h..);
+        let n_i = n as i32;
+        let mut b = func.builder();
+        b.arg(&csr.indptr).arg(&csr.indices);
+        xv.push(&mut b);
+        b.arg(&s_dst)
+            .arg(&s_src)
+            .arg(&lse)
+            .arg(&out)
+            .arg(&n_i)
+            .arg(&args);
+        // SAFETY: xs holds n_cols * heads * width elements, the scores n_rows * heads +
+        // n_cols * heads + n_rows * heads floats (built by `gat_aggregate`); columns < n_cols.
+        launched(unsafe { b.launch(cfg(n)) }.map(|_| ()))?;
+    }
+    let shape = Shape::from((n, hf));
+    Ok((narrowed(out, &dev, &shape, xv.dtype())?, shape))
+}
+
+/// `[ds_dst (n_rows * heads); dxs (n_cols * heads * width); ds_src (n_cols * heads)]`, f32,
+/// from xs, `[s_dst; s_src; lse; D]` and dout; `gt`/`perm` the graph's transpose.
+pub(super) fn backward(
+    (g, gt, perm): (&DeviceGraph, &DeviceGraph, &Tensor),
+    (x, xl): (&CudaStorage, &Layout),
+    (s, sl): (&CudaStorage, &Layout),
+    (d, dl): (&CudaStorage, &Layout),
+    p: &Plan,
+) -> Result<(CudaStorage, Shape)> {
+    const OP: &str = "gat_aggregate backward";
+    let dev = x.device().clone();
+    let (csr, tcsr) = (g.cuda_csr()?, gt.cuda_csr()?);
+    let (n, m, h, hf) = (g.n_rows(), g.n_cols(), p.heads, p.heads * p.width);
+    let xv = FloatView::of(OP, x, xl)?;
+    let dv = FloatView::of(OP, d, dl)?;
+    if xv.dtype() != dv.dtype() {
+        candle_core::bail!("{OP}: xs is {:?}, dout is {:?}", xv.dtype(), dv.dtype());
+    }
+    let sv = f32_view(OP, s, sl)?;
+    let (ps, pl) = perm.storage_and_layout();
+    let pv = match &*ps {
+        Storage::Cuda(ps) => u32_view(OP, ps, pl)?,
+        _ => candle_core::bail!("{OP}: the transpose's permutation is not on the GPU"),
+    };
+    let mut out = zeros::<f32>(&dev, n * h + m * hf + m * h)?;
+    let s_dst = sv.slice(0..n * h);
+    let s_src = sv.slice(n * h..(n + m) * h);
+    let lse = sv.slice((n + m) * h..(2 * n + m) * h);
+    let dterm = sv.slice((2 * n + m) * h..);
+    let (suffix, args) = launch_of(OP, p, &xv, &[xl.start_offset(), dl.start_offset()])?;
+    {
+        let (mut ds_dst, mut rest) = out.split_at_mut(n * h);
+        let (mut dxs, mut ds_src) = rest.split_at_mut(m * hf);
+        if n > 0 {
+            let f = crate::cuda::kernel(
+                &dev,
+                &format!("gat_bwd_rows_{suffix}"),
+                &crate::cuda::GAT_AGGREGATE,
+            )?;
+            let n_i = n as i32;
+            let mut b = f.builder();
+            b.arg(&csr.indptr).arg(&csr.indices);
+            xv.push(&mut b);
+            b.arg(&s_dst).arg(&s_src).arg(&lse).arg(&dterm);
+            dv.push(&mut b);
+            b.arg(&mut ds_dst).arg(&n_i).arg(&args);
+            // SAFETY: as the forward's, plus D n_rows * heads floats, dout n_rows * heads *
+            // width elements and ds_dst n_rows * heads.
+            launched(unsafe { b.launch(cfg(n)) }.map(|_| ()))?;
+        }
+        if m > 0 {
+            let f = crate::cuda::kernel(
+                &dev,
+                &format!("gat_bwd_cols_{suffix}"),
+                &crate::cuda::GAT_AGGREGATE,
+            )?;
+            let m_i = m as i32;
+            let mut b = f.builder();
+            b.arg(&tcsr.indptr).arg(&tcsr.indices).arg(&pv);
+            xv.push(&mut b);
+            b.arg(&s_dst).arg(&s_src).arg(&lse).arg(&dterm);
+            dv.push(&mut b);
+            b.arg(&mut dxs).arg(&mut ds_src).arg(&m_i).arg(&args);
+            // SAFETY: the transpose has n_cols rows whose entries name rows < n_rows and
+            // positions < nnz (built from the graph); dxs holds n_cols * heads * width floats,
+            // ds_src n_cols * heads.
+            launched(unsafe { b.launch(cfg(m)) }.map(|_| ()))?;
+        }
+    }
+    let len = n * h + m * hf + m * h;
+    Ok((CudaStorage::wrap_cuda_slice(out, dev), Shape::from(len)))
+}

@@ -1,0 +1,354 @@
+//! GAT's whole aggregation on the graph itself: `out[i, h] = sum_j alpha_ij,h xs[j, h]` with
+//! `alpha = edge_softmax(LeakyReLU(s_dst[i, h] + s_src[j, h]))` per row and head, attention
+//! dropout included. It replaces [`crate::gat_attention`] + dropout + [`crate::spmm_weighted`]
+//! over a graph copied once per head (`heads` times the edges, `width`-wide gathers), which
+//! stores alpha and its dropout per edge and head; here, as in FlashAttention, only each row's
+//! `log sum exp` per head is kept and alpha is recomputed where it is read. Every edge's
+//! neighbour row is gathered once per pass with all its heads.
+//!
+//! Backward, with `D[i, h] = <dout[i, h], out[i, h]>` (the softmax's row term, FlashAttention's
+//! trick, which holds with dropout too): a rows pass for `ds_dst` and one over the cached
+//! transpose for `dxs` and `ds_src`; no atomics, deterministic.
+//!
+//! The fused kernels keep a row's columns in one group of lanes: `heads * width <= 256`, heads
+//! in {1, 2, 4, 8}, and with several heads a power-of-two number of lanes per head (`layout`).
+//! [`gat_aggregate_supports`] says whether a shape fits; callers keep the head-expanded chain
+//! for the others.
+
+pub(crate) mod cpu;
+#[cfg(feature = "cuda")]
+pub(crate) mod cuda;
+
+use crate::device_graph::DeviceGraph;
+use crate::error::{Error, Result};
+use crate::ops::dropout::{check_probability, threshold};
+use crate::ops::{check_device, check_float_or_half, cpu_slice};
+use candle_core::backend::BackendStorage;
+#[cfg(feature = "cuda")]
+use candle_core::CudaStorage;
+use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, DType, Layout, Shape, Tensor};
+use cpu::{Heads, Mask, Saved};
+
+/// Warps per block of the CUDA kernels (`GAT_WARPS` in the `.cu`).
+pub(crate) const GAT_WARPS: usize = 2;
+
+/// The CUDA kernels' lane layout for elements of `bytes` bytes: `(v, lg, l)`, `v` columns per
+/// lane (16 bytes, or 32 for f32 rows over 128 columns, halved until a head's width is a
+/// multiple), `2^lg` lanes per edge group (the row's columns, rounded up to a power of two; at
+/// most the warp) and `l` lanes per head in a group (the whole group with one head; a power of
+/// two). `None` for shapes the kernels do not take.
+pub(crate) fn layout(heads: usize, width: usize, bytes: usize) -> Option<(usize, u32, usize)> {
+    let hf = heads * width;
+    if !matches!(heads, 1 | 2 | 4 | 8) || width == 0 || hf > 256 {
+        return None;
+    }
+    let mut v = 16 / bytes;
+    if hf > 32 * v {
+        v = 8;
+    }
+    if heads > 1 {
+        while width % v != 0 {
+            v /= 2;
+        }
+    }
+    let g = hf.div_ceil(v).next_power_of_two();
+    let l = if heads == 1 { g } else { width / v };
+    (g <= 32 && l.is_power_of_two()).then_some((v, g.trailing_zeros(), l))
+}
+
+/// The shape and the attention's constants.
+#[derive(Clone, Copy)]
+pub(crate) struct Plan {
+    pub heads: usize,
+    pub width: usize,
+    pub slope: f64,
+    pub mask: Option<Mask>,
+}
+
+impl Plan {
+    fn new(heads: usize, width: usize) -> Option<Self> {
+        gat_aggregate_supports(heads, width).then_some(Self {
+            heads,
+            width,
+            slope: 0.2,
+            mask: None,
+        })
+    }
+
+    fn heads(&self) -> Heads {
+        Heads {
+            heads: self.heads,
+            width: self.width,
+            slope: self.slope,
+            mask: self.mask,
+        }
+    }
+}
+
+/// Whether [`gat_aggregate`] runs `heads` heads of width `width` (see the module docs), in every
+/// storage type.
+pub fn gat_aggregate_supports(heads: usize, width: usize) -> bool {
+    layout(heads, width, 4).is_some() && layout(heads, width, 2).is_some()
+}
+
+/// GAT's aggregation `[n_rows, heads * width]` of `xs` (`[n_cols, heads * width]`, f32/f64, or
+/// bf16/f16 on a GPU) under the per-head node scores `s_dst` (`[n_rows, heads]`) and `s_src`
+/// (`[n_cols, heads]`; f32 on a GPU, f32 or f64 on the CPU), LeakyReLU slope `negative_slope`
+/// (positive) and, in training, attention dropout `(p, seed)`: edge `p`, head `h` draws element
+/// `p * heads + h` of [`crate::dropout`]'s mask with that seed. Differentiable in all three.
+pub fn gat_aggregate(
+    g: &DeviceGraph,
+    xs: &Tensor,
+    (s_dst, s_src): (&Tensor, &Tensor),
+    heads: usize,
+    negative_slope: f64,
+    dropout: Option<(f32, u64)>,
+) -> Result<Tensor> {
+    const OP: &str = "gat_aggregate";
+    let (cols, hf) = xs.dims2().map_err(|_| {
+        Error::shape(
+            OP,
+            format!("xs is {:?}, expected [n_cols, heads * width]", xs.dims()),
+        )
+    })?;
+    if heads == 0 || hf % heads != 0 {
+        return Err(Error::shape(
+            OP,
+            format!("xs has {hf} columns, not a multiple of {heads} heads"),
+        ));
+    }
+    let width = hf / heads;
+    let mut plan = Plan::new(heads, width).ok_or_else(|| {
+        Error::unsupported(
+            OP,
+            format!(
+                "{heads} heads of width {width}: the fused kernels take 1, 2, 4 or 8 heads, at \
+                 most 256 columns and a power-of-two lanes per head (gat_aggregate_supports)"
+            ),
+        )
+    })?;
+    check_device(OP, g, xs)?;
+    check_float_or_half(OP, "xs", xs)?;
+    if cols != g.n_cols() {
+        return Err(Error::shape(
+            OP,
+            format!("xs has {cols} rows, the graph {} columns", g.n_cols()),
+        ));
+    }
+    for (t, what, n) in [(s_dst, "s_dst", g.n_rows()), (s_src, "s_src", cols)] {
+        check_device(OP, g, t)?;
+        if t.dims() != [n, heads] {
+            return Err(Error::shape(
+                OP,
+                format!("{what} is {:?}, expected [{n}, {heads}]", t.dims()),
+            ));
+        }
+        let ok = match t.dtype() {
+            DType::F32 => true,
+            DType::F64 => !g.device().is_cuda(),
+            _ => false,
+        };
+        if !ok || t.dtype() != s_dst.dtype() {
+            return Err(Error::dtype(
+                OP,
+                format!(
+                    "{what} is {:?} (s_dst {:?}): the scores are f32 (f64 also on the CPU), \
+                     both of one dtype",
+                    t.dtype(),
+                    s_dst.dtype()
+                ),
+            ));
+        }
+    }
+    if !(negative_slope > 0.0 && negative_slope.is_finite()) {
+        return Err(Error::invalid(
+            OP,
+            format!("negative_slope {negative_slope} must be positive and finite"),
+        ));
+    }
+    plan.slope = negative_slope;
+    if let Some((p, seed)) = dropout {
+        check_probability(OP, p)?;
+        if p > 0.0 {
+            plan.mask = Some(Mask {
+                seed,
+                threshold: threshold(p),
+                scale: 1.0 / (1.0 - p as f64),
+            });
+        }
+    }
+    let (xd, sd, ss) = (xs.detach().contiguous()?, s_dst.detach(), s_src.detach());
+    let op = GatOp { g: g.clone(), plan };
+    let scores = Tensor::cat(&[&sd.flatten_all()?, &ss.flatten_all()?], 0)?;
+    let lse = scores.apply_op1_no_bwd(&op)?;
+    let scores = Tensor::cat(&[&scores, &lse], 0)?;
+    let out = xd.apply_op2_no_bwd(&scores, &op)?;
+    let (n, saved) = (g.n_rows(), out.clone());
+    crate::attach_backward(
+        out,
+        &[xs, s_dst, s_src],
+        Box::new(move |_, dy| {
+            let _timer = op.g.backward_timer();
+            let sdt = scores.dtype();
+            let d = (dy.to_dtype(sdt)? * saved.to_dtype(sdt)?)?
+                .reshape((n, heads, width))?
+                .sum(2)?
+                .flatten_all()?;
+            let scores = Tensor::cat(&[&scores, &d], 0)?;
+            let (gt, perm) = op.g.transpose()?;
+            let bwd = GatBwdOp {
+                g: op.g.clone(),
+                gt,
+                perm,
+                plan: op.plan,
+            };
+            let all = xd.apply_op3_no_bwd(&scores, &dy.contiguous()?, &bwd)?;
+            let (hh, m) = (n * heads, cols * heads);
+            let ds_dst = all.narrow(0, 0, hh)?.reshape((n, heads))?;
+            let dxs = all.narrow(0, hh, m * width)?.reshape((cols, hf))?;
+            let ds_src = all.narrow(0, hh + m * width, m)?.reshape((cols, heads))?;
+            Ok(vec![
+                Some(dxs.to_dtype(xd.dtype())?),
+                Some(ds_dst.to_dtype(sdt)?),
+                Some(ds_src.to_dtype(sdt)?),
+            ])
+        }),
+    )
+}
+
+/// The forward's two launches: `lse` from `[s_dst; s_src]` (op 1), `out` from xs and
+/// `[s_dst; s_src; lse]` (op 2).
+struct GatOp {
+    g: DeviceGraph,
+    plan: Plan,
+}
+
+/// A CPU storage's contiguous values as f64.
+fn f64s(op: &'static str, s: &CpuStorage, l: &Layout) -> candle_core::Result<Vec<f64>> {
+    Ok(match s {
+        CpuStorage::F32(_) => cpu_slice::<f32>(op, s, l)?
+            .iter()
+            .map(|&v| v as f64)
+            .collect(),
+        CpuStorage::F64(_) => cpu_slice::<f64>(op, s, l)?.to_vec(),
+        o => candle_core::bail!("{op}: unsupported dtype {:?} on the CPU", o.dtype()),
+    })
+}
+
+/// `v` as a CPU storage of `dtype` (f32 or f64).
+fn storage(v: Vec<f64>, dtype: DType) -> CpuStorage {
+    match dtype {
+        DType::F32 => CpuStorage::F32(v.into_iter().map(|x| x as f32).collect()),
+        _ => CpuStorage::F64(v),
+    }
+}
+
+impl CustomOp1 for GatOp {
+    fn name(&self) -> &'static str {
+        "gat_aggregate_lse"
+    }
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        let s64 = f64s("gat_aggregate", s, l)?;
+        let nh = self.g.n_rows() * self.plan.heads;
+        let out = cpu::lse(self.g.csr(), &s64[..nh], &s64[nh..], &self.plan.heads());
+        Ok((storage(out, s.dtype()), Shape::from(nh)))
+    }
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
+        cuda::lse(&self.g, (s, l), &self.plan)
+    }
+}
+
+impl CustomOp2 for GatOp {
+    fn name(&self) -> &'static str {
+        "gat_aggregate"
+    }
+    fn cpu_fwd(
+        &self,
+        x: &CpuStorage,
+        xl: &Layout,
+        s: &CpuStorage,
+        sl: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        const OP: &str = "gat_aggregate";
+        let (xs, sc) = (f64s(OP, x, xl)?, f64s(OP, s, sl)?);
+        let (n, m, h) = (self.g.n_rows(), self.g.n_cols(), self.plan.heads);
+        let parts = (&sc[..n * h], &sc[n * h..(n + m) * h], &sc[(n + m) * h..]);
+        let out = cpu::forward(self.g.csr(), &xs, parts, &self.plan.heads());
+        let hf = h * self.plan.width;
+        Ok((storage(out, x.dtype()), Shape::from((n, hf))))
+    }
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        x: &CudaStorage,
+        xl: &Layout,
+        s: &CudaStorage,
+        sl: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        cuda::forward(&self.g, (x, xl), (s, sl), &self.plan)
+    }
+}
+
+/// The backward's two passes: `[ds_dst; dxs; ds_src]` (score dtype) from xs,
+/// `[s_dst; s_src; lse; D]` and dout.
+struct GatBwdOp {
+    g: DeviceGraph,
+    gt: DeviceGraph,
+    perm: Tensor,
+    plan: Plan,
+}
+
+impl CustomOp3 for GatBwdOp {
+    fn name(&self) -> &'static str {
+        "gat_aggregate_backward"
+    }
+    fn cpu_fwd(
+        &self,
+        x: &CpuStorage,
+        xl: &Layout,
+        s: &CpuStorage,
+        sl: &Layout,
+        d: &CpuStorage,
+        dl: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        const OP: &str = "gat_aggregate backward";
+        let (xs, sc, dout) = (f64s(OP, x, xl)?, f64s(OP, s, sl)?, f64s(OP, d, dl)?);
+        let (n, m, h) = (self.g.n_rows(), self.g.n_cols(), self.plan.heads);
+        let saved = Saved {
+            xs: &xs,
+            s_dst: &sc[..n * h],
+            s_src: &sc[n * h..(n + m) * h],
+            lse: &sc[(n + m) * h..(2 * n + m) * h],
+            dterm: &sc[(2 * n + m) * h..],
+            dout: &dout,
+        };
+        let k = self.plan.heads();
+        let pos: Vec<u32> = self.perm.to_vec1()?;
+        let ds_dst = cpu::backward_rows(self.g.csr(), &saved, &k);
+        let (dxs, ds_src) = cpu::backward_cols(self.gt.csr(), &pos, &saved, &k);
+        let mut out = ds_dst;
+        out.extend(dxs);
+        out.extend(ds_src);
+        let len = out.len();
+        Ok((storage(out, s.dtype()), Shape::from(len)))
+    }
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        x: &CudaStorage,
+        xl: &Layout,
+        s: &CudaStorage,
+        sl: &Layout,
+        d: &CudaStorage,
+        dl: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        cuda::backward(
+            (&self.g, &self.gt, &self.perm),
+            (x, xl),
+            (s, sl),
+            (d, dl),
+            &self.plan,
+        )
+    }
+}
