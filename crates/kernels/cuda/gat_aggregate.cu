@@ -6,7 +6,8 @@
 //   dalpha = mask / (1 - p) * <dout[i,h], xs[j,h]>,  ds = alpha (dalpha - D) LeakyReLU'(z)
 //   ds_dst[i,h] = sum_j ds (rows pass),  ds_src[j,h] = sum_i ds and
 //   dxs[j] = sum_i alpha * mask / (1 - p) * dout[i] (columns pass, over the transpose).
-// The dropout mask of edge p, head h is the dropout hash of element p * H + h (edge-major).
+// The dropout mask of edge p, head h is the dropout hash (dropout_hash.cuh) of element p * H + h
+// (edge-major), as the dropout op's mask of an [nnz, H] tensor.
 //
 // Layout: one warp per row, split into 32 / G groups of G lanes; each group takes one edge at a
 // time (the warp E = 32 / G edges at once), each lane V adjacent columns of the neighbour's row
@@ -26,6 +27,7 @@
 struct GatArgs {
     int H, F, HF, L;   // heads, head width, columns, lanes per head in a group (G with one head)
     int lg;            // log2 G, lanes per edge group
+    int vh;            // per-head rows load as float4 (H % 4 == 0, 16-byte aligned score buffers)
     float slope;       // LeakyReLU's negative slope
     int drop;          // whether a dropout mask applies
     uint64_t seed, threshold;
@@ -34,8 +36,16 @@ struct GatArgs {
 
 __device__ __forceinline__ float leaky_f(float z, float slope) { return z > 0.f ? z : z * slope; }
 
-__device__ __forceinline__ float drop_factor(const GatArgs& a, uint64_t p, int h) {
-    return a.drop ? (keep(a.seed, p * (uint64_t)a.H + h, a.threshold) ? a.scale : 0.f) : 1.f;
+#define GOLDEN 0x9E3779B97F4A7C15ULL
+
+// The hash argument of edge p's head 0: keep(seed, p H + h) hashes seed + (p H + h) golden,
+// this plus h golden (a constant where h is an unrolled index).
+__device__ __forceinline__ uint64_t drop_base(const GatArgs& a, uint64_t p) {
+    return a.seed + p * (uint64_t)a.H * GOLDEN;
+}
+
+__device__ __forceinline__ float drop_factor(const GatArgs& a, uint64_t base, int h) {
+    return a.drop ? ((mix64(base + (uint64_t)h * GOLDEN) >> 40) >= a.threshold ? a.scale : 0.f) : 1.f;
 }
 
 // Sum over the L adjacent lanes of a head (every lane of the head gets it).
@@ -104,10 +114,21 @@ __device__ __forceinline__ void load_cols(const T* __restrict__ row, int c0, int
     }
 }
 
-// Per-row values of every head (h < H) into registers.
-__device__ __forceinline__ void heads_of(const float* __restrict__ p, size_t row, int H, float (&r)[MAX_HEADS]) {
+// Per-row values of every head (h < H) into registers; `vec`: as float4 loads (H % 4 == 0 and
+// the buffer 16-byte aligned, which the host checks).
+__device__ __forceinline__ void heads_of(const float* __restrict__ p, size_t row, int H, bool vec,
+                                         float (&r)[MAX_HEADS]) {
+    if (vec) {
 #pragma unroll
-    for (int h = 0; h < MAX_HEADS; ++h) r[h] = h < H ? __ldg(p + row * H + h) : 0.f;
+        for (int k = 0; k < MAX_HEADS / 4; ++k) {
+            const float4 v = 4 * k < H ? __ldg(reinterpret_cast<const float4*>(p + row * H) + k)
+                                       : make_float4(0.f, 0.f, 0.f, 0.f);
+            r[4 * k] = v.x, r[4 * k + 1] = v.y, r[4 * k + 2] = v.z, r[4 * k + 3] = v.w;
+        }
+    } else {
+#pragma unroll
+        for (int h = 0; h < MAX_HEADS; ++h) r[h] = h < H ? __ldg(p + row * H + h) : 0.f;
+    }
 }
 
 // lse[i,h] for every row (0 for an empty row, which no edge reads): lanes over the row's
@@ -115,19 +136,19 @@ __device__ __forceinline__ void heads_of(const float* __restrict__ p, size_t row
 extern "C" __global__ void __launch_bounds__(32 * GAT_WARPS)
     gat_lse(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
             const float* __restrict__ s_dst, const float* __restrict__ s_src, float* __restrict__ lse, int n_rows,
-            int H, float slope) {
+            int H, int vh, float slope) {
     const int lane = threadIdx.x & 31;
     const int row = blockIdx.x * GAT_WARPS + (threadIdx.x >> 5);
     if (row >= n_rows) return;
     const uint32_t start = indptr[row], end = indptr[row + 1];
     float sd[MAX_HEADS], m[MAX_HEADS], l[MAX_HEADS];
-    heads_of(s_dst, row, H, sd);
+    heads_of(s_dst, row, H, vh, sd);
 #pragma unroll
     for (int h = 0; h < MAX_HEADS; ++h) m[h] = -INFINITY, l[h] = 0.f;
     for (uint32_t p = start + lane; p < end; p += 32) {
         const size_t j = __ldg(indices + p);
         float s[MAX_HEADS];
-        heads_of(s_src, j, H, s);
+        heads_of(s_src, j, H, vh, s);
 #pragma unroll
         for (int h = 0; h < MAX_HEADS; ++h) {
             if (h >= H) break;
@@ -185,23 +206,26 @@ __device__ void gat_fwd_impl(const uint32_t* __restrict__ indptr, const uint32_t
     const uint32_t start = indptr[row], end = indptr[row + 1];
     const int E = 32 >> a.lg;
     float sd[MAX_HEADS], ls[MAX_HEADS];
-    heads_of(s_dst, row, a.H, sd);
-    heads_of(lse, row, a.H, ls);
+    heads_of(s_dst, row, a.H, a.vh, sd);
+    heads_of(lse, row, a.H, a.vh, ls);
     float acc[V];
 #pragma unroll
     for (int v = 0; v < V; ++v) acc[v] = 0.f;
+    // Each batch's neighbour ids are loaded one batch ahead.
+    uint32_t next = start + ln.lane < end ? __ldg(indices + start + ln.lane) : 0;
     for (uint32_t base = start; base < end; base += 32) {
         const int cnt = min(32u, end - base);
+        const uint32_t j = next;
+        if (base + 32 + ln.lane < end) next = __ldg(indices + base + 32 + ln.lane);
         if (ln.lane < cnt) {
-            const uint32_t j = __ldg(indices + base + ln.lane);
             st.id[ln.lane] = j;
             float s[MAX_HEADS];
-            heads_of(s_src, j, a.H, s);
+            heads_of(s_src, j, a.H, a.vh, s);
+            const uint64_t db = drop_base(a, base + ln.lane);
 #pragma unroll
             for (int h = 0; h < MAX_HEADS; ++h)
                 if (h < a.H)
-                    st.c0[h * CS + ln.lane] =
-                        expf(leaky_f(sd[h] + s[h], a.slope) - ls[h]) * drop_factor(a, base + ln.lane, h);
+                    st.c0[h * CS + ln.lane] = expf(leaky_f(sd[h] + s[h], a.slope) - ls[h]) * drop_factor(a, db, h);
         }
         __syncwarp();
 #pragma unroll 4
@@ -237,25 +261,28 @@ __device__ void gat_bwd_rows_impl(const uint32_t* __restrict__ indptr, const uin
     const uint32_t start = indptr[row], end = indptr[row + 1];
     const int E = 32 >> a.lg;
     float sd[MAX_HEADS], ls[MAX_HEADS], dd[MAX_HEADS];
-    heads_of(s_dst, row, a.H, sd);
-    heads_of(lse, row, a.H, ls);
-    heads_of(dterm, row, a.H, dd);
+    heads_of(s_dst, row, a.H, a.vh, sd);
+    heads_of(lse, row, a.H, a.vh, ls);
+    heads_of(dterm, row, a.H, a.vh, dd);
     float g[V];
     load_cols<T, V, VEC>(dout + (size_t)row * a.HF, ln.c0, a.HF, g);
     float acc = 0.f;
+    uint32_t next = start + ln.lane < end ? __ldg(indices + start + ln.lane) : 0;
     for (uint32_t base = start; base < end; base += 32) {
         const int cnt = min(32u, end - base);
+        const uint32_t j = next;
+        if (base + 32 + ln.lane < end) next = __ldg(indices + base + 32 + ln.lane);
         if (ln.lane < cnt) {
-            const uint32_t j = __ldg(indices + base + ln.lane);
             st.id[ln.lane] = j;
             float s[MAX_HEADS];
-            heads_of(s_src, j, a.H, s);
+            heads_of(s_src, j, a.H, a.vh, s);
+            const uint64_t db = drop_base(a, base + ln.lane);
 #pragma unroll
             for (int h = 0; h < MAX_HEADS; ++h) {
                 if (h < a.H) {
                     const float z = sd[h] + s[h];
                     const float pz = expf(leaky_f(z, a.slope) - ls[h]) * (z > 0.f ? 1.f : a.slope);
-                    st.c0[h * CS + ln.lane] = pz * drop_factor(a, base + ln.lane, h);  // ds = c0 dot - c1
+                    st.c0[h * CS + ln.lane] = pz * drop_factor(a, db, h);  // ds = c0 dot - c1
                     st.c1[h * CS + ln.lane] = pz * dd[h];
                 }
             }
@@ -297,29 +324,36 @@ __device__ void gat_bwd_cols_impl(const uint32_t* __restrict__ t_indptr, const u
     const uint32_t start = t_indptr[col], end = t_indptr[col + 1];
     const int E = 32 >> a.lg;
     float ss[MAX_HEADS];
-    heads_of(s_src, col, a.H, ss);
+    heads_of(s_src, col, a.H, a.vh, ss);
     float x[V], dx[V];
     load_cols<T, V, VEC>(xs + (size_t)col * a.HF, ln.c0, a.HF, x);
 #pragma unroll
     for (int v = 0; v < V; ++v) dx[v] = 0.f;
     float acc = 0.f;
+    const bool first = start + ln.lane < end;
+    uint32_t next_i = first ? __ldg(t_rows + start + ln.lane) : 0;
+    uint32_t next_p = first ? __ldg(t_pos + start + ln.lane) : 0;
     for (uint32_t base = start; base < end; base += 32) {
         const int cnt = min(32u, end - base);
+        const uint32_t i = next_i, p = next_p;
+        if (base + 32 + ln.lane < end) {
+            next_i = __ldg(t_rows + base + 32 + ln.lane);
+            next_p = __ldg(t_pos + base + 32 + ln.lane);
+        }
         if (ln.lane < cnt) {
-            const uint32_t i = __ldg(t_rows + base + ln.lane);
-            const uint32_t p = __ldg(t_pos + base + ln.lane);
             st.id[ln.lane] = i;
+            const uint64_t db = drop_base(a, p);
             float sd[MAX_HEADS], ls[MAX_HEADS], dd[MAX_HEADS];
-            heads_of(s_dst, i, a.H, sd);
-            heads_of(lse, i, a.H, ls);
-            heads_of(dterm, i, a.H, dd);
+            heads_of(s_dst, i, a.H, a.vh, sd);
+            heads_of(lse, i, a.H, a.vh, ls);
+            heads_of(dterm, i, a.H, a.vh, dd);
 #pragma unroll
             for (int h = 0; h < MAX_HEADS; ++h) {
                 if (h < a.H) {
                     const float z = sd[h] + ss[h];
                     const float al = expf(leaky_f(z, a.slope) - ls[h]);
                     const float pz = al * (z > 0.f ? 1.f : a.slope);
-                    const float mk = drop_factor(a, p, h);
+                    const float mk = drop_factor(a, db, h);
                     st.c0[h * CS + ln.lane] = al * mk;  // dxs += c0 dout[i]
                     st.c1[h * CS + ln.lane] = pz * mk;  // ds = c1 dot - c2
                     st.c2[h * CS + ln.lane] = pz * dd[h];

@@ -1,11 +1,14 @@
 //! Host side of the CUDA GAT aggregation (`cuda/gat_aggregate.cu`).
 
-use super::{layout, Plan, GAT_WARPS};
+use super::{layout, Plan};
 use crate::cuda::{f32_view, launched, narrowed, u32_view, zeros, FloatView};
 use crate::device_graph::DeviceGraph;
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
 use candle_core::{CudaStorage, Layout, Result, Shape, Storage, Tensor};
+
+/// Warps per block of the kernels (`GAT_WARPS` in the `.cu`).
+const GAT_WARPS: usize = 2;
 
 /// `GatArgs` of the kernels, field for field.
 #[repr(C)]
@@ -16,6 +19,7 @@ pub(super) struct GatArgs {
     hf: i32,
     l: i32,
     lg: i32,
+    vh: i32,
     slope: f32,
     drop: i32,
     seed: u64,
@@ -26,9 +30,22 @@ pub(super) struct GatArgs {
 // SAFETY: a plain #[repr(C)] struct of integers and floats, laid out as the kernels' GatArgs.
 unsafe impl DeviceRepr for GatArgs {}
 
+/// Whether the per-head score rows load as float4: four-head multiples in a buffer starting on
+/// a 16-byte boundary (`offset` in floats; its segments start on multiples of the heads).
+fn vector_heads(heads: usize, offset: usize) -> bool {
+    heads % 4 == 0 && offset % 4 == 0
+}
+
 /// A launch's kernel-name suffix and arguments for features of `x`'s storage type; `aligned`:
-/// the features (and gradients) start on a multiple of the lanes' vector.
-fn launch_of(op: &str, p: &Plan, x: &FloatView, offsets: &[usize]) -> Result<(String, GatArgs)> {
+/// the features (and gradients) start on a multiple of the lanes' vector; `scores`: the score
+/// buffer's offset.
+fn launch_of(
+    op: &str,
+    p: &Plan,
+    x: &FloatView,
+    offsets: &[usize],
+    scores: usize,
+) -> Result<(String, GatArgs)> {
     let bytes = x.dtype().size_in_bytes();
     let Some((v, lg, l)) = layout(p.heads, p.width, bytes) else {
         candle_core::bail!(
@@ -49,6 +66,7 @@ fn launch_of(op: &str, p: &Plan, x: &FloatView, offsets: &[usize]) -> Result<(St
         hf: hf as i32,
         l: l as i32,
         lg: lg as i32,
+        vh: vector_heads(p.heads, scores) as i32,
         slope: p.slope as f32,
         drop,
         seed,
@@ -85,6 +103,7 @@ pub(super) fn lse(
         let func = crate::cuda::kernel(&dev, "gat_lse", &crate::cuda::GAT_AGGREGATE)?;
         let (s_dst, s_src) = sv.split_at(n * h);
         let (n_i, h_i, slope) = (n as i32, h as i32, p.slope as f32);
+        let vh = vector_heads(h, sl.start_offset()) as i32;
         let mut b = func.builder();
         b.arg(&csr.indptr)
             .arg(&csr.indices)
@@ -93,6 +112,7 @@ pub(super) fn lse(
             .arg(&out)
             .arg(&n_i)
             .arg(&h_i)
+            .arg(&vh)
             .arg(&slope);
         // SAFETY: s_dst holds n_rows * heads floats, s_src n_cols * heads (checked by
         // `gat_aggregate`); columns < n_cols (validated on upload); out n_rows * heads.
@@ -116,7 +136,7 @@ pub(super) fn forward(
     let sv = f32_view(OP, s, sl)?;
     let out = zeros::<f32>(&dev, n * hf)?;
     if n > 0 {
-        let (suffix, args) = launch_of(OP, p, &xv, &[xl.start_offset()])?;
+        let (suffix, args) = launch_of(OP, p, &xv, &[xl.start_offset()], sl.start_offset())?;
         let func = crate::cuda::kernel(
             &dev,
             &format!("gat_fwd_{suffix}"),
@@ -172,7 +192,13 @@ pub(super) fn backward(
     let s_src = sv.slice(n * h..(n + m) * h);
     let lse = sv.slice((n + m) * h..(2 * n + m) * h);
     let dterm = sv.slice((2 * n + m) * h..);
-    let (suffix, args) = launch_of(OP, p, &xv, &[xl.start_offset(), dl.start_offset()])?;
+    let (suffix, args) = launch_of(
+        OP,
+        p,
+        &xv,
+        &[xl.start_offset(), dl.start_offset()],
+        sl.start_offset(),
+    )?;
     {
         let (mut ds_dst, mut rest) = out.split_at_mut(n * h);
         let (mut dxs, mut ds_src) = rest.split_at_mut(m * hf);

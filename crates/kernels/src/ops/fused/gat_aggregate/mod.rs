@@ -29,9 +29,6 @@ use candle_core::CudaStorage;
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, DType, Layout, Shape, Tensor};
 use cpu::{Heads, Mask, Saved};
 
-/// Warps per block of the CUDA kernels (`GAT_WARPS` in the `.cu`).
-pub(crate) const GAT_WARPS: usize = 2;
-
 /// The CUDA kernels' lane layout for elements of `bytes` bytes: `(v, lg, l)`, `v` columns per
 /// lane (16 bytes, or 32 for f32 rows over 128 columns, halved until a head's width is a
 /// multiple), `2^lg` lanes per edge group (the row's columns, rounded up to a power of two; at
