@@ -152,12 +152,16 @@ class SuiteTests(unittest.TestCase):
         ids = {m.id for m in s.measurements}
         for want in ("gcn-2x128-f32-input-cache/ours", "gcn-2x128-bf16-no-input-cache/ours",
                      "gcn-2x128-f32/pyg", "gcn-2x128-bf16/tgcn", "sage-2x128-bf16/ours",
-                     "sage-2x128-f32/pyg", "gcn-4x256-bf16/ours", "gcn-4x256-bf16/tgcn"):
+                     "sage-2x128-f32/pyg", "gcn-4x256-bf16/ours", "gcn-4x256-bf16/tgcn",
+                     "gat-2x64-bf16/ours", "gat-2x64-bf16/pyg"):
             self.assertIn(want, ids)
         self.assertEqual(s.versions, {"torch": "2.11", "torch_geometric": "2.8"})
-        # The peers run first, in one process per repetition.
-        self.assertEqual(s.runs[0].kind, "same-graph-peers")
-        self.assertEqual(sum(r.kind == "same-graph-peers" for r in s.runs), 1)
+        # The peers run first, one process per epoch count and repetition (60 epochs; GAT's 20),
+        # same_graph.py's GAT under its own name.
+        peers = [r for r in s.runs if r.kind == "same-graph-peers"]
+        self.assertEqual([r.kind for r in s.runs[:2]], ["same-graph-peers"] * 2)
+        self.assertEqual(sorted(r.epochs for r in peers), [20, 60])
+        self.assertIn("gat,gat_bf16", " ".join(next(r for r in peers if r.epochs == 20).args))
 
     def test_only_a_case(self):
         s = self.load("headline").select(["gcn-4x256"])
