@@ -536,7 +536,9 @@ def extract_same_graph_peer(doc, m, graph_facts, graph_args):
     kind = "gcn" if m.peer == "tgcn" else s["model"]
     widths = floors.epoch_spmm_widths(m.peer, kind, s["layers"], graph_args_value(graph_args, "--feat"),
                                       s["hidden"], graph_args_value(graph_args, "--classes"), False)
-    work = floors.epoch_work(g["nodes"], g["nnz"], widths, floors.element_bytes(m.precision), values=True)
+    # No SpMM widths for a model the floors do not count (GAT): no floors, as for ours.
+    work = None if widths is None else \
+        floors.epoch_work(g["nodes"], g["nnz"], widths, floors.element_bytes(m.precision), values=True)
     info = {"test_acc": r.get("test_acc"), "peak_allocated_bytes":
             round(r["peak_GiB"] * 2**30) if isinstance(r.get("peak_GiB"), (int, float)) else None}
     return {"ms": float(r["epoch_ms_median"]), "work": work,

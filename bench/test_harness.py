@@ -551,6 +551,15 @@ class GpuSuiteTests(unittest.TestCase):
         self.assertIn("--models gcn_2x128,tgcn_2x128,gcn_2x128_bf16,tgcn_2x128_bf16", commands)
         self.assertIn("--skip-pyg", commands)
 
+    def test_gat_peer_has_no_floors(self):
+        # same_graph.py's GAT: a time and its facts, no SpMM widths, so no floors (no error).
+        rows, _ = self.run_suite("gat-sparse", "--graph-dir", os.path.join(self.d, "g"))
+        for prec, ms in (("f32", 100.0), ("bf16", 101.0)):
+            pyg = rows[f"gat-2x64-{prec}/pyg"]
+            self.assertEqual((pyg["status"], pyg["median_ms"]), ("ok", ms))
+            self.assertIsNone(pyg["spmm_widths"])
+            self.assertIsNone(pyg["bytes_moved"])
+
     def test_spmm(self):
         rows, _ = self.run_suite("spmm")
         self.assertEqual(len(rows), 18)

@@ -163,9 +163,9 @@ pub(crate) fn backward_cols(t: &Csr, pos: &[u32], s: &Saved, k: &Heads) -> (Vec<
         .for_each(|(j, (dx, ds))| {
             for q in t.row_range(j) {
                 let (i, p) = (t.indices()[q] as usize, pos[q] as usize);
-                for hh in 0..h {
+                for (hh, ds) in ds.iter_mut().enumerate() {
                     let e = s.edge(k, (i, j, p, hh));
-                    ds[hh] += e.ds;
+                    *ds += e.ds;
                     let a = e.alpha * e.factor;
                     let c = hh * w..(hh + 1) * w;
                     for (d, g) in dx[c.clone()].iter_mut().zip(&s.dout[i * hf..][c]) {

@@ -44,7 +44,7 @@ pub(crate) fn layout(heads: usize, width: usize, bytes: usize) -> Option<(usize,
         v = 8;
     }
     if heads > 1 {
-        while width % v != 0 {
+        while !width.is_multiple_of(v) {
             v /= 2;
         }
     }
