@@ -289,10 +289,11 @@ fn gat_chain(
         .unwrap()
 }
 
-/// The fused GAT aggregation equals the head-expanded chain, values and the gradients of xs
-/// and both score matrices, with and without attention dropout: square and rectangular graphs
-/// (a partition's rows and halo columns), empty rows, a 3,000-edge row, every lane layout
-/// (1 to 8 heads, 1 to 32 columns per lane group, 256 columns, 41 columns in one head).
+/// The fused GAT aggregation's CPU reference equals the head-expanded chain, values and the
+/// gradients of xs and both score matrices, with and without attention dropout: square and
+/// rectangular graphs (a partition's rows and halo columns), empty rows, a 3,000-edge row, and
+/// head shapes of each lane layout the CUDA kernels pick (1 to 8 heads, 256 columns, 41
+/// columns in one head). The CUDA kernels are held to this reference by `gpu_check`.
 #[test]
 fn fused_gat_aggregation_equals_the_head_expanded_chain() {
     use gnn_kernels::{dropout, gat_aggregate, gat_aggregate_supports};

@@ -5,11 +5,15 @@
 //! `alpha_ij = softmax_j(e_ij)` (edge softmax over row `i`), `x'_i = ||_h sum_j alpha_ij W_h x_j`
 //! (or the mean over heads), `+ b`. Attention dropout applies to `alpha` in training.
 //!
-//! Built from the sparse ops on the head-expanded graph ([`ModelGraph::heads`]): the
-//! coefficients come from [`gnn_kernels::gat_attention`] (the `s_dst[i] + s_src[j]` score,
-//! LeakyReLU and edge softmax in one op, storing only `alpha`), aggregated by the weighted
-//! SpMM. On a partitioned graph the layer exchanges `W x` into the halo first
-//! ([`ModelGraph::exchange`]) and takes the source scores of the halo rows from it.
+//! Where the fused kernels take the shape ([`gnn_kernels::gat_aggregate_supports`]: 1, 2, 4 or
+//! 8 heads, at most 256 columns) the whole aggregation is one op on the graph itself,
+//! [`gnn_kernels::gat_aggregate`]: alpha is recomputed where it is read, never stored, and the
+//! attention dropout mask is drawn inside (element `p * heads + h` for edge `p`, head `h`).
+//! Other shapes run on the head-expanded graph ([`ModelGraph::heads`]): the coefficients from
+//! [`gnn_kernels::gat_attention`] (score, LeakyReLU and edge softmax in one op, storing only
+//! `alpha`), dropout, the weighted SpMM. On a partitioned graph the layer exchanges `W x` into
+//! the halo first ([`ModelGraph::exchange`]) and takes the source scores of the halo rows from
+//! it.
 //!
 //! Parameters (PyG names): `lin.weight [heads * F, in]`, `att_src [1, heads, F]`,
 //! `att_dst [1, heads, F]`, `bias [heads * F]` (concat) or `[F]` (mean).

@@ -9,7 +9,7 @@
 //! | [`linear`] | `dropout(relu(x wᵀ + b)) [+ x]` and `dropout(relu((Â h) wᵀ + b)) [+ h]`: the product is a temporary |
 //! | [`maxk_layer`] | `Â · dropout(maxk(x wᵀ)) + b [+ x]`, a MaxK-GNN hidden layer |
 //! | [`gat_attention`] | `edge_softmax(leaky_relu(s_dst[i] + s_src[j]))`, GAT's coefficients |
-//! | [`gat_aggregate`] | GAT's coefficients, attention dropout and the weighted SpMM over a head-expanded graph |
+//! | [`gat_aggregate`] | [`gat_attention`], attention dropout and the weighted SpMM, which ran over a graph copied per head: one op on the graph itself, alpha never stored |
 //! | [`xent`] | masked `log_softmax` + NLL, the loss and its gradient in one pass |
 //! | [`attach`] | any chain computed outside the graph, one op with the caller's backward |
 //!

@@ -179,27 +179,31 @@ pub(super) fn check_gat_attention(
     Ok(())
 }
 
-/// The fused GAT aggregation (`heads` heads of `width`, storage `dt`, attention dropout `p`)
-/// and its three gradients on the device against the f64 CPU run on the same rounded inputs,
-/// element by element. Each alpha is within `eps = 2u (deg + 8 + 4M)` of itself (the f32
-/// score, its `- lse` and `exp`, `u` = f32's unit roundoff, `deg` the longest row or column,
-/// `M` the largest `|s_dst| + |s_src| + |lse|`), and every sum adds `u deg` of its magnitude;
-/// the storage rounds the output, the gradient of xs and D's `out` by `u_T` (f16 also by half
-/// its subnormal step, 2^-25, absolute). So each element is held within
-/// `4 (eps + u deg + u_T)` times its magnitude: `sum alpha |x|` (out),
-/// `sum alpha |dout|` (dxs), `sum alpha (|<dout, x>| + |D|)` with the magnitudes of the dot
-/// products (ds_dst over a row, ds_src over a column).
+/// The fused GAT aggregation (`heads` heads of `width`, storage `dt`, attention dropout `p`;
+/// `offset`: xs starts one element into its buffer, so no vector loads) and its three
+/// gradients on the device against the f64 CPU run on the same rounded inputs, element by
+/// element. Each edge's alpha is within `eps = 2u (deg_i + 8 + 4 M)` of itself (the f32 score,
+/// `- lse` and `exp`, with `u` f32's unit roundoff, `deg_i` its row's length and `M` the
+/// edge's `|s_dst| + |s_src| + |lse|`); a score gradient's dot product adds `2u (F + 5)`. Each
+/// output sums its terms (a row's, or a column's for dxs and ds_src), adding `u len` of their
+/// magnitude; the storage rounds the output, the gradient of xs and D's `out` by `u_T` (f16
+/// also by half its subnormal step, 2^-25, absolute). So an element is held within
+/// `4 (sum eps |term| + (u len + u_T) sum |term|)`, the terms `alpha |x|` (out),
+/// `alpha |dout|` (dxs) and `alpha (|<dout, x>| + |D|)` with the dot products' magnitudes
+/// (ds_dst over a row, ds_src over a column).
 pub(super) fn check_gat_aggregate(
     c: &mut Checker,
     name: &str,
     csr: &Csr,
     gpu: &Device,
-    (heads, width, dt, p): (usize, usize, DType, f32),
+    (heads, width, dt, p, offset): (usize, usize, DType, f32, bool),
 ) -> Result<()> {
     const SLOPE: f64 = 0.2;
     let (gc, gg) = upload_both(c, csr, gpu)?;
     let (n, m, hf) = (csr.n_rows(), csr.n_cols(), heads * width);
-    let xs = c.randn((m, hf))?.to_dtype(dt)?;
+    let skip = offset as usize;
+    let xs_buf = c.randn(m * hf + skip)?.to_dtype(dt)?;
+    let xs = xs_buf.narrow(0, skip, m * hf)?.reshape((m, hf))?;
     let dy = c.randn((n, hf))?.to_dtype(dt)?;
     let sd = (c.randn((n, heads))? * 2.0)?;
     let ss = (c.randn((m, heads))? * 2.0)?;
@@ -207,10 +211,12 @@ pub(super) fn check_gat_aggregate(
     let run = |g: &DeviceGraph, f: DType| -> Result<[Tensor; 4]> {
         let dev = g.device();
         let on = |t: &Tensor, d: DType| -> Result<Tensor> { Ok(t.to_dtype(d)?.to_device(dev)?) };
+        let scores = if f == DType::F64 { f } else { DType::F32 };
+        let x = on(&xs_buf, f)?.narrow(0, skip, m * hf)?.reshape((m, hf))?;
         let (x, a, b) = (
-            Var::from_tensor(&on(&xs, f)?)?,
-            Var::from_tensor(&on(&sd, if f == DType::F64 { f } else { DType::F32 })?)?,
-            Var::from_tensor(&on(&ss, if f == DType::F64 { f } else { DType::F32 })?)?,
+            Var::from_tensor(&x)?,
+            Var::from_tensor(&on(&sd, scores)?)?,
+            Var::from_tensor(&on(&ss, scores)?)?,
         );
         let out = crate::gat_aggregate(
             g,
@@ -230,7 +236,7 @@ pub(super) fn check_gat_aggregate(
     };
     let want = run(&gc, DType::F64)?;
     let got = run(&gg, dt)?;
-    // Magnitudes, from the reference's own alpha.
+    // Magnitudes, from the reference's own alpha: `a` sums |term|, `b` sums eps |term|.
     let v = |t: &Tensor| -> Result<Vec<f64>> {
         Ok(t.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?)
     };
@@ -238,10 +244,25 @@ pub(super) fn check_gat_aggregate(
     let keep = mask.map(|(p, seed)| crate::ops::dropout::dropout_mask(csr.nnz() * heads, p, seed));
     let scale = 1.0 / (1.0 - p as f64);
     let leaky = |z: f64| if z > 0.0 { z } else { SLOPE * z };
-    let (mut m_out, mut m_dx) = (vec![0f64; n * hf], vec![0f64; m * hf]);
-    let (mut m_dst, mut m_src) = (vec![0f64; n * heads], vec![0f64; m * heads]);
-    let mut big = 0f64;
-    let (deg_rows, deg_cols) = max_degrees(csr);
+    let u = f32::EPSILON as f64 / 2.0;
+    struct Mag {
+        a: Vec<f64>,
+        b: Vec<f64>,
+    }
+    let mag = |len: usize| Mag {
+        a: vec![0f64; len],
+        b: vec![0f64; len],
+    };
+    let add = |mg: &mut Mag, k: usize, t: f64, eps: f64| {
+        mg.a[k] += t;
+        mg.b[k] += eps * t;
+    };
+    let (mut m_out, mut m_dx, mut m_dst, mut m_src) =
+        (mag(n * hf), mag(m * hf), mag(n * heads), mag(m * heads));
+    let mut col_len = vec![0usize; m];
+    for &j in csr.indices() {
+        col_len[j as usize] += 1;
+    }
     for i in 0..n {
         let r = csr.row_range(i);
         for h in 0..heads {
@@ -258,7 +279,8 @@ pub(super) fn check_gat_aggregate(
                 .sum();
             for (k, q) in r.clone().enumerate() {
                 let j = csr.indices()[q] as usize;
-                big = big.max(sdv[i * heads + h].abs() + ssv[j * heads + h].abs() + lse.abs());
+                let big = sdv[i * heads + h].abs() + ssv[j * heads + h].abs() + lse.abs();
+                let eps = 2.0 * u * (r.len() as f64 + 8.0 + 4.0 * big);
                 let kept = keep
                     .as_ref()
                     .map_or(1.0, |k| if k[q * heads + h] { scale } else { 0.0 });
@@ -268,16 +290,16 @@ pub(super) fn check_gat_aggregate(
                     .map(|f| (d[i * hf + f] * x[j * hf + f]).abs())
                     .sum();
                 let g = a * (kept * dot + dabs);
-                m_dst[i * heads + h] += g;
-                m_src[j * heads + h] += g;
+                let eps_g = eps + 2.0 * u * (width as f64 + 5.0);
+                add(&mut m_dst, i * heads + h, g, eps_g);
+                add(&mut m_src, j * heads + h, g, eps_g);
                 for f in cs.clone() {
-                    m_out[i * hf + f] += a * kept * x[j * hf + f].abs();
-                    m_dx[j * hf + f] += a * kept * d[i * hf + f].abs();
+                    add(&mut m_out, i * hf + f, a * kept * x[j * hf + f].abs(), eps);
+                    add(&mut m_dx, j * hf + f, a * kept * d[i * hf + f].abs(), eps);
                 }
             }
         }
     }
-    let u = f32::EPSILON as f64 / 2.0;
     let u_t = match dt {
         DType::BF16 => 2f64.powi(-8),
         DType::F16 => 2f64.powi(-11),
@@ -289,36 +311,31 @@ pub(super) fn check_gat_aggregate(
     } else {
         1e-30
     };
-    let deg = deg_rows.max(deg_cols) as f64;
-    let factor = 4.0 * (2.0 * u * (deg + 8.0 + 4.0 * big) + u * deg + u_t);
-    let lim = |mag: Vec<f64>, shape: &[usize]| -> Result<Tensor> {
-        let v: Vec<f64> = mag.into_iter().map(|a| factor * a + floor).collect();
+    // `len(k)`: the terms output element k sums (its row's or its column's).
+    let lim = |mg: Mag, shape: &[usize], len: &dyn Fn(usize) -> usize| -> Result<Tensor> {
+        let v: Vec<f64> = (0..mg.a.len())
+            .map(|k| 4.0 * (mg.b[k] + (u * len(k) as f64 + u_t) * mg.a[k]) + floor)
+            .collect();
         Ok(Tensor::from_vec(v, shape, &Device::Cpu)?)
     };
-    let tag = format!("gat_aggregate {heads}x{width} {dt:?} p{p}");
-    c.check_within(
-        name,
-        format!("{tag} fwd"),
-        hf,
-        &got[0],
-        &want[0],
-        &lim(m_out, &[n, hf])?,
-    )?;
-    c.check_within(
-        name,
-        format!("{tag} bwd dxs"),
-        hf,
-        &got[1],
-        &want[1],
-        &lim(m_dx, &[m, hf])?,
-    )?;
+    let row_len = |i: usize| csr.row_range(i).len();
+    let m_out = lim(m_out, &[n, hf], &|k| row_len(k / hf))?;
+    let m_dx = lim(m_dx, &[m, hf], &|k| col_len[k / hf])?;
+    let m_dst = lim(m_dst, &[n, heads], &|k| row_len(k / heads))?;
+    let m_src = lim(m_src, &[m, heads], &|k| col_len[k / heads])?;
+    let tag = format!(
+        "gat_aggregate {heads}x{width} {dt:?} p{p}{}",
+        if offset { " +1" } else { "" }
+    );
+    c.check_within(name, format!("{tag} fwd"), hf, &got[0], &want[0], &m_out)?;
+    c.check_within(name, format!("{tag} bwd dxs"), hf, &got[1], &want[1], &m_dx)?;
     c.check_within(
         name,
         format!("{tag} bwd ds_dst"),
         hf,
         &got[2],
         &want[2],
-        &lim(m_dst, &[n, heads])?,
+        &m_dst,
     )?;
     c.check_within(
         name,
@@ -326,7 +343,7 @@ pub(super) fn check_gat_aggregate(
         hf,
         &got[3],
         &want[3],
-        &lim(m_src, &[m, heads])?,
+        &m_src,
     )?;
     Ok(())
 }

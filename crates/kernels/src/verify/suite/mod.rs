@@ -114,14 +114,27 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
         // c6f0242:docs/perf/h100-2026-11-24-hp-spmm), so the fused op is checked at x4 and x30.
         attention::check_gat_attention(c, gname, csr, gpu, scale.min(30.0))?;
     }
-    // GAT's fused aggregation: every lane layout (columns per lane 1..8, one head of 41, 256
-    // columns), each storage type, with and without attention dropout (f32 alone has dropout
-    // on for 1x41 and 4x16 only: with the CPU standing in, p alternates with the shape).
+    // GAT's fused aggregation: every kernel the lane layouts pick (columns per lane 1, 2, 4, 8;
+    // lanes per head 1 to 32; one head of 41 and of 200), xs aligned and one element in (no
+    // vector loads), each storage type, with and without attention dropout.
+    let gat_shapes = [
+        (8usize, 8usize, false),
+        (1, 41, false),
+        (2, 16, false),
+        (4, 16, false),
+        (8, 32, false),
+        (8, 4, false),
+        (4, 2, false),
+        (8, 1, false),
+        (2, 1, false),
+        (1, 200, false),
+        (2, 16, true),
+        (4, 16, true),
+        (8, 32, true),
+        (8, 8, true),
+    ];
     for (gname, csr) in [("random+50K-row", &g1), ("random-rect", &g2)] {
-        for (i, (heads, width)) in [(8usize, 8usize), (1, 41), (2, 16), (4, 16), (8, 32)]
-            .into_iter()
-            .enumerate()
-        {
+        for (i, &(heads, width, offset)) in gat_shapes.iter().enumerate() {
             // Half storage runs on CUDA only (with the CPU standing in, f32 alone).
             let dts: &[DType] = if gpu.is_cuda() {
                 &[DType::F32, DType::BF16, DType::F16]
@@ -130,7 +143,7 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
             };
             for (k, &dt) in dts.iter().enumerate() {
                 let p = if (i + k) % 2 == 0 { 0.0 } else { 0.5 };
-                attention::check_gat_aggregate(c, gname, csr, gpu, (heads, width, dt, p))?;
+                attention::check_gat_aggregate(c, gname, csr, gpu, (heads, width, dt, p, offset))?;
             }
         }
     }

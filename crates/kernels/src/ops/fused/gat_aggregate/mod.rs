@@ -88,8 +88,8 @@ pub fn gat_aggregate_supports(heads: usize, width: usize) -> bool {
     layout(heads, width, 4).is_some() && layout(heads, width, 2).is_some()
 }
 
-/// GAT's aggregation `[n_rows, heads * width]` of `xs` (`[n_cols, heads * width]`, f32/f64, or
-/// bf16/f16 on a GPU) under the per-head node scores `s_dst` (`[n_rows, heads]`) and `s_src`
+/// GAT's aggregation `[n_rows, heads * width]` of `xs` (`[n_cols, heads * width]`: f32 or f64
+/// on the CPU, f32, bf16 or f16 on a GPU) under the per-head node scores `s_dst` (`[n_rows, heads]`) and `s_src`
 /// (`[n_cols, heads]`; f32 on a GPU, f32 or f64 on the CPU), LeakyReLU slope `negative_slope`
 /// (positive) and, in training, attention dropout `(p, seed)`: edge `p`, head `h` draws element
 /// `p * heads + h` of [`crate::dropout`]'s mask with that seed. Differentiable in all three.
@@ -126,6 +126,12 @@ pub fn gat_aggregate(
     })?;
     check_device(OP, g, xs)?;
     check_float_or_half(OP, "xs", xs)?;
+    if xs.dtype() == DType::F64 && g.device().is_cuda() {
+        return Err(Error::dtype(
+            OP,
+            "xs is F64: the CUDA kernels take f32, bf16 or f16 features",
+        ));
+    }
     if cols != g.n_cols() {
         return Err(Error::shape(
             OP,
@@ -328,7 +334,13 @@ impl CustomOp3 for GatBwdOp {
         out.extend(dxs);
         out.extend(ds_src);
         let len = out.len();
-        Ok((storage(out, s.dtype()), Shape::from(len)))
+        // f64 where either side is (the caller narrows each gradient to its input's dtype).
+        let dt = if x.dtype() == DType::F64 {
+            x.dtype()
+        } else {
+            s.dtype()
+        };
+        Ok((storage(out, dt), Shape::from(len)))
     }
     #[cfg(feature = "cuda")]
     fn cuda_fwd(
