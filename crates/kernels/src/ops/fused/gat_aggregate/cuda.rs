@@ -33,7 +33,7 @@ unsafe impl DeviceRepr for GatArgs {}
 /// Whether the per-head score rows load as float4: four-head multiples in a buffer starting on
 /// a 16-byte boundary (`offset` in floats; its segments start on multiples of the heads).
 fn vector_heads(heads: usize, offset: usize) -> bool {
-    heads % 4 == 0 && offset % 4 == 0
+    heads.is_multiple_of(4) && offset.is_multiple_of(4)
 }
 
 /// A launch's kernel-name suffix and arguments for features of `x`'s storage type; `aligned`:
@@ -55,7 +55,7 @@ fn launch_of(
         )
     };
     let hf = p.heads * p.width;
-    let aligned = hf % v == 0 && offsets.iter().all(|o| o % v == 0);
+    let aligned = hf.is_multiple_of(v) && offsets.iter().all(|o| o.is_multiple_of(v));
     let (seed, threshold, scale, drop) = match p.mask {
         Some(m) => (m.seed, m.threshold, m.scale as f32, 1),
         None => (0, 0, 1.0, 0),
