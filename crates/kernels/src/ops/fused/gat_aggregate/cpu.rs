@@ -13,7 +13,8 @@ pub(crate) struct Mask {
     pub scale: f64,
 }
 
-/// The shape and the attention's constants, shared by every pass.
+/// The shape and the attention's constants: the op's plan, shared by every pass on both
+/// devices.
 #[derive(Clone, Copy)]
 pub(crate) struct Heads {
     pub heads: usize,

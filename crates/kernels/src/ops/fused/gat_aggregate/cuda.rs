@@ -1,6 +1,7 @@
 //! Host side of the CUDA GAT aggregation (`cuda/gat_aggregate.cu`).
 
-use super::{layout, Plan};
+use super::cpu::Heads;
+use super::layout;
 use crate::cuda::{f32_view, launched, narrowed, u32_view, zeros, FloatView};
 use crate::device_graph::DeviceGraph;
 use candle_core::backend::BackendStorage;
@@ -41,7 +42,7 @@ fn vector_heads(heads: usize, offset: usize) -> bool {
 /// buffer's offset.
 fn launch_of(
     op: &str,
-    p: &Plan,
+    p: &Heads,
     x: &FloatView,
     offsets: &[usize],
     scores: usize,
@@ -91,7 +92,7 @@ fn cfg(rows: usize) -> LaunchConfig {
 pub(super) fn lse(
     g: &DeviceGraph,
     (s, sl): (&CudaStorage, &Layout),
-    p: &Plan,
+    p: &Heads,
 ) -> Result<(CudaStorage, Shape)> {
     const OP: &str = "gat_aggregate";
     let dev = s.device().clone();
@@ -126,7 +127,7 @@ pub(super) fn forward(
     g: &DeviceGraph,
     (x, xl): (&CudaStorage, &Layout),
     (s, sl): (&CudaStorage, &Layout),
-    p: &Plan,
+    p: &Heads,
 ) -> Result<(CudaStorage, Shape)> {
     const OP: &str = "gat_aggregate";
     let dev = x.device().clone();
@@ -170,7 +171,7 @@ pub(super) fn backward(
     (x, xl): (&CudaStorage, &Layout),
     (s, sl): (&CudaStorage, &Layout),
     (d, dl): (&CudaStorage, &Layout),
-    p: &Plan,
+    p: &Heads,
 ) -> Result<(CudaStorage, Shape)> {
     const OP: &str = "gat_aggregate backward";
     let dev = x.device().clone();

@@ -53,35 +53,6 @@ pub(crate) fn layout(heads: usize, width: usize, bytes: usize) -> Option<(usize,
     (g <= 32 && l.is_power_of_two()).then_some((v, g.trailing_zeros(), l))
 }
 
-/// The shape and the attention's constants.
-#[derive(Clone, Copy)]
-pub(crate) struct Plan {
-    pub heads: usize,
-    pub width: usize,
-    pub slope: f64,
-    pub mask: Option<Mask>,
-}
-
-impl Plan {
-    fn new(heads: usize, width: usize) -> Option<Self> {
-        gat_aggregate_supports(heads, width).then_some(Self {
-            heads,
-            width,
-            slope: 0.2,
-            mask: None,
-        })
-    }
-
-    fn heads(&self) -> Heads {
-        Heads {
-            heads: self.heads,
-            width: self.width,
-            slope: self.slope,
-            mask: self.mask,
-        }
-    }
-}
-
 /// Whether [`gat_aggregate`] runs `heads` heads of width `width` (see the module docs), in every
 /// storage type.
 pub fn gat_aggregate_supports(heads: usize, width: usize) -> bool {
@@ -115,15 +86,15 @@ pub fn gat_aggregate(
         ));
     }
     let width = hf / heads;
-    let mut plan = Plan::new(heads, width).ok_or_else(|| {
-        Error::unsupported(
+    if !gat_aggregate_supports(heads, width) {
+        return Err(Error::unsupported(
             OP,
             format!(
                 "{heads} heads of width {width}: the fused kernels take 1, 2, 4 or 8 heads, at \
                  most 256 columns and a power-of-two lanes per head (gat_aggregate_supports)"
             ),
-        )
-    })?;
+        ));
+    }
     check_device(OP, g, xs)?;
     check_float_or_half(OP, "xs", xs)?;
     if xs.dtype() == DType::F64 && g.device().is_cuda() {
@@ -169,17 +140,19 @@ pub fn gat_aggregate(
             format!("negative_slope {negative_slope} must be positive and finite"),
         ));
     }
-    plan.slope = negative_slope;
-    if let Some((p, seed)) = dropout {
+    if let Some((p, _)) = dropout {
         check_probability(OP, p)?;
-        if p > 0.0 {
-            plan.mask = Some(Mask {
-                seed,
-                threshold: threshold(p),
-                scale: 1.0 / (1.0 - p as f64),
-            });
-        }
     }
+    let plan = Heads {
+        heads,
+        width,
+        slope: negative_slope,
+        mask: dropout.filter(|&(p, _)| p > 0.0).map(|(p, seed)| Mask {
+            seed,
+            threshold: threshold(p),
+            scale: 1.0 / (1.0 - p as f64),
+        }),
+    };
     let (xd, sd, ss) = (xs.detach().contiguous()?, s_dst.detach(), s_src.detach());
     let op = GatOp { g: g.clone(), plan };
     let scores = Tensor::cat(&[&sd.flatten_all()?, &ss.flatten_all()?], 0)?;
@@ -223,7 +196,7 @@ pub fn gat_aggregate(
 /// `[s_dst; s_src; lse]` (op 2).
 struct GatOp {
     g: DeviceGraph,
-    plan: Plan,
+    plan: Heads,
 }
 
 /// A CPU storage's contiguous values as f64.
@@ -253,7 +226,7 @@ impl CustomOp1 for GatOp {
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
         let s64 = f64s("gat_aggregate", s, l)?;
         let nh = self.g.n_rows() * self.plan.heads;
-        let out = cpu::lse(self.g.csr(), &s64[..nh], &s64[nh..], &self.plan.heads());
+        let out = cpu::lse(self.g.csr(), &s64[..nh], &s64[nh..], &self.plan);
         Ok((storage(out, s.dtype()), Shape::from(nh)))
     }
     #[cfg(feature = "cuda")]
@@ -277,7 +250,7 @@ impl CustomOp2 for GatOp {
         let (xs, sc) = (f64s(OP, x, xl)?, f64s(OP, s, sl)?);
         let (n, m, h) = (self.g.n_rows(), self.g.n_cols(), self.plan.heads);
         let parts = (&sc[..n * h], &sc[n * h..(n + m) * h], &sc[(n + m) * h..]);
-        let out = cpu::forward(self.g.csr(), &xs, parts, &self.plan.heads());
+        let out = cpu::forward(self.g.csr(), &xs, parts, &self.plan);
         let hf = h * self.plan.width;
         Ok((storage(out, x.dtype()), Shape::from((n, hf))))
     }
@@ -299,7 +272,7 @@ struct GatBwdOp {
     g: DeviceGraph,
     gt: DeviceGraph,
     perm: Tensor,
-    plan: Plan,
+    plan: Heads,
 }
 
 impl CustomOp3 for GatBwdOp {
@@ -326,7 +299,7 @@ impl CustomOp3 for GatBwdOp {
             dterm: &sc[(2 * n + m) * h..],
             dout: &dout,
         };
-        let k = self.plan.heads();
+        let k = self.plan;
         let pos: Vec<u32> = self.perm.to_vec1()?;
         let ds_dst = cpu::backward_rows(self.g.csr(), &saved, &k);
         let (dxs, ds_src) = cpu::backward_cols(self.gt.csr(), &pos, &saved, &k);
