@@ -131,52 +131,6 @@ __device__ __forceinline__ void heads_of(const float* __restrict__ p, size_t row
     }
 }
 
-// lse[i,h] for every row (0 for an empty row, which no edge reads): lanes over the row's
-// edges, each with every head's running maximum and sum.
-extern "C" __global__ void __launch_bounds__(32 * GAT_WARPS)
-    gat_lse(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
-            const float* __restrict__ s_dst, const float* __restrict__ s_src, float* __restrict__ lse, int n_rows,
-            int H, int vh, float slope) {
-    const int lane = threadIdx.x & 31;
-    const int row = blockIdx.x * GAT_WARPS + (threadIdx.x >> 5);
-    if (row >= n_rows) return;
-    const uint32_t start = indptr[row], end = indptr[row + 1];
-    float sd[MAX_HEADS], m[MAX_HEADS], l[MAX_HEADS];
-    heads_of(s_dst, row, H, vh, sd);
-#pragma unroll
-    for (int h = 0; h < MAX_HEADS; ++h) m[h] = -INFINITY, l[h] = 0.f;
-    for (uint32_t p = start + lane; p < end; p += 32) {
-        const size_t j = __ldg(indices + p);
-        float s[MAX_HEADS];
-        heads_of(s_src, j, H, vh, s);
-#pragma unroll
-        for (int h = 0; h < MAX_HEADS; ++h) {
-            if (h >= H) break;
-            const float e = leaky_f(sd[h] + s[h], slope);
-            if (e > m[h]) {
-                l[h] = l[h] * expf(m[h] - e) + 1.f;
-                m[h] = e;
-            } else {
-                l[h] += expf(e - m[h]);
-            }
-        }
-    }
-#pragma unroll
-    for (int h = 0; h < MAX_HEADS; ++h) {
-        if (h >= H) break;
-        float mh = m[h], lh = l[h];
-        for (int o = 16; o > 0; o >>= 1) {
-            const float m2 = __shfl_xor_sync(FULL, mh, o), l2 = __shfl_xor_sync(FULL, lh, o);
-            const float mn = fmaxf(mh, m2);
-            if (mn != -INFINITY) {
-                lh = (mh == -INFINITY ? 0.f : lh * expf(mh - mn)) + (m2 == -INFINITY ? 0.f : l2 * expf(m2 - mn));
-                mh = mn;
-            }
-        }
-        if (lane == h) lse[(size_t)row * H + h] = end > start ? mh + logf(lh) : 0.f;
-    }
-}
-
 // The warp's shared memory: a batch's 32 neighbour ids and up to three coefficients per
 // (head, edge), a head's 32 edges at stride CS.
 struct Stage {
@@ -193,21 +147,26 @@ __device__ __forceinline__ Stage stage_of() {
     return Stage{ids[w], coef[w][0], coef[w][1], coef[w][2]};
 }
 
-// Forward: out (f32, n_rows x HF).
+// Forward: out (f32, n_rows x HF) and lse (n_rows x H; 0 for an empty row, which no edge
+// reads), in one pass as online softmax: each batch's maximum per head rescales the running
+// sums, the aggregation weights are exp(e - running max) and the row's output is divided by
+// the sum of its exponentials at the end (the dropout factors weigh the aggregation, not the
+// sum).
 template <typename T, int V, bool VEC>
 __device__ void gat_fwd_impl(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
                              const T* __restrict__ xs, const float* __restrict__ s_dst,
-                             const float* __restrict__ s_src, const float* __restrict__ lse,
-                             float* __restrict__ out, int n_rows, GatArgs a) {
+                             const float* __restrict__ s_src, float* __restrict__ out, float* __restrict__ lse,
+                             int n_rows, GatArgs a) {
     const int row = blockIdx.x * GAT_WARPS + (threadIdx.x >> 5);
     if (row >= n_rows) return;
     const Lane ln = lane_of<V>(a);
     const Stage st = stage_of();
     const uint32_t start = indptr[row], end = indptr[row + 1];
     const int E = 32 >> a.lg;
-    float sd[MAX_HEADS], ls[MAX_HEADS];
+    float sd[MAX_HEADS], m[MAX_HEADS], l[MAX_HEADS];
     heads_of(s_dst, row, a.H, a.vh, sd);
-    heads_of(lse, row, a.H, a.vh, ls);
+#pragma unroll
+    for (int h = 0; h < MAX_HEADS; ++h) m[h] = -INFINITY, l[h] = 0.f;
     float acc[V];
 #pragma unroll
     for (int v = 0; v < V; ++v) acc[v] = 0.f;
@@ -217,16 +176,33 @@ __device__ void gat_fwd_impl(const uint32_t* __restrict__ indptr, const uint32_t
         const int cnt = min(32u, end - base);
         const uint32_t j = next;
         if (base + 32 + ln.lane < end) next = __ldg(indices + base + 32 + ln.lane);
+        float ev[MAX_HEADS];
         if (ln.lane < cnt) {
             st.id[ln.lane] = j;
             float s[MAX_HEADS];
             heads_of(s_src, j, a.H, a.vh, s);
-            const uint64_t db = drop_base(a, base + ln.lane);
 #pragma unroll
-            for (int h = 0; h < MAX_HEADS; ++h)
-                if (h < a.H)
-                    st.c0[h * CS + ln.lane] = expf(leaky_f(sd[h] + s[h], a.slope) - ls[h]) * drop_factor(a, db, h);
+            for (int h = 0; h < MAX_HEADS; ++h) ev[h] = leaky_f(sd[h] + s[h], a.slope);
+        } else {
+#pragma unroll
+            for (int h = 0; h < MAX_HEADS; ++h) ev[h] = -INFINITY;
         }
+        const uint64_t db = drop_base(a, base + ln.lane);
+        float rescale = 1.f;  // this lane's columns' head's
+#pragma unroll
+        for (int h = 0; h < MAX_HEADS; ++h) {
+            if (h < a.H) {
+                const float mn = fmaxf(m[h], warp_max(ev[h]));  // finite: the batch has an edge
+                const float sc = expf(m[h] - mn);               // 0 on the first batch
+                const float w = ln.lane < cnt ? expf(ev[h] - mn) : 0.f;
+                l[h] = l[h] * sc + w;
+                m[h] = mn;
+                if (ln.lane < cnt) st.c0[h * CS + ln.lane] = w * drop_factor(a, db, h);
+                if (h == ln.hl) rescale = sc;
+            }
+        }
+#pragma unroll
+        for (int v = 0; v < V; ++v) acc[v] *= rescale;
         __syncwarp();
 #pragma unroll 4
         for (int e = ln.slot; e < cnt; e += E) {
@@ -238,8 +214,18 @@ __device__ void gat_fwd_impl(const uint32_t* __restrict__ indptr, const uint32_t
         }
         __syncwarp();
     }
+    float total = 0.f;  // this lane's columns' head's sum of exponentials
 #pragma unroll
-    for (int v = 0; v < V; ++v) acc[v] = groups_sum(acc[v], a.lg);
+    for (int h = 0; h < MAX_HEADS; ++h) {
+        if (h < a.H) {
+            const float lh = warp_sum(l[h]);
+            if (h == ln.hl) total = lh;
+            if (ln.lane == h) lse[(size_t)row * a.H + h] = end > start ? m[h] + logf(lh) : 0.f;
+        }
+    }
+    const float inv = total > 0.f ? 1.f / total : 0.f;
+#pragma unroll
+    for (int v = 0; v < V; ++v) acc[v] = groups_sum(acc[v], a.lg) * inv;
     if (ln.slot == 0) {
 #pragma unroll
         for (int v = 0; v < V; ++v)
@@ -396,9 +382,9 @@ __device__ void gat_bwd_cols_impl(const uint32_t* __restrict__ t_indptr, const u
 #define GAT_KERNELS(PREFIX, T, V, VEC, SUFFIX)                                                                 \
     extern "C" __global__ void __launch_bounds__(32 * GAT_WARPS)                                             \
         gat_fwd_##PREFIX##v##V##SUFFIX(const uint32_t* indptr, const uint32_t* indices, const T* xs,          \
-                                       const float* s_dst, const float* s_src, const float* lse, float* out,  \
+                                       const float* s_dst, const float* s_src, float* out, float* lse,        \
                                        int n_rows, GatArgs a) {                                                \
-        gat_fwd_impl<T, V, VEC>(indptr, indices, xs, s_dst, s_src, lse, out, n_rows, a);                       \
+        gat_fwd_impl<T, V, VEC>(indptr, indices, xs, s_dst, s_src, out, lse, n_rows, a);                       \
     }                                                                                                          \
     extern "C" __global__ void __launch_bounds__(32 * GAT_WARPS) gat_bwd_rows_##PREFIX##v##V##SUFFIX(          \
         const uint32_t* indptr, const uint32_t* indices, const T* xs, const float* s_dst, const float* s_src,  \

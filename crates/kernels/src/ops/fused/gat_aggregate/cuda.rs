@@ -2,7 +2,7 @@
 
 use super::cpu::Heads;
 use super::layout;
-use crate::cuda::{f32_view, launched, narrowed, u32_view, zeros, FloatView};
+use crate::cuda::{f32_view, launched, u32_view, zeros, FloatView};
 use crate::device_graph::DeviceGraph;
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
@@ -88,41 +88,7 @@ fn cfg(rows: usize) -> LaunchConfig {
     }
 }
 
-/// `lse` (`[n_rows * heads]`, f32) from `[s_dst; s_src]`.
-pub(super) fn lse(
-    g: &DeviceGraph,
-    (s, sl): (&CudaStorage, &Layout),
-    p: &Heads,
-) -> Result<(CudaStorage, Shape)> {
-    const OP: &str = "gat_aggregate";
-    let dev = s.device().clone();
-    let csr = g.cuda_csr()?;
-    let (n, h) = (g.n_rows(), p.heads);
-    let sv = f32_view(OP, s, sl)?;
-    let out = zeros::<f32>(&dev, n * h)?;
-    if n > 0 {
-        let func = crate::cuda::kernel(&dev, "gat_lse", &crate::cuda::GAT_AGGREGATE)?;
-        let (s_dst, s_src) = sv.split_at(n * h);
-        let (n_i, h_i, slope) = (n as i32, h as i32, p.slope as f32);
-        let vh = vector_heads(h, sl.start_offset()) as i32;
-        let mut b = func.builder();
-        b.arg(&csr.indptr)
-            .arg(&csr.indices)
-            .arg(&s_dst)
-            .arg(&s_src)
-            .arg(&out)
-            .arg(&n_i)
-            .arg(&h_i)
-            .arg(&vh)
-            .arg(&slope);
-        // SAFETY: s_dst holds n_rows * heads floats, s_src n_cols * heads (checked by
-        // `gat_aggregate`); columns < n_cols (validated on upload); out n_rows * heads.
-        launched(unsafe { b.launch(cfg(n)) }.map(|_| ()))?;
-    }
-    Ok((CudaStorage::wrap_cuda_slice(out, dev), Shape::from(n * h)))
-}
-
-/// `out` (`[n_rows, heads * width]`, xs's dtype) from xs and `[s_dst; s_src; lse]`.
+/// `[out (n_rows x heads * width); lse (n_rows x heads)]`, f32, from xs and `[s_dst; s_src]`.
 pub(super) fn forward(
     g: &DeviceGraph,
     (x, xl): (&CudaStorage, &Layout),
@@ -135,7 +101,7 @@ pub(super) fn forward(
     let (n, h, hf) = (g.n_rows(), p.heads, p.heads * p.width);
     let xv = FloatView::of(OP, x, xl)?;
     let sv = f32_view(OP, s, sl)?;
-    let out = zeros::<f32>(&dev, n * hf)?;
+    let mut all = zeros::<f32>(&dev, n * hf + n * h)?;
     if n > 0 {
         let (suffix, args) = launch_of(OP, p, &xv, &[xl.start_offset()], sl.start_offset())?;
         let func = crate::cuda::kernel(
@@ -145,23 +111,24 @@ pub(super) fn forward(
         )?;
         let s_dst = sv.slice(0..n * h);
         let s_src = sv.slice(n * h..(n + g.n_cols()) * h);
-        let lse = sv.slice((n + g.n_cols()) * h..);
+        let (mut out, mut lse) = all.split_at_mut(n * hf);
         let n_i = n as i32;
         let mut b = func.builder();
         b.arg(&csr.indptr).arg(&csr.indices);
         xv.push(&mut b);
         b.arg(&s_dst)
             .arg(&s_src)
-            .arg(&lse)
-            .arg(&out)
+            .arg(&mut out)
+            .arg(&mut lse)
             .arg(&n_i)
             .arg(&args);
         // SAFETY: xs holds n_cols * heads * width elements, the scores n_rows * heads +
-        // n_cols * heads + n_rows * heads floats (built by `gat_aggregate`); columns < n_cols.
+        // n_cols * heads floats (built by `gat_aggregate`); columns < n_cols (validated on
+        // upload); out and lse n_rows * heads * width and n_rows * heads.
         launched(unsafe { b.launch(cfg(n)) }.map(|_| ()))?;
     }
-    let shape = Shape::from((n, hf));
-    Ok((narrowed(out, &dev, &shape, xv.dtype())?, shape))
+    let len = n * hf + n * h;
+    Ok((CudaStorage::wrap_cuda_slice(all, dev), Shape::from(len)))
 }
 
 /// `[ds_dst (n_rows * heads); dxs (n_cols * heads * width); ds_src (n_cols * heads)]`, f32,

@@ -26,7 +26,7 @@ use crate::ops::{check_device, check_float_or_half, cpu_slice};
 use candle_core::backend::BackendStorage;
 #[cfg(feature = "cuda")]
 use candle_core::CudaStorage;
-use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, DType, Layout, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp2, CustomOp3, DType, Layout, Shape, Tensor};
 use cpu::{Heads, Mask, Saved};
 
 /// The CUDA kernels' lane layout for elements of `bytes` bytes: `(v, lg, l)`, `v` columns per
@@ -156,10 +156,16 @@ pub fn gat_aggregate(
     let (xd, sd, ss) = (xs.detach().contiguous()?, s_dst.detach(), s_src.detach());
     let op = GatOp { g: g.clone(), plan };
     let scores = Tensor::cat(&[&sd.flatten_all()?, &ss.flatten_all()?], 0)?;
-    let lse = scores.apply_op1_no_bwd(&op)?;
+    // One pass: the output and each row's log-sum-exp per head (the backward's alpha).
+    let all = xd.apply_op2_no_bwd(&scores, &op)?;
+    let (n, h) = (g.n_rows(), heads);
+    let out = all
+        .narrow(0, 0, n * hf)?
+        .reshape((n, hf))?
+        .to_dtype(xd.dtype())?;
+    let lse = all.narrow(0, n * hf, n * h)?.to_dtype(scores.dtype())?;
     let scores = Tensor::cat(&[&scores, &lse], 0)?;
-    let out = xd.apply_op2_no_bwd(&scores, &op)?;
-    let (n, saved) = (g.n_rows(), out.clone());
+    let saved = out.clone();
     crate::attach_backward(
         out,
         &[xs, s_dst, s_src],
@@ -192,8 +198,7 @@ pub fn gat_aggregate(
     )
 }
 
-/// The forward's two launches: `lse` from `[s_dst; s_src]` (op 1), `out` from xs and
-/// `[s_dst; s_src; lse]` (op 2).
+/// The forward: `[out; lse]` (flat) from xs and `[s_dst; s_src]`.
 struct GatOp {
     g: DeviceGraph,
     plan: Heads,
@@ -219,22 +224,6 @@ fn storage(v: Vec<f64>, dtype: DType) -> CpuStorage {
     }
 }
 
-impl CustomOp1 for GatOp {
-    fn name(&self) -> &'static str {
-        "gat_aggregate_lse"
-    }
-    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        let s64 = f64s("gat_aggregate", s, l)?;
-        let nh = self.g.n_rows() * self.plan.heads;
-        let out = cpu::lse(self.g.csr(), &s64[..nh], &s64[nh..], &self.plan);
-        Ok((storage(out, s.dtype()), Shape::from(nh)))
-    }
-    #[cfg(feature = "cuda")]
-    fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
-        cuda::lse(&self.g, (s, l), &self.plan)
-    }
-}
-
 impl CustomOp2 for GatOp {
     fn name(&self) -> &'static str {
         "gat_aggregate"
@@ -249,10 +238,18 @@ impl CustomOp2 for GatOp {
         const OP: &str = "gat_aggregate";
         let (xs, sc) = (f64s(OP, x, xl)?, f64s(OP, s, sl)?);
         let (n, m, h) = (self.g.n_rows(), self.g.n_cols(), self.plan.heads);
-        let parts = (&sc[..n * h], &sc[n * h..(n + m) * h], &sc[(n + m) * h..]);
-        let out = cpu::forward(self.g.csr(), &xs, parts, &self.plan);
-        let hf = h * self.plan.width;
-        Ok((storage(out, x.dtype()), Shape::from((n, hf))))
+        let (s_dst, s_src) = (&sc[..n * h], &sc[n * h..(n + m) * h]);
+        let lse = cpu::lse(self.g.csr(), s_dst, s_src, &self.plan);
+        let mut all = cpu::forward(self.g.csr(), &xs, (s_dst, s_src, &lse), &self.plan);
+        all.extend(lse);
+        let len = all.len();
+        // f64 where either side is (the caller narrows the output and lse to their dtypes).
+        let dt = if x.dtype() == DType::F64 {
+            x.dtype()
+        } else {
+            s.dtype()
+        };
+        Ok((storage(all, dt), Shape::from(len)))
     }
     #[cfg(feature = "cuda")]
     fn cuda_fwd(
