@@ -114,6 +114,19 @@ __device__ __forceinline__ void load_cols(const T* __restrict__ row, int c0, int
     }
 }
 
+// Loads row `id`'s columns c0 .. c0 + V - 1 of `rows` into r (zeros where !ok) and returns
+// their dot product with w over the lane's head (every lane of the head gets it). The whole
+// warp calls it together: the head's shuffles need every lane.
+template <typename T, int V, bool VEC>
+__device__ __forceinline__ float head_dot(const T* __restrict__ rows, uint32_t id, bool ok, const Lane& ln,
+                                          const GatArgs& a, const float (&w)[V], float (&r)[V]) {
+    load_cols<T, V, VEC>(rows + (size_t)id * a.HF, ln.c0, ok ? a.HF : 0, r);
+    float d = 0.f;
+#pragma unroll
+    for (int v = 0; v < V; ++v) d = fmaf(w[v], r[v], d);
+    return head_sum(d, a.L);
+}
+
 // Per-row values of every head (h < H) into registers; `vec`: as float4 loads (H % 4 == 0 and
 // the buffer 16-byte aligned, which the host checks).
 __device__ __forceinline__ void heads_of(const float* __restrict__ p, size_t row, int H, bool vec,
@@ -281,11 +294,7 @@ __device__ void gat_bwd_rows_impl(const uint32_t* __restrict__ indptr, const uin
             const int e = e0 + ln.slot;
             const bool ok = e < cnt;
             float x[V];
-            load_cols<T, V, VEC>(xs + (size_t)st.id[e] * a.HF, ln.c0, ok ? a.HF : 0, x);
-            float d = 0.f;
-#pragma unroll
-            for (int v = 0; v < V; ++v) d = fmaf(g[v], x[v], d);
-            d = head_sum(d, a.L);
+            const float d = head_dot<T, V, VEC>(xs, st.id[e], ok, ln, a, g, x);
             if (ok) acc += st.c0[ln.hl * CS + e] * d - st.c1[ln.hl * CS + e];
         }
         __syncwarp();
@@ -353,11 +362,7 @@ __device__ void gat_bwd_cols_impl(const uint32_t* __restrict__ t_indptr, const u
             const int e = e0 + ln.slot;
             const bool ok = e < cnt;
             float g[V];
-            load_cols<T, V, VEC>(dout + (size_t)st.id[e] * a.HF, ln.c0, ok ? a.HF : 0, g);
-            float d = 0.f;
-#pragma unroll
-            for (int v = 0; v < V; ++v) d = fmaf(g[v], x[v], d);
-            d = head_sum(d, a.L);
+            const float d = head_dot<T, V, VEC>(dout, st.id[e], ok, ln, a, x, g);
             if (ok) {
                 const int k = ln.hl * CS + e;
                 acc += st.c1[k] * d - st.c2[k];
