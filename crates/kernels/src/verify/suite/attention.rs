@@ -190,7 +190,9 @@ pub(super) fn check_gat_attention(
 /// also by half its subnormal step, 2^-25, absolute). So an element is held within
 /// `4 (sum eps |term| + (u len + u_T) sum |term|)`, the terms `alpha |x|` (out),
 /// `alpha |dout|` (dxs) and `alpha (|<dout, x>| + |D|)` with the dot products' magnitudes
-/// (ds_dst over a row, ds_src over a column).
+/// (ds_dst over a row, ds_src over a column). D is computed from the device's output, so each
+/// score gradient term also carries `alpha sum_f |dout_f| bound(out_f)`: out's error is relative
+/// to its terms, which can cancel (a one-column head makes that likely).
 pub(super) fn check_gat_aggregate(
     c: &mut Checker,
     name: &str,
@@ -245,6 +247,17 @@ pub(super) fn check_gat_aggregate(
     let scale = 1.0 / (1.0 - p as f64);
     let leaky = |z: f64| if z > 0.0 { z } else { SLOPE * z };
     let u = f32::EPSILON as f64 / 2.0;
+    let u_t = match dt {
+        DType::BF16 => 2f64.powi(-8),
+        DType::F16 => 2f64.powi(-11),
+        _ => u,
+    };
+    // f16 keeps 2^-24 steps below 2^-14 (subnormals): half a step absolute, whatever the size.
+    let floor = if dt == DType::F16 {
+        2f64.powi(-25)
+    } else {
+        1e-30
+    };
     struct Mag {
         a: Vec<f64>,
         b: Vec<f64>,
@@ -277,14 +290,34 @@ pub(super) fn check_gat_aggregate(
                 .clone()
                 .map(|f| (d[i * hf + f] * out[i * hf + f]).abs())
                 .sum();
-            for (k, q) in r.clone().enumerate() {
+            // Per edge: alpha, the dropout factor and alpha's error bound.
+            let edge = |k: usize, q: usize| {
                 let j = csr.indices()[q] as usize;
                 let big = sdv[i * heads + h].abs() + ssv[j * heads + h].abs() + lse.abs();
                 let eps = 2.0 * u * (r.len() as f64 + 8.0 + 4.0 * big);
                 let kept = keep
                     .as_ref()
                     .map_or(1.0, |k| if k[q * heads + h] { scale } else { 0.0 });
-                let a = (e[k] - lse).exp();
+                (j, (e[k] - lse).exp(), kept, eps)
+            };
+            for (k, q) in r.clone().enumerate() {
+                let (j, a, kept, eps) = edge(k, q);
+                for f in cs.clone() {
+                    add(&mut m_out, i * hf + f, a * kept * x[j * hf + f].abs(), eps);
+                }
+            }
+            // D is the dot product of dout with the device's out, so it carries out's error,
+            // which is relative to out's terms, not to out (they cancel): sum |dout| bound(out).
+            let d_err: f64 = cs
+                .clone()
+                .map(|f| {
+                    let o = i * hf + f;
+                    let b = 4.0 * (m_out.b[o] + (u * r.len() as f64 + u_t) * m_out.a[o]) + floor;
+                    d[o].abs() * b
+                })
+                .sum();
+            for (k, q) in r.clone().enumerate() {
+                let (j, a, kept, eps) = edge(k, q);
                 let dot: f64 = cs
                     .clone()
                     .map(|f| (d[i * hf + f] * x[j * hf + f]).abs())
@@ -293,24 +326,15 @@ pub(super) fn check_gat_aggregate(
                 let eps_g = eps + 2.0 * u * (width as f64 + 5.0);
                 add(&mut m_dst, i * heads + h, g, eps_g);
                 add(&mut m_src, j * heads + h, g, eps_g);
+                // Absolute, with the same factor 4 of slack as the rest (`lim`).
+                m_dst.b[i * heads + h] += a * d_err;
+                m_src.b[j * heads + h] += a * d_err;
                 for f in cs.clone() {
-                    add(&mut m_out, i * hf + f, a * kept * x[j * hf + f].abs(), eps);
                     add(&mut m_dx, j * hf + f, a * kept * d[i * hf + f].abs(), eps);
                 }
             }
         }
     }
-    let u_t = match dt {
-        DType::BF16 => 2f64.powi(-8),
-        DType::F16 => 2f64.powi(-11),
-        _ => u,
-    };
-    // f16 keeps 2^-24 steps below 2^-14 (subnormals): half a step absolute, whatever the size.
-    let floor = if dt == DType::F16 {
-        2f64.powi(-25)
-    } else {
-        1e-30
-    };
     // `len(k)`: the terms output element k sums (its row's or its column's).
     let lim = |mg: Mag, shape: &[usize], len: &dyn Fn(usize) -> usize| -> Result<Tensor> {
         let v: Vec<f64> = (0..mg.a.len())
