@@ -23,6 +23,7 @@
 #define GAT_WARPS 2
 #define MAX_HEADS 8
 #define CS 33  // a head's coefficient row in the stage: 32 edges + 1 (no bank conflicts)
+#define GAT_RESCALE 8.f  // the forward's lazy rescale: weights below e^8 against the reference
 
 struct GatArgs {
     int H, F, HF, L;   // heads, head width, columns, lanes per head in a group (G with one head)
@@ -161,10 +162,10 @@ __device__ __forceinline__ Stage stage_of() {
 }
 
 // Forward: out (f32, n_rows x HF) and lse (n_rows x H; 0 for an empty row, which no edge
-// reads), in one pass as online softmax: each batch's maximum per head rescales the running
-// sums, the aggregation weights are exp(e - running max) and the row's output is divided by
-// the sum of its exponentials at the end (the dropout factors weigh the aggregation, not the
-// sum).
+// reads), in one pass as online softmax: the aggregation weights are exp(e - m) against a
+// per-head reference m, raised (and the running sums rescaled) only when a batch's score
+// passes it by more than GAT_RESCALE, and the row's output is divided by the sum of its
+// exponentials at the end (the dropout factors weigh the aggregation, not the sum).
 template <typename T, int V, bool VEC>
 __device__ void gat_fwd_impl(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
                              const T* __restrict__ xs, const float* __restrict__ s_dst,
@@ -200,22 +201,36 @@ __device__ void gat_fwd_impl(const uint32_t* __restrict__ indptr, const uint32_t
 #pragma unroll
             for (int h = 0; h < MAX_HEADS; ++h) ev[h] = -INFINITY;
         }
+        // The reference maximum m moves only when some score passes it by more than
+        // GAT_RESCALE (always on the first batch, m = -inf): weights stay below e^GAT_RESCALE
+        // and most batches of a long row skip the per-head warp maxima and the rescale.
+        bool grow = false;
+#pragma unroll
+        for (int h = 0; h < MAX_HEADS; ++h) grow |= h < a.H && ev[h] > m[h] + GAT_RESCALE;
+        if (__any_sync(FULL, grow)) {
+            float rescale = 1.f;  // this lane's columns' head's
+#pragma unroll
+            for (int h = 0; h < MAX_HEADS; ++h) {
+                if (h < a.H) {
+                    const float mn = fmaxf(m[h], warp_max(ev[h]));  // finite: the batch has an edge
+                    const float sc = expf(m[h] - mn);               // 0 on the first batch
+                    l[h] *= sc;
+                    m[h] = mn;
+                    if (h == ln.hl) rescale = sc;
+                }
+            }
+#pragma unroll
+            for (int v = 0; v < V; ++v) acc[v] *= rescale;
+        }
         const uint64_t db = drop_base(a, base + ln.lane);
-        float rescale = 1.f;  // this lane's columns' head's
 #pragma unroll
         for (int h = 0; h < MAX_HEADS; ++h) {
-            if (h < a.H) {
-                const float mn = fmaxf(m[h], warp_max(ev[h]));  // finite: the batch has an edge
-                const float sc = expf(m[h] - mn);               // 0 on the first batch
-                const float w = ln.lane < cnt ? expf(ev[h] - mn) : 0.f;
-                l[h] = l[h] * sc + w;
-                m[h] = mn;
-                if (ln.lane < cnt) st.c0[h * CS + ln.lane] = w * drop_factor(a, db, h);
-                if (h == ln.hl) rescale = sc;
+            if (h < a.H && ln.lane < cnt) {
+                const float w = expf(ev[h] - m[h]);
+                l[h] += w;
+                st.c0[h * CS + ln.lane] = w * drop_factor(a, db, h);
             }
         }
-#pragma unroll
-        for (int v = 0; v < V; ++v) acc[v] *= rescale;
         __syncwarp();
 #pragma unroll 4
         for (int e = ln.slot; e < cnt; e += E) {
