@@ -201,6 +201,90 @@ __device__ void mask_bits_bwd_half(const uint32_t* bits, const H* dy, H* dx, uin
     }
 }
 
+// The same two kernels, 8 consecutive elements a thread: one 16-byte (bf16/f16) or two (f32)
+// vector loads of x and r, the bias chunk at the chunk's column, one store, and the chunk's 8
+// bits as byte c of the mask (bit i % 8 of byte i / 8 is bit i % 32 of word i / 32 on this
+// little-endian device). The host takes these only where d % 8 == 0 (a chunk stays in one row),
+// n % 32 == 0 (every mask word is written whole) and every operand is 16-byte aligned.
+__device__ __forceinline__ float widen(float v) { return v; }
+__device__ __forceinline__ void narrow(float v, float* o) { *o = v; }
+
+template <typename T>
+union Chunk8 {
+    uint4 q[sizeof(T) / 2];
+    T v[8];
+};
+
+template <typename T>
+__device__ __forceinline__ void load8(const T* p, Chunk8<T>& c) {
+#pragma unroll
+    for (int k = 0; k < (int)sizeof(T) / 2; ++k) c.q[k] = reinterpret_cast<const uint4*>(p)[k];
+}
+
+template <typename T>
+__device__ __forceinline__ void store8(T* p, const Chunk8<T>& c) {
+#pragma unroll
+    for (int k = 0; k < (int)sizeof(T) / 2; ++k) reinterpret_cast<uint4*>(p)[k] = c.q[k];
+}
+
+template <typename T>
+__device__ void bias_relu_dropout_bits_v8(const T* x, const T* b, const T* r, T* out, uint8_t* bits, uint64_t n8,
+                                          uint32_t d, uint64_t seed, uint64_t threshold, float scale) {
+    for (uint64_t c = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; c < n8;
+         c += (uint64_t)gridDim.x * blockDim.x) {
+        const uint64_t i0 = c * 8;
+        const uint32_t col = (uint32_t)(i0 % d);
+        Chunk8<T> xv, bv, rv, ov;
+        load8(x + i0, xv);
+        load8(b + col, bv);
+        if (r) load8(r + i0, rv);
+        uint32_t m = 0;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const float v = widen(xv.v[j]) + widen(bv.v[j]);
+            const bool on = keep(seed, i0 + j, threshold) && v > 0.f;
+            T y;
+            narrow(on ? v * scale : 0.f, &y);
+            if (r) {
+                narrow(widen(y) + widen(rv.v[j]), &ov.v[j]);
+            } else {
+                ov.v[j] = y;
+            }
+            m |= (uint32_t)on << j;
+        }
+        store8(out + i0, ov);
+        bits[c] = (uint8_t)m;
+    }
+}
+
+template <typename T>
+__device__ void mask_bits_bwd_v8(const uint8_t* bits, const T* dy, T* dx, uint64_t n8, float scale) {
+    for (uint64_t c = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; c < n8;
+         c += (uint64_t)gridDim.x * blockDim.x) {
+        const uint32_t m = bits[c];
+        Chunk8<T> g, o;
+        load8(dy + c * 8, g);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) narrow((m >> j) & 1u ? widen(g.v[j]) * scale : 0.f, &o.v[j]);
+        store8(dx + c * 8, o);
+    }
+}
+
+#define MASK_BITS_V8(TY, NAME)                                                                              \
+    extern "C" __global__ void bias_relu_dropout_bits_v8_##NAME(const TY* x, const TY* b, const TY* r,       \
+                                                                TY* out, uint8_t* bits, uint64_t n8,         \
+                                                                uint32_t d, uint64_t seed,                   \
+                                                                uint64_t threshold, float scale) {           \
+        bias_relu_dropout_bits_v8<TY>(x, b, r, out, bits, n8, d, seed, threshold, scale);                     \
+    }                                                                                                          \
+    extern "C" __global__ void mask_bits_bwd_v8_##NAME(const uint8_t* bits, const TY* dy, TY* dx, uint64_t n8, \
+                                                       float scale) {                                         \
+        mask_bits_bwd_v8<TY>(bits, dy, dx, n8, scale);                                                         \
+    }
+MASK_BITS_V8(float, f32)
+MASK_BITS_V8(__nv_bfloat16, bf16)
+MASK_BITS_V8(__half, f16)
+
 #define MASK_BITS(TY, NAME, ST, FWD, BWD)                                                                   \
     extern "C" __global__ void bias_relu_dropout_bits_##NAME(const TY* x, const TY* b, const TY* r, TY* out,  \
                                                              uint32_t* bits, uint64_t n, uint32_t d,          \

@@ -65,7 +65,20 @@ pub(crate) fn bias_relu_dropout_bits(
             // elements (the warps' strided loop visits every 32-element group below `n`).
             let out = unsafe { dev.alloc::<$T>(n.max(1))? };
             if n > 0 {
-                let func = dropout_kernel(&dev, OP, $suffix)?;
+                // 8 elements a thread where chunks stay in a row, mask words are whole and
+                // the operands 16-byte aligned (`cuda/dropout.cu`, `*_v8`).
+                let v8 = $suffix != "f64"
+                    && d % 8 == 0
+                    && n % 32 == 0
+                    && xl.start_offset() % 8 == 0
+                    && bl.start_offset() % 8 == 0
+                    && r.is_none_or(|(_, rl)| rl.start_offset() % 8 == 0);
+                let (name, count) = if v8 {
+                    ("bias_relu_dropout_bits_v8", n_u / 8)
+                } else {
+                    (OP, n_u)
+                };
+                let func = dropout_kernel(&dev, name, $suffix)?;
                 let sc = scale as $S;
                 let mut lb = func.builder();
                 lb.arg(&xv).arg(&bv);
@@ -75,15 +88,16 @@ pub(crate) fn bias_relu_dropout_bits(
                 };
                 lb.arg(&out)
                     .arg(&words)
-                    .arg(&n_u)
+                    .arg(&count)
                     .arg(&d)
                     .arg(&seed)
                     .arg(&t)
                     .arg(&sc);
                 // SAFETY: `x`, `r` (contiguous from their offsets) and `out` hold `n`
-                // elements, `b` holds `d` (read at `i % d`), `words` `ceil(n / 32)`;
-                // elementwise_cfg's blocks are 256 threads, whole warps, as the ballot needs.
-                launched(unsafe { lb.launch(elementwise_cfg(n)) }.map(|_| ()))?;
+                // elements, `b` holds `d` (read at `i % d`; v8: the 8 from a multiple of 8),
+                // `words` `ceil(n / 32)` (v8: byte `c` for chunk `c < n / 8`); elementwise_cfg's
+                // blocks are 256 threads, whole warps, as the ballot needs.
+                launched(unsafe { lb.launch(elementwise_cfg(count as usize)) }.map(|_| ()))?;
             }
             CudaStorage::wrap_cuda_slice(out, dev.clone())
         }};
@@ -118,13 +132,20 @@ pub(crate) fn mask_bits_bwd(
             // SAFETY: the kernel writes all `n` elements.
             let out = unsafe { dev.alloc::<$T>(n.max(1))? };
             if n > 0 {
-                let func = dropout_kernel(&dev, OP, $suffix)?;
+                let v8 = $suffix != "f64" && n % 8 == 0 && dl.start_offset() % 8 == 0;
+                let (name, count) = if v8 {
+                    ("mask_bits_bwd_v8", n_u / 8)
+                } else {
+                    (OP, n_u)
+                };
+                let func = dropout_kernel(&dev, name, $suffix)?;
                 let sc = scale as $S;
                 let mut lb = func.builder();
-                lb.arg(words).arg(&dv).arg(&out).arg(&n_u).arg(&sc);
+                lb.arg(words).arg(&dv).arg(&out).arg(&count).arg(&sc);
                 // SAFETY: `dy` and `out` hold `n` elements, `bits` at least `ceil(n / 32)`
-                // words (checked); indices below `n` only.
-                launched(unsafe { lb.launch(elementwise_cfg(n)) }.map(|_| ()))?;
+                // words (checked); indices below `n` only (v8: chunks below `n / 8`, byte
+                // `c` of the mask each).
+                launched(unsafe { lb.launch(elementwise_cfg(count as usize)) }.map(|_| ()))?;
             }
             CudaStorage::wrap_cuda_slice(out, dev)
         }};
