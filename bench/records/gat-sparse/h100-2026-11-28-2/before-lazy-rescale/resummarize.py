@@ -4,7 +4,7 @@ The run (command.txt) wrote them as failed: bench/run.py's extract_same_graph_pe
 floors for a GAT epoch's SpMM widths, got none, and failed on them (TypeError). The raw
 outputs are complete; after the fix (no widths: no floors, as for ours) this re-extracts the
 rows with the runner's own functions, and drops those six failures from run_failures.
-Run from the repository root: python3 bench/records/gat-sparse/h100-2026-11-28/resummarize.py
+Run from the repository root: python3 bench/records/gat-sparse/h100-2026-11-28-2/before-lazy-rescale/resummarize.py
 """
 import json
 import os
