@@ -2,7 +2,8 @@
 //   z = s_dst[i,h] + s_src[j,h],  e = LeakyReLU(z),  lse[i,h] = log sum_j exp(e),
 //   alpha = exp(e - lse) * mask / (1 - p),   out[i, h*F + f] = sum_j alpha * xs[j, h*F + f].
 // Only lse (one float per row and head) is kept; alpha is recomputed where it is needed.
-// Backward (D[i,h] = sum_f dout[i,hF+f] out[i,hF+f], the softmax's row term):
+// Backward (D[i,h] = sum_f dout[i,hF+f] out[i,hF+f], the softmax's row term, which the rows
+// pass computes from the stored output and writes for the columns pass):
 //   dalpha = mask / (1 - p) * <dout[i,h], xs[j,h]>,  ds = alpha (dalpha - D) LeakyReLU'(z)
 //   ds_dst[i,h] = sum_j ds (rows pass),  ds_src[j,h] = sum_i ds and
 //   dxs[j] = sum_i alpha * mask / (1 - p) * dout[i] (columns pass, over the transpose).
@@ -261,13 +262,14 @@ __device__ void gat_fwd_impl(const uint32_t* __restrict__ indptr, const uint32_t
     }
 }
 
-// Backward, rows pass: ds_dst[i,h] = sum_j ds.
+// Backward, rows pass: D[i,h] = <dout[i,h], out[i,h]> (written to dterm for the columns
+// pass) and ds_dst[i,h] = sum_j ds.
 template <typename T, int V, bool VEC>
 __device__ void gat_bwd_rows_impl(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
                                   const T* __restrict__ xs, const float* __restrict__ s_dst,
                                   const float* __restrict__ s_src, const float* __restrict__ lse,
-                                  const float* __restrict__ dterm, const T* __restrict__ dout,
-                                  float* __restrict__ ds_dst, int n_rows, GatArgs a) {
+                                  const T* __restrict__ outp, float* __restrict__ dterm,
+                                  const T* __restrict__ dout, float* __restrict__ ds_dst, int n_rows, GatArgs a) {
     const int row = blockIdx.x * GAT_WARPS + (threadIdx.x >> 5);
     if (row >= n_rows) return;
     const Lane ln = lane_of<V>(a);
@@ -277,9 +279,22 @@ __device__ void gat_bwd_rows_impl(const uint32_t* __restrict__ indptr, const uin
     float sd[MAX_HEADS], ls[MAX_HEADS], dd[MAX_HEADS];
     heads_of(s_dst, row, a.H, a.vh, sd);
     heads_of(lse, row, a.H, a.vh, ls);
-    heads_of(dterm, row, a.H, a.vh, dd);
     float g[V];
     load_cols<T, V, VEC>(dout + (size_t)row * a.HF, ln.c0, a.HF, g);
+    {
+        // D of the lane's head from the row's dout and out (every group holds the whole row),
+        // through the stage's third coefficient row (the rows pass uses the first two) to
+        // every lane for every head.
+        float o[V];
+        const float d = head_dot<T, V, VEC>(outp, row, true, ln, a, g, o);
+        if (ln.writes_head) {
+            st.c2[ln.hl] = d;
+            dterm[(size_t)row * a.H + ln.hl] = d;
+        }
+        __syncwarp();
+#pragma unroll
+        for (int h = 0; h < MAX_HEADS; ++h) dd[h] = h < a.H ? st.c2[h] : 0.f;
+    }
     float acc = 0.f;
     uint32_t next = start + ln.lane < end ? __ldg(indices + start + ln.lane) : 0;
     for (uint32_t base = start; base < end; base += 32) {
@@ -408,8 +423,9 @@ __device__ void gat_bwd_cols_impl(const uint32_t* __restrict__ t_indptr, const u
     }                                                                                                          \
     extern "C" __global__ void __launch_bounds__(32 * GAT_WARPS) gat_bwd_rows_##PREFIX##v##V##SUFFIX(          \
         const uint32_t* indptr, const uint32_t* indices, const T* xs, const float* s_dst, const float* s_src,  \
-        const float* lse, const float* dterm, const T* dout, float* ds_dst, int n_rows, GatArgs a) {           \
-        gat_bwd_rows_impl<T, V, VEC>(indptr, indices, xs, s_dst, s_src, lse, dterm, dout, ds_dst, n_rows, a);  \
+        const float* lse, const T* outp, float* dterm, const T* dout, float* ds_dst, int n_rows, GatArgs a) {  \
+        gat_bwd_rows_impl<T, V, VEC>(indptr, indices, xs, s_dst, s_src, lse, outp, dterm, dout, ds_dst, n_rows,  \
+                                     a);                                                                       \
     }                                                                                                          \
     extern "C" __global__ void __launch_bounds__(32 * GAT_WARPS) gat_bwd_cols_##PREFIX##v##V##SUFFIX(          \
         const uint32_t* t_indptr, const uint32_t* t_rows, const uint32_t* t_pos, const T* xs,                  \

@@ -57,6 +57,16 @@ impl Heads {
     }
 }
 
+/// The softmax's row term `D[i, h] = <dout[i, h], out[i, h]>` (`dout` and `out` row-major
+/// `[n_rows, heads * width]`).
+pub(crate) fn row_term(dout: &[f64], out: &[f64], k: &Heads) -> Vec<f64> {
+    let hf = k.heads * k.width;
+    dout.par_chunks(hf.max(1))
+        .zip(out.par_chunks(hf.max(1)))
+        .flat_map_iter(|(d, o)| (0..k.heads).map(move |h| k.dot(d, o, h)))
+        .collect()
+}
+
 /// `lse[i, h] = log sum_j exp(LeakyReLU(s_dst[i, h] + s_src[j, h]))` (0 for an empty row).
 pub(crate) fn lse(csr: &Csr, s_dst: &[f64], s_src: &[f64], k: &Heads) -> Vec<f64> {
     let h = k.heads;

@@ -132,9 +132,10 @@ pub(super) fn forward(
 }
 
 /// `[ds_dst (n_rows * heads); dxs (n_cols * heads * width); ds_src (n_cols * heads)]`, f32,
-/// from xs, `[s_dst; s_src; lse; D]` and dout; `gt`/`perm` the graph's transpose.
+/// from xs, `[s_dst; s_src; lse]`, dout and the forward's output `out` (the rows pass takes
+/// D = <dout, out> from it); `gt`/`perm` the graph's transpose.
 pub(super) fn backward(
-    (g, gt, perm): (&DeviceGraph, &DeviceGraph, &Tensor),
+    (g, gt, perm, out_t): (&DeviceGraph, &DeviceGraph, &Tensor, &Tensor),
     (x, xl): (&CudaStorage, &Layout),
     (s, sl): (&CudaStorage, &Layout),
     (d, dl): (&CudaStorage, &Layout),
@@ -150,6 +151,19 @@ pub(super) fn backward(
         candle_core::bail!("{OP}: xs is {:?}, dout is {:?}", xv.dtype(), dv.dtype());
     }
     let sv = f32_view(OP, s, sl)?;
+    let (os, ol) = out_t.storage_and_layout();
+    let ov = match &*os {
+        Storage::Cuda(os) => FloatView::of(OP, os, ol)?,
+        _ => candle_core::bail!("{OP}: the forward's output is not on the GPU"),
+    };
+    if ov.dtype() != xv.dtype() || ol.shape().elem_count() != n * hf {
+        candle_core::bail!(
+            "{OP}: the output is {:?} {:?}, xs {:?} with {n} x {hf} outputs",
+            ov.dtype(),
+            ol.shape(),
+            xv.dtype()
+        );
+    }
     let (ps, pl) = perm.storage_and_layout();
     let pv = match &*ps {
         Storage::Cuda(ps) => u32_view(OP, ps, pl)?,
@@ -159,12 +173,13 @@ pub(super) fn backward(
     let s_dst = sv.slice(0..n * h);
     let s_src = sv.slice(n * h..(n + m) * h);
     let lse = sv.slice((n + m) * h..(2 * n + m) * h);
-    let dterm = sv.slice((2 * n + m) * h..);
+    // D per row and head: written by the rows pass, read by the columns pass.
+    let mut dterm = zeros::<f32>(&dev, n * h)?;
     let (suffix, args) = launch_of(
         OP,
         p,
         &xv,
-        &[xl.start_offset(), dl.start_offset()],
+        &[xl.start_offset(), dl.start_offset(), ol.start_offset()],
         sl.start_offset(),
     )?;
     {
@@ -180,11 +195,13 @@ pub(super) fn backward(
             let mut b = f.builder();
             b.arg(&csr.indptr).arg(&csr.indices);
             xv.push(&mut b);
-            b.arg(&s_dst).arg(&s_src).arg(&lse).arg(&dterm);
+            b.arg(&s_dst).arg(&s_src).arg(&lse);
+            ov.push(&mut b);
+            b.arg(&mut dterm);
             dv.push(&mut b);
             b.arg(&mut ds_dst).arg(&n_i).arg(&args);
-            // SAFETY: as the forward's, plus D n_rows * heads floats, dout n_rows * heads *
-            // width elements and ds_dst n_rows * heads.
+            // SAFETY: as the forward's, plus out and dout n_rows * heads * width elements
+            // (checked above and by `gat_aggregate`), dterm and ds_dst n_rows * heads.
             launched(unsafe { b.launch(cfg(n)) }.map(|_| ()))?;
         }
         if m > 0 {

@@ -172,16 +172,12 @@ pub fn gat_aggregate(
         Box::new(move |_, dy| {
             let _timer = op.g.backward_timer();
             let sdt = scores.dtype();
-            let d = (dy.to_dtype(sdt)? * saved.to_dtype(sdt)?)?
-                .reshape((n, heads, width))?
-                .sum(2)?
-                .flatten_all()?;
-            let scores = Tensor::cat(&[&scores, &d], 0)?;
             let (gt, perm) = op.g.transpose()?;
             let bwd = GatBwdOp {
                 g: op.g.clone(),
                 gt,
                 perm,
+                out: saved.clone(),
                 plan: op.plan,
             };
             let all = xd.apply_op3_no_bwd(&scores, &dy.contiguous()?, &bwd)?;
@@ -264,11 +260,13 @@ impl CustomOp2 for GatOp {
 }
 
 /// The backward's two passes: `[ds_dst; dxs; ds_src]` (score dtype) from xs,
-/// `[s_dst; s_src; lse; D]` and dout.
+/// `[s_dst; s_src; lse]` and dout. The softmax's row term `D = <dout, out>` per row and head
+/// comes from the forward's output `out`, held here (the rows pass computes it on the GPU).
 struct GatBwdOp {
     g: DeviceGraph,
     gt: DeviceGraph,
     perm: Tensor,
+    out: Tensor,
     plan: Heads,
 }
 
@@ -288,12 +286,14 @@ impl CustomOp3 for GatBwdOp {
         const OP: &str = "gat_aggregate backward";
         let (xs, sc, dout) = (f64s(OP, x, xl)?, f64s(OP, s, sl)?, f64s(OP, d, dl)?);
         let (n, m, h) = (self.g.n_rows(), self.g.n_cols(), self.plan.heads);
+        let out: Vec<f64> = self.out.to_dtype(DType::F64)?.flatten_all()?.to_vec1()?;
+        let dterm = cpu::row_term(&dout, &out, &self.plan);
         let saved = Saved {
             xs: &xs,
             s_dst: &sc[..n * h],
             s_src: &sc[n * h..(n + m) * h],
             lse: &sc[(n + m) * h..(2 * n + m) * h],
-            dterm: &sc[(2 * n + m) * h..],
+            dterm: &dterm,
             dout: &dout,
         };
         let k = self.plan;
@@ -323,7 +323,7 @@ impl CustomOp3 for GatBwdOp {
         dl: &Layout,
     ) -> candle_core::Result<(CudaStorage, Shape)> {
         cuda::backward(
-            (&self.g, &self.gt, &self.perm),
+            (&self.g, &self.gt, &self.perm, &self.out),
             (x, xl),
             (s, sl),
             (d, dl),
