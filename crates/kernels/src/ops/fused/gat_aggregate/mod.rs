@@ -3,12 +3,14 @@
 //! dropout included. It replaces [`crate::gat_attention`] + dropout + [`crate::spmm_weighted`]
 //! over a graph copied once per head (`heads` times the edges, `width`-wide gathers), which
 //! stores alpha and its dropout per edge and head; here, as in FlashAttention, only each row's
-//! `log sum exp` per head is kept and alpha is recomputed where it is read. Every edge's
-//! neighbour row is gathered once per pass with all its heads.
+//! `log sum exp` per head is kept (written by the forward itself, an online softmax) and alpha
+//! is recomputed where it is read. Every edge's neighbour row is gathered once per pass with
+//! all its heads.
 //!
 //! Backward, with `D[i, h] = <dout[i, h], out[i, h]>` (the softmax's row term, FlashAttention's
-//! trick, which holds with dropout too): a rows pass for `ds_dst` and one over the cached
-//! transpose for `dxs` and `ds_src`; no atomics, deterministic.
+//! trick, which holds with dropout too): a rows pass that computes D from the held output and
+//! `ds_dst`, and one over the cached transpose for `dxs` and `ds_src`; no atomics,
+//! deterministic.
 //!
 //! The fused kernels keep a row's columns in one group of lanes: `heads * width <= 256`, heads
 //! in {1, 2, 4, 8}, and with several heads a power-of-two number of lanes per head (`layout`).
