@@ -214,6 +214,16 @@ fn f64s(op: &'static str, s: &CpuStorage, l: &Layout) -> candle_core::Result<Vec
     })
 }
 
+/// The CPU passes' result dtype for features `x` and scores `s`: f64 where either is, else
+/// the scores' (f32).
+fn wider(x: &CpuStorage, s: &CpuStorage) -> DType {
+    if x.dtype() == DType::F64 {
+        DType::F64
+    } else {
+        s.dtype()
+    }
+}
+
 /// `v` as a CPU storage of `dtype` (f32 or f64).
 fn storage(v: Vec<f64>, dtype: DType) -> CpuStorage {
     match dtype {
@@ -241,13 +251,8 @@ impl CustomOp2 for GatOp {
         let mut all = cpu::forward(self.g.csr(), &xs, (s_dst, s_src, &lse), &self.plan);
         all.extend(lse);
         let len = all.len();
-        // f64 where either side is (the caller narrows the output and lse to their dtypes).
-        let dt = if x.dtype() == DType::F64 {
-            x.dtype()
-        } else {
-            s.dtype()
-        };
-        Ok((storage(all, dt), Shape::from(len)))
+        // The caller narrows the output and lse to their dtypes.
+        Ok((storage(all, wider(x, s)), Shape::from(len)))
     }
     #[cfg(feature = "cuda")]
     fn cuda_fwd(
@@ -288,8 +293,8 @@ impl CustomOp3 for GatBwdOp {
         const OP: &str = "gat_aggregate backward";
         let (xs, sc, dout) = (f64s(OP, x, xl)?, f64s(OP, s, sl)?, f64s(OP, d, dl)?);
         let (n, m, h) = (self.g.n_rows(), self.g.n_cols(), self.plan.heads);
-        let out: Vec<f64> = self.out.to_dtype(DType::F64)?.flatten_all()?.to_vec1()?;
-        let dterm = cpu::row_term(&dout, &out, &self.plan);
+        let fwd_out: Vec<f64> = self.out.to_dtype(DType::F64)?.flatten_all()?.to_vec1()?;
+        let dterm = cpu::row_term(&dout, &fwd_out, &self.plan);
         let saved = Saved {
             xs: &xs,
             s_dst: &sc[..n * h],
@@ -306,13 +311,8 @@ impl CustomOp3 for GatBwdOp {
         out.extend(dxs);
         out.extend(ds_src);
         let len = out.len();
-        // f64 where either side is (the caller narrows each gradient to its input's dtype).
-        let dt = if x.dtype() == DType::F64 {
-            x.dtype()
-        } else {
-            s.dtype()
-        };
-        Ok((storage(out, dt), Shape::from(len)))
+        // The caller narrows each gradient to its input's dtype.
+        Ok((storage(out, wider(x, s)), Shape::from(len)))
     }
     #[cfg(feature = "cuda")]
     fn cuda_fwd(
