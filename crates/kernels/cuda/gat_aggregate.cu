@@ -146,20 +146,30 @@ __device__ __forceinline__ void heads_of(const float* __restrict__ p, size_t row
     }
 }
 
-// The warp's shared memory: a batch's 32 neighbour ids and up to three coefficients per
-// (head, edge), a head's 32 edges at stride CS.
+// The warp's shared memory: a batch's 32 neighbour ids, up to three coefficients per
+// (head, edge), a head's 32 edges at stride CS, and up to three per-head constants of the
+// warp's row (hv: read by broadcast where needed instead of held in registers across the
+// edge loop, which kept the passes at 64-95 registers with spills).
 struct Stage {
     uint32_t* id;
     float* c0;
     float* c1;
     float* c2;
+    float* hv;
 };
 
 __device__ __forceinline__ Stage stage_of() {
     __shared__ uint32_t ids[GAT_WARPS][32];
     __shared__ float coef[GAT_WARPS][3][MAX_HEADS * CS];
+    __shared__ float heads[GAT_WARPS][3 * MAX_HEADS];
     const int w = threadIdx.x >> 5;
-    return Stage{ids[w], coef[w][0], coef[w][1], coef[w][2]};
+    return Stage{ids[w], coef[w][0], coef[w][1], coef[w][2], heads[w]};
+}
+
+// Lanes h < H copy the row's value of head h from `p` (`[rows, H]`) into `dst[h]`.
+__device__ __forceinline__ void stage_heads(const float* __restrict__ p, size_t row, int H, int lane,
+                                            float* dst) {
+    if (lane < H) dst[lane] = p[row * H + lane];
 }
 
 // Forward: out (f32, n_rows x HF) and lse (n_rows x H; 0 for an empty row, which no edge
@@ -178,8 +188,10 @@ __device__ void gat_fwd_impl(const uint32_t* __restrict__ indptr, const uint32_t
     const Stage st = stage_of();
     const uint32_t start = indptr[row], end = indptr[row + 1];
     const int E = 32 >> a.lg;
-    float sd[MAX_HEADS], m[MAX_HEADS], l[MAX_HEADS];
-    heads_of(s_dst, row, a.H, a.vh, sd);
+    float m[MAX_HEADS], l[MAX_HEADS];
+    float* const sd = st.hv;  // the row's s_dst per head, in the stage
+    stage_heads(s_dst, row, a.H, ln.lane, sd);
+    __syncwarp();
 #pragma unroll
     for (int h = 0; h < MAX_HEADS; ++h) m[h] = -INFINITY, l[h] = 0.f;
     float acc[V];
@@ -276,25 +288,24 @@ __device__ void gat_bwd_rows_impl(const uint32_t* __restrict__ indptr, const uin
     const Stage st = stage_of();
     const uint32_t start = indptr[row], end = indptr[row + 1];
     const int E = 32 >> a.lg;
-    float sd[MAX_HEADS], ls[MAX_HEADS], dd[MAX_HEADS];
-    heads_of(s_dst, row, a.H, a.vh, sd);
-    heads_of(lse, row, a.H, a.vh, ls);
+    // The row's per-head constants in the stage: D, s_dst, lse.
+    float* const dd = st.hv;
+    float* const sd = st.hv + MAX_HEADS;
+    float* const ls = st.hv + 2 * MAX_HEADS;
+    stage_heads(s_dst, row, a.H, ln.lane, sd);
+    stage_heads(lse, row, a.H, ln.lane, ls);
     float g[V];
     load_cols<T, V, VEC>(dout + (size_t)row * a.HF, ln.c0, a.HF, g);
     {
-        // D of the lane's head from the row's dout and out (every group holds the whole row),
-        // through the stage's third coefficient row (the rows pass uses the first two) to
-        // every lane for every head.
+        // D of the lane's head from the row's dout and out (every group holds the whole row).
         float o[V];
         const float d = head_dot<T, V, VEC>(outp, row, true, ln, a, g, o);
         if (ln.writes_head) {
-            st.c2[ln.hl] = d;
+            dd[ln.hl] = d;
             dterm[(size_t)row * a.H + ln.hl] = d;
         }
-        __syncwarp();
-#pragma unroll
-        for (int h = 0; h < MAX_HEADS; ++h) dd[h] = h < a.H ? st.c2[h] : 0.f;
     }
+    __syncwarp();
     float acc = 0.f;
     uint32_t next = start + ln.lane < end ? __ldg(indices + start + ln.lane) : 0;
     for (uint32_t base = start; base < end; base += 32) {
@@ -348,8 +359,9 @@ __device__ void gat_bwd_cols_impl(const uint32_t* __restrict__ t_indptr, const u
     const Stage st = stage_of();
     const uint32_t start = t_indptr[col], end = t_indptr[col + 1];
     const int E = 32 >> a.lg;
-    float ss[MAX_HEADS];
-    heads_of(s_src, col, a.H, a.vh, ss);
+    float* const ss = st.hv;  // the column's s_src per head, in the stage
+    stage_heads(s_src, col, a.H, ln.lane, ss);
+    __syncwarp();
     float x[V], dx[V];
     load_cols<T, V, VEC>(xs + (size_t)col * a.HF, ln.c0, a.HF, x);
 #pragma unroll
