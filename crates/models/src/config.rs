@@ -133,6 +133,14 @@ fn one() -> usize {
     1
 }
 
+/// `cols` rounded up to a multiple of 8: the feature width at which every row of a bf16,
+/// f16 or f32 feature matrix starts 16-byte aligned, which cuBLAS needs for its fast kernels.
+/// The trainer pads the input features to it on CUDA (zero columns); the models take both
+/// widths ([`ModelConfig::accepts_input_width`]).
+pub fn aligned_width(cols: usize) -> usize {
+    cols.div_ceil(8) * 8
+}
+
 impl ModelConfig {
     /// A config with the usual defaults: ReLU, no LayerNorm, dropout on
     /// hidden and input.
@@ -160,6 +168,12 @@ impl ModelConfig {
             heads: 1,
             att_dropout: 0.0,
         }
+    }
+
+    /// Whether the model takes input rows `cols` wide: `in_dim`, or [`aligned_width`] of it
+    /// (features padded with zero columns; the first layer's weights meet them with zeros).
+    pub fn accepts_input_width(&self, cols: usize) -> bool {
+        cols == self.in_dim || cols == aligned_width(self.in_dim)
     }
 
     /// Checks the numbers.

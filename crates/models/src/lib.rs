@@ -18,7 +18,7 @@ pub mod output;
 pub mod params;
 pub mod timer;
 
-pub use config::{Activation, ConvKind, ModelConfig};
+pub use config::{aligned_width, Activation, ConvKind, ModelConfig};
 pub use dropout::DropoutRng;
 pub use error::{Error, Result};
 pub use graph::{Aggregation, FusedAggregation, ModelGraph, Operands};

@@ -280,12 +280,29 @@ impl Gnn {
                 g.aggregation
             )));
         }
+        let cols = x.dim(candle_core::D::Minus1)?;
+        if !self.cfg.accepts_input_width(cols) {
+            return Err(Error::Config(format!(
+                "input rows are {cols} wide; the model takes {} features (or {}, zero-padded)",
+                self.cfg.in_dim,
+                crate::aligned_width(self.cfg.in_dim)
+            )));
+        }
         let mut h = x.clone();
         if let Some((rng, p)) =
             layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.input_dropout)?
         {
             let _t = g.phase(Phase::Elementwise);
-            h = rng.dropout(&h, p)?;
+            h = if cols > self.cfg.in_dim {
+                // Padded features: the unpadded features' mask (masks are a function of the
+                // stream and the element index alone, the same on every device), then the
+                // zero columns again for the aligned products.
+                let logical = h.narrow(1, 0, self.cfg.in_dim)?.contiguous()?;
+                rng.dropout(&logical, p)?
+                    .pad_with_zeros(1, 0, cols - self.cfg.in_dim)?
+            } else {
+                rng.dropout(&h, p)?
+            };
         }
         let last = self.convs.len() - 1;
         // A layer's aggregation of its input made by the layer before it (a lean GCN layer:

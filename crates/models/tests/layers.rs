@@ -1072,3 +1072,74 @@ fn output_rows_equal_the_whole_outputs_rows() {
         }
     }
 }
+
+/// Features padded with zero columns to [`gnn_models::aligned_width`] (the trainer does it on
+/// CUDA) give every model kind the logits and parameter gradients of the unpadded features,
+/// in both product orders, with the cached input aggregation, MaxK, LayerNorm and dropout;
+/// other widths are refused with the widths named.
+#[test]
+fn padded_features_give_the_unpadded_model() {
+    use gnn_models::{aligned_width, Activation};
+    let dev = Device::Cpu;
+    let csr = small_graph();
+    let check = |cfg: ModelConfig, what: &str| {
+        let in_dim = cfg.in_dim;
+        let model = Gnn::new(cfg.clone(), &dev, 3).unwrap();
+        let g = ModelGraph::new(&csr, cfg.kind, &dev).unwrap();
+        let x = seeded_x(in_dim, 21);
+        let padded = x
+            .pad_with_zeros(1, 0, aligned_width(in_dim) - in_dim)
+            .unwrap();
+        assert_eq!(padded.dim(1).unwrap(), aligned_width(in_dim));
+        let agg = model.input_aggregate(&g, &x).unwrap();
+        let agg_p = model.input_aggregate(&g, &padded).unwrap();
+        let (y0, g0) = train_pass(&model, &g, &x, agg.as_ref(), 7);
+        let (y1, g1) = train_pass(&model, &g, &padded, agg_p.as_ref(), 7);
+        close(&mat(&y1), &mat(&y0), 1e-5);
+        let (g0, g1) = (flat_grads(&g0), flat_grads(&g1));
+        for ((name, _), (a, b)) in model.named_vars().iter().zip(g1.iter().zip(&g0)) {
+            assert_eq!(a.len(), b.len(), "{what} {name}: gradient shape");
+            let scale = b.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
+            for (p, q) in a.iter().zip(b) {
+                assert!((p - q).abs() <= 1e-5 * scale, "{what} {name}: {p} vs {q}");
+            }
+        }
+        // Neither the logical width plus one nor the padded width plus one is taken.
+        for bad in [in_dim + 1, aligned_width(in_dim) + 1] {
+            if bad == aligned_width(in_dim) {
+                continue;
+            }
+            let e = model
+                .forward(&g, &seeded_x(bad, 1), &mut Forward::eval())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(&format!("{bad} wide")), "{what}: {e}");
+        }
+    };
+    for kind in [
+        ConvKind::Gcn,
+        ConvKind::SageMean,
+        ConvKind::SagePool,
+        ConvKind::Gin,
+        ConvKind::Gat,
+        ConvKind::Transformer,
+        ConvKind::Mlp,
+    ] {
+        // 13 -> 16 columns; hidden 6 (the first layer multiplies first) and 20 (it
+        // aggregates first, or reads the cached aggregation).
+        for hidden in [6, 20] {
+            for input_dropout in [0.0, 0.3] {
+                let mut cfg = ModelConfig::new(kind, 13, hidden, 3, 3, 0.5);
+                cfg.input_dropout = input_dropout;
+                cfg.heads = 2;
+                cfg.layer_norm = hidden == 20;
+                check(cfg, &format!("{kind} hidden {hidden} p_in {input_dropout}"));
+            }
+        }
+    }
+    for kind in [ConvKind::Gcn, ConvKind::SageMean, ConvKind::Gin] {
+        let mut cfg = ModelConfig::new(kind, 13, 10, 3, 2, 0.0);
+        cfg.activation = Activation::MaxK { k: 4 };
+        check(cfg, &format!("{kind} maxk"));
+    }
+}

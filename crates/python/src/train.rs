@@ -262,7 +262,9 @@ pub fn train(
     let out = py.detach(|| -> gnn_train::Result<Outcome> {
         let t_all = Instant::now();
         precision.check_device(&dev)?;
-        let data = DeviceData::new(&ds, &dev, row_normalize)?.with_precision(precision)?;
+        let data = DeviceData::new(&ds, &dev, row_normalize)?
+            .with_precision(precision)?
+            .with_aligned_features()?;
         let t = Instant::now();
         let graph = on_oom(ModelGraph::new(&ds.graph, kind, &dev), &dev, || {
             (

@@ -57,6 +57,31 @@ impl DeviceData {
         Ok(self)
     }
 
+    /// On a CUDA device, the features zero-padded to [`gnn_models::aligned_width`] columns
+    /// (Reddit's 602 become 608): rows whose byte length is a multiple of 16, so that cuBLAS
+    /// runs the first layer's products and weight gradients on its aligned kernels (on 602
+    /// columns it falls back to kernels at about a third of their bandwidth). The models
+    /// take the padded width and meet the extra columns with zero weights, so the results
+    /// are those of the unpadded features up to rounding; parameters keep the logical width.
+    /// A no-op on the CPU and where the width is aligned already.
+    pub fn with_aligned_features(self) -> Result<Self> {
+        if !self.x.device().is_cuda() {
+            return Ok(self);
+        }
+        self.with_padded_features()
+    }
+
+    /// The features zero-padded to [`gnn_models::aligned_width`] columns on any device
+    /// ([`Self::with_aligned_features`] does it on CUDA only; the tests use this on the CPU).
+    pub fn with_padded_features(mut self) -> Result<Self> {
+        let cols = self.x.dim(1)?;
+        let width = gnn_models::aligned_width(cols);
+        if width > cols {
+            self.x = self.x.pad_with_zeros(1, 0, width - cols)?;
+        }
+        Ok(self)
+    }
+
     /// One rank's share of `ds` in a multi-device run: the rows `rows` of the features and
     /// labels, the split nodes among them (renumbered from `rows.start`), and loss weights
     /// `1 / n_train` over the *whole* train set, so that the ranks' losses (and gradients)
@@ -289,6 +314,61 @@ mod tests {
             len(&out.data.train) + len(&out.data.val) + len(&out.data.test),
             0
         );
+    }
+
+    /// Cora's 1,433 features padded to 1,440 zero columns train the model of the unpadded
+    /// ones: the same loss, accuracy and parameters (input dropout on, so the padded path's
+    /// mask must be the unpadded one's).
+    #[test]
+    fn padded_features_train_the_unpadded_model() {
+        let dev = Device::Cpu;
+        let ds = cora();
+        let plain = DeviceData::new(&ds, &dev, true).unwrap();
+        let padded = DeviceData::new(&ds, &dev, true)
+            .unwrap()
+            .with_padded_features()
+            .unwrap();
+        assert_eq!(padded.x.dims(), [ds.num_nodes(), 1440]);
+        // A no-op on the CPU: the trainer pads on CUDA only.
+        let same = DeviceData::new(&ds, &dev, true)
+            .unwrap()
+            .with_aligned_features()
+            .unwrap();
+        assert_eq!(same.x.dims(), [ds.num_nodes(), 1433]);
+        let graph =
+            gnn_models::ModelGraph::new(&ds.graph, gnn_models::ConvKind::Gcn, &dev).unwrap();
+        let tc = crate::TrainConfig {
+            epochs: 3,
+            ..Default::default()
+        };
+        let run = |data: &DeviceData| {
+            let mut cfg = gnn_models::ModelConfig::new(
+                gnn_models::ConvKind::Gcn,
+                ds.features.cols(),
+                16,
+                ds.num_classes,
+                2,
+                0.5,
+            );
+            cfg.input_dropout = 0.5;
+            let model = gnn_models::Gnn::new(cfg, &dev, 0).unwrap();
+            let r = crate::train(&model, &graph, data, &tc, |_| {}).unwrap();
+            let w: Vec<f32> = model.named_vars()[0]
+                .1
+                .as_tensor()
+                .flatten_all()
+                .unwrap()
+                .to_vec1()
+                .unwrap();
+            (r.final_loss, r.test_acc, w)
+        };
+        let (l0, a0, w0) = run(&plain);
+        let (l1, a1, w1) = run(&padded);
+        assert!((l0 - l1).abs() <= 1e-5 * l0.abs(), "loss {l0} vs {l1}");
+        assert_eq!(a0, a1);
+        for (p, q) in w0.iter().zip(&w1) {
+            assert!((p - q).abs() <= 1e-5, "{p} vs {q}");
+        }
     }
 
     #[test]

@@ -439,8 +439,9 @@ pub fn run(cfg: &RunConfig) -> Result<RunOutcome> {
     let mut loaded = load(&cfg.data, device.is_cpu())?;
     let (_, reorder_s) = reorder(&mut loaded, cfg.reorder)?;
     let ds = &loaded.dataset;
-    let data =
-        DeviceData::new(ds, &device, cfg.row_normalize)?.with_precision(cfg.train.precision)?;
+    let data = DeviceData::new(ds, &device, cfg.row_normalize)?
+        .with_precision(cfg.train.precision)?
+        .with_aligned_features()?;
     let warm_up = crate::warmup::finish();
     if let Some(w) = &warm_up {
         println!("{w}");

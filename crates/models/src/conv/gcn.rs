@@ -10,7 +10,7 @@
 //! The product is associative, so the layer aggregates at the narrower of `in` and `out`:
 //! `Â (X W^T)` when `out < in`, `(Â X) W^T` otherwise.
 
-use super::{bias_relu_dropout, lean, like, maxk_dropout, Linear};
+use super::{bias_relu_dropout, lean, like, maxk_dropout, weight_like, Linear};
 use crate::dropout::DropoutRng;
 use crate::error::Result;
 use crate::graph::{FusedAggregation, ModelGraph};
@@ -99,7 +99,7 @@ impl GcnConv {
                 let _t = g.phase(Phase::Aggregation);
                 Aggregate::new(graph, x, values, Reduce::Sum)?
             };
-            let w = like(&self.lin.weight, x)?;
+            let w = weight_like(&self.lin.weight, x)?;
             let z = {
                 let _t = g.phase(Phase::Gemm);
                 LinearProduct::of_aggregate(a, &w)?
@@ -125,7 +125,7 @@ impl GcnConv {
             let (y, b) = self.forward_unbiased(g, x, None)?;
             return bias_relu_dropout(g, &y, &b, drop);
         };
-        let w = like(&self.lin.weight, &a)?;
+        let w = weight_like(&self.lin.weight, &a)?;
         let z = {
             let _t = g.phase(Phase::Gemm);
             LinearProduct::new(&a, &w)?
@@ -156,7 +156,7 @@ impl GcnConv {
         next: Option<FusedAggregation>,
     ) -> Result<Option<Tensor>> {
         if let Some(a) = self.product_input(g, x, agg)? {
-            let (w, b) = (like(&self.lin.weight, &a)?, like(&self.bias, &a)?);
+            let (w, b) = (weight_like(&self.lin.weight, &a)?, like(&self.bias, &a)?);
             let agg = next.map_or(lean::Agg::None, lean::Agg::Activation);
             return Ok(Some(lean::linear(g, &a, &w, &b, act, agg)?));
         }
@@ -164,7 +164,7 @@ impl GcnConv {
         let (Some(f), None) = (fused, next) else {
             return Ok(None);
         };
-        let (w, b) = (like(&self.lin.weight, x)?, like(&self.bias, x)?);
+        let (w, b) = (weight_like(&self.lin.weight, x)?, like(&self.bias, x)?);
         Ok(Some(lean::linear(
             g,
             x,
@@ -227,7 +227,7 @@ impl GcnConv {
             Some(_) => None,
         };
         if let (Some((graph, values)), Some(res)) = (g.exact_operands(), own_residual) {
-            let w = like(&self.lin.weight, x)?;
+            let w = weight_like(&self.lin.weight, x)?;
             let z = {
                 let _t = g.phase(Phase::Gemm);
                 LinearProduct::new(x, &w)?

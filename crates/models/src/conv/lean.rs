@@ -19,7 +19,7 @@
 //! epilogue kernel, in the same order); the gradients are the same sums with the weight
 //! gradients as `dzᵀ x` products (the composed matmul's `(xᵀ dz)ᵀ`), equal up to rounding.
 
-use super::like;
+use super::{like, weight_like};
 use crate::dropout::DropoutRng;
 use crate::error::Result;
 use crate::graph::{FusedAggregation, ModelGraph};
@@ -169,18 +169,19 @@ pub(crate) fn pair(
     b: &Tensor,
     act: Act<'_>,
 ) -> Result<Tensor> {
-    let (out_dim, in_a) = w_a.dims2()?;
-    let in_h = w_h.dim(1)?;
+    let out_dim = w_a.dim(0)?;
+    // Each weight at its input's width (inputs wider than the weights carry zero-weighted
+    // padding columns: [`weight_like`]); the neighbour term's input is `h` itself when the
+    // neighbour term is its aggregated product.
+    let w_a = match &neighbour {
+        Neighbour::Tracked(a) | Neighbour::Constant(a) => weight_like(w_a, a)?,
+        Neighbour::Product(_) => weight_like(w_a, h)?,
+    };
+    let w_h = weight_like(w_h, h)?;
+    let (in_a, in_h) = (w_a.dim(1)?, w_h.dim(1)?);
     // One tracked tensor for the three parameters (their gradients split back through the
     // concatenation), in the activations' dtype.
-    let wb = Tensor::cat(
-        &[
-            &like(w_a, h)?,
-            &like(w_h, h)?,
-            &like(b, h)?.reshape((out_dim, 1))?,
-        ],
-        1,
-    )?;
+    let wb = Tensor::cat(&[&w_a, &w_h, &like(b, h)?.reshape((out_dim, 1))?], 1)?;
     let parts = move |wb: &Tensor| -> candle_core::Result<(Tensor, Tensor, Tensor)> {
         let wb = wb.detach();
         Ok((

@@ -1,6 +1,6 @@
 //! A dense layer `y = x W^T + b` with PyG/torch parameter layout (`weight: [out, in]`).
 
-use super::like;
+use super::{like, weight_like};
 use crate::error::Result;
 use crate::graph::ModelGraph;
 use crate::params::{Init, ParamStore};
@@ -62,9 +62,9 @@ impl Linear {
         }
     }
 
-    /// `x W^T` only.
+    /// `x W^T` only (`x` may be wider than `in`: [`weight_like`]).
     pub fn forward_no_bias(&self, g: &ModelGraph, x: &Tensor) -> Result<Tensor> {
         let _t = g.phase(Phase::Gemm);
-        Ok(matmul_nt(x, &like(&self.weight, x)?)?)
+        Ok(matmul_nt(x, &weight_like(&self.weight, x)?)?)
     }
 }

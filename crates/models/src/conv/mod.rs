@@ -29,6 +29,24 @@ pub(crate) fn like(p: &Tensor, x: &Tensor) -> Result<Tensor> {
     Ok(p.to_dtype(x.dtype())?)
 }
 
+/// A weight `w [out, in]` for the product `x · wᵀ`, in `x`'s dtype ([`like`]), with zero
+/// columns appended when `x` is wider than `in`: the input features padded to an aligned
+/// width ([`crate::aligned_width`]). The padding columns then meet zero weights, so the
+/// product is the unpadded one, while cuBLAS gets rows whose byte length is a multiple of 16
+/// (602 bf16 features are 1,204 bytes: cuBLAS falls back to sm80 kernels at about a third of
+/// the aligned ones' bandwidth). The gradient flows back through the padding to the `[out,
+/// in]` parameter, so parameters and checkpoints keep the logical width.
+pub(crate) fn weight_like(w: &Tensor, x: &Tensor) -> Result<Tensor> {
+    let w = like(w, x)?;
+    let (_, cols) = w.dims2()?;
+    let width = x.dim(candle_core::D::Minus1)?;
+    if width > cols {
+        Ok(w.pad_with_zeros(1, 0, width - cols)?)
+    } else {
+        Ok(w)
+    }
+}
+
 /// A hidden layer's epilogue on its unbiased output `y`: `dropout(relu(y + b), p)` with
 /// `drop`'s rate and mask stream (training), else `relu(y + b)`, one fused pass
 /// ([`gnn_kernels::bias_relu_dropout`]), timed as element-wise work on `g`.

@@ -14,7 +14,7 @@
 //! Mean aggregation is linear, so when `out < in` the layer runs one GEMM with
 //! `[W_l; W_r]` and aggregates the `W_l` half at width `out`.
 
-use super::{lean, like, maxk_dropout, Linear};
+use super::{lean, like, maxk_dropout, weight_like, Linear};
 use crate::dropout::DropoutRng;
 use crate::error::Result;
 use crate::graph::ModelGraph;
@@ -108,13 +108,13 @@ impl SageConv {
             return Ok((Self::add(g, l, r)?, bias));
         }
         let y = if out_dim < in_dim {
-            let w = like(
+            let w = weight_like(
                 &Tensor::cat(&[&self.lin_l.weight, &self.lin_r.weight], 0)?,
                 x,
             )?;
             let h = {
                 let _t = g.phase(Phase::Gemm);
-                gnn_kernels::matmul_nt(x, &like(&w, x)?)?
+                gnn_kernels::matmul_nt(x, &w)?
             };
             let (hl, hr) = (h.narrow(1, 0, out_dim)?, h.narrow(1, out_dim, out_dim)?);
             let agg = {
@@ -192,7 +192,7 @@ impl SageConv {
         let w = Tensor::cat(&[&self.lin_l.weight, &self.lin_r.weight], 0)?;
         let h = {
             let _t = g.phase(Phase::Gemm);
-            gnn_kernels::matmul_nt(x, &like(&w, x)?)?
+            gnn_kernels::matmul_nt(x, &weight_like(&w, x)?)?
         };
         let (hl, hr) = (h.narrow(1, 0, out_dim)?, h.narrow(1, out_dim, out_dim)?);
         let c = maxk_dropout(g, &hl, k, drop)?;

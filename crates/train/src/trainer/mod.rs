@@ -121,7 +121,7 @@ fn check(model: &Gnn, data: &DeviceData, cfg: &TrainConfig) -> Result<()> {
             data.num_classes
         )));
     }
-    if model.config().in_dim != data.x.dim(1)? {
+    if !model.config().accepts_input_width(data.x.dim(1)?) {
         return Err(Error::Invalid(format!(
             "model expects {} input features, the dataset has {}",
             model.config().in_dim,
