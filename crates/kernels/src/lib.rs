@@ -9,6 +9,7 @@
 //! |---|---|
 //! | [`spmm`] | `out[i] = reduce_{j in N(i)} x[j]`, reduce = sum / mean / max / min |
 //! | [`spmm_weighted`] | the same with `a_ij * x[j]`, `a` an edge-value tensor |
+//! | [`spmm_transposed`] | `Aᵀ dy`: a sum / mean `spmm`'s input gradient, for ops that differentiate through their aggregation themselves |
 //! | [`matmul_nt`] | `x wᵀ` computing only the gradients that are needed |
 //! | [`sddmm`] | `e[p] = <a[i], b[j]>` for every edge `p = (i, j)` (HP-SDDMM on the GPU; [`sddmm_scaled`] times an edge value) |
 //! | [`edge_softmax`] | softmax of edge scores within each row (attention) |
@@ -64,4 +65,4 @@ pub use ops::maxk::{maxk, spgemm, spgemm_bias, spgemm_bias_residual, sspmm, Cbsr
 pub use ops::quant::{dequantize, QuantizedFeatures};
 pub use ops::sampled::{spmm_sampled, Sampling};
 pub use ops::sddmm::{sddmm, sddmm_scaled};
-pub use ops::spmm::{spmm, spmm_weighted, Reduce};
+pub use ops::spmm::{spmm, spmm_transposed, spmm_weighted, Reduce};

@@ -3,7 +3,7 @@
 use candle_core::{DType, Device, Tensor, Var};
 use gnn_graph::{BuildOptions, Coo, Csr};
 use gnn_kernels::ops::spmm::reference::spmm_reference;
-use gnn_kernels::{sddmm, sddmm_scaled, spmm, spmm_weighted, DeviceGraph, Reduce};
+use gnn_kernels::{sddmm, sddmm_scaled, spmm, spmm_transposed, spmm_weighted, DeviceGraph, Reduce};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus as R;
 
@@ -493,4 +493,71 @@ fn a_graph_with_64_bit_offsets_gives_the_32_bit_results_bit_for_bit() {
         bits(&gnn_kernels::edge_softmax(&sa, &s).unwrap()),
         bits(&gnn_kernels::edge_softmax(&sb, &s).unwrap())
     );
+}
+
+/// `spmm_transposed` is `Aᵀ dy` (mean: `Aᵀ D⁻¹ dy`), with and without edge values, against a
+/// direct f64 sum over the edges: rectangular graphs, empty rows, one huge row, K not a
+/// multiple of 32; other reductions and shapes are typed errors.
+#[test]
+fn spmm_transposed_is_the_transpose_product() {
+    let dev = Device::Cpu;
+    for (si, &(nr, nc, avg, huge)) in [
+        (7, 9, 3, 0),
+        (64, 40, 6, 0),
+        (50, 2000, 4, 5000),
+        (0, 5, 1, 0),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let csr = graph(nr, nc, avg, huge, 40 + si as u64);
+        let g = DeviceGraph::upload(&csr, &dev).unwrap();
+        for k in [1usize, 7, 33, 100] {
+            let dy = rand_vec(nr * k, 300 + k as u64);
+            let v = rand_vec(csr.nnz(), 400 + k as u64);
+            let dyt = Tensor::from_vec(dy.clone(), (nr, k), &dev).unwrap();
+            let vt = Tensor::from_vec(v.clone(), csr.nnz(), &dev).unwrap();
+            for reduce in [Reduce::Sum, Reduce::Mean] {
+                for weighted in [false, true] {
+                    let mut want = vec![0f64; nc * k];
+                    for i in 0..nr {
+                        let (start, end) = (csr.row_range(i).start, csr.row_range(i).end);
+                        let scale = match reduce {
+                            Reduce::Mean if end > start => 1.0 / (end - start) as f64,
+                            _ => 1.0,
+                        };
+                        for p in start..end {
+                            let j = csr.indices()[p] as usize;
+                            let a = if weighted { v[p] } else { 1.0 } * scale;
+                            for c in 0..k {
+                                want[j * k + c] += a * dy[i * k + c];
+                            }
+                        }
+                    }
+                    let got = spmm_transposed(&g, &dyt, weighted.then_some(&vt), reduce).unwrap();
+                    assert_eq!(got.dims(), [nc, k]);
+                    let e = max_rel_err(&to_f64(&got), &want);
+                    // The mean's 1/deg is cached in f32 (DeviceGraph::inv_degrees), for every
+                    // dtype's backward.
+                    let tol = if reduce == Reduce::Mean { 1e-7 } else { 1e-12 };
+                    assert!(
+                        e <= tol,
+                        "{reduce:?} weighted {weighted} shape {si} K={k}: rel err {e}"
+                    );
+                }
+            }
+        }
+    }
+    let csr = graph(7, 9, 3, 0, 1);
+    let g = DeviceGraph::upload(&csr, &dev).unwrap();
+    let dy = Tensor::zeros((7, 4), DType::F64, &dev).unwrap();
+    let e = spmm_transposed(&g, &dy, None, Reduce::Max)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("Max") && e.contains("sum or mean"), "{e}");
+    let wrong = Tensor::zeros((9, 4), DType::F64, &dev).unwrap();
+    let e = spmm_transposed(&g, &wrong, None, Reduce::Sum)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("[9, 4]") && e.contains("[7, K]"), "{e}");
 }

@@ -98,6 +98,8 @@ pub struct ModelGraph {
     output_aggregation: Option<SelectedAggregation>,
     /// The phase clock of the passes over this graph (off unless [`Self::set_phase_timing`]).
     timer: Timer,
+    /// A whole graph's layers run their lean forms ([`Self::with_lean_layers`]).
+    lean: bool,
 }
 
 /// A partitioned graph's fused symmetric aggregation under one reduction
@@ -116,6 +118,13 @@ enum Fused {
     },
     /// This rank's selected rows only (a sum): [`SelectedAggregation`].
     Selected(SelectedAggregation),
+    /// A whole graph's sum or mean: [`spmm`] / [`spmm_weighted`] forward,
+    /// [`gnn_kernels::spmm_transposed`] backward.
+    Whole {
+        graph: DeviceGraph,
+        values: Option<Tensor>,
+        reduce: Reduce,
+    },
 }
 
 impl FusedAggregation {
@@ -140,6 +149,14 @@ impl FusedAggregation {
                 reduce,
             } => halo.aggregate_symmetric(operand, &x.detach(), *reduce)?,
             Fused::Selected(s) => s.forward(&x.detach())?,
+            Fused::Whole {
+                graph,
+                values,
+                reduce,
+            } => match values {
+                Some(v) => spmm_weighted(graph, &x.detach(), v, *reduce)?,
+                None => spmm(graph, &x.detach(), *reduce)?,
+            },
         })
     }
 
@@ -154,6 +171,11 @@ impl FusedAggregation {
                 reduce,
             } => halo.aggregate_symmetric_grad(operand, dy, *reduce)?,
             Fused::Selected(s) => s.backward(dy)?,
+            Fused::Whole {
+                graph,
+                values,
+                reduce,
+            } => gnn_kernels::spmm_transposed(graph, dy, values.as_ref(), *reduce)?,
         })
     }
 }
@@ -395,11 +417,24 @@ impl ModelGraph {
     }
 
     /// Whether the layers over this graph run their lean forms (`conv::lean`: one op per
-    /// layer keeping only what its backward reads): on a partitioned graph, where a rank's
-    /// memory binds. A whole graph keeps the composed forms, whose gradients it has always
-    /// had bit for bit (the lean forms' weight gradients round differently).
+    /// layer keeping only what its backward reads): on a partitioned graph, and on a whole
+    /// graph under exact aggregation after [`Self::with_lean_layers`] (the trainers set it:
+    /// faster and smaller for GraphSAGE and GCN). Otherwise a whole graph keeps the composed
+    /// forms, whose gradients it has always had bit for bit (the lean forms' weight
+    /// gradients round differently).
     pub fn lean_layers(&self) -> bool {
-        self.halo.is_some()
+        self.halo.is_some() || (self.lean && self.aggregation == Aggregation::Exact)
+    }
+
+    /// The same graph whose layers run their lean forms where it is whole, as on a
+    /// partitioned graph ([`Self::lean_layers`]; [`Self::fused_aggregation`] then gives
+    /// the whole graph's sum and mean): GraphSAGE's products, aggregation, bias and
+    /// activation as one op, without the composed form's narrowed halves and their
+    /// full-size gradient copies. Weight gradients round differently from the composed
+    /// forms'. Sampled aggregation keeps the composed forms.
+    pub fn with_lean_layers(mut self, on: bool) -> Self {
+        self.lean = on;
+        self
     }
 
     /// The fused symmetric aggregation of a partitioned graph ([`HaloExchange::aggregate_symmetric`])
@@ -407,7 +442,8 @@ impl ModelGraph {
     /// aggregation, the all-gather exchange, a symmetric operand): for the layers' lean forms,
     /// ops that aggregate an untracked activation inside their own forward and differentiate
     /// through it themselves, so the graph keeps neither the activation nor the aggregation's
-    /// input. `None` elsewhere (a whole graph keeps its layers' usual forms and values).
+    /// input. On a whole graph after [`Self::with_lean_layers`], its own sum or mean (the
+    /// SpMM forward, the transpose product backward). `None` elsewhere.
     pub fn fused_aggregation(
         &self,
         reduce: Reduce,
@@ -421,6 +457,17 @@ impl ModelGraph {
                 Some(FusedAggregation(Fused::Symmetric {
                     halo: h.clone(),
                     operand: op.clone(),
+                    reduce,
+                }))
+            }
+            (None, _)
+                if self.lean
+                    && self.aggregation == Aggregation::Exact
+                    && matches!(reduce, Reduce::Sum | Reduce::Mean) =>
+            {
+                Some(FusedAggregation(Fused::Whole {
+                    graph: self.graph.clone(),
+                    values: self.values.clone(),
                     reduce,
                 }))
             }
@@ -471,6 +518,7 @@ impl ModelGraph {
             symmetric: None,
             sliced: false,
             output_aggregation: None,
+            lean: false,
         }
     }
 

@@ -1143,3 +1143,38 @@ fn padded_features_give_the_unpadded_model() {
         check(cfg, &format!("{kind} maxk"));
     }
 }
+
+/// A whole graph whose layers run their lean forms ([`ModelGraph::with_lean_layers`]) gives
+/// the composed forms' logits and parameter gradients up to rounding: GraphSAGE-mean and GCN,
+/// each product order, with dropout, deep and shallow.
+#[test]
+fn lean_layers_on_a_whole_graph_equal_the_composed_ones() {
+    let dev = Device::Cpu;
+    let csr = small_graph();
+    for kind in [ConvKind::SageMean, ConvKind::Gcn] {
+        for (in_dim, hidden, layers) in [(13, 6, 2), (5, 12, 3), (13, 20, 3), (9, 9, 1)] {
+            let cfg = ModelConfig::new(kind, in_dim, hidden, 3, layers, 0.5);
+            let model = Gnn::new(cfg, &dev, 2).unwrap();
+            let composed = ModelGraph::new(&csr, kind, &dev).unwrap();
+            let lean = ModelGraph::new(&csr, kind, &dev)
+                .unwrap()
+                .with_lean_layers(true);
+            assert!(lean.lean_layers() && !composed.lean_layers());
+            let x = seeded_x(in_dim, 5);
+            let what = format!("{kind} {in_dim}-{hidden} x{layers}");
+            let (y0, g0) = train_pass(&model, &composed, &x, None, 3);
+            let (y1, g1) = train_pass(&model, &lean, &x, None, 3);
+            close(&mat(&y1), &mat(&y0), 1e-5);
+            let (g0, g1) = (flat_grads(&g0), flat_grads(&g1));
+            for ((name, _), (a, b)) in model.named_vars().iter().zip(g1.iter().zip(&g0)) {
+                let scale = b.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
+                for (p, q) in a.iter().zip(b) {
+                    assert!((p - q).abs() <= 1e-5 * scale, "{what} {name}: {p} vs {q}");
+                }
+            }
+            let e0 = mat(&model.forward(&composed, &x, &mut Forward::eval()).unwrap());
+            let e1 = mat(&model.forward(&lean, &x, &mut Forward::eval()).unwrap());
+            close(&e1, &e0, 1e-5);
+        }
+    }
+}

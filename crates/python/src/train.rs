@@ -272,7 +272,8 @@ pub fn train(
                 None,
             )
         })?
-        .with_policy(policy);
+        .with_policy(policy)
+        .with_lean_layers(true);
         let prep_s = t.elapsed().as_secs_f64();
         let model = on_oom(Gnn::new(mcfg.clone(), &dev, seed), &dev, || {
             ("allocating the model's parameters".to_string(), None)

@@ -275,7 +275,11 @@ pub fn train_seeds(
             None,
         )
     })?
-    .with_policy(cfg.kernels);
+    .with_policy(cfg.kernels)
+    // The lean layer forms: GraphSAGE 3x256 bf16 23.2 against 25.6 ms an epoch on the
+    // Reddit-shaped graph, peak 2.32 against 3.72 GiB (one H200,
+    // bench/records/dist-scaling/h100-2026-11-28-sage-kernels/lean-whole-h200).
+    .with_lean_layers(true);
     let prep_s = t.elapsed().as_secs_f64();
     // Checkpoints and resumption belong to the run's model, not to its baseline.
     let own = kind == cfg.model.kind;

@@ -143,6 +143,36 @@ fn check_values(op: &'static str, g: &DeviceGraph, x: &Tensor, v: &Tensor) -> Re
     Ok(v.contiguous()?)
 }
 
+/// `Aᵀ dy` (mean: `Aᵀ D⁻¹ dy`, with constant edge `values` when given): the gradient that
+/// [`spmm`] / [`spmm_weighted`] (sum or mean) of an `x` hands to `x` for the output gradient
+/// `dy [g.n_rows(), K]`, over the graph's cached transpose. For ops that aggregate an
+/// untracked input inside their own forward and differentiate through it themselves
+/// (`gnn-models`' lean layers on a whole graph). Timed as the graph's backward aggregation.
+pub fn spmm_transposed(
+    g: &DeviceGraph,
+    dy: &Tensor,
+    values: Option<&Tensor>,
+    reduce: Reduce,
+) -> Result<Tensor> {
+    const OP: &str = "spmm_transposed";
+    let mean = transpose_operands(OP, reduce, values)?;
+    check_device(OP, g, dy)?;
+    check_float_or_half(OP, "dy", dy)?;
+    let dims = dy.dims();
+    if dims.len() != 2 || dims[0] != g.n_rows() {
+        return Err(Error::shape(
+            OP,
+            format!(
+                "dy has shape {dims:?}, expected [{}, K] (one row per output row)",
+                g.n_rows()
+            ),
+        ));
+    }
+    let values = values.map(|v| check_values(OP, g, dy, v)).transpose()?;
+    let _timer = g.backward_timer();
+    Ok(transpose_product(g, dy, values.as_ref(), mean)?)
+}
+
 /// What an op that runs its own transpose-product backward (`Aᵀ dy`) takes: `reduce` sum or
 /// mean (returns whether it is the mean) and constant edge values (a tracked `values` would
 /// lose its gradient). Shared by [`crate::Aggregate`] and `gnn-comm`'s partitioned symmetric
