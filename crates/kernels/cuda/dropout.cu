@@ -299,3 +299,67 @@ MASK_BITS(float, f32, float, bias_relu_dropout_bits_impl, mask_bits_bwd_impl)
 MASK_BITS(double, f64, double, bias_relu_dropout_bits_impl, mask_bits_bwd_impl)
 MASK_BITS(__nv_bfloat16, bf16, float, bias_relu_dropout_bits_half, mask_bits_bwd_half)
 MASK_BITS(__half, f16, float, bias_relu_dropout_bits_half, mask_bits_bwd_half)
+
+// Bias + ELU (alpha 1) + dropout in one pass (a GAT hidden layer's epilogue): y = keep(i) ?
+// elu(v) * scale : 0 with v = x[i] + b[i % d] and elu(v) = v > 0 ? v : expm1(v), the mask of
+// `dropout`. Half storage adds, activates and scales in fp32 and rounds once. The backward reads
+// the output and recomputes the mask from (seed, i): where kept, elu' is 1 above 0 and
+// elu(v) + 1 = y / scale + 1 at or below it, so dx = y > 0 ? dy * scale : dy * (y + scale);
+// 0 where dropped. The bias gradient is a column sum (host side).
+__device__ __forceinline__ float elu_of(float v) { return v > 0.f ? v : expm1f(v); }
+__device__ __forceinline__ double elu_of(double v) { return v > 0.0 ? v : expm1(v); }
+
+template <typename T>
+__device__ void bias_elu_dropout_impl(const T* x, const T* b, T* out, uint64_t n, uint32_t d, uint64_t seed,
+                                      uint64_t threshold, T scale) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        out[i] = keep(seed, i, threshold) ? elu_of(x[i] + b[i % d]) * scale : T(0);
+    }
+}
+
+template <typename H>
+__device__ void bias_elu_dropout_half(const H* x, const H* b, H* out, uint64_t n, uint32_t d, uint64_t seed,
+                                      uint64_t threshold, float scale) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        narrow(keep(seed, i, threshold) ? elu_of(widen(x[i]) + widen(b[i % d])) * scale : 0.f, out + i);
+    }
+}
+
+template <typename T>
+__device__ void bias_elu_dropout_bwd_impl(const T* y, const T* dy, T* dx, uint64_t n, uint64_t seed,
+                                          uint64_t threshold, T scale) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        const T v = y[i], g = dy[i];
+        dx[i] = keep(seed, i, threshold) ? (v > T(0) ? g * scale : g * (v + scale)) : T(0);
+    }
+}
+
+template <typename H>
+__device__ void bias_elu_dropout_bwd_half(const H* y, const H* dy, H* dx, uint64_t n, uint64_t seed,
+                                          uint64_t threshold, float scale) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        const float v = widen(y[i]), g = widen(dy[i]);
+        narrow(keep(seed, i, threshold) ? (v > 0.f ? g * scale : g * (v + scale)) : 0.f, dx + i);
+    }
+}
+
+#define BIAS_ELU_DROPOUT(TY, NAME, ST, IMPL)                                                                \
+    extern "C" __global__ void bias_elu_dropout_##NAME(const TY* x, const TY* b, TY* out, uint64_t n,         \
+                                                       uint32_t d, uint64_t seed, uint64_t threshold,         \
+                                                       ST scale) {                                            \
+        IMPL(x, b, out, n, d, seed, threshold, scale);                                                         \
+    }                                                                                                          \
+    extern "C" __global__ void bias_elu_dropout_bwd_##NAME(const TY* y, const TY* dy, TY* dx, uint64_t n,     \
+                                                           uint64_t seed, uint64_t threshold, ST scale) {     \
+        IMPL##_bwd_tail(y, dy, dx, n, seed, threshold, scale);                                                 \
+    }
+#define bias_elu_dropout_impl_bwd_tail bias_elu_dropout_bwd_impl
+#define bias_elu_dropout_half_bwd_tail bias_elu_dropout_bwd_half
+BIAS_ELU_DROPOUT(float, f32, float, bias_elu_dropout_impl)
+BIAS_ELU_DROPOUT(double, f64, double, bias_elu_dropout_impl)
+BIAS_ELU_DROPOUT(__nv_bfloat16, bf16, float, bias_elu_dropout_half)
+BIAS_ELU_DROPOUT(__half, f16, float, bias_elu_dropout_half)

@@ -526,11 +526,11 @@ fn spmm_transposed_is_the_transpose_product() {
                             Reduce::Mean if end > start => 1.0 / (end - start) as f64,
                             _ => 1.0,
                         };
-                        for p in start..end {
-                            let j = csr.indices()[p] as usize;
-                            let a = if weighted { v[p] } else { 1.0 } * scale;
+                        let row = csr.indices()[start..end].iter().zip(&v[start..end]);
+                        for (&j, &w) in row {
+                            let a = if weighted { w } else { 1.0 } * scale;
                             for c in 0..k {
-                                want[j * k + c] += a * dy[i * k + c];
+                                want[j as usize * k + c] += a * dy[i * k + c];
                             }
                         }
                     }

@@ -86,6 +86,14 @@ impl DropoutRng {
         Ok(gnn_kernels::bias_relu_dropout(x, b, p.max(0.0), seed)?)
     }
 
+    /// `dropout(elu(x + b), p)` fused into one pass each way
+    /// ([`gnn_kernels::bias_elu_dropout`], `b` broadcast over the rows), drawing the mask seed
+    /// [`Self::dropout`] of the activation would.
+    pub fn bias_elu_dropout(&mut self, x: &Tensor, b: &Tensor, p: f32) -> Result<Tensor> {
+        let seed = if p <= 0.0 { 0 } else { self.next_seed_for(x) };
+        Ok(gnn_kernels::bias_elu_dropout(x, b, p.max(0.0), seed)?)
+    }
+
     /// [`Self::bias_relu_dropout`] outside the autograd graph, with its mask as bits for the
     /// caller's backward ([`gnn_kernels::bias_relu_dropout_untracked`]): the same mask seed,
     /// values and stream position.

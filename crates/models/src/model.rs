@@ -502,6 +502,20 @@ impl Gnn {
             let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
             return crate::conv::bias_relu_dropout(g, &y, &b, drop);
         }
+        // A hidden GAT layer: its bias, ELU and dropout in one op each way (the attention
+        // dropout is drawn inside the layer first, as in the composed order).
+        if let (Conv::Gat(c), false, Activation::Elu, None) =
+            (conv, last, activation, self.norms.get(l))
+        {
+            let att = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.att_dropout)?;
+            let (y, b) = c.forward_unbiased(g, &h, att)?;
+            let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
+            let _t = g.phase(Phase::Elementwise);
+            return match drop {
+                Some((rng, p)) => rng.bias_elu_dropout(&y, &b, p),
+                None => Ok(gnn_kernels::bias_elu_dropout(&y, &b, 0.0, 0)?),
+            };
+        }
         let mut h = match conv {
             Conv::Gcn(c) => c.forward(g, &h, agg)?,
             Conv::Sage(c) => c.forward(g, &h, agg)?,

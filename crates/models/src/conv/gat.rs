@@ -91,6 +91,19 @@ impl GatConv {
         x: &Tensor,
         att_drop: Option<(&mut DropoutRng, f32)>,
     ) -> Result<Tensor> {
+        let (out, bias) = self.forward_unbiased(g, x, att_drop)?;
+        let _t = g.phase(Phase::Elementwise);
+        Ok(out.broadcast_add(&bias)?)
+    }
+
+    /// The layer without its bias, and the bias in the output's dtype: for a hidden layer's
+    /// fused bias, ELU and dropout ([`gnn_kernels::bias_elu_dropout`]).
+    pub fn forward_unbiased(
+        &self,
+        g: &ModelGraph,
+        x: &Tensor,
+        att_drop: Option<(&mut DropoutRng, f32)>,
+    ) -> Result<(Tensor, Tensor)> {
         let (n, h, f) = (x.dim(0)?, self.heads, self.width);
         exact_only(g, "GAT")?;
         let xw = self.lin.forward_no_bias(g, x)?;
@@ -143,8 +156,8 @@ impl GatConv {
             drop(timed);
             attend(g, &gh, &xs, alpha, (h, f, self.concat), att_drop)?
         };
-        let _t = g.phase(Phase::Elementwise);
-        Ok(out.broadcast_add(&like(&self.bias, &out)?)?)
+        let bias = like(&self.bias, &out)?;
+        Ok((out, bias))
     }
 }
 

@@ -155,6 +155,53 @@ pub(super) fn check_relu_dropout(c: &mut Checker, gpu: &Device) -> Result<()> {
     Ok(())
 }
 
+/// Fused bias + ELU + dropout (a GAT hidden layer's epilogue): forward, dx and db against the
+/// CPU in f32 (half types against the f32 CPU run on the rounded inputs, narrowed). ELU's
+/// `expm1` differs from the CPU's by an ulp or two, which a half type's narrowing can turn
+/// into one unit of its last place, hence the tolerances.
+pub(super) fn check_elu_dropout(c: &mut Checker, gpu: &Device) -> Result<()> {
+    let mut dts = vec![DType::F32];
+    if gpu.is_cuda() {
+        dts.extend([DType::BF16, DType::F16]);
+    }
+    for dt in dts {
+        let tol = match dt {
+            DType::BF16 => 1e-2,
+            DType::F16 => 2e-3,
+            _ => 1e-5,
+        };
+        for (rows, cols, p) in [(1usize, 1usize, 0.5f32), (1000, 64, 0.6), (333, 41, 0.0)] {
+            let x = c.randn((rows, cols))?.to_dtype(dt)?;
+            let b = c.randn(cols)?.to_dtype(dt)?;
+            let dy = c.randn((rows, cols))?.to_dtype(dt)?;
+            let run = |dev: &Device, x: &Tensor, b: &Tensor, dy: &Tensor| {
+                let xv = Var::from_tensor(&x.to_device(dev)?)?;
+                let bv = Var::from_tensor(&b.to_device(dev)?)?;
+                let y = crate::bias_elu_dropout(xv.as_tensor(), bv.as_tensor(), p, 31)?;
+                let g = (&y * dy.to_device(dev)?)?.sum_all()?.backward()?;
+                let grad =
+                    |v: &Var, what| g.get(v.as_tensor()).cloned().ok_or_else(|| missing(what));
+                Ok::<_, crate::Error>((y.clone(), grad(&xv, "no dx")?, grad(&bv, "no db")?))
+            };
+            let f32_of = |t: &Tensor| t.to_dtype(DType::F32);
+            let (yc, dxc, dbc) = run(&Device::Cpu, &f32_of(&x)?, &f32_of(&b)?, &f32_of(&dy)?)?;
+            let (yg, dxg, dbg) = run(gpu, &x, &b, &dy)?;
+            let tag = format!("bias_elu_dropout {dt:?} {rows}x{cols} p={p}");
+            for (what, g, cpu) in [("fwd", &yg, &yc), ("dx", &dxg, &dxc), ("db", &dbg, &dbc)] {
+                c.check(
+                    "dense",
+                    format!("{tag} {what}"),
+                    cols,
+                    g,
+                    &cpu.to_dtype(dt)?,
+                    tol,
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A hidden layer whose product comes last ([`crate::LinearProduct::bias_relu_dropout`]),
 /// input tracked or not: against the composed `bias_relu_dropout(matmul_nt(x, w), b)` on the
 /// GPU (the same cuBLAS product and epilogue kernel: `y` and `dx` identical; `dw`, `db` summed
