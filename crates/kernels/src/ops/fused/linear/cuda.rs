@@ -7,7 +7,7 @@ use crate::ops::dropout::threshold;
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
 use candle_core::cuda_backend::CudaDevice;
-use candle_core::{CudaStorage, Layout, Result, Shape};
+use candle_core::{CudaStorage, DType, Layout, Result, Shape};
 
 /// The `cuda/dropout.cu` kernel `{op}_{suffix}`.
 fn dropout_kernel(dev: &CudaDevice, op: &str, suffix: &str) -> Result<Kernel> {
@@ -67,7 +67,7 @@ pub(crate) fn bias_relu_dropout_bits(
             if n > 0 {
                 // 8 elements a thread where chunks stay in a row, mask words are whole and
                 // the operands 16-byte aligned (`cuda/dropout.cu`, `*_v8`).
-                let v8 = $suffix != "f64"
+                let v8 = x.dtype() != DType::F64
                     && d % 8 == 0
                     && n % 32 == 0
                     && xl.start_offset() % 8 == 0
@@ -132,7 +132,7 @@ pub(crate) fn mask_bits_bwd(
             // SAFETY: the kernel writes all `n` elements.
             let out = unsafe { dev.alloc::<$T>(n.max(1))? };
             if n > 0 {
-                let v8 = $suffix != "f64" && n % 8 == 0 && dl.start_offset() % 8 == 0;
+                let v8 = dy.dtype() != DType::F64 && n % 8 == 0 && dl.start_offset() % 8 == 0;
                 let (name, count) = if v8 {
                     ("mask_bits_bwd_v8", n_u / 8)
                 } else {
