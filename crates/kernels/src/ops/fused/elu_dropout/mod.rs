@@ -4,7 +4,7 @@
 //! The composed chain takes candle's broadcast add, ELU and dropout forward, and backward
 //! ELU's derivative as eleven element-wise kernels (two comparisons, two casts, products and
 //! sums), the dropout's and the add's gradients, their accumulations and a dim-0 reduction:
-//! 1.35 ms of a bf16 GAT 2x64 epoch on one H100 at 233 K nodes
+//! 1.38 ms of a bf16 GAT 2x64 epoch on one H100 at 233 K nodes, both ways
 //! (`bench/records/gat-sparse/h100-2026-11-28-2/row-term/call6-kernels.csv.xz`, kernels
 //! 233-235 and 326-339). Here: one kernel forward, one backward and the bias's column sum.
 
