@@ -21,6 +21,7 @@
 //! | [`dequantize`] | f32 features from INT8 codes with per-feature scales |
 //! | [`dropout`] | inverted dropout with a stateless, device-independent mask |
 //! | [`relu_dropout`], [`bias_relu_dropout`] | `dropout(relu(x [+ b]))` in one pass each way (a hidden layer's epilogue) |
+//! | [`bias_add`] | `x + b`, the bias gradient as one GEMM row (a layer's bias where no activation follows) |
 //! | [`bias_elu_dropout`] | `dropout(elu(x + b))` in one pass each way (a GAT hidden layer's epilogue) |
 //! | [`LinearProduct::bias_relu_dropout`] | `dropout(relu(x wᵀ + b))`, the product a temporary (a hidden layer whose GEMM comes last) |
 //! | [`LinearProduct::maxk`] + [`MaxkProduct::aggregate`] | `Â · dropout(maxk(x wᵀ)) + b [+ x]`, one op from `x` to the output (a MaxK-GNN hidden layer): one gradient for `x`, no product kept |
@@ -55,6 +56,7 @@ pub use ops::column_sum;
 pub use ops::dropout::dropout;
 pub use ops::edge_softmax::edge_softmax;
 pub use ops::fused::attach::{attach_backward, AttachedBackward, AttachedGrads};
+pub use ops::fused::bias_add::bias_add;
 pub use ops::fused::elu_dropout::bias_elu_dropout;
 pub use ops::fused::gat_aggregate::{gat_aggregate, gat_aggregate_supports};
 pub use ops::fused::gat_attention::gat_attention;

@@ -93,7 +93,7 @@ impl GatConv {
     ) -> Result<Tensor> {
         let (out, bias) = self.forward_unbiased(g, x, att_drop)?;
         let _t = g.phase(Phase::Elementwise);
-        Ok(out.broadcast_add(&bias)?)
+        Ok(gnn_kernels::bias_add(&out, &bias)?)
     }
 
     /// The layer without its bias, and the bias in the output's dtype: for a hidden layer's

@@ -43,7 +43,7 @@ impl GcnConv {
     pub fn forward(&self, g: &ModelGraph, x: &Tensor, agg: Option<&Tensor>) -> Result<Tensor> {
         let (y, b) = self.forward_unbiased(g, x, agg)?;
         let _t = g.phase(Phase::Elementwise);
-        Ok(y.broadcast_add(&b)?)
+        Ok(gnn_kernels::bias_add(&y, &b)?)
     }
 
     /// The layer without its bias, and the bias in the output's dtype: the caller adds it

@@ -56,13 +56,14 @@ impl Linear {
         match &self.bias {
             Some(b) => {
                 let _t = g.phase(Phase::Elementwise);
-                Ok(y.broadcast_add(&like(b, &y)?)?)
+                Ok(gnn_kernels::bias_add(&y, &like(b, &y)?)?)
             }
             None => Ok(y),
         }
     }
 
-    /// `x W^T` only (`x` may be wider than `in`: [`weight_like`]).
+    /// `x W^T` only (`x` may carry zero-padded columns past `in`; the weight is padded to
+    /// match, see `gnn_models::aligned_width`).
     pub fn forward_no_bias(&self, g: &ModelGraph, x: &Tensor) -> Result<Tensor> {
         let _t = g.phase(Phase::Gemm);
         Ok(matmul_nt(x, &weight_like(&self.weight, x)?)?)

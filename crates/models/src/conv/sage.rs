@@ -69,7 +69,7 @@ impl SageConv {
     pub fn forward(&self, g: &ModelGraph, x: &Tensor, agg: Option<&Tensor>) -> Result<Tensor> {
         let (y, b) = self.forward_unbiased(g, x, agg)?;
         let _t = g.phase(Phase::Elementwise);
-        Ok(y.broadcast_add(&b)?)
+        Ok(gnn_kernels::bias_add(&y, &b)?)
     }
 
     /// `l + r`, timed as element-wise work on `g`.
@@ -201,6 +201,6 @@ impl SageConv {
             g.aggregate_cbsr(&c, Reduce::Mean)?
         };
         let _t = g.phase(Phase::Elementwise);
-        Ok((agg + hr)?.broadcast_add(&like(bias, x)?)?)
+        Ok(gnn_kernels::bias_add(&(agg + hr)?, &like(bias, x)?)?)
     }
 }
