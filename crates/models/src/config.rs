@@ -172,6 +172,8 @@ impl ModelConfig {
 
     /// Whether the model takes input rows `cols` wide: `in_dim`, or [`aligned_width`] of it
     /// (features padded with zero columns; the first layer's weights meet them with zeros).
+    /// The model cannot tell padding from real columns: the trainer checks the dataset's own
+    /// width (`gnn_train::DeviceData::features`) against `in_dim`.
     pub fn accepts_input_width(&self, cols: usize) -> bool {
         cols == self.in_dim || cols == aligned_width(self.in_dim)
     }

@@ -104,7 +104,8 @@ pub struct ModelGraph {
 
 /// A partitioned graph's fused symmetric aggregation under one reduction
 /// ([`ModelGraph::fused_aggregation`]), or its sum for the output rows alone
-/// ([`FusedAggregation::selected`]), cheap to clone (an op's backward holds it).
+/// ([`FusedAggregation::selected`]), or a whole graph's own sum or mean (after
+/// [`ModelGraph::with_lean_layers`]); cheap to clone (an op's backward holds it).
 #[derive(Clone)]
 pub struct FusedAggregation(Fused);
 
@@ -161,7 +162,8 @@ impl FusedAggregation {
     }
 
     /// The gradient [`Self::forward`]'s input gets for the output gradient `dy`:
-    /// [`HaloExchange::aggregate_symmetric_grad`] (or [`SelectedAggregation::backward`]).
+    /// [`HaloExchange::aggregate_symmetric_grad`] (or [`SelectedAggregation::backward`], or
+    /// a whole graph's [`gnn_kernels::spmm_transposed`]).
     /// Collective, like the forward.
     pub fn backward(&self, dy: &Tensor) -> Result<Tensor> {
         Ok(match &self.0 {

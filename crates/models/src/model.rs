@@ -282,10 +282,14 @@ impl Gnn {
         }
         let cols = x.dim(candle_core::D::Minus1)?;
         if !self.cfg.accepts_input_width(cols) {
+            let (d, a) = (self.cfg.in_dim, crate::aligned_width(self.cfg.in_dim));
+            let padded = if a > d {
+                format!(" (or {a}, zero-padded)")
+            } else {
+                String::new()
+            };
             return Err(Error::Config(format!(
-                "input rows are {cols} wide; the model takes {} features (or {}, zero-padded)",
-                self.cfg.in_dim,
-                crate::aligned_width(self.cfg.in_dim)
+                "input rows are {cols} wide; the model takes {d} features{padded}"
             )));
         }
         let mut h = x.clone();

@@ -26,6 +26,9 @@ pub struct DeviceData {
     pub train_weight: Tensor,
     /// Number of classes.
     pub num_classes: usize,
+    /// Zero columns appended to `x` ([`Self::with_aligned_features`]); the dataset's feature
+    /// count is `x`'s width minus these.
+    pub padding: usize,
 }
 
 impl DeviceData {
@@ -74,12 +77,17 @@ impl DeviceData {
     /// The features zero-padded to [`gnn_models::aligned_width`] columns on any device
     /// ([`Self::with_aligned_features`] does it on CUDA only; the tests use this on the CPU).
     pub fn with_padded_features(mut self) -> Result<Self> {
-        let cols = self.x.dim(1)?;
-        let width = gnn_models::aligned_width(cols);
+        let (cols, width) = (self.x.dim(1)?, gnn_models::aligned_width(self.features()?));
         if width > cols {
             self.x = self.x.pad_with_zeros(1, 0, width - cols)?;
+            self.padding += width - cols;
         }
         Ok(self)
+    }
+
+    /// The dataset's feature count: `x`'s width without its [`Self::padding`].
+    pub fn features(&self) -> Result<usize> {
+        Ok(self.x.dim(1)? - self.padding)
     }
 
     /// One rank's share of `ds` in a multi-device run: the rows `rows` of the features and
@@ -158,6 +166,7 @@ impl DeviceData {
             val: ids(local(&ds.split.val))?,
             test: ids(local(&ds.split.test))?,
             num_classes: ds.num_classes,
+            padding: 0,
         })
     }
 }
@@ -329,6 +338,15 @@ mod tests {
             .with_padded_features()
             .unwrap();
         assert_eq!(padded.x.dims(), [ds.num_nodes(), 1440]);
+        assert_eq!((padded.padding, padded.features().unwrap()), (7, 1433));
+        // Padding twice is padding once.
+        let again = DeviceData::new(&ds, &dev, true)
+            .unwrap()
+            .with_padded_features()
+            .unwrap()
+            .with_padded_features()
+            .unwrap();
+        assert_eq!((again.x.dim(1).unwrap(), again.padding), (1440, 7));
         // A no-op on the CPU: the trainer pads on CUDA only.
         let same = DeviceData::new(&ds, &dev, true)
             .unwrap()
@@ -353,15 +371,32 @@ mod tests {
             cfg.input_dropout = 0.5;
             let model = gnn_models::Gnn::new(cfg, &dev, 0).unwrap();
             let r = crate::train(&model, &graph, data, &tc, |_| {}).unwrap();
-            let w: Vec<f32> = model.named_vars()[0]
-                .1
-                .as_tensor()
-                .flatten_all()
-                .unwrap()
-                .to_vec1()
-                .unwrap();
+            let vars = model.named_vars();
+            let (_, first) = vars
+                .iter()
+                .find(|(name, _)| name == "convs.0.lin.weight")
+                .expect("the first layer's weight");
+            let w: Vec<f32> = first.as_tensor().flatten_all().unwrap().to_vec1().unwrap();
             (r.final_loss, r.test_acc, w)
         };
+        // A model as wide as the padded rows is refused: the dataset has 1,433 features.
+        let wide = gnn_models::Gnn::new(
+            gnn_models::ModelConfig::new(
+                gnn_models::ConvKind::Gcn,
+                1440,
+                16,
+                ds.num_classes,
+                2,
+                0.5,
+            ),
+            &dev,
+            0,
+        )
+        .unwrap();
+        let e = crate::train(&wide, &graph, &padded, &tc, |_| {})
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("expects 1440") && e.contains("has 1433"), "{e}");
         let (l0, a0, w0) = run(&plain);
         let (l1, a1, w1) = run(&padded);
         assert!((l0 - l1).abs() <= 1e-5 * l0.abs(), "loss {l0} vs {l1}");

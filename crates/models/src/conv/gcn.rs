@@ -138,7 +138,7 @@ impl GcnConv {
         }
     }
 
-    /// The lean form on a partitioned graph ([`super::lean::linear`]): `act(layer(x))` as one
+    /// The lean form ([`super::lean::linear`]; see [`ModelGraph::lean_layers`]): `act(layer(x))` as one
     /// op over the product's input, the weight and the bias, keeping the input (and the
     /// activation's mask) but not the product, its aggregation or the pre-activation. With
     /// `next` (a hidden layer whose next layer aggregates its output first), that aggregation

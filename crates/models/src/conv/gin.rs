@@ -60,7 +60,7 @@ impl GinConv {
     /// The MLP's middle on `z` (its first product, without the bias): bias, the optional
     /// LayerNorm, ReLU.
     fn middle(&self, z: Tensor) -> Result<Tensor> {
-        let z = gnn_kernels::bias_add(&z, &like(self.nn0.bias.as_ref().expect("bias"), &z)?)?;
+        let z = z.broadcast_add(&like(self.nn0.bias.as_ref().expect("bias"), &z)?)?;
         let z = match &self.norm {
             Some(n) => n.forward(&z)?,
             None => z,

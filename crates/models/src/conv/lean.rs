@@ -1,4 +1,5 @@
-//! The lean forms of GCN's and GraphSAGE's layers on a partitioned graph: each layer's
+//! The lean forms of GCN's and GraphSAGE's layers (on a partitioned graph, and on a whole one
+//! after [`crate::ModelGraph::with_lean_layers`]): each layer's
 //! products, bias, activation (and, for GCN, the next layer's aggregation of it) as one op
 //! ([`gnn_kernels::attach_backward`]) that keeps only what its backward reads.
 //!

@@ -56,7 +56,7 @@ impl Linear {
         match &self.bias {
             Some(b) => {
                 let _t = g.phase(Phase::Elementwise);
-                Ok(gnn_kernels::bias_add(&y, &like(b, &y)?)?)
+                Ok(y.broadcast_add(&like(b, &y)?)?)
             }
             None => Ok(y),
         }

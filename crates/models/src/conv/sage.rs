@@ -134,7 +134,7 @@ impl SageConv {
         Ok((y, bias))
     }
 
-    /// The lean form on a partitioned graph (mean aggregator):
+    /// The lean form (mean aggregator; see [`ModelGraph::lean_layers`]):
     /// `act(W_l mean_j x_j + W_r x_i + b)` as one op ([`super::lean::pair`]) keeping `x`, the aggregation and the
     /// activation's mask instead of both products, their sum and the pre-activation. A
     /// layer that multiplies first aggregates its `W_l` product inside with the graph's fused
@@ -201,6 +201,6 @@ impl SageConv {
             g.aggregate_cbsr(&c, Reduce::Mean)?
         };
         let _t = g.phase(Phase::Elementwise);
-        Ok(gnn_kernels::bias_add(&(agg + hr)?, &like(bias, x)?)?)
+        Ok((agg + hr)?.broadcast_add(&like(bias, x)?)?)
     }
 }

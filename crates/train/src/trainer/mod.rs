@@ -121,11 +121,14 @@ fn check(model: &Gnn, data: &DeviceData, cfg: &TrainConfig) -> Result<()> {
             data.num_classes
         )));
     }
-    if !model.config().accepts_input_width(data.x.dim(1)?) {
+    // The dataset's own width must be the model's; padding columns come on top.
+    if model.config().in_dim != data.features()?
+        || !model.config().accepts_input_width(data.x.dim(1)?)
+    {
         return Err(Error::Invalid(format!(
             "model expects {} input features, the dataset has {}",
             model.config().in_dim,
-            data.x.dim(1)?
+            data.features()?
         )));
     }
     if data.x.dtype() != cfg.precision.dtype() {

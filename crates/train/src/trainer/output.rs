@@ -217,6 +217,7 @@ impl LabelledOutput {
             train_labels: data.train_labels.clone(),
             train_weight: select(&data.train_weight)?,
             num_classes: data.num_classes,
+            padding: data.padding,
         };
         Ok(Self {
             rows: OutputRows::new(&rows, n, device)?,

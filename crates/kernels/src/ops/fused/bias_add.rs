@@ -1,11 +1,14 @@
-//! `x + b` with `b [D]` broadcast over the rows of `x [N, D]` (a layer's bias where no
-//! activation follows: output layers, dense projections), whose backward sums the bias
-//! gradient as one GEMM row ([`crate::ops::column_sum`]).
+//! `x + b` with `b [D]` broadcast over the rows of `x [N, D]` (an output layer's bias), whose
+//! backward sums the bias gradient as one GEMM row ([`crate::ops::column_sum`]).
 //!
 //! candle's broadcast add reduces the bias gradient with its dim-0 sum, which runs one block
 //! per column: 184 µs for `[233 K, 41]` bf16 on an H100 (GAT's output layer,
 //! `bench/records/gat-sparse/h100-2026-11-28-2/row-term/call6-kernels.csv.xz`, kernel 268),
-//! against tens of µs for the GEMM row. The forward is candle's broadcast add, unchanged.
+//! against tens of µs for the GEMM row. The forward is candle's broadcast add, whose result
+//! [`crate::attach_backward`] hands over as a copy: one more `[N, D]` pass, cheap for an
+//! output layer's few columns, which is where the layers use it (measured: GAT's output
+//! layer, `bench/records/gat-sparse/h100-2026-11-28-2/bias-add-h200`). Wide hidden layers
+//! keep candle's add, whose dim-0 sum has a block per column to spread over.
 
 use crate::error::{Error, Result};
 use crate::ops::fused::attach::attach_backward;
