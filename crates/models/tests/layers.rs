@@ -272,6 +272,25 @@ fn flat_grads(grads: &[(String, Option<Tensor>)]) -> Vec<Vec<f32>> {
         .collect()
 }
 
+/// Each parameter's gradient in `got` equals `want`'s within `tol` times that gradient's
+/// largest entry (at least 1e-3): the same shape, entry by entry.
+fn assert_grads_close(
+    model: &Gnn,
+    got: &[(String, Option<Tensor>)],
+    want: &[(String, Option<Tensor>)],
+    tol: f32,
+    what: &str,
+) {
+    let (got, want) = (flat_grads(got), flat_grads(want));
+    for ((name, _), (a, b)) in model.named_vars().iter().zip(got.iter().zip(&want)) {
+        assert_eq!(a.len(), b.len(), "{what} {name}: gradient shape");
+        let scale = b.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
+        for (p, q) in a.iter().zip(b) {
+            assert!((p - q).abs() <= tol * scale, "{what} {name}: {p} vs {q}");
+        }
+    }
+}
+
 #[test]
 fn every_parameter_gets_a_gradient() {
     let dev = Device::Cpu;
@@ -806,13 +825,7 @@ fn cached_input_aggregate_matches_recomputing() {
             let (y0, g0) = train_pass(&model, &g, &x, None, 9);
             let (y1, g1) = train_pass(&model, &g, &x, agg.as_ref(), 9);
             close(&mat(&y1), &mat(&y0), 1e-4);
-            let (g0, g1) = (flat_grads(&g0), flat_grads(&g1));
-            for ((name, _), (a, b)) in model.named_vars().iter().zip(g1.iter().zip(&g0)) {
-                let scale = b.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
-                for (p, q) in a.iter().zip(b) {
-                    assert!((p - q).abs() <= 1e-4 * scale, "{kind} {name}: {p} vs {q}");
-                }
-            }
+            assert_grads_close(&model, &g1, &g0, 1e-4, &kind.to_string());
         }
     }
 }
@@ -1096,14 +1109,7 @@ fn padded_features_give_the_unpadded_model() {
         let (y0, g0) = train_pass(&model, &g, &x, agg.as_ref(), 7);
         let (y1, g1) = train_pass(&model, &g, &padded, agg_p.as_ref(), 7);
         close(&mat(&y1), &mat(&y0), 1e-5);
-        let (g0, g1) = (flat_grads(&g0), flat_grads(&g1));
-        for ((name, _), (a, b)) in model.named_vars().iter().zip(g1.iter().zip(&g0)) {
-            assert_eq!(a.len(), b.len(), "{what} {name}: gradient shape");
-            let scale = b.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
-            for (p, q) in a.iter().zip(b) {
-                assert!((p - q).abs() <= 1e-5 * scale, "{what} {name}: {p} vs {q}");
-            }
-        }
+        assert_grads_close(&model, &g1, &g0, 1e-5, what);
         // Neither the logical width plus one nor the padded width plus one is taken.
         for bad in [in_dim + 1, aligned_width(in_dim) + 1] {
             if bad == aligned_width(in_dim) {
@@ -1165,13 +1171,7 @@ fn lean_layers_on_a_whole_graph_equal_the_composed_ones() {
             let (y0, g0) = train_pass(&model, &composed, &x, None, 3);
             let (y1, g1) = train_pass(&model, &lean, &x, None, 3);
             close(&mat(&y1), &mat(&y0), 1e-5);
-            let (g0, g1) = (flat_grads(&g0), flat_grads(&g1));
-            for ((name, _), (a, b)) in model.named_vars().iter().zip(g1.iter().zip(&g0)) {
-                let scale = b.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
-                for (p, q) in a.iter().zip(b) {
-                    assert!((p - q).abs() <= 1e-5 * scale, "{what} {name}: {p} vs {q}");
-                }
-            }
+            assert_grads_close(&model, &g1, &g0, 1e-5, &what);
             let e0 = mat(&model.forward(&composed, &x, &mut Forward::eval()).unwrap());
             let e1 = mat(&model.forward(&lean, &x, &mut Forward::eval()).unwrap());
             close(&e1, &e0, 1e-5);

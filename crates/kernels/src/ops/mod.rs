@@ -92,6 +92,25 @@ pub fn column_sum(x: &Tensor) -> candle_core::Result<Tensor> {
         .reshape(d)
 }
 
+/// A row bias: `x` (called `what` in the messages) is `[N, D]` and `b` is `[D]` of `x`'s
+/// dtype. Shared by the epilogue ops that broadcast a bias over rows.
+pub(crate) fn check_row_bias(op: &'static str, what: &str, x: &Tensor, b: &Tensor) -> Result<()> {
+    let (xd, bd) = (x.dims(), b.dims());
+    if xd.len() != 2 || bd != [xd[1]] {
+        return Err(Error::shape(
+            op,
+            format!("{what} {xd:?} and b {bd:?} must be [N, D] and [D]"),
+        ));
+    }
+    if b.dtype() != x.dtype() {
+        return Err(Error::dtype(
+            op,
+            format!("b is {:?}, {what} {:?}", b.dtype(), x.dtype()),
+        ));
+    }
+    Ok(())
+}
+
 /// [`check_float`], plus bf16 / f16 on a CUDA device (half-precision storage with fp32
 /// accumulation; the CPU kernels compute in f32 / f64 only).
 pub(crate) fn check_float_or_half(op: &'static str, what: &str, t: &Tensor) -> Result<()> {

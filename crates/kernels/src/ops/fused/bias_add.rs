@@ -10,7 +10,7 @@
 //! layer, `bench/records/gat-sparse/h100-2026-11-28-2/bias-add-h200`). Wide hidden layers
 //! keep candle's add, whose dim-0 sum has a block per column to spread over.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ops::fused::attach::attach_backward;
 use candle_core::Tensor;
 
@@ -18,19 +18,7 @@ use candle_core::Tensor;
 /// GEMM row. Untracked inputs give an untracked result.
 pub fn bias_add(x: &Tensor, b: &Tensor) -> Result<Tensor> {
     const OP: &str = "bias_add";
-    let (xd, bd) = (x.dims(), b.dims());
-    if xd.len() != 2 || bd != [xd[1]] {
-        return Err(Error::shape(
-            OP,
-            format!("x {xd:?} and b {bd:?} must be [N, D] and [D]"),
-        ));
-    }
-    if b.dtype() != x.dtype() {
-        return Err(Error::dtype(
-            OP,
-            format!("b is {:?}, x {:?}", b.dtype(), x.dtype()),
-        ));
-    }
+    crate::ops::check_row_bias(OP, "x", x, b)?;
     let y = x.detach().broadcast_add(&b.detach())?;
     if !x.track_op() && !b.track_op() {
         return Ok(y);

@@ -35,19 +35,7 @@ pub fn bias_relu_dropout_untracked(
 ) -> Result<(Tensor, EpilogueMask)> {
     const OP: &str = "bias_relu_dropout_untracked";
     check_float_or_half(OP, "z", z)?;
-    let (zd, bd) = (z.dims(), b.dims());
-    if zd.len() != 2 || bd != [zd[1]] {
-        return Err(Error::shape(
-            OP,
-            format!("z {zd:?} and b {bd:?} must be [N, D] and [D]"),
-        ));
-    }
-    if b.dtype() != z.dtype() {
-        return Err(Error::dtype(
-            OP,
-            format!("b is {:?}, z {:?}", b.dtype(), z.dtype()),
-        ));
-    }
+    crate::ops::check_row_bias(OP, "z", z, b)?;
     check_probability(OP, p)?;
     let op = BitsFwd {
         p,

@@ -5,7 +5,7 @@ pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ops::check_float_or_half;
 use crate::ops::dropout::check_probability;
 use candle_core::backend::BackendStorage;
@@ -61,19 +61,7 @@ impl CustomOp1 for ReluDropoutOp {
 pub fn bias_relu_dropout(x: &Tensor, b: &Tensor, p: f32, seed: u64) -> Result<Tensor> {
     const OP: &str = "bias_relu_dropout";
     check_float_or_half(OP, "x", x)?;
-    let (xd, bd) = (x.dims(), b.dims());
-    if xd.len() != 2 || bd != [xd[1]] {
-        return Err(Error::shape(
-            OP,
-            format!("x {xd:?} and b {bd:?} must be [N, D] and [D]"),
-        ));
-    }
-    if b.dtype() != x.dtype() {
-        return Err(Error::dtype(
-            OP,
-            format!("b is {:?}, x {:?}", b.dtype(), x.dtype()),
-        ));
-    }
+    crate::ops::check_row_bias(OP, "x", x, b)?;
     check_probability(OP, p)?;
     Ok(x.contiguous()?
         .apply_op2(&b.contiguous()?, BiasReluDropoutOp { p, seed })?)
