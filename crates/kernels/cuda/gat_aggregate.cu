@@ -9,6 +9,8 @@
 //   dxs[j] = sum_i alpha * mask / (1 - p) * dout[i] (columns pass, over the transpose).
 // The dropout mask of edge p, head h is the dropout hash (dropout_hash.cuh) of element p * H + h
 // (edge-major), as the dropout op's mask of an [nnz, H] tensor.
+// out and dxs are written in the features' storage type T (fp32 sums rounded once); lse, D and
+// the score gradients in fp32.
 //
 // Layout: one warp per row, split into 32 / G groups of G lanes; each group takes one edge at a
 // time (the warp E = 32 / G edges at once), each lane V adjacent columns of the neighbour's row
@@ -180,7 +182,7 @@ __device__ __forceinline__ void stage_heads(const float* __restrict__ p, size_t 
 template <typename T, int V, bool VEC>
 __device__ void gat_fwd_impl(const uint32_t* __restrict__ indptr, const uint32_t* __restrict__ indices,
                              const T* __restrict__ xs, const float* __restrict__ s_dst,
-                             const float* __restrict__ s_src, float* __restrict__ out, float* __restrict__ lse,
+                             const float* __restrict__ s_src, T* __restrict__ out, float* __restrict__ lse,
                              int n_rows, GatArgs a) {
     const int row = blockIdx.x * GAT_WARPS + (threadIdx.x >> 5);
     if (row >= n_rows) return;
@@ -270,7 +272,7 @@ __device__ void gat_fwd_impl(const uint32_t* __restrict__ indptr, const uint32_t
     if (ln.slot == 0) {
 #pragma unroll
         for (int v = 0; v < V; ++v)
-            if (ln.c0 + v < a.HF) out[(size_t)row * a.HF + ln.c0 + v] = acc[v];
+            if (ln.c0 + v < a.HF) out[(size_t)row * a.HF + ln.c0 + v] = from_f32<T>(acc[v]);
     }
 }
 
@@ -351,7 +353,7 @@ __device__ void gat_bwd_cols_impl(const uint32_t* __restrict__ t_indptr, const u
                                   const uint32_t* __restrict__ t_pos, const T* __restrict__ xs,
                                   const float* __restrict__ s_dst, const float* __restrict__ s_src,
                                   const float* __restrict__ lse, const float* __restrict__ dterm,
-                                  const T* __restrict__ dout, float* __restrict__ dxs, float* __restrict__ ds_src,
+                                  const T* __restrict__ dout, T* __restrict__ dxs, float* __restrict__ ds_src,
                                   int n_cols, GatArgs a) {
     const int col = blockIdx.x * GAT_WARPS + (threadIdx.x >> 5);
     if (col >= n_cols) return;
@@ -421,7 +423,7 @@ __device__ void gat_bwd_cols_impl(const uint32_t* __restrict__ t_indptr, const u
     if (ln.slot == 0) {
 #pragma unroll
         for (int v = 0; v < V; ++v)
-            if (ln.c0 + v < a.HF) dxs[(size_t)col * a.HF + ln.c0 + v] = dx[v];
+            if (ln.c0 + v < a.HF) dxs[(size_t)col * a.HF + ln.c0 + v] = from_f32<T>(dx[v]);
     }
     if (ln.writes_head) ds_src[(size_t)col * a.H + ln.hl] = acc;
 }
@@ -429,7 +431,7 @@ __device__ void gat_bwd_cols_impl(const uint32_t* __restrict__ t_indptr, const u
 #define GAT_KERNELS(PREFIX, T, V, VEC, SUFFIX)                                                                 \
     extern "C" __global__ void __launch_bounds__(32 * GAT_WARPS)                                             \
         gat_fwd_##PREFIX##v##V##SUFFIX(const uint32_t* indptr, const uint32_t* indices, const T* xs,          \
-                                       const float* s_dst, const float* s_src, float* out, float* lse,        \
+                                       const float* s_dst, const float* s_src, T* out, float* lse,              \
                                        int n_rows, GatArgs a) {                                                \
         gat_fwd_impl<T, V, VEC>(indptr, indices, xs, s_dst, s_src, out, lse, n_rows, a);                       \
     }                                                                                                          \
@@ -442,7 +444,7 @@ __device__ void gat_bwd_cols_impl(const uint32_t* __restrict__ t_indptr, const u
     extern "C" __global__ void __launch_bounds__(32 * GAT_WARPS) gat_bwd_cols_##PREFIX##v##V##SUFFIX(          \
         const uint32_t* t_indptr, const uint32_t* t_rows, const uint32_t* t_pos, const T* xs,                  \
         const float* s_dst, const float* s_src, const float* lse, const float* dterm, const T* dout,           \
-        float* dxs, float* ds_src, int n_cols, GatArgs a) {                                                    \
+        T* dxs, float* ds_src, int n_cols, GatArgs a) {                                                        \
         gat_bwd_cols_impl<T, V, VEC>(t_indptr, t_rows, t_pos, xs, s_dst, s_src, lse, dterm, dout, dxs, ds_src, \
                                      n_cols, a);                                                               \
     }

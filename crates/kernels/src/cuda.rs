@@ -316,6 +316,31 @@ pub fn elementwise_cfg(total: usize) -> LaunchConfig {
     }
 }
 
+/// A grid over `rows` rows of `width` items (columns, or heads), `x` items per block row:
+/// blocks of `x` by `256 / x` rows, at most `max_blocks` of them over the rows (`grid_dim.x`;
+/// the kernels stride over the rows by the grid) and as many tiles as cover the width
+/// (`grid_dim.y`). For the row-broadcast kernels (a bias row, per-head constants), whose
+/// threads keep their column: no 64-bit index division per element.
+pub fn row_tiled_cfg(rows: usize, width: usize, x: usize, max_blocks: usize) -> LaunchConfig {
+    let x = x.clamp(1, 256);
+    let ys = 256 / x;
+    LaunchConfig {
+        grid_dim: (
+            rows.div_ceil(ys).clamp(1, max_blocks) as u32,
+            width.div_ceil(x).max(1) as u32,
+            1,
+        ),
+        block_dim: (x as u32, ys as u32, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// The items a block row of [`row_tiled_cfg`] takes of a row `width` wide: whole warps, at
+/// most 256.
+pub fn warp_columns(width: usize) -> usize {
+    width.div_ceil(32).clamp(1, 8) * 32
+}
+
 /// One warp per row for `rows` rows, 8 warps (256 threads) per block: the row kernels
 /// (edge softmax, GAT attention, the row SDDMM).
 pub fn warp_per_row_cfg(rows: usize) -> LaunchConfig {

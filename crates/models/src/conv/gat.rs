@@ -24,8 +24,8 @@ use crate::error::Result;
 use crate::graph::ModelGraph;
 use crate::params::{Init, ParamStore};
 use crate::timer::Phase;
-use candle_core::{DType, Tensor};
-use gnn_kernels::{gat_aggregate, gat_aggregate_supports, gat_attention};
+use candle_core::Tensor;
+use gnn_kernels::{gat_aggregate, gat_aggregate_supports, gat_attention, gat_scores};
 
 /// GAT's LeakyReLU slope (the paper's and PyG's default).
 const NEGATIVE_SLOPE: f64 = 0.2;
@@ -66,24 +66,6 @@ impl GatConv {
         })
     }
 
-    /// `[att_src | att_dst]` as a block-diagonal `[heads * width, 2 * heads]` matrix: column
-    /// `h` holds `att_src[h]` in rows `h * width ..`, column `heads + h` holds `att_dst[h]`, so
-    /// `xw · M` gives every node's source and destination score of every head.
-    fn score_matrix(&self) -> Result<Tensor> {
-        let (h, f) = (self.heads, self.width);
-        let eye = Tensor::eye(h, DType::F32, self.att_src.device())?.reshape((h, 1, h))?;
-        let block = |att: &Tensor| -> Result<Tensor> {
-            Ok(att
-                .reshape((h, f, 1))?
-                .broadcast_mul(&eye)?
-                .reshape((h * f, h))?)
-        };
-        Ok(Tensor::cat(
-            &[block(&self.att_src)?, block(&self.att_dst)?],
-            1,
-        )?)
-    }
-
     /// Applies the layer; `att_drop` is attention dropout (training only).
     pub fn forward(
         &self,
@@ -113,24 +95,22 @@ impl GatConv {
         // gradients home). Every row's edges are then local, so is its softmax.
         let xs = g.exchange(&[&xw])?.remove(0);
         let own = g.own_columns();
-        // Both node scores of every head in one GEMM: xs [cols, H F] times the block-diagonal
-        // [H F, 2H] of att_src | att_dst (no [cols, H, F] product). The GEMM runs in f32 under
-        // half precision too. A bf16 product keeps 8 significant bits of each score, so a
-        // score s is off by up to s/256 and its softmax weight by about that fraction; its
-        // backward would also round the scores' gradient to bf16 before both attention
-        // vectors' sums over every row. With the bf16 GEMM, GAT 2x64 bf16 on one H100 spiked
-        // at epoch 7 and ended at loss 1.95 (89.2 %); with this one at 1.26 (94.7 %), for
-        // +0.2-0.7 % of epoch time (bench/records/dist-scaling/h100x4-2026-11-27-3/
+        // Both node scores of every head in one pass over xs ([`gnn_kernels::gat_scores`]),
+        // accumulated in f32 under half precision too, and f32 out. A bf16 product keeps 8
+        // significant bits of each score, so a score s is off by up to s/256 and its softmax
+        // weight by about that fraction; its backward would also round the scores' gradient
+        // to bf16 before both attention vectors' sums over every row. With a bf16 GEMM, GAT
+        // 2x64 bf16 on one H100 spiked at epoch 7 and ended at loss 1.95 (89.2 %); with f32
+        // scores at 1.26 (94.7 %) (bench/records/dist-scaling/h100x4-2026-11-27-3/
         // gat-diagnostics). The attention itself runs in f32. The halo rows' source scores
         // come from their exchanged features (the exchange carries H F columns per row, not
         // H F + H).
-        let s = xs.to_dtype(DType::F32)?.matmul(&self.score_matrix()?)?;
+        let (s_src, s_all_dst) = gat_scores(&xs, &self.att_src, &self.att_dst, h)?;
+        let s_dst = s_all_dst.narrow(0, own.start, n)?;
         let out = if gat_aggregate_supports(h, f) {
             // One op from the scores to the output on the graph itself (alpha recomputed, never
             // stored; the dropout mask drawn inside): edge p, head h is element p H + h of the
             // whole graph's mask, the edges before this graph's `edge_offset` H of them.
-            let s_src = s.narrow(1, 0, h)?.contiguous()?;
-            let s_dst = s.narrow(0, own.start, n)?.narrow(1, h, h)?.contiguous()?;
             let mask = match att_drop {
                 Some((rng, p)) if p > 0.0 => Some((p, rng.seed_at((g.edge_offset() * h) as u64))),
                 _ => None,
@@ -138,7 +118,11 @@ impl GatConv {
             let out = gat_aggregate(g.whole()?, &xs, (&s_dst, &s_src), h, NEGATIVE_SLOPE, mask)?;
             drop(timed);
             let _t = g.phase(Phase::Elementwise);
-            if self.concat {
+            // One head's mean is itself (candle's mean would still run a sum and a scale
+            // forward, a scale and four adds backward: about 0.28 ms of a bf16 GAT epoch at
+            // 233 K nodes on an H200, bench/records/gat-sparse/h200-2026-11-28-2/
+            // scores-epilogue-h200).
+            if self.concat || h == 1 {
                 out
             } else {
                 out.reshape((n, h, f))?.mean(1)?
@@ -147,61 +131,12 @@ impl GatConv {
             // Shapes the fused kernels do not take (gat_aggregate_supports): the chain over the
             // head-expanded graph, coefficients from [`gnn_kernels::gat_attention`].
             let gh = attention_graph(g, h, "GAT")?;
-            let head_scores = |s: &Tensor, first: usize| -> Result<Tensor> {
-                let rows = s.dim(0)?;
-                Ok(s.narrow(1, first, h)?.contiguous()?.reshape(rows * h)?)
-            };
-            let s_dst = head_scores(&s.narrow(0, own.start, n)?, h)?;
-            let alpha = gat_attention(&gh, &s_dst, &head_scores(&s, 0)?, NEGATIVE_SLOPE)?;
+            let (sd, ss) = (s_dst.flatten_all()?, s_src.flatten_all()?);
+            let alpha = gat_attention(&gh, &sd, &ss, NEGATIVE_SLOPE)?;
             drop(timed);
             attend(g, &gh, &xs, alpha, (h, f, self.concat), att_drop)?
         };
         let bias = like(&self.bias, &out)?;
         Ok((out, bias))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use candle_core::{Device, D};
-    use candle_nn::VarMap;
-
-    /// The one-GEMM scores equal the per-head `sum_f xw[n, h, f] att[h, f]` for several heads,
-    /// and so do the gradients they send to xw and both attention vectors.
-    #[test]
-    fn score_matrix_gives_every_heads_scores_and_gradients() {
-        let dev = Device::Cpu;
-        let (n, heads, width) = (7, 3, 5);
-        let varmap = VarMap::new();
-        let store = ParamStore::new(varmap, &dev, 11);
-        let conv = GatConv::new(4, width, heads, true, &store).unwrap();
-        let xw = candle_core::Var::randn(0f32, 1.0, (n, heads * width), &dev).unwrap();
-        let s = xw.matmul(&conv.score_matrix().unwrap()).unwrap();
-        let x3 = xw.reshape((n, heads, width)).unwrap();
-        let per_head = |att: &Tensor| x3.broadcast_mul(att).unwrap().sum(D::Minus1).unwrap();
-        let want = Tensor::cat(&[per_head(&conv.att_src), per_head(&conv.att_dst)], 1).unwrap();
-        let diff = |a: &Tensor, b: &Tensor| -> f32 {
-            let d = || (a - b)?.abs()?.max_all()?.to_scalar::<f32>();
-            d().unwrap()
-        };
-        assert_eq!(s.dims(), [n, 2 * heads]);
-        assert!(diff(&s, &want) < 1e-5);
-        // Weight each score differently so that a swapped head or side changes the gradients.
-        let wts = Tensor::arange(1f32, (n * 2 * heads + 1) as f32, &dev)
-            .unwrap()
-            .reshape((n, 2 * heads))
-            .unwrap();
-        let g1 = (&s * &wts).unwrap().sum_all().unwrap().backward().unwrap();
-        let g2 = (&want * &wts)
-            .unwrap()
-            .sum_all()
-            .unwrap()
-            .backward()
-            .unwrap();
-        for t in [xw.as_tensor(), &conv.att_src, &conv.att_dst] {
-            let (a, b) = (g1.get(t).unwrap(), g2.get(t).unwrap());
-            assert!(diff(a, b) < 1e-3, "{a} vs {b}");
-        }
     }
 }

@@ -134,7 +134,7 @@ pub(crate) fn attend(
         spmm_weighted(gh, &v.reshape((cols * heads, width))?, &alpha, Reduce::Sum)?
     };
     let _t = g.phase(Phase::Elementwise);
-    Ok(if concat {
+    Ok(if concat || heads == 1 {
         out.reshape((n, heads * width))?
     } else {
         out.reshape((n, heads, width))?.mean(1)?

@@ -1,41 +1,134 @@
-//! `x + b` with `b [D]` broadcast over the rows of `x [N, D]` (an output layer's bias), whose
-//! backward sums the bias gradient as one GEMM row ([`crate::ops::column_sum`]).
+//! `x + b` with `b [D]` broadcast over the rows of `x [N, D]` (an output layer's bias), one
+//! kernel forward, and backward the bias gradient as one GEMM row
+//! ([`crate::ops::column_sum`]).
 //!
 //! candle's broadcast add reduces the bias gradient with its dim-0 sum, which runs one block
 //! per column: 184 µs for `[233 K, 41]` bf16 on an H100 (GAT's output layer,
 //! `bench/records/gat-sparse/h100-2026-11-28-2/row-term/call6-kernels.csv.xz`, kernel 268),
-//! against tens of µs for the GEMM row. The forward is candle's broadcast add, whose result
-//! [`crate::attach_backward`] hands over as a copy: one more `[N, D]` pass, cheap for an
-//! output layer's few columns, which is where the layers use it (measured: GAT's output
-//! layer, `bench/records/gat-sparse/h100-2026-11-28-2/bias-add-h200`). Wide hidden layers
-//! keep candle's add, whose dim-0 sum has a block per column to spread over.
+//! against tens of µs for the GEMM row. Its forward, a broadcast kernel that computes every
+//! element's source index, took 143 µs for the same output on an H200
+//! (`bench/records/gat-sparse/h200-2026-11-28-2/scores-epilogue-h200/call2/ncu-kernels.csv.xz`,
+//! kernel 175); this op's kernel keeps a thread on one column over rows. Wide hidden layers keep candle's add inside their fused
+//! epilogues.
 
 use crate::error::Result;
-use crate::ops::fused::attach::attach_backward;
-use candle_core::Tensor;
+use candle_core::backend::BackendStorage;
+#[cfg(feature = "cuda")]
+use candle_core::CudaStorage;
+use candle_core::{CpuStorage, CustomOp2, Layout, Shape, Tensor};
 
-/// `x + b` (`x [N, D]`, `b [D]`, one dtype). Backward: `dx = dy`, `db = dy.sum(0)` as one
-/// GEMM row. Untracked inputs give an untracked result.
+/// `x + b` (`x [N, D]`, `b [D]`, one dtype; half precision adds in fp32 and rounds once).
+/// Backward: `dx = dy`, `db = dy.sum(0)` as one GEMM row; an untracked input gets no gradient.
 pub fn bias_add(x: &Tensor, b: &Tensor) -> Result<Tensor> {
     const OP: &str = "bias_add";
     crate::ops::check_row_bias(OP, "x", x, b)?;
-    let y = x.detach().broadcast_add(&b.detach())?;
-    if !x.track_op() && !b.track_op() {
-        return Ok(y);
+    crate::ops::check_float_or_half(OP, "x", x)?;
+    Ok(x.contiguous()?.apply_op2(&b.contiguous()?, BiasAddOp)?)
+}
+
+struct BiasAddOp;
+
+impl CustomOp2 for BiasAddOp {
+    fn name(&self) -> &'static str {
+        "bias_add"
     }
-    attach_backward(
-        y,
-        &[x, b],
-        Box::new(|ins, dy| {
-            let dx = ins[0].track_op().then(|| dy.clone());
-            let db = if ins[1].track_op() {
-                Some(crate::ops::column_sum(dy)?)
-            } else {
-                None
-            };
-            Ok(vec![dx, db])
-        }),
-    )
+
+    fn cpu_fwd(
+        &self,
+        x: &CpuStorage,
+        xl: &Layout,
+        b: &CpuStorage,
+        bl: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let out = dispatch_float!("bias_add", x, cpu_fwd(x, xl, b, bl))?;
+        Ok((out, xl.shape().clone()))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        x: &CudaStorage,
+        xl: &Layout,
+        b: &CudaStorage,
+        bl: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        cuda_fwd(x, xl, b, bl)
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        b: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
+        let dx = x.track_op().then(|| grad.clone());
+        let db = if b.track_op() {
+            Some(crate::ops::column_sum(grad)?)
+        } else {
+            None
+        };
+        Ok((dx, db))
+    }
+}
+
+fn cpu_fwd<T: candle_core::WithDType>(
+    x: &CpuStorage,
+    xl: &Layout,
+    b: &CpuStorage,
+    bl: &Layout,
+) -> candle_core::Result<CpuStorage> {
+    let xs = crate::ops::cpu_slice::<T>("bias_add", x, xl)?;
+    let bs = crate::ops::cpu_slice::<T>("bias_add", b, bl)?;
+    let d = bs.len().max(1);
+    Ok(T::to_cpu_storage_owned(
+        xs.iter().enumerate().map(|(i, &v)| v + bs[i % d]).collect(),
+    ))
+}
+
+/// Most row blocks of the kernel (it strides over the rows).
+#[cfg(feature = "cuda")]
+const MAX_BLOCKS: usize = 4096;
+
+#[cfg(feature = "cuda")]
+fn cuda_fwd(
+    x: &CudaStorage,
+    xl: &Layout,
+    b: &CudaStorage,
+    bl: &Layout,
+) -> candle_core::Result<(CudaStorage, Shape)> {
+    use crate::cuda::{launched, row_tiled_cfg, warp_columns};
+    use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
+    if !xl.is_contiguous() || !bl.is_contiguous() {
+        candle_core::bail!("bias_add: operands must be contiguous");
+    }
+    let (n, d) = xl.shape().dims2()?;
+    let dev = x.device().clone();
+    let (n64, d32) = (n as i64, d as i32);
+    macro_rules! run {
+        ($T:ty, $S:ty, $suffix:expr) => {{
+            let xv = x.as_cuda_slice::<$T>()?.slice(xl.start_offset()..);
+            let bv = b.as_cuda_slice::<$T>()?.slice(bl.start_offset()..);
+            // SAFETY: the kernel writes all n * d elements.
+            let out = unsafe { dev.alloc::<$T>((n * d).max(1))? };
+            if n * d > 0 {
+                let func = crate::cuda::kernel(
+                    &dev,
+                    &format!("bias_add_{}", $suffix),
+                    &crate::cuda::DROPOUT,
+                )?;
+                let mut a = func.builder();
+                a.arg(&xv).arg(&bv).arg(&out).arg(&n64).arg(&d32);
+                let cfg = row_tiled_cfg(n, d, warp_columns(d), MAX_BLOCKS);
+                // SAFETY: x and out hold n * d elements, b holds d; the grid covers the
+                // columns below d and strides over the rows below n.
+                launched(unsafe { a.launch(cfg) }.map(|_| ()))?;
+            }
+            CudaStorage::wrap_cuda_slice(out, dev)
+        }};
+    }
+    let out = crate::ops::dropout::cuda::per_dtype!(x.dtype(), "bias_add", run);
+    Ok((out, xl.shape().clone()))
 }
 
 #[cfg(test)]

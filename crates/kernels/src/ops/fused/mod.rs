@@ -11,6 +11,7 @@
 //! | [`linear`] | `dropout(relu(x wᵀ + b)) [+ x]` and `dropout(relu((Â h) wᵀ + b)) [+ h]`: the product is a temporary |
 //! | [`maxk_layer`] | `Â · dropout(maxk(x wᵀ)) + b [+ x]`, a MaxK-GNN hidden layer |
 //! | [`gat_attention`] | `edge_softmax(leaky_relu(s_dst[i] + s_src[j]))`, GAT's coefficients |
+//! | [`gat_scores`] | `xs.to_dtype(f32) · M` with `M` the block-diagonal `[H F, 2 H]` of both attention vectors, and the copies of its halves: GAT's node scores |
 //! | [`gat_aggregate`] | [`gat_attention`], attention dropout and the weighted SpMM, which ran over a graph copied per head: one op on the graph itself, alpha never stored |
 //! | [`xent`] | masked `log_softmax` + NLL, the loss and its gradient in one pass |
 //! | [`attach`] | any chain computed outside the graph, one op with the caller's backward |
@@ -23,6 +24,7 @@ pub mod bias_add;
 pub mod elu_dropout;
 pub mod gat_aggregate;
 pub mod gat_attention;
+pub mod gat_scores;
 pub mod linear;
 pub mod maxk_layer;
 mod product;

@@ -371,3 +371,76 @@ pub(super) fn check_gat_aggregate(
     )?;
     Ok(())
 }
+
+/// GAT's node scores ([`crate::gat_scores`]) on the device against f64 CPU runs on the same
+/// (storage-rounded) inputs: both scores (fp32 sums of `width` products, 1e-5 of the largest),
+/// `dxs` (two products rounded once to the storage type: its unit roundoff, doubled) and both
+/// attention vectors' gradients (fp32 sums over every row, per-block partials then one GEMM
+/// row, 1e-4). Shapes: eight heads of 8 (GAT's hidden layer), one of 41 (its output), three of
+/// 5, two of 200 (two column tiles of the gradient kernel), a single element, and no rows.
+pub(super) fn check_gat_scores(c: &mut Checker, gpu: &Device) -> Result<()> {
+    let mut dts = vec![(DType::F32, 1e-5)];
+    if gpu.is_cuda() {
+        dts.extend([(DType::BF16, 1e-2), (DType::F16, 2e-3)]);
+    }
+    for (dt, dx_bound) in dts {
+        for (n, heads, width) in [
+            (3000usize, 8usize, 8usize),
+            (2000, 1, 41),
+            (777, 3, 5),
+            (500, 2, 200),
+            (1, 1, 1),
+            (0, 2, 4),
+        ] {
+            let hf = heads * width;
+            let x = c.randn((n, hf))?.to_dtype(dt)?;
+            let att = [c.randn((1, heads, width))?, c.randn((1, heads, width))?];
+            let ds = c.randn((2, n, heads))?;
+            // (s_src, s_dst, dxs, da_src, da_dst) on `dev`, in `att_dt`.
+            let run = |dev: &Device, x: &Tensor, att_dt: DType| -> Result<Vec<Tensor>> {
+                let xv = Var::from_tensor(&x.to_device(dev)?)?;
+                let av = att
+                    .iter()
+                    .map(|a| Var::from_tensor(&a.to_dtype(att_dt)?.to_device(dev)?))
+                    .collect::<candle_core::Result<Vec<_>>>()?;
+                let (s, d) =
+                    crate::gat_scores(xv.as_tensor(), av[0].as_tensor(), av[1].as_tensor(), heads)?;
+                let both = Tensor::stack(&[&s, &d], 0)?;
+                let g = (both * ds.to_dtype(att_dt)?.to_device(dev)?)?
+                    .sum_all()?
+                    .backward()?;
+                let grad =
+                    |v: &Var, what| g.get(v.as_tensor()).cloned().ok_or_else(|| missing(what));
+                Ok(vec![
+                    s,
+                    d,
+                    grad(&xv, "no dxs")?,
+                    grad(&av[0], "no da_src")?,
+                    grad(&av[1], "no da_dst")?,
+                ])
+            };
+            let cpu = run(&Device::Cpu, &x.to_dtype(DType::F64)?, DType::F64)?;
+            let dev = run(gpu, &x, DType::F32)?;
+            let tag = format!("gat_scores {heads}x{width} {dt:?} n={n}");
+            for (i, (what, bound)) in [
+                ("s_src", 1e-5),
+                ("s_dst", 1e-5),
+                ("dxs", dx_bound),
+                ("da_src", 1e-4),
+                ("da_dst", 1e-4),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                // dxs is narrowed to the storage type; the reference is rounded the same way.
+                let want = if i == 2 {
+                    cpu[i].to_dtype(dt)?
+                } else {
+                    cpu[i].clone()
+                };
+                c.check("dense", format!("{tag} {what}"), hf, &dev[i], &want, bound)?;
+            }
+        }
+    }
+    Ok(())
+}

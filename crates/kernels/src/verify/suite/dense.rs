@@ -479,3 +479,49 @@ pub(super) fn check_dequantize(c: &mut Checker, gpu: &Device) -> Result<()> {
     }
     Ok(())
 }
+
+/// The output layers' bias add ([`crate::bias_add`]): the sum, `dx` and `db` (one GEMM row)
+/// against the CPU in f32; a sum rounded once to the storage type (its unit roundoff,
+/// doubled), `db` a column sum over every row (1e-4 in f32; half gradients round to their type).
+/// Shapes: GAT's 41 classes, two column tiles (300), one column, one row.
+pub(super) fn check_bias_add(c: &mut Checker, gpu: &Device) -> Result<()> {
+    let mut dts = vec![(DType::F32, 1e-6, 1e-4)];
+    if gpu.is_cuda() {
+        dts.extend([(DType::BF16, 1e-2, 1e-2), (DType::F16, 2e-3, 2e-3)]);
+    }
+    for (dt, bound, db_bound) in dts {
+        for (rows, cols) in [(5000usize, 41usize), (777, 300), (333, 1), (1, 64)] {
+            let x = c.randn((rows, cols))?.to_dtype(dt)?;
+            let b = c.randn(cols)?.to_dtype(dt)?;
+            let dy = c.randn((rows, cols))?.to_dtype(dt)?;
+            let run = |dev: &Device, x: &Tensor, b: &Tensor, dy: &Tensor| {
+                let xv = Var::from_tensor(&x.to_device(dev)?)?;
+                let bv = Var::from_tensor(&b.to_device(dev)?)?;
+                let y = crate::bias_add(xv.as_tensor(), bv.as_tensor())?;
+                let g = (&y * dy.to_device(dev)?)?.sum_all()?.backward()?;
+                let grad =
+                    |v: &Var, what| g.get(v.as_tensor()).cloned().ok_or_else(|| missing(what));
+                Ok::<_, crate::Error>((y.clone(), grad(&xv, "no dx")?, grad(&bv, "no db")?))
+            };
+            let f32_of = |t: &Tensor| t.to_dtype(DType::F32);
+            let (yc, dxc, dbc) = run(&Device::Cpu, &f32_of(&x)?, &f32_of(&b)?, &f32_of(&dy)?)?;
+            let (yg, dxg, dbg) = run(gpu, &x, &b, &dy)?;
+            let tag = format!("bias_add {dt:?} {rows}x{cols}");
+            for (what, g, cpu, bd) in [
+                ("fwd", &yg, &yc, bound),
+                ("dx", &dxg, &dxc, bound),
+                ("db", &dbg, &dbc, db_bound),
+            ] {
+                c.check(
+                    "dense",
+                    format!("{tag} {what}"),
+                    cols,
+                    g,
+                    &cpu.to_dtype(dt)?,
+                    bd,
+                )?;
+            }
+        }
+    }
+    Ok(())
+}

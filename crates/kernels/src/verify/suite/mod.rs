@@ -169,5 +169,9 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
         sddmm::check_sddmm(c, "random+50K-row", &g1, k, gpu, i % 3 == 1)?;
         sddmm::check_sddmm(c, "random-rect", &g2, k, gpu, i % 3 == 2)?;
     }
+    // GAT's node scores and the output layers' bias add (last, so the checks above keep the
+    // inputs a seed gave them before).
+    attention::check_gat_scores(c, gpu)?;
+    dense::check_bias_add(c, gpu)?;
     Ok(())
 }

@@ -88,51 +88,76 @@ fn cfg(rows: usize) -> LaunchConfig {
     }
 }
 
-/// `[out (n_rows x heads * width); lse (n_rows x heads)]`, f32, from xs and `[s_dst; s_src]`.
+/// A zeroed buffer of `len` elements of the storage type of `$view` (a [`FloatView`]) bound to
+/// `$buf` while `$body` runs; the body's value is the buffer as a storage.
+macro_rules! with_buffer {
+    ($view:expr, $dev:expr, $len:expr, |$buf:ident| $body:block) => {{
+        macro_rules! go {
+            ($T:ty) => {{
+                #[allow(unused_mut)]
+                let mut $buf = zeros::<$T>(&$dev, $len)?;
+                $body;
+                CudaStorage::wrap_cuda_slice($buf, $dev.clone())
+            }};
+        }
+        match $view {
+            FloatView::F32(_) => go!(f32),
+            FloatView::Bf16(_) => go!(half::bf16),
+            FloatView::F16(_) => go!(half::f16),
+        }
+    }};
+}
+
+/// The output `[n_rows, heads * width]` in xs's storage type, and `lse` (`n_rows x heads`,
+/// f32), from xs and `[s_dst; s_src]`.
 pub(super) fn forward(
     g: &DeviceGraph,
     (x, xl): (&CudaStorage, &Layout),
     (s, sl): (&CudaStorage, &Layout),
     p: &Heads,
-) -> Result<(CudaStorage, Shape)> {
+) -> Result<(CudaStorage, Shape, CudaStorage)> {
     const OP: &str = "gat_aggregate";
     let dev = x.device().clone();
     let csr = g.cuda_csr()?;
     let (n, h, hf) = (g.n_rows(), p.heads, p.heads * p.width);
     let xv = FloatView::of(OP, x, xl)?;
     let sv = f32_view(OP, s, sl)?;
-    let mut all = zeros::<f32>(&dev, n * hf + n * h)?;
-    if n > 0 {
-        let (suffix, args) = launch_of(OP, p, &xv, &[xl.start_offset()], sl.start_offset())?;
-        let func = crate::cuda::kernel(
-            &dev,
-            &format!("gat_fwd_{suffix}"),
-            &crate::cuda::GAT_AGGREGATE,
-        )?;
-        let s_dst = sv.slice(0..n * h);
-        let s_src = sv.slice(n * h..(n + g.n_cols()) * h);
-        let (mut out, mut lse) = all.split_at_mut(n * hf);
-        let n_i = n as i32;
-        let mut b = func.builder();
-        b.arg(&csr.indptr).arg(&csr.indices);
-        xv.push(&mut b);
-        b.arg(&s_dst)
-            .arg(&s_src)
-            .arg(&mut out)
-            .arg(&mut lse)
-            .arg(&n_i)
-            .arg(&args);
-        // SAFETY: xs holds n_cols * heads * width elements, the scores n_rows * heads +
-        // n_cols * heads floats (built by `gat_aggregate`); columns < n_cols (validated on
-        // upload); out and lse n_rows * heads * width and n_rows * heads.
-        launched(unsafe { b.launch(cfg(n)) }.map(|_| ()))?;
-    }
-    let len = n * hf + n * h;
-    Ok((CudaStorage::wrap_cuda_slice(all, dev), Shape::from(len)))
+    let mut lse = zeros::<f32>(&dev, n * h)?;
+    let out = with_buffer!(&xv, dev, n * hf, |out| {
+        if n > 0 {
+            let (suffix, args) = launch_of(OP, p, &xv, &[xl.start_offset()], sl.start_offset())?;
+            let func = crate::cuda::kernel(
+                &dev,
+                &format!("gat_fwd_{suffix}"),
+                &crate::cuda::GAT_AGGREGATE,
+            )?;
+            let s_dst = sv.slice(0..n * h);
+            let s_src = sv.slice(n * h..(n + g.n_cols()) * h);
+            let n_i = n as i32;
+            let mut b = func.builder();
+            b.arg(&csr.indptr).arg(&csr.indices);
+            xv.push(&mut b);
+            b.arg(&s_dst)
+                .arg(&s_src)
+                .arg(&mut out)
+                .arg(&mut lse)
+                .arg(&n_i)
+                .arg(&args);
+            // SAFETY: xs holds n_cols * heads * width elements, the scores n_rows * heads +
+            // n_cols * heads floats (built by `gat_aggregate`); columns < n_cols (validated on
+            // upload); out and lse n_rows * heads * width and n_rows * heads.
+            launched(unsafe { b.launch(cfg(n)) }.map(|_| ()))?;
+        }
+    });
+    Ok((
+        out,
+        Shape::from((n, hf)),
+        CudaStorage::wrap_cuda_slice(lse, dev),
+    ))
 }
 
-/// `[ds_dst (n_rows * heads); dxs (n_cols * heads * width); ds_src (n_cols * heads)]`, f32,
-/// from xs, `[s_dst; s_src; lse]`, dout and the forward's output `out` (the rows pass takes
+/// `dxs` (`[n_cols, heads * width]`, xs's storage type) and `[ds_dst (n_rows * heads); ds_src
+/// (n_cols * heads)]` (f32), from xs, `[s_dst; s_src; lse]`, dout and the forward's output `out` (the rows pass takes
 /// D = <dout, out> from it); `gt`/`perm` the graph's transpose.
 pub(super) fn backward(
     (g, gt, perm, out_t): (&DeviceGraph, &DeviceGraph, &Tensor, &Tensor),
@@ -140,7 +165,7 @@ pub(super) fn backward(
     (s, sl): (&CudaStorage, &Layout),
     (d, dl): (&CudaStorage, &Layout),
     p: &Heads,
-) -> Result<(CudaStorage, Shape)> {
+) -> Result<(CudaStorage, Shape, CudaStorage)> {
     const OP: &str = "gat_aggregate backward";
     let dev = x.device().clone();
     let (csr, tcsr) = (g.cuda_csr()?, gt.cuda_csr()?);
@@ -169,7 +194,7 @@ pub(super) fn backward(
         Storage::Cuda(ps) => u32_view(OP, ps, pl)?,
         _ => candle_core::bail!("{OP}: the transpose's permutation is not on the GPU"),
     };
-    let mut out = zeros::<f32>(&dev, n * h + m * hf + m * h)?;
+    let mut ds = zeros::<f32>(&dev, n * h + m * h)?;
     let s_dst = sv.slice(0..n * h);
     let s_src = sv.slice(n * h..(n + m) * h);
     let lse = sv.slice((n + m) * h..(2 * n + m) * h);
@@ -182,9 +207,8 @@ pub(super) fn backward(
         &[xl.start_offset(), dl.start_offset(), ol.start_offset()],
         sl.start_offset(),
     )?;
-    {
-        let (mut ds_dst, mut rest) = out.split_at_mut(n * h);
-        let (mut dxs, mut ds_src) = rest.split_at_mut(m * hf);
+    let dxs = with_buffer!(&xv, dev, m * hf, |dxs| {
+        let (mut ds_dst, mut ds_src) = ds.split_at_mut(n * h);
         if n > 0 {
             let f = crate::cuda::kernel(
                 &dev,
@@ -218,11 +242,14 @@ pub(super) fn backward(
             dv.push(&mut b);
             b.arg(&mut dxs).arg(&mut ds_src).arg(&m_i).arg(&args);
             // SAFETY: the transpose has n_cols rows whose entries name rows < n_rows and
-            // positions < nnz (built from the graph); dxs holds n_cols * heads * width floats,
+            // positions < nnz (built from the graph); dxs holds n_cols * heads * width elements,
             // ds_src n_cols * heads.
             launched(unsafe { b.launch(cfg(m)) }.map(|_| ()))?;
         }
-    }
-    let len = n * h + m * hf + m * h;
-    Ok((CudaStorage::wrap_cuda_slice(out, dev), Shape::from(len)))
+    });
+    Ok((
+        dxs,
+        Shape::from((m, hf)),
+        CudaStorage::wrap_cuda_slice(ds, dev),
+    ))
 }

@@ -30,6 +30,7 @@ use candle_core::backend::BackendStorage;
 use candle_core::CudaStorage;
 use candle_core::{CpuStorage, CustomOp2, CustomOp3, DType, Layout, Shape, Tensor};
 use cpu::{Heads, Mask, Saved};
+use std::sync::Mutex;
 
 /// The CUDA kernels' lane layout for elements of `bytes` bytes: `(v, lg, l)`, `v` columns per
 /// lane (16 bytes, or 32 for f32 rows over 128 columns, halved until a head's width is a
@@ -156,16 +157,17 @@ pub fn gat_aggregate(
         }),
     };
     let (xd, sd, ss) = (xs.detach().contiguous()?, s_dst.detach(), s_src.detach());
-    let op = GatOp { g: g.clone(), plan };
+    let op = GatOp {
+        g: g.clone(),
+        plan,
+        lse: Side::default(),
+    };
     let scores = Tensor::cat(&[&sd.flatten_all()?, &ss.flatten_all()?], 0)?;
-    // One pass: the output and each row's log-sum-exp per head (the backward's alpha).
-    let all = xd.apply_op2_no_bwd(&scores, &op)?;
+    // One pass: the output (xs's dtype) and each row's log-sum-exp per head (the backward's
+    // alpha, the scores' dtype).
+    let out = xd.apply_op2_no_bwd(&scores, &op)?;
     let (n, h) = (g.n_rows(), heads);
-    let out = all
-        .narrow(0, 0, n * hf)?
-        .reshape((n, hf))?
-        .to_dtype(xd.dtype())?;
-    let lse = all.narrow(0, n * hf, n * h)?.to_dtype(scores.dtype())?;
+    let lse = op.lse.take("gat_aggregate")?;
     let scores = Tensor::cat(&[&scores, &lse], 0)?;
     let saved = out.clone();
     crate::attach_backward(
@@ -181,14 +183,14 @@ pub fn gat_aggregate(
                 perm,
                 out: saved.clone(),
                 plan: op.plan,
+                ds: Side::default(),
             };
-            let all = xd.apply_op3_no_bwd(&scores, &dy.contiguous()?, &bwd)?;
-            let (hh, m) = (n * heads, cols * heads);
-            let ds_dst = all.narrow(0, 0, hh)?.reshape((n, heads))?;
-            let dxs = all.narrow(0, hh, m * width)?.reshape((cols, hf))?;
-            let ds_src = all.narrow(0, hh + m * width, m)?.reshape((cols, heads))?;
+            let dxs = xd.apply_op3_no_bwd(&scores, &dy.contiguous()?, &bwd)?;
+            let ds = bwd.ds.take("gat_aggregate backward")?;
+            let ds_dst = ds.narrow(0, 0, n * h)?.reshape((n, h))?;
+            let ds_src = ds.narrow(0, n * h, cols * h)?.reshape((cols, h))?;
             Ok(vec![
-                Some(dxs.to_dtype(xd.dtype())?),
+                Some(dxs),
                 Some(ds_dst.to_dtype(sdt)?),
                 Some(ds_src.to_dtype(sdt)?),
             ])
@@ -196,14 +198,44 @@ pub fn gat_aggregate(
     )
 }
 
-/// The forward: `[out; lse]` (flat) from xs and `[s_dst; s_src]`.
+/// A second result of an op (candle's custom ops return one storage): set by the op's
+/// forward, taken by its caller right after.
+#[derive(Default)]
+struct Side(Mutex<Option<Tensor>>);
+
+impl Side {
+    fn put(&self, t: Tensor) -> candle_core::Result<()> {
+        *self
+            .0
+            .lock()
+            .map_err(|_| candle_core::Error::Msg("gat_aggregate: lock poisoned".into()))? = Some(t);
+        Ok(())
+    }
+
+    fn take(&self, op: &'static str) -> Result<Tensor> {
+        self.0
+            .lock()
+            .map_err(|_| Error::invalid(op, "lock poisoned"))?
+            .take()
+            .ok_or_else(|| Error::invalid(op, "the op's second result was not set"))
+    }
+}
+
+/// `storage` (`len` elements) as a tensor outside the autograd graph.
+fn side_tensor(storage: candle_core::Storage, len: usize) -> Tensor {
+    Tensor::from_storage(storage, len, candle_core::op::BackpropOp::none(), false)
+}
+
+/// The forward: the output `[n_rows, heads * width]` (xs's dtype) from xs and `[s_dst;
+/// s_src]`, and `lse` (`n_rows * heads`, the scores' dtype) in its side result.
 struct GatOp {
     g: DeviceGraph,
     plan: Heads,
+    lse: Side,
 }
 
 /// A CPU storage's contiguous values as f64.
-fn f64s(op: &'static str, s: &CpuStorage, l: &Layout) -> candle_core::Result<Vec<f64>> {
+pub(crate) fn f64s(op: &'static str, s: &CpuStorage, l: &Layout) -> candle_core::Result<Vec<f64>> {
     Ok(match s {
         CpuStorage::F32(_) => cpu_slice::<f32>(op, s, l)?
             .iter()
@@ -225,7 +257,7 @@ fn wider(x: &CpuStorage, s: &CpuStorage) -> DType {
 }
 
 /// `v` as a CPU storage of `dtype` (f32 or f64).
-fn storage(v: Vec<f64>, dtype: DType) -> CpuStorage {
+pub(crate) fn storage(v: Vec<f64>, dtype: DType) -> CpuStorage {
     match dtype {
         DType::F32 => CpuStorage::F32(v.into_iter().map(|x| x as f32).collect()),
         _ => CpuStorage::F64(v),
@@ -248,11 +280,14 @@ impl CustomOp2 for GatOp {
         let (n, m, h) = (self.g.n_rows(), self.g.n_cols(), self.plan.heads);
         let (s_dst, s_src) = (&sc[..n * h], &sc[n * h..(n + m) * h]);
         let lse = cpu::lse(self.g.csr(), s_dst, s_src, &self.plan);
-        let mut all = cpu::forward(self.g.csr(), &xs, (s_dst, s_src, &lse), &self.plan);
-        all.extend(lse);
-        let len = all.len();
-        // The caller narrows the output and lse to their dtypes.
-        Ok((storage(all, wider(x, s)), Shape::from(len)))
+        let out = cpu::forward(self.g.csr(), &xs, (s_dst, s_src, &lse), &self.plan);
+        let len = lse.len();
+        let lse = candle_core::Storage::Cpu(storage(lse, s.dtype()));
+        self.lse.put(side_tensor(lse, len))?;
+        Ok((
+            storage(out, x.dtype()),
+            Shape::from((n, self.plan.heads * self.plan.width)),
+        ))
     }
     #[cfg(feature = "cuda")]
     fn cuda_fwd(
@@ -262,12 +297,16 @@ impl CustomOp2 for GatOp {
         s: &CudaStorage,
         sl: &Layout,
     ) -> candle_core::Result<(CudaStorage, Shape)> {
-        cuda::forward(&self.g, (x, xl), (s, sl), &self.plan)
+        let (out, shape, lse) = cuda::forward(&self.g, (x, xl), (s, sl), &self.plan)?;
+        let len = self.g.n_rows() * self.plan.heads;
+        self.lse
+            .put(side_tensor(candle_core::Storage::Cuda(lse), len))?;
+        Ok((out, shape))
     }
 }
 
-/// The backward's two passes: `[ds_dst; dxs; ds_src]` (score dtype) from xs,
-/// `[s_dst; s_src; lse]` and dout. The softmax's row term `D = <dout, out>` per row and head
+/// The backward's two passes: `dxs` (xs's dtype) from xs, `[s_dst; s_src; lse]` and dout, and
+/// `[ds_dst; ds_src]` (f32; on the CPU f64 where xs is) in its side result. The softmax's row term `D = <dout, out>` per row and head
 /// comes from the forward's output `out`, held here (the rows pass computes it on the GPU).
 struct GatBwdOp {
     g: DeviceGraph,
@@ -275,6 +314,8 @@ struct GatBwdOp {
     perm: Tensor,
     out: Tensor,
     plan: Heads,
+    /// `[ds_dst; ds_src]`, the side result.
+    ds: Side,
 }
 
 impl CustomOp3 for GatBwdOp {
@@ -307,12 +348,13 @@ impl CustomOp3 for GatBwdOp {
         let pos: Vec<u32> = self.perm.to_vec1()?;
         let ds_dst = cpu::backward_rows(self.g.csr(), &saved, &k);
         let (dxs, ds_src) = cpu::backward_cols(self.gt.csr(), &pos, &saved, &k);
-        let mut out = ds_dst;
-        out.extend(dxs);
-        out.extend(ds_src);
-        let len = out.len();
-        // The caller narrows each gradient to its input's dtype.
-        Ok((storage(out, wider(x, s)), Shape::from(len)))
+        let mut ds = ds_dst;
+        ds.extend(ds_src);
+        let len = ds.len();
+        // The caller narrows the score gradients to the scores' dtype.
+        let ds = candle_core::Storage::Cpu(storage(ds, wider(x, s)));
+        self.ds.put(side_tensor(ds, len))?;
+        Ok((storage(dxs, x.dtype()), Shape::from((m, h * k.width))))
     }
     #[cfg(feature = "cuda")]
     fn cuda_fwd(
@@ -324,12 +366,16 @@ impl CustomOp3 for GatBwdOp {
         d: &CudaStorage,
         dl: &Layout,
     ) -> candle_core::Result<(CudaStorage, Shape)> {
-        cuda::backward(
+        let (dxs, shape, ds) = cuda::backward(
             (&self.g, &self.gt, &self.perm, &self.out),
             (x, xl),
             (s, sl),
             (d, dl),
             &self.plan,
-        )
+        )?;
+        let len = (self.g.n_rows() + self.g.n_cols()) * self.plan.heads;
+        self.ds
+            .put(side_tensor(candle_core::Storage::Cuda(ds), len))?;
+        Ok((dxs, shape))
     }
 }
