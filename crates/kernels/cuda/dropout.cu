@@ -364,29 +364,35 @@ BIAS_ELU_DROPOUT(double, f64, double, bias_elu_dropout_impl)
 BIAS_ELU_DROPOUT(__nv_bfloat16, bf16, float, bias_elu_dropout_half)
 BIAS_ELU_DROPOUT(__half, f16, float, bias_elu_dropout_half)
 
-// Bias add alone (an output layer's bias, gnn_kernels::bias_add): out[r][c] = x[r][c] + b[c] for
-// x [n, d]. blockDim.x columns (from blockIdx.y * blockDim.x) by blockDim.y rows, striding over
-// the rows by gridDim.x * blockDim.y: each thread keeps its column and bias value (no index
-// division per element). Half storage adds in fp32 and rounds once.
+// Bias add (an output layer's bias, gnn_kernels::bias_add and bias_add_residual): out[r][c] =
+// x[r][c] (+ res[r * rs + c] when has_res) + b[c] for x [n, d]; res may have any row stride rs
+// (a column range of a wider matrix). blockDim.x columns (from blockIdx.y * blockDim.x) by
+// blockDim.y rows, striding over the rows by gridDim.x * blockDim.y: each thread keeps its column
+// and bias value (no index division per element). Half storage adds in fp32 and rounds once.
 template <typename T>
-__device__ __forceinline__ T bias_add_one(T x, T b) { return x + b; }
-__device__ __forceinline__ __nv_bfloat16 bias_add_one(__nv_bfloat16 x, __nv_bfloat16 b) {
-    return __float2bfloat16(widen(x) + widen(b));
+__device__ __forceinline__ T bias_add_one(T x, T r, T b) { return x + r + b; }
+__device__ __forceinline__ __nv_bfloat16 bias_add_one(__nv_bfloat16 x, __nv_bfloat16 r, __nv_bfloat16 b) {
+    return __float2bfloat16(widen(x) + widen(r) + widen(b));
 }
-__device__ __forceinline__ __half bias_add_one(__half x, __half b) { return __float2half(widen(x) + widen(b)); }
+__device__ __forceinline__ __half bias_add_one(__half x, __half r, __half b) {
+    return __float2half(widen(x) + widen(r) + widen(b));
+}
 
 template <typename T>
-__device__ void bias_add_impl(const T* __restrict__ x, const T* __restrict__ b, T* __restrict__ out, int64_t n, int d) {
+__device__ void bias_add_impl(const T* __restrict__ x, const T* __restrict__ res, int64_t rs, int has_res,
+                              const T* __restrict__ b, T* __restrict__ out, int64_t n, int d) {
     const int c = blockIdx.y * blockDim.x + threadIdx.x;
     if (c >= d) return;
     const T bc = b[c];
+    const T zero = T(0.f);
     for (int64_t r = (int64_t)blockIdx.x * blockDim.y + threadIdx.y; r < n; r += (int64_t)gridDim.x * blockDim.y)
-        out[r * d + c] = bias_add_one(x[r * d + c], bc);
+        out[r * d + c] = bias_add_one(x[r * d + c], has_res ? res[r * rs + c] : zero, bc);
 }
 
 #define BIAS_ADD(TY, NAME)                                                                                  \
-    extern "C" __global__ void bias_add_##NAME(const TY* x, const TY* b, TY* out, int64_t n, int d) {        \
-        bias_add_impl<TY>(x, b, out, n, d);                                                                   \
+    extern "C" __global__ void bias_add_##NAME(const TY* x, const TY* res, int64_t rs, int has_res,          \
+                                               const TY* b, TY* out, int64_t n, int d) {                   \
+        bias_add_impl<TY>(x, res, rs, has_res, b, out, n, d);                                                \
     }
 BIAS_ADD(float, f32)
 BIAS_ADD(double, f64)

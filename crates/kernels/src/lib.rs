@@ -56,7 +56,7 @@ pub use ops::column_sum;
 pub use ops::dropout::dropout;
 pub use ops::edge_softmax::edge_softmax;
 pub use ops::fused::attach::{attach_backward, AttachedBackward, AttachedGrads};
-pub use ops::fused::bias_add::bias_add;
+pub use ops::fused::bias_add::{bias_add, bias_add_residual};
 pub use ops::fused::elu_dropout::bias_elu_dropout;
 pub use ops::fused::gat_aggregate::{gat_aggregate, gat_aggregate_supports};
 pub use ops::fused::gat_attention::gat_attention;

@@ -16,9 +16,12 @@
 //!   neighbour and root terms; `a` the aggregation of `h`, or `Â (h · w_aᵀ)` made inside for
 //!   a layer that multiplies first); keeps its inputs and the mask.
 //!
-//! Forward values equal the composed layers' bit for bit (the same products, sums and
-//! epilogue kernel, in the same order); the gradients are the same sums with the weight
-//! gradients as `dzᵀ x` products (the composed matmul's `(xᵀ dz)ᵀ`), equal up to rounding.
+//! Forward values equal the composed layers' bit for bit on the CPU (the same products, sums
+//! and epilogue kernel, in the same order); under half precision a GraphSAGE output layer
+//! that multiplies first rounds its two terms and bias once ([`gnn_kernels::bias_add_residual`])
+//! where the composed one rounds the terms' sum first. The gradients are the same sums with
+//! the weight gradients as `dzᵀ x` products (the composed matmul's `(xᵀ dz)ᵀ`), equal up to
+//! rounding.
 
 use super::{like, weight_like};
 use crate::dropout::DropoutRng;
@@ -39,17 +42,25 @@ pub(crate) enum Act<'a> {
     Relu(Option<(&'a mut DropoutRng, f32)>),
 }
 
-/// `z + b` or the hidden epilogue of `z` (untracked), and its mask when it has one.
+/// `z [+ r] + b` or the hidden epilogue of `z [+ r]` (untracked), and its mask when it has
+/// one. An output layer adds both terms and the bias in one pass
+/// ([`gnn_kernels::bias_add_residual`], `r` read in place where it is a column range).
 fn finish(
     g: &ModelGraph,
     z: Tensor,
+    r: Option<Tensor>,
     b: &Tensor,
     act: Act<'_>,
 ) -> Result<(Tensor, Option<EpilogueMask>)> {
     let _t = g.phase(Phase::Elementwise);
     let b = b.detach();
+    let z = match (&act, r) {
+        (Act::Bias, Some(r)) => return Ok((gnn_kernels::bias_add_residual(&z, &r, &b)?, None)),
+        (_, Some(r)) => (z + r)?,
+        (_, None) => z,
+    };
     Ok(match act {
-        Act::Bias => (z.broadcast_add(&b)?, None),
+        Act::Bias => (gnn_kernels::bias_add(&z, &b)?, None),
         Act::Relu(Some((rng, p))) => {
             let (y, m) = rng.bias_relu_dropout_untracked(&z, &b, p)?;
             (y, Some(m))
@@ -106,7 +117,7 @@ pub(crate) fn linear(
         let _t = g.phase(Phase::Aggregation);
         z = f.forward(&z)?;
     }
-    let (y, mask) = finish(g, z, b, act)?;
+    let (y, mask) = finish(g, z, None, b, act)?;
     let out = match &agg {
         Agg::Activation(f) => {
             let _t = g.phase(Phase::Aggregation);
@@ -201,12 +212,12 @@ pub(crate) fn pair(
         Neighbour::Constant(a) => (Some(a.detach()), None, None),
         Neighbour::Product(f) => (None, None, Some(f)),
     };
-    let z = match (&held, &tracked, &product_agg) {
+    let (z, root) = match (&held, &tracked, &product_agg) {
         (Some(a), _, _) | (None, Some(a), _) => {
             let _t = g.phase(Phase::Gemm);
             let l = a.detach().matmul(&wa.t()?)?;
             let r = h.detach().matmul(&wh.t()?)?;
-            (l + r)?
+            ((l + r)?, None)
         }
         (None, None, Some(f)) => {
             // The composed layer's order: one product with [w_a; w_h], the neighbour half
@@ -220,12 +231,12 @@ pub(crate) fn pair(
                 let _t = g.phase(Phase::Aggregation);
                 f.forward(&pl)?
             };
-            let _t = g.phase(Phase::Elementwise);
-            (l + pr)?
+            // The root half is added with the bias (read in place, not copied out).
+            (l, Some(pr))
         }
         (None, None, None) => unreachable!("every neighbour term sets one"),
     };
-    let (out, mask) = finish(g, z, &bias, act)?;
+    let (out, mask) = finish(g, z, root, &bias, act)?;
     let backward = move |a: Option<&Tensor>, h: &Tensor, wb: &Tensor, dy: &Tensor| {
         let dz = pre_activation_grad(mask.as_ref(), dy)?;
         let (wa, wh, _) = parts(wb)?;

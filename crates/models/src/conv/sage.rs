@@ -201,6 +201,6 @@ impl SageConv {
             g.aggregate_cbsr(&c, Reduce::Mean)?
         };
         let _t = g.phase(Phase::Elementwise);
-        Ok((agg + hr)?.broadcast_add(&like(bias, x)?)?)
+        Ok(gnn_kernels::bias_add_residual(&agg, &hr, &like(bias, x)?)?)
     }
 }

@@ -11,11 +11,11 @@
 //! kernel 175); this op's kernel keeps a thread on one column over rows. Wide hidden layers keep candle's add inside their fused
 //! epilogues.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use candle_core::backend::BackendStorage;
 #[cfg(feature = "cuda")]
 use candle_core::CudaStorage;
-use candle_core::{CpuStorage, CustomOp2, Layout, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Shape, Tensor};
 
 /// `x + b` (`x [N, D]`, `b [D]`, one dtype; half precision adds in fp32 and rounds once).
 /// Backward: `dx = dy`, `db = dy.sum(0)` as one GEMM row; an untracked input gets no gradient.
@@ -26,7 +26,62 @@ pub fn bias_add(x: &Tensor, b: &Tensor) -> Result<Tensor> {
     Ok(x.contiguous()?.apply_op2(&b.contiguous()?, BiasAddOp)?)
 }
 
+/// `x + r + b` (`x` and `r [N, D]`, `b [D]`, one dtype) in one pass: an output layer's two
+/// terms and its bias (GraphSAGE's aggregated neighbour term and its root term). `r` may be a
+/// column range of a wider matrix (rows of any stride, columns adjacent), read in place.
+/// Half precision adds in fp32 and rounds once. Backward: `dx = dr = dy`, `db = dy.sum(0)`.
+pub fn bias_add_residual(x: &Tensor, r: &Tensor, b: &Tensor) -> Result<Tensor> {
+    const OP: &str = "bias_add_residual";
+    crate::ops::check_row_bias(OP, "x", x, b)?;
+    crate::ops::check_float_or_half(OP, "x", x)?;
+    crate::ops::check_device_of(OP, x, r)?;
+    if r.dims() != x.dims() || r.dtype() != x.dtype() {
+        return Err(Error::shape(
+            OP,
+            format!(
+                "r is {:?} {:?}, x {:?} {:?}: one shape and dtype",
+                r.dims(),
+                r.dtype(),
+                x.dims(),
+                x.dtype()
+            ),
+        ));
+    }
+    // Rows of any stride, columns adjacent: a column range read in place, else a copy.
+    let r = if r.stride()[1] == 1 || r.dim(1)? <= 1 {
+        r.clone()
+    } else {
+        r.contiguous()?
+    };
+    Ok(x.contiguous()?.apply_op3(&r, &b.contiguous()?, BiasAddOp)?)
+}
+
 struct BiasAddOp;
+
+/// The gradients of `(x [, r], b)` for `dy`, `None` where an input does not track.
+fn grads(ins: &[&Tensor], grad: &Tensor) -> candle_core::Result<Vec<Option<Tensor>>> {
+    let (b, terms) = ins.split_last().expect("bias_add has inputs");
+    let mut out: Vec<Option<Tensor>> = terms
+        .iter()
+        .map(|t| t.track_op().then(|| grad.clone()))
+        .collect();
+    out.push(if b.track_op() {
+        Some(crate::ops::column_sum(grad)?)
+    } else {
+        None
+    });
+    Ok(out)
+}
+
+/// Row stride and start of a `[N, D]` operand whose columns are adjacent.
+fn rows_of(l: &Layout) -> candle_core::Result<(usize, usize)> {
+    let (_, d) = l.shape().dims2()?;
+    let stride = l.stride();
+    if d > 1 && stride[1] != 1 {
+        candle_core::bail!("bias_add: the residual's columns must be adjacent");
+    }
+    Ok((stride[0], l.start_offset()))
+}
 
 impl CustomOp2 for BiasAddOp {
     fn name(&self) -> &'static str {
@@ -40,7 +95,7 @@ impl CustomOp2 for BiasAddOp {
         b: &CpuStorage,
         bl: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let out = dispatch_float!("bias_add", x, cpu_fwd(x, xl, b, bl))?;
+        let out = dispatch_float!("bias_add", x, cpu_fwd(x, xl, None, b, bl))?;
         Ok((out, xl.shape().clone()))
     }
 
@@ -52,7 +107,7 @@ impl CustomOp2 for BiasAddOp {
         b: &CudaStorage,
         bl: &Layout,
     ) -> candle_core::Result<(CudaStorage, Shape)> {
-        cuda_fwd(x, xl, b, bl)
+        cuda_fwd(x, xl, None, b, bl)
     }
 
     fn bwd(
@@ -62,28 +117,77 @@ impl CustomOp2 for BiasAddOp {
         _res: &Tensor,
         grad: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
-        let dx = x.track_op().then(|| grad.clone());
-        let db = if b.track_op() {
-            Some(crate::ops::column_sum(grad)?)
-        } else {
-            None
-        };
-        Ok((dx, db))
+        let mut g = grads(&[x, b], grad)?.into_iter();
+        Ok((g.next().flatten(), g.next().flatten()))
+    }
+}
+
+impl CustomOp3 for BiasAddOp {
+    fn name(&self) -> &'static str {
+        "bias_add_residual"
+    }
+
+    fn cpu_fwd(
+        &self,
+        x: &CpuStorage,
+        xl: &Layout,
+        r: &CpuStorage,
+        rl: &Layout,
+        b: &CpuStorage,
+        bl: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let out = dispatch_float!("bias_add_residual", x, cpu_fwd(x, xl, Some((r, rl)), b, bl))?;
+        Ok((out, xl.shape().clone()))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        x: &CudaStorage,
+        xl: &Layout,
+        r: &CudaStorage,
+        rl: &Layout,
+        b: &CudaStorage,
+        bl: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        cuda_fwd(x, xl, Some((r, rl)), b, bl)
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        r: &Tensor,
+        b: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let mut g = grads(&[x, r, b], grad)?.into_iter();
+        Ok((g.next().flatten(), g.next().flatten(), g.next().flatten()))
     }
 }
 
 fn cpu_fwd<T: candle_core::WithDType>(
     x: &CpuStorage,
     xl: &Layout,
+    r: Option<(&CpuStorage, &Layout)>,
     b: &CpuStorage,
     bl: &Layout,
 ) -> candle_core::Result<CpuStorage> {
     let xs = crate::ops::cpu_slice::<T>("bias_add", x, xl)?;
     let bs = crate::ops::cpu_slice::<T>("bias_add", b, bl)?;
     let d = bs.len().max(1);
-    Ok(T::to_cpu_storage_owned(
-        xs.iter().enumerate().map(|(i, &v)| v + bs[i % d]).collect(),
-    ))
+    let out = match r {
+        None => xs.iter().enumerate().map(|(i, &v)| v + bs[i % d]).collect(),
+        Some((r, rl)) => {
+            let (rs, start) = rows_of(rl)?;
+            let rv = r.as_slice::<T>()?;
+            xs.iter()
+                .enumerate()
+                .map(|(i, &v)| v + rv[start + (i / d) * rs + i % d] + bs[i % d])
+                .collect()
+        }
+    };
+    Ok(T::to_cpu_storage_owned(out))
 }
 
 /// Most row blocks of the kernel (it strides over the rows).
@@ -94,6 +198,7 @@ const MAX_BLOCKS: usize = 4096;
 fn cuda_fwd(
     x: &CudaStorage,
     xl: &Layout,
+    r: Option<(&CudaStorage, &Layout)>,
     b: &CudaStorage,
     bl: &Layout,
 ) -> candle_core::Result<(CudaStorage, Shape)> {
@@ -105,10 +210,20 @@ fn cuda_fwd(
     let (n, d) = xl.shape().dims2()?;
     let dev = x.device().clone();
     let (n64, d32) = (n as i64, d as i32);
+    let (rs, r_start) = match r {
+        Some((_, rl)) => rows_of(rl)?,
+        None => (0, 0),
+    };
+    let (rs64, has_r) = (rs as i64, r.is_some() as i32);
     macro_rules! run {
         ($T:ty, $S:ty, $suffix:expr) => {{
             let xv = x.as_cuda_slice::<$T>()?.slice(xl.start_offset()..);
             let bv = b.as_cuda_slice::<$T>()?.slice(bl.start_offset()..);
+            // Without a residual the kernel is handed x there and reads nothing of it.
+            let rv = match r {
+                Some((r, _)) => r.as_cuda_slice::<$T>()?.slice(r_start..),
+                None => x.as_cuda_slice::<$T>()?.slice(xl.start_offset()..),
+            };
             // SAFETY: the kernel writes all n * d elements.
             let out = unsafe { dev.alloc::<$T>((n * d).max(1))? };
             if n * d > 0 {
@@ -118,9 +233,17 @@ fn cuda_fwd(
                     &crate::cuda::DROPOUT,
                 )?;
                 let mut a = func.builder();
-                a.arg(&xv).arg(&bv).arg(&out).arg(&n64).arg(&d32);
+                a.arg(&xv)
+                    .arg(&rv)
+                    .arg(&rs64)
+                    .arg(&has_r)
+                    .arg(&bv)
+                    .arg(&out)
+                    .arg(&n64)
+                    .arg(&d32);
                 let cfg = row_tiled_cfg(n, d, warp_columns(d), MAX_BLOCKS);
-                // SAFETY: x and out hold n * d elements, b holds d; the grid covers the
+                // SAFETY: x and out hold n * d elements, b holds d, the residual (its rows
+                // `rs` apart from its start, the layout's) n rows of d; the grid covers the
                 // columns below d and strides over the rows below n.
                 launched(unsafe { a.launch(cfg) }.map(|_| ()))?;
             }
@@ -187,5 +310,63 @@ mod tests {
         assert!(bias_add(&x, &Tensor::ones(4, DType::F32, &dev).unwrap()).is_err());
         assert!(bias_add(&x, &b.to_dtype(DType::F64).unwrap()).is_err());
         assert!(!bias_add(&x, &b).unwrap().track_op());
+    }
+
+    /// `x + r + b` with `r` a column range of a wider matrix (read in place) and a contiguous
+    /// one, against candle's adds in f64: values and the gradients of `x`, the wider matrix
+    /// (through the range) and `b`.
+    #[test]
+    fn bias_add_residual_equals_the_adds_both_ways() {
+        let dev = Device::Cpu;
+        for (n, d, lead) in [
+            (100usize, 41usize, 41usize),
+            (7, 3, 0),
+            (1, 9, 2),
+            (33, 1, 5),
+        ] {
+            let x0 = Tensor::randn(0f64, 1.0, (n, d), &dev).unwrap();
+            let p0 = Tensor::randn(0f64, 1.0, (n, lead + d + 3), &dev).unwrap();
+            let b0 = Tensor::randn(0f64, 1.0, d, &dev).unwrap();
+            let w = Tensor::randn(0f64, 1.0, (n, d), &dev).unwrap();
+            let vars = || [&x0, &p0, &b0].map(|t| Var::from_tensor(t).unwrap());
+            let (va, vb) = (vars(), vars());
+            let ra = va[1].as_tensor().narrow(1, lead, d).unwrap();
+            let ya = bias_add_residual(va[0].as_tensor(), &ra, va[2].as_tensor()).unwrap();
+            let rb = vb[1].as_tensor().narrow(1, lead, d).unwrap();
+            let yb = (vb[0].as_tensor() + &rb)
+                .unwrap()
+                .broadcast_add(vb[2].as_tensor())
+                .unwrap();
+            let flat = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f64>().unwrap();
+            assert_eq!(flat(&ya), flat(&yb));
+            let ga = (&ya * &w).unwrap().sum_all().unwrap().backward().unwrap();
+            let gb = (&yb * &w).unwrap().sum_all().unwrap().backward().unwrap();
+            for i in 0..3 {
+                let (p, q) = (
+                    flat(ga.get(va[i].as_tensor()).unwrap()),
+                    flat(gb.get(vb[i].as_tensor()).unwrap()),
+                );
+                assert_eq!(p.len(), q.len());
+                for (u, v) in p.iter().zip(&q) {
+                    assert!((u - v).abs() <= 1e-12 * (1.0 + v.abs()), "{i}: {u} vs {v}");
+                }
+            }
+        }
+        let x = Tensor::ones((4, 3), DType::F32, &dev).unwrap();
+        let b = Tensor::ones(3, DType::F32, &dev).unwrap();
+        assert!(
+            bias_add_residual(&x, &Tensor::ones((4, 2), DType::F32, &dev).unwrap(), &b).is_err()
+        );
+        assert!(bias_add_residual(&x, &x.to_dtype(DType::F64).unwrap(), &b).is_err());
+        // A transposed residual (columns not adjacent) is copied, not misread.
+        let t = Tensor::arange(0f32, 12.0, &dev)
+            .unwrap()
+            .reshape((3, 4))
+            .unwrap()
+            .t()
+            .unwrap();
+        let y = bias_add_residual(&x, &t, &b).unwrap();
+        let want = ((&x + &t.contiguous().unwrap()).unwrap().broadcast_add(&b)).unwrap();
+        assert_eq!(y.to_vec2::<f32>().unwrap(), want.to_vec2::<f32>().unwrap());
     }
 }

@@ -480,10 +480,11 @@ pub(super) fn check_dequantize(c: &mut Checker, gpu: &Device) -> Result<()> {
     Ok(())
 }
 
-/// The output layers' bias add ([`crate::bias_add`]): the sum, `dx` and `db` (one GEMM row)
-/// against the CPU in f32; a sum rounded once to the storage type (its unit roundoff,
-/// doubled), `db` a column sum over every row (1e-4 in f32; half gradients round to their type).
-/// Shapes: GAT's 41 classes, two column tiles (300), one column, one row.
+/// The output layers' bias add ([`crate::bias_add`], and [`crate::bias_add_residual`] with the
+/// second term a column range of a wider matrix, read in place): the sum, the gradients of
+/// each input against the CPU in f32; a sum rounded once to the storage type (its unit
+/// roundoff, doubled), `db` a column sum over every row (1e-4 in f32; half gradients round to
+/// their type). Shapes: GAT's 41 classes, two column tiles (300), one column, one row.
 pub(super) fn check_bias_add(c: &mut Checker, gpu: &Device) -> Result<()> {
     let mut dts = vec![(DType::F32, 1e-6, 1e-4)];
     if gpu.is_cuda() {
@@ -491,35 +492,64 @@ pub(super) fn check_bias_add(c: &mut Checker, gpu: &Device) -> Result<()> {
     }
     for (dt, bound, db_bound) in dts {
         for (rows, cols) in [(5000usize, 41usize), (777, 300), (333, 1), (1, 64)] {
-            let x = c.randn((rows, cols))?.to_dtype(dt)?;
-            let b = c.randn(cols)?.to_dtype(dt)?;
-            let dy = c.randn((rows, cols))?.to_dtype(dt)?;
-            let run = |dev: &Device, x: &Tensor, b: &Tensor, dy: &Tensor| {
-                let xv = Var::from_tensor(&x.to_device(dev)?)?;
-                let bv = Var::from_tensor(&b.to_device(dev)?)?;
-                let y = crate::bias_add(xv.as_tensor(), bv.as_tensor())?;
-                let g = (&y * dy.to_device(dev)?)?.sum_all()?.backward()?;
-                let grad =
-                    |v: &Var, what| g.get(v.as_tensor()).cloned().ok_or_else(|| missing(what));
-                Ok::<_, crate::Error>((y.clone(), grad(&xv, "no dx")?, grad(&bv, "no db")?))
-            };
-            let f32_of = |t: &Tensor| t.to_dtype(DType::F32);
-            let (yc, dxc, dbc) = run(&Device::Cpu, &f32_of(&x)?, &f32_of(&b)?, &f32_of(&dy)?)?;
-            let (yg, dxg, dbg) = run(gpu, &x, &b, &dy)?;
-            let tag = format!("bias_add {dt:?} {rows}x{cols}");
-            for (what, g, cpu, bd) in [
-                ("fwd", &yg, &yc, bound),
-                ("dx", &dxg, &dxc, bound),
-                ("db", &dbg, &dbc, db_bound),
-            ] {
-                c.check(
-                    "dense",
-                    format!("{tag} {what}"),
-                    cols,
-                    g,
-                    &cpu.to_dtype(dt)?,
-                    bd,
+            for residual in [false, true] {
+                let x = c.randn((rows, cols))?.to_dtype(dt)?;
+                let b = c.randn(cols)?.to_dtype(dt)?;
+                let dy = c.randn((rows, cols))?.to_dtype(dt)?;
+                let wide = c.randn((rows, 2 * cols + 3))?.to_dtype(dt)?;
+                let run = |dev: &Device, x: &Tensor, b: &Tensor, wide: &Tensor, dy: &Tensor| {
+                    let xv = Var::from_tensor(&x.to_device(dev)?)?;
+                    let bv = Var::from_tensor(&b.to_device(dev)?)?;
+                    let wv = Var::from_tensor(&wide.to_device(dev)?)?;
+                    let y = if residual {
+                        let r = wv.as_tensor().narrow(1, cols + 1, cols)?;
+                        crate::bias_add_residual(xv.as_tensor(), &r, bv.as_tensor())?
+                    } else {
+                        crate::bias_add(xv.as_tensor(), bv.as_tensor())?
+                    };
+                    let g = (&y * dy.to_device(dev)?)?.sum_all()?.backward()?;
+                    let grad =
+                        |v: &Var, what| g.get(v.as_tensor()).cloned().ok_or_else(|| missing(what));
+                    let dr = if residual {
+                        Some(grad(&wv, "no dr")?)
+                    } else {
+                        None
+                    };
+                    Ok::<_, crate::Error>((y.clone(), grad(&xv, "no dx")?, grad(&bv, "no db")?, dr))
+                };
+                let f32_of = |t: &Tensor| t.to_dtype(DType::F32);
+                let (yc, dxc, dbc, drc) = run(
+                    &Device::Cpu,
+                    &f32_of(&x)?,
+                    &f32_of(&b)?,
+                    &f32_of(&wide)?,
+                    &f32_of(&dy)?,
                 )?;
+                let (yg, dxg, dbg, drg) = run(gpu, &x, &b, &wide, &dy)?;
+                let name = if residual {
+                    "bias_add_residual"
+                } else {
+                    "bias_add"
+                };
+                let tag = format!("{name} {dt:?} {rows}x{cols}");
+                let mut checks = vec![
+                    ("fwd", &yg, &yc, bound),
+                    ("dx", &dxg, &dxc, bound),
+                    ("db", &dbg, &dbc, db_bound),
+                ];
+                if let (Some(g), Some(cpu)) = (&drg, &drc) {
+                    checks.push(("dr", g, cpu, bound));
+                }
+                for (what, g, cpu, bd) in checks {
+                    c.check(
+                        "dense",
+                        format!("{tag} {what}"),
+                        cols,
+                        g,
+                        &cpu.to_dtype(dt)?,
+                        bd,
+                    )?;
+                }
             }
         }
     }
