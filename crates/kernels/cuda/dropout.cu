@@ -370,6 +370,12 @@ BIAS_ELU_DROPOUT(__half, f16, float, bias_elu_dropout_half)
 // blockDim.y rows, striding over the rows by gridDim.x * blockDim.y: each thread keeps its column
 // and bias value (no index division per element). Half storage adds in fp32 and rounds once.
 template <typename T>
+__device__ __forceinline__ T bias_add_one(T x, T b) { return x + b; }
+__device__ __forceinline__ __nv_bfloat16 bias_add_one(__nv_bfloat16 x, __nv_bfloat16 b) {
+    return __float2bfloat16(widen(x) + widen(b));
+}
+__device__ __forceinline__ __half bias_add_one(__half x, __half b) { return __float2half(widen(x) + widen(b)); }
+template <typename T>
 __device__ __forceinline__ T bias_add_one(T x, T r, T b) { return x + r + b; }
 __device__ __forceinline__ __nv_bfloat16 bias_add_one(__nv_bfloat16 x, __nv_bfloat16 r, __nv_bfloat16 b) {
     return __float2bfloat16(widen(x) + widen(r) + widen(b));
@@ -384,9 +390,12 @@ __device__ void bias_add_impl(const T* __restrict__ x, const T* __restrict__ res
     const int c = blockIdx.y * blockDim.x + threadIdx.x;
     if (c >= d) return;
     const T bc = b[c];
-    const T zero = T(0.f);
-    for (int64_t r = (int64_t)blockIdx.x * blockDim.y + threadIdx.y; r < n; r += (int64_t)gridDim.x * blockDim.y)
-        out[r * d + c] = bias_add_one(x[r * d + c], has_res ? res[r * rs + c] : zero, bc);
+    const int64_t r0 = (int64_t)blockIdx.x * blockDim.y + threadIdx.y, step = (int64_t)gridDim.x * blockDim.y;
+    if (has_res) {
+        for (int64_t r = r0; r < n; r += step) out[r * d + c] = bias_add_one(x[r * d + c], res[r * rs + c], bc);
+    } else {
+        for (int64_t r = r0; r < n; r += step) out[r * d + c] = bias_add_one(x[r * d + c], bc);
+    }
 }
 
 #define BIAS_ADD(TY, NAME)                                                                                  \

@@ -319,20 +319,30 @@ pub fn elementwise_cfg(total: usize) -> LaunchConfig {
 /// A grid over `rows` rows of `width` items (columns, or heads), `x` items per block row:
 /// blocks of `x` by `256 / x` rows, at most `max_blocks` of them over the rows (`grid_dim.x`;
 /// the kernels stride over the rows by the grid) and as many tiles as cover the width
-/// (`grid_dim.y`). For the row-broadcast kernels (a bias row, per-head constants), whose
-/// threads keep their column: no 64-bit index division per element.
-pub fn row_tiled_cfg(rows: usize, width: usize, x: usize, max_blocks: usize) -> LaunchConfig {
+/// (`grid_dim.y`, at most 65,535: an error past that). For the row-broadcast kernels (a bias
+/// row, per-head constants), whose threads keep their column: no 64-bit index division per
+/// element.
+pub fn row_tiled_cfg(
+    rows: usize,
+    width: usize,
+    x: usize,
+    max_blocks: usize,
+) -> Result<LaunchConfig> {
     let x = x.clamp(1, 256);
     let ys = 256 / x;
-    LaunchConfig {
+    let tiles = width.div_ceil(x).max(1);
+    if tiles > 65_535 {
+        candle_core::bail!("{width} columns: more than 65,535 tiles of {x}");
+    }
+    Ok(LaunchConfig {
         grid_dim: (
-            rows.div_ceil(ys).clamp(1, max_blocks) as u32,
-            width.div_ceil(x).max(1) as u32,
+            rows.div_ceil(ys).max(1).min(max_blocks.max(1)) as u32,
+            tiles as u32,
             1,
         ),
         block_dim: (x as u32, ys as u32, 1),
         shared_mem_bytes: 0,
-    }
+    })
 }
 
 /// The items a block row of [`row_tiled_cfg`] takes of a row `width` wide: whole warps, at

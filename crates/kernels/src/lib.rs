@@ -58,7 +58,7 @@ pub use ops::edge_softmax::edge_softmax;
 pub use ops::fused::attach::{attach_backward, AttachedBackward, AttachedGrads};
 pub use ops::fused::bias_add::{bias_add, bias_add_residual};
 pub use ops::fused::elu_dropout::bias_elu_dropout;
-pub use ops::fused::gat_aggregate::{gat_aggregate, gat_aggregate_supports};
+pub use ops::fused::gat_aggregate::{gat_aggregate, gat_aggregate_supports, gat_score_pair};
 pub use ops::fused::gat_attention::gat_attention;
 pub use ops::fused::gat_scores::gat_scores;
 pub use ops::fused::linear::{bias_relu_dropout_untracked, Aggregate, EpilogueMask, LinearProduct};

@@ -316,16 +316,27 @@ fn fused_gat_aggregation_equals_the_head_expanded_chain() {
         let sd = Var::from_tensor(&t(rand_vec(n * heads, 20 + c as u64, 3.0), (n, heads))).unwrap();
         let ss = Var::from_tensor(&t(rand_vec(m * heads, 30 + c as u64, 3.0), (m, heads))).unwrap();
         let weight = t(rand_vec(n * hf, 40 + c as u64, 1.0), (n, hf));
-        for p in [0.0f32, 0.5] {
+        // Both score layouts: the two sides packed from row 0 (`gat_score_pair`), and the
+        // destinations from row 3 of a longer tensor (a partition's own rows in its columns).
+        for (p, dst) in [(0.0f32, 0usize), (0.5, 0), (0.5, 3)] {
             let seed = 99 + c as u64;
             let scores = (sd.as_tensor(), ss.as_tensor());
+            let packed = if dst == 0 {
+                gnn_kernels::gat_score_pair(ss.as_tensor(), sd.as_tensor()).unwrap()
+            } else {
+                let len = m.max(n + dst) + 2;
+                let pad = |t: &Tensor, before: usize, rows: usize| {
+                    t.pad_with_zeros(0, before, len - before - rows).unwrap()
+                };
+                Tensor::stack(&[pad(ss.as_tensor(), 0, m), pad(sd.as_tensor(), dst, n)], 0).unwrap()
+            };
             let mask = (p > 0.0).then_some((p, seed));
-            let fused = gat_aggregate(&g, xs.as_tensor(), scores, heads, 0.2, mask).unwrap();
+            let fused = gat_aggregate(&g, xs.as_tensor(), &packed, dst, heads, 0.2, mask).unwrap();
             let ones = Tensor::ones((csr.nnz(), heads), DType::F64, &dev).unwrap();
             let keep = (p > 0.0).then(|| dropout(&ones, p, seed).unwrap());
             let chain = gat_chain(&csr, xs.as_tensor(), scores, heads, keep.as_ref());
             let (a, b) = (to_f64(&fused), to_f64(&chain));
-            let what = format!("case {c} p {p}");
+            let what = format!("case {c} p {p} dst {dst}");
             for (k, (x, y)) in a.iter().zip(&b).enumerate() {
                 assert!(
                     (x - y).abs() < 1e-10 * (1.0 + y.abs()),
@@ -370,25 +381,32 @@ fn gat_aggregation_refuses_what_it_cannot_run() {
     let csr = common::graph(6, 6, 2, 0, 1);
     let g = DeviceGraph::upload(&csr, &dev).unwrap();
     let z = |r: usize, c: usize| Tensor::zeros((r, c), DType::F32, &dev).unwrap();
-    let err = |x: &Tensor, sd: &Tensor, ss: &Tensor, heads: usize| {
-        gat_aggregate(&g, x, (sd, ss), heads, 0.2, None)
+    let s = |m: usize, h: usize| Tensor::zeros((2, m, h), DType::F32, &dev).unwrap();
+    let err = |x: &Tensor, scores: &Tensor, dst: usize, heads: usize| {
+        gat_aggregate(&g, x, scores, dst, heads, 0.2, None)
             .unwrap_err()
             .to_string()
     };
-    let e = err(&z(6, 24), &z(6, 3), &z(6, 3), 3);
+    let e = err(&z(6, 24), &s(6, 3), 0, 3);
     assert!(e.contains("3 heads of width 8"), "{e}");
-    let e = err(&z(5, 16), &z(6, 2), &z(5, 2), 2);
+    let e = err(&z(5, 16), &s(6, 2), 0, 2);
     assert!(e.contains("xs has 5 rows"), "{e}");
-    let e = err(&z(6, 16), &z(6, 4), &z(6, 2), 2);
-    assert!(e.contains("s_dst is [6, 4]"), "{e}");
-    let e = err(&z(6, 15), &z(6, 2), &z(6, 2), 2);
+    let e = err(&z(6, 16), &s(6, 4), 0, 2);
+    assert!(e.contains("scores are [2, 6, 4]"), "{e}");
+    let e = err(&z(6, 16), &s(5, 2), 0, 2);
+    assert!(e.contains("scores are [2, 5, 2]"), "{e}");
+    let e = err(&z(6, 16), &s(6, 2), 1, 2);
+    assert!(e.contains("dst 1 + 6 rows"), "{e}");
+    let e = err(&z(6, 16), &s(7, 2).to_dtype(DType::BF16).unwrap(), 0, 2);
+    assert!(e.contains("scores are BF16"), "{e}");
+    let e = err(&z(6, 15), &s(6, 2), 0, 2);
     assert!(e.contains("not a multiple of 2 heads"), "{e}");
     let x = z(6, 16);
-    let e = gat_aggregate(&g, &x, (&z(6, 2), &z(6, 2)), 2, -1.0, None)
+    let e = gat_aggregate(&g, &x, &s(6, 2), 0, 2, -1.0, None)
         .unwrap_err()
         .to_string();
     assert!(e.contains("negative_slope"), "{e}");
-    let e = gat_aggregate(&g, &x, (&z(6, 2), &z(6, 2)), 2, 0.2, Some((1.0, 0)))
+    let e = gat_aggregate(&g, &x, &s(6, 2), 0, 2, 0.2, Some((1.0, 0)))
         .unwrap_err()
         .to_string();
     assert!(e.contains("drop probability"), "{e}");

@@ -104,9 +104,9 @@ impl GatConv {
         // scores at 1.26 (94.7 %) (bench/records/dist-scaling/h100x4-2026-11-27-3/
         // gat-diagnostics). The attention itself runs in f32. The halo rows' source scores
         // come from their exchanged features (the exchange carries H F columns per row, not
-        // H F + H).
-        let (s_src, s_all_dst) = gat_scores(&xs, &self.att_src, &self.att_dst, h)?;
-        let s_dst = s_all_dst.narrow(0, own.start, n)?;
+        // H F + H). The result is `[2, cols, H]`: every column's source scores, then its
+        // destination scores, of which this graph's rows read the own columns'.
+        let scores = gat_scores(&xs, &self.att_src, &self.att_dst, h)?;
         let out = if gat_aggregate_supports(h, f) {
             // One op from the scores to the output on the graph itself (alpha recomputed, never
             // stored; the dropout mask drawn inside): edge p, head h is element p H + h of the
@@ -115,7 +115,7 @@ impl GatConv {
                 Some((rng, p)) if p > 0.0 => Some((p, rng.seed_at((g.edge_offset() * h) as u64))),
                 _ => None,
             };
-            let out = gat_aggregate(g.whole()?, &xs, (&s_dst, &s_src), h, NEGATIVE_SLOPE, mask)?;
+            let out = gat_aggregate(g.whole()?, &xs, &scores, own.start, h, NEGATIVE_SLOPE, mask)?;
             drop(timed);
             let _t = g.phase(Phase::Elementwise);
             // One head's mean is itself (candle's mean would still run a sum and a scale
@@ -131,7 +131,8 @@ impl GatConv {
             // Shapes the fused kernels do not take (gat_aggregate_supports): the chain over the
             // head-expanded graph, coefficients from [`gnn_kernels::gat_attention`].
             let gh = attention_graph(g, h, "GAT")?;
-            let (sd, ss) = (s_dst.flatten_all()?, s_src.flatten_all()?);
+            let sd = scores.get(1)?.narrow(0, own.start, n)?.flatten_all()?;
+            let ss = scores.get(0)?.flatten_all()?;
             let alpha = gat_attention(&gh, &sd, &ss, NEGATIVE_SLOPE)?;
             drop(timed);
             attend(g, &gh, &xs, alpha, (h, f, self.concat), att_drop)?

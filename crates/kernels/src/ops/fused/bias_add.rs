@@ -8,8 +8,10 @@
 //! against tens of µs for the GEMM row. Its forward, a broadcast kernel that computes every
 //! element's source index, took 143 µs for the same output on an H200
 //! (`bench/records/gat-sparse/h200-2026-11-28-2/scores-epilogue-h200/call2/ncu-kernels.csv.xz`,
-//! kernel 175); this op's kernel keeps a thread on one column over rows. Wide hidden layers keep candle's add inside their fused
-//! epilogues.
+//! kernel 175); this op's kernel keeps a thread on one column over rows.
+//! [`bias_add_residual`] adds a second term in the same pass (GraphSAGE's root term, in its
+//! lean output layer and its MaxK layer). Other hidden layers add their bias inside their
+//! fused epilogues.
 
 use crate::error::{Error, Result};
 use candle_core::backend::BackendStorage;
@@ -23,11 +25,24 @@ pub fn bias_add(x: &Tensor, b: &Tensor) -> Result<Tensor> {
     const OP: &str = "bias_add";
     crate::ops::check_row_bias(OP, "x", x, b)?;
     crate::ops::check_float_or_half(OP, "x", x)?;
+    check_columns(OP, x)?;
     Ok(x.contiguous()?.apply_op2(&b.contiguous()?, BiasAddOp)?)
 }
 
-/// `x + r + b` (`x` and `r [N, D]`, `b [D]`, one dtype) in one pass: an output layer's two
-/// terms and its bias (GraphSAGE's aggregated neighbour term and its root term). `r` may be a
+/// The kernel indexes columns with 32-bit integers.
+fn check_columns(op: &'static str, x: &Tensor) -> Result<()> {
+    let d = x.dim(1)?;
+    if i32::try_from(d).is_err() {
+        return Err(Error::unsupported(
+            op,
+            format!("{d} columns: at most {} (32-bit column indices)", i32::MAX),
+        ));
+    }
+    Ok(())
+}
+
+/// `x + r + b` (`x` and `r [N, D]`, `b [D]`, one dtype) in one pass: a layer's two terms
+/// and its bias (GraphSAGE's aggregated neighbour term and its root term). `r` may be a
 /// column range of a wider matrix (rows of any stride, columns adjacent), read in place.
 /// Half precision adds in fp32 and rounds once. Backward: `dx = dr = dy`, `db = dy.sum(0)`.
 pub fn bias_add_residual(x: &Tensor, r: &Tensor, b: &Tensor) -> Result<Tensor> {
@@ -35,18 +50,19 @@ pub fn bias_add_residual(x: &Tensor, r: &Tensor, b: &Tensor) -> Result<Tensor> {
     crate::ops::check_row_bias(OP, "x", x, b)?;
     crate::ops::check_float_or_half(OP, "x", x)?;
     crate::ops::check_device_of(OP, x, r)?;
-    if r.dims() != x.dims() || r.dtype() != x.dtype() {
+    if r.dims() != x.dims() {
         return Err(Error::shape(
             OP,
-            format!(
-                "r is {:?} {:?}, x {:?} {:?}: one shape and dtype",
-                r.dims(),
-                r.dtype(),
-                x.dims(),
-                x.dtype()
-            ),
+            format!("r is {:?}, x {:?}: one shape", r.dims(), x.dims()),
         ));
     }
+    if r.dtype() != x.dtype() {
+        return Err(Error::dtype(
+            OP,
+            format!("r is {:?}, x {:?}", r.dtype(), x.dtype()),
+        ));
+    }
+    check_columns(OP, x)?;
     // Rows of any stride, columns adjacent: a column range read in place, else a copy.
     let r = if r.stride()[1] == 1 || r.dim(1)? <= 1 {
         r.clone()
@@ -241,7 +257,7 @@ fn cuda_fwd(
                     .arg(&out)
                     .arg(&n64)
                     .arg(&d32);
-                let cfg = row_tiled_cfg(n, d, warp_columns(d), MAX_BLOCKS);
+                let cfg = row_tiled_cfg(n, d, warp_columns(d), MAX_BLOCKS)?;
                 // SAFETY: x and out hold n * d elements, b holds d, the residual (its rows
                 // `rs` apart from its start, the layout's) n rows of d; the grid covers the
                 // columns below d and strides over the rows below n.

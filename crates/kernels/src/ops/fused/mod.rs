@@ -6,7 +6,7 @@
 //! | module | replaces |
 //! |---|---|
 //! | [`relu_dropout`] | `dropout(relu(x [+ b]))`: a broadcast add, ReLU and dropout |
-//! | [`bias_add`] | `x + b`: candle's broadcast add, whose bias gradient is a one-block-per-column sum |
+//! | [`bias_add`] | `x + b` and `x + r + b` (`r` read in place): candle's broadcast adds, whose bias gradient is a one-block-per-column sum |
 //! | [`elu_dropout`] | `dropout(elu(x + b))`: a broadcast add, ELU (eleven kernels backward) and dropout |
 //! | [`linear`] | `dropout(relu(x wᵀ + b)) [+ x]` and `dropout(relu((Â h) wᵀ + b)) [+ h]`: the product is a temporary |
 //! | [`maxk_layer`] | `Â · dropout(maxk(x wᵀ)) + b [+ x]`, a MaxK-GNN hidden layer |

@@ -220,14 +220,8 @@ pub(super) fn check_gat_aggregate(
             Var::from_tensor(&on(&sd, scores)?)?,
             Var::from_tensor(&on(&ss, scores)?)?,
         );
-        let out = crate::gat_aggregate(
-            g,
-            x.as_tensor(),
-            (a.as_tensor(), b.as_tensor()),
-            heads,
-            SLOPE,
-            mask,
-        )?;
+        let scores = crate::gat_score_pair(b.as_tensor(), a.as_tensor())?;
+        let out = crate::gat_aggregate(g, x.as_tensor(), &scores, 0, heads, SLOPE, mask)?;
         let gr = (&out * on(&dy, f)?)?.sum_all()?.backward()?;
         let get = |v: &Var| {
             gr.get(v.as_tensor())
@@ -403,10 +397,10 @@ pub(super) fn check_gat_scores(c: &mut Checker, gpu: &Device) -> Result<()> {
                     .iter()
                     .map(|a| Var::from_tensor(&a.to_dtype(att_dt)?.to_device(dev)?))
                     .collect::<candle_core::Result<Vec<_>>>()?;
-                let (s, d) =
+                let both =
                     crate::gat_scores(xv.as_tensor(), av[0].as_tensor(), av[1].as_tensor(), heads)?;
-                let both = Tensor::stack(&[&s, &d], 0)?;
-                let g = (both * ds.to_dtype(att_dt)?.to_device(dev)?)?
+                let (s, d) = (both.get(0)?, both.get(1)?);
+                let g = (&both * ds.to_dtype(att_dt)?.to_device(dev)?)?
                     .sum_all()?
                     .backward()?;
                 let grad =
@@ -438,7 +432,14 @@ pub(super) fn check_gat_scores(c: &mut Checker, gpu: &Device) -> Result<()> {
                 } else {
                     cpu[i].clone()
                 };
-                c.check("dense", format!("{tag} {what}"), hf, &dev[i], &want, bound)?;
+                c.check(
+                    "attention",
+                    format!("{tag} {what}"),
+                    hf,
+                    &dev[i],
+                    &want,
+                    bound,
+                )?;
             }
         }
     }

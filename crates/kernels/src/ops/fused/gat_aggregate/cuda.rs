@@ -1,7 +1,7 @@
 //! Host side of the CUDA GAT aggregation (`cuda/gat_aggregate.cu`).
 
 use super::cpu::Heads;
-use super::layout;
+use super::{layout, Span};
 use crate::cuda::{f32_view, launched, u32_view, zeros, FloatView};
 use crate::device_graph::DeviceGraph;
 use candle_core::backend::BackendStorage;
@@ -109,11 +109,12 @@ macro_rules! with_buffer {
 }
 
 /// The output `[n_rows, heads * width]` in xs's storage type, and `lse` (`n_rows x heads`,
-/// f32), from xs and `[s_dst; s_src]`.
+/// f32), from xs and the scores (`[2, m, heads]`, sides where `span` says).
 pub(super) fn forward(
     g: &DeviceGraph,
     (x, xl): (&CudaStorage, &Layout),
     (s, sl): (&CudaStorage, &Layout),
+    span: Span,
     p: &Heads,
 ) -> Result<(CudaStorage, Shape, CudaStorage)> {
     const OP: &str = "gat_aggregate";
@@ -131,8 +132,8 @@ pub(super) fn forward(
                 &format!("gat_fwd_{suffix}"),
                 &crate::cuda::GAT_AGGREGATE,
             )?;
-            let s_dst = sv.slice(0..n * h);
-            let s_src = sv.slice(n * h..(n + g.n_cols()) * h);
+            let (src, dst) = span.ranges(g.n_cols(), n, h);
+            let (s_dst, s_src) = (sv.slice(dst), sv.slice(src));
             let n_i = n as i32;
             let mut b = func.builder();
             b.arg(&csr.indptr).arg(&csr.indices);
@@ -156,15 +157,16 @@ pub(super) fn forward(
     ))
 }
 
-/// `dxs` (`[n_cols, heads * width]`, xs's storage type) and `[ds_dst (n_rows * heads); ds_src
-/// (n_cols * heads)]` (f32), from xs, `[s_dst; s_src; lse]`, dout and the forward's output `out` (the rows pass takes
-/// D = <dout, out> from it); `gt`/`perm` the graph's transpose.
+/// `dxs` (`[n_cols, heads * width]`, xs's storage type) and the scores' gradient (f32, the
+/// scores' `[2, m, heads]` layout, zeros in the rows no pass writes), from xs, the scores,
+/// dout, the forward's `lse` and output `out` (the rows pass takes D = <dout, out> from it);
+/// `gt`/`perm` the graph's transpose.
 pub(super) fn backward(
-    (g, gt, perm, out_t): (&DeviceGraph, &DeviceGraph, &Tensor, &Tensor),
+    (g, gt, perm, out_t, lse_t): (&DeviceGraph, &DeviceGraph, &Tensor, &Tensor, &Tensor),
     (x, xl): (&CudaStorage, &Layout),
     (s, sl): (&CudaStorage, &Layout),
     (d, dl): (&CudaStorage, &Layout),
-    p: &Heads,
+    (span, p): (Span, &Heads),
 ) -> Result<(CudaStorage, Shape, CudaStorage)> {
     const OP: &str = "gat_aggregate backward";
     let dev = x.device().clone();
@@ -194,10 +196,17 @@ pub(super) fn backward(
         Storage::Cuda(ps) => u32_view(OP, ps, pl)?,
         _ => candle_core::bail!("{OP}: the transpose's permutation is not on the GPU"),
     };
-    let mut ds = zeros::<f32>(&dev, n * h + m * h)?;
-    let s_dst = sv.slice(0..n * h);
-    let s_src = sv.slice(n * h..(n + m) * h);
-    let lse = sv.slice((n + m) * h..(2 * n + m) * h);
+    let (ls, ll) = lse_t.storage_and_layout();
+    let lse = match &*ls {
+        Storage::Cuda(ls) => f32_view(OP, ls, ll)?,
+        _ => candle_core::bail!("{OP}: the forward's lse is not on the GPU"),
+    };
+    if ll.shape().elem_count() != n * h {
+        candle_core::bail!("{OP}: lse has {:?}, expected {n} x {h}", ll.shape());
+    }
+    let (src, dst) = span.ranges(m, n, h);
+    let mut ds = zeros::<f32>(&dev, span.len(h))?;
+    let (s_dst, s_src) = (sv.slice(dst.clone()), sv.slice(src.clone()));
     // D per row and head: written by the rows pass, read by the columns pass.
     let mut dterm = zeros::<f32>(&dev, n * h)?;
     let (suffix, args) = launch_of(
@@ -205,10 +214,19 @@ pub(super) fn backward(
         p,
         &xv,
         &[xl.start_offset(), dl.start_offset(), ol.start_offset()],
-        sl.start_offset(),
+        // The score rows (and lse, its own buffer) load as float4 only where both start on a
+        // 16-byte boundary.
+        if ll.start_offset() % 4 == 0 {
+            sl.start_offset()
+        } else {
+            1
+        },
     )?;
     let dxs = with_buffer!(&xv, dev, m * hf, |dxs| {
-        let (mut ds_dst, mut ds_src) = ds.split_at_mut(n * h);
+        // The sources' rows come first (src.end <= m * h <= dst.start).
+        let (mut lo, mut hi) = ds.split_at_mut(dst.start);
+        let (mut ds_src, _) = lo.split_at_mut(src.end);
+        let (mut ds_dst, _) = hi.split_at_mut(n * h);
         if n > 0 {
             let f = crate::cuda::kernel(
                 &dev,

@@ -63,14 +63,19 @@ pub fn gat_aggregate_supports(heads: usize, width: usize) -> bool {
 }
 
 /// GAT's aggregation `[n_rows, heads * width]` of `xs` (`[n_cols, heads * width]`: f32 or f64
-/// on the CPU, f32, bf16 or f16 on a GPU) under the per-head node scores `s_dst` (`[n_rows, heads]`) and `s_src`
-/// (`[n_cols, heads]`; f32 on a GPU, f32 or f64 on the CPU), LeakyReLU slope `negative_slope`
-/// (positive) and, in training, attention dropout `(p, seed)`: edge `p`, head `h` draws element
-/// `p * heads + h` of [`crate::dropout`]'s mask with that seed. Differentiable in all three.
+/// on the CPU, f32, bf16 or f16 on a GPU) under the per-head node scores `scores` (`[2, m,
+/// heads]`, f32 on a GPU, f32 or f64 on the CPU; as [`crate::gat_scores`] gives them): side 0
+/// holds every column's source score in its first `n_cols` rows, side 1 row `i`'s
+/// destination score at row `dst + i` (on a partitioned graph, the first own column). Also
+/// LeakyReLU slope `negative_slope` (positive) and, in training, attention dropout `(p,
+/// seed)`: edge `p`, head `h` draws element `p * heads + h` of [`crate::dropout`]'s mask with
+/// that seed. Differentiable in `xs` and `scores` (the rows it reads; zeros elsewhere), so
+/// the scores' gradient arrives in their own layout, with no copies on the way.
 pub fn gat_aggregate(
     g: &DeviceGraph,
     xs: &Tensor,
-    (s_dst, s_src): (&Tensor, &Tensor),
+    scores: &Tensor,
+    dst: usize,
     heads: usize,
     negative_slope: f64,
     dropout: Option<(f32, u64)>,
@@ -112,30 +117,28 @@ pub fn gat_aggregate(
             format!("xs has {cols} rows, the graph {} columns", g.n_cols()),
         ));
     }
-    for (t, what, n) in [(s_dst, "s_dst", g.n_rows()), (s_src, "s_src", cols)] {
-        check_device(OP, g, t)?;
-        if t.dims() != [n, heads] {
-            return Err(Error::shape(
-                OP,
-                format!("{what} is {:?}, expected [{n}, {heads}]", t.dims()),
-            ));
-        }
-        let ok = match t.dtype() {
-            DType::F32 => true,
-            DType::F64 => !g.device().is_cuda(),
-            _ => false,
-        };
-        if !ok || t.dtype() != s_dst.dtype() {
-            return Err(Error::dtype(
-                OP,
-                format!(
-                    "{what} is {:?} (s_dst {:?}): the scores are f32 (f64 also on the CPU), \
-                     both of one dtype",
-                    t.dtype(),
-                    s_dst.dtype()
-                ),
-            ));
-        }
+    check_device(OP, g, scores)?;
+    let (n, m) = (g.n_rows(), scores.dims().get(1).copied().unwrap_or(0));
+    if scores.dims() != [2, m, heads] || m < cols || m < dst.saturating_add(n) {
+        return Err(Error::shape(
+            OP,
+            format!(
+                "scores are {:?}, expected [2, m, {heads}] with m >= {cols} columns and m >= \
+                 dst {dst} + {n} rows",
+                scores.dims()
+            ),
+        ));
+    }
+    let ok = match scores.dtype() {
+        DType::F32 => true,
+        DType::F64 => !g.device().is_cuda(),
+        _ => false,
+    };
+    if !ok {
+        return Err(Error::dtype(
+            OP,
+            format!("scores are {:?}: f32 (f64 also on the CPU)", scores.dtype()),
+        ));
     }
     if !(negative_slope > 0.0 && negative_slope.is_finite()) {
         return Err(Error::invalid(
@@ -156,46 +159,87 @@ pub fn gat_aggregate(
             scale: 1.0 / (1.0 - p as f64),
         }),
     };
-    let (xd, sd, ss) = (xs.detach().contiguous()?, s_dst.detach(), s_src.detach());
+    let (xd, sc) = (xs.detach().contiguous()?, scores.detach().contiguous()?);
+    let span = Span { m, dst };
     let op = GatOp {
         g: g.clone(),
         plan,
+        span,
         lse: Side::default(),
     };
-    let scores = Tensor::cat(&[&sd.flatten_all()?, &ss.flatten_all()?], 0)?;
     // One pass: the output (xs's dtype) and each row's log-sum-exp per head (the backward's
     // alpha, the scores' dtype).
-    let out = xd.apply_op2_no_bwd(&scores, &op)?;
-    let (n, h) = (g.n_rows(), heads);
+    let out = xd.apply_op2_no_bwd(&sc, &op)?;
     let lse = op.lse.take("gat_aggregate")?;
-    let scores = Tensor::cat(&[&scores, &lse], 0)?;
     let saved = out.clone();
     crate::attach_backward(
         out,
-        &[xs, s_dst, s_src],
+        &[xs, scores],
         Box::new(move |_, dy| {
             let _timer = op.g.backward_timer();
-            let sdt = scores.dtype();
+            let sdt = sc.dtype();
             let (gt, perm) = op.g.transpose()?;
             let bwd = GatBwdOp {
                 g: op.g.clone(),
                 gt,
                 perm,
                 out: saved.clone(),
+                lse: lse.clone(),
                 plan: op.plan,
+                span,
                 ds: Side::default(),
             };
-            let dxs = xd.apply_op3_no_bwd(&scores, &dy.contiguous()?, &bwd)?;
+            let dxs = xd.apply_op3_no_bwd(&sc, &dy.contiguous()?, &bwd)?;
             let ds = bwd.ds.take("gat_aggregate backward")?;
-            let ds_dst = ds.narrow(0, 0, n * h)?.reshape((n, h))?;
-            let ds_src = ds.narrow(0, n * h, cols * h)?.reshape((cols, h))?;
             Ok(vec![
                 Some(dxs),
-                Some(ds_dst.to_dtype(sdt)?),
-                Some(ds_src.to_dtype(sdt)?),
+                Some(ds.reshape((2, span.m, op.plan.heads))?.to_dtype(sdt)?),
             ])
         }),
     )
+}
+
+/// [`gat_aggregate`]'s scores from separate source (`[n_cols, heads]`) and destination
+/// (`[n_rows, heads]`) scores, for `dst = 0`: both sides padded with zero rows to the longer
+/// one and stacked (a copy, differentiable; [`crate::gat_scores`] gives the packed form
+/// directly).
+pub fn gat_score_pair(s_src: &Tensor, s_dst: &Tensor) -> Result<Tensor> {
+    let (cols, rows) = (s_src.dim(0)?, s_dst.dim(0)?);
+    let m = cols.max(rows);
+    Ok(Tensor::stack(
+        &[
+            &s_src.pad_with_zeros(0, 0, m - cols)?,
+            &s_dst.pad_with_zeros(0, 0, m - rows)?,
+        ],
+        0,
+    )?)
+}
+
+/// Where the two score sides sit in the `[2, m, heads]` scores: side 0 (sources) from row 0,
+/// side 1 (destinations) from row `dst`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Span {
+    m: usize,
+    dst: usize,
+}
+
+impl Span {
+    /// Element ranges of the sources (`cols` rows) and the destinations (`rows` rows) in the
+    /// flat scores, `heads` per row.
+    pub(crate) fn ranges(
+        &self,
+        cols: usize,
+        rows: usize,
+        heads: usize,
+    ) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
+        let d0 = (self.m + self.dst) * heads;
+        (0..cols * heads, d0..d0 + rows * heads)
+    }
+
+    /// Elements of the whole scores tensor.
+    pub(crate) fn len(&self, heads: usize) -> usize {
+        2 * self.m * heads
+    }
 }
 
 /// A second result of an op (candle's custom ops return one storage): set by the op's
@@ -226,11 +270,13 @@ fn side_tensor(storage: candle_core::Storage, len: usize) -> Tensor {
     Tensor::from_storage(storage, len, candle_core::op::BackpropOp::none(), false)
 }
 
-/// The forward: the output `[n_rows, heads * width]` (xs's dtype) from xs and `[s_dst;
-/// s_src]`, and `lse` (`n_rows * heads`, the scores' dtype) in its side result.
+/// The forward: the output `[n_rows, heads * width]` (xs's dtype) from xs and the scores
+/// (`[2, m, heads]`, [`Span`]), and `lse` (`n_rows * heads`, the scores' dtype) in its side
+/// result.
 struct GatOp {
     g: DeviceGraph,
     plan: Heads,
+    span: Span,
     lse: Side,
 }
 
@@ -278,7 +324,8 @@ impl CustomOp2 for GatOp {
         const OP: &str = "gat_aggregate";
         let (xs, sc) = (f64s(OP, x, xl)?, f64s(OP, s, sl)?);
         let (n, m, h) = (self.g.n_rows(), self.g.n_cols(), self.plan.heads);
-        let (s_dst, s_src) = (&sc[..n * h], &sc[n * h..(n + m) * h]);
+        let (src, dst) = self.span.ranges(m, n, h);
+        let (s_dst, s_src) = (&sc[dst], &sc[src]);
         let lse = cpu::lse(self.g.csr(), s_dst, s_src, &self.plan);
         let out = cpu::forward(self.g.csr(), &xs, (s_dst, s_src, &lse), &self.plan);
         let len = lse.len();
@@ -297,7 +344,7 @@ impl CustomOp2 for GatOp {
         s: &CudaStorage,
         sl: &Layout,
     ) -> candle_core::Result<(CudaStorage, Shape)> {
-        let (out, shape, lse) = cuda::forward(&self.g, (x, xl), (s, sl), &self.plan)?;
+        let (out, shape, lse) = cuda::forward(&self.g, (x, xl), (s, sl), self.span, &self.plan)?;
         let len = self.g.n_rows() * self.plan.heads;
         self.lse
             .put(side_tensor(candle_core::Storage::Cuda(lse), len))?;
@@ -305,16 +352,19 @@ impl CustomOp2 for GatOp {
     }
 }
 
-/// The backward's two passes: `dxs` (xs's dtype) from xs, `[s_dst; s_src; lse]` and dout, and
-/// `[ds_dst; ds_src]` (f32; on the CPU f64 where xs is) in its side result. The softmax's row term `D = <dout, out>` per row and head
+/// The backward's two passes: `dxs` (xs's dtype) from xs, the scores and dout (and the
+/// forward's `lse`), and the scores' gradient (f32; on the CPU f64 where xs or the scores
+/// are; `[2, m, heads]` flat, zeros in the rows no row or column reads) in its side result. The softmax's row term `D = <dout, out>` per row and head
 /// comes from the forward's output `out`, held here (the rows pass computes it on the GPU).
 struct GatBwdOp {
     g: DeviceGraph,
     gt: DeviceGraph,
     perm: Tensor,
     out: Tensor,
+    lse: Tensor,
     plan: Heads,
-    /// `[ds_dst; ds_src]`, the side result.
+    span: Span,
+    /// The scores' gradient, the side result.
     ds: Side,
 }
 
@@ -336,11 +386,13 @@ impl CustomOp3 for GatBwdOp {
         let (n, m, h) = (self.g.n_rows(), self.g.n_cols(), self.plan.heads);
         let fwd_out: Vec<f64> = self.out.to_dtype(DType::F64)?.flatten_all()?.to_vec1()?;
         let dterm = cpu::row_term(&dout, &fwd_out, &self.plan);
+        let lse: Vec<f64> = self.lse.to_dtype(DType::F64)?.to_vec1()?;
+        let (src, dst) = self.span.ranges(m, n, h);
         let saved = Saved {
             xs: &xs,
-            s_dst: &sc[..n * h],
-            s_src: &sc[n * h..(n + m) * h],
-            lse: &sc[(n + m) * h..(2 * n + m) * h],
+            s_dst: &sc[dst.clone()],
+            s_src: &sc[src.clone()],
+            lse: &lse,
             dterm: &dterm,
             dout: &dout,
         };
@@ -348,9 +400,11 @@ impl CustomOp3 for GatBwdOp {
         let pos: Vec<u32> = self.perm.to_vec1()?;
         let ds_dst = cpu::backward_rows(self.g.csr(), &saved, &k);
         let (dxs, ds_src) = cpu::backward_cols(self.gt.csr(), &pos, &saved, &k);
-        let mut ds = ds_dst;
-        ds.extend(ds_src);
-        let len = ds.len();
+        // Each side's gradient in its rows of the scores, zeros elsewhere.
+        let len = self.span.len(h);
+        let mut ds = vec![0.0; len];
+        ds[src].copy_from_slice(&ds_src);
+        ds[dst].copy_from_slice(&ds_dst);
         // The caller narrows the score gradients to the scores' dtype.
         let ds = candle_core::Storage::Cpu(storage(ds, wider(x, s)));
         self.ds.put(side_tensor(ds, len))?;
@@ -367,13 +421,13 @@ impl CustomOp3 for GatBwdOp {
         dl: &Layout,
     ) -> candle_core::Result<(CudaStorage, Shape)> {
         let (dxs, shape, ds) = cuda::backward(
-            (&self.g, &self.gt, &self.perm, &self.out),
+            (&self.g, &self.gt, &self.perm, &self.out, &self.lse),
             (x, xl),
             (s, sl),
             (d, dl),
-            &self.plan,
+            (self.span, &self.plan),
         )?;
-        let len = (self.g.n_rows() + self.g.n_cols()) * self.plan.heads;
+        let len = self.span.len(self.plan.heads);
         self.ds
             .put(side_tensor(candle_core::Storage::Cuda(ds), len))?;
         Ok((dxs, shape))

@@ -46,7 +46,7 @@ pub(super) fn forward(
         xv.push(&mut b);
         b.arg(&att).arg(&out).arg(&n64).arg(&h).arg(&f);
         // One thread per row and head.
-        let cfg = row_tiled_cfg(n, p.heads, p.heads, MAX_BLOCKS);
+        let cfg = row_tiled_cfg(n, p.heads, p.heads, MAX_BLOCKS)?;
         // SAFETY: `xs` holds n * h * f elements, `att` 2 h f, `out` 2 n h; indices below those.
         launched(unsafe { b.launch(cfg) }.map(|_| ()))?;
     }
@@ -79,7 +79,7 @@ pub(super) fn dx(
                 let func = crate::cuda::kernel(&dev, &name, &GAT_ATTENTION)?;
                 let mut b = func.builder();
                 b.arg(&ds).arg(&att).arg(&out).arg(&n64).arg(&h).arg(&f);
-                let cfg = row_tiled_cfg(n, hf, warp_columns(hf), MAX_BLOCKS);
+                let cfg = row_tiled_cfg(n, hf, warp_columns(hf), MAX_BLOCKS)?;
                 // SAFETY: `ds` holds 2 n h elements, `att` 2 h f, `out` n h f.
                 launched(unsafe { b.launch(cfg) }.map(|_| ()))?;
             }
@@ -112,7 +112,7 @@ pub(super) fn datt(
     let dev = x.device().clone();
     let (n, hf) = (rows(xl, 0), p.heads * p.width);
     let cols = warp_columns(hf);
-    let mut cfg = row_tiled_cfg(n, hf, cols, DATT_MAX_BLOCKS);
+    let mut cfg = row_tiled_cfg(n, hf, cols, DATT_MAX_BLOCKS)?;
     // Both sides' per-thread sums, for the block's column sums.
     cfg.shared_mem_bytes = (2 * (256 / cols) * cols * 4) as u32;
     let blocks = cfg.grid_dim.0 as usize;

@@ -1,6 +1,6 @@
 //! GAT's node scores: `s_src[n, h] = <xs[n, h], a_src[h]>` and `s_dst[n, h] = <xs[n, h],
 //! a_dst[h]>` for every row and head, accumulated in fp32 (f64 on the CPU) from the features'
-//! storage type, one pass each way.
+//! storage type: one pass over the features each way.
 //!
 //! The composed form casts the projected features to f32 (a full `[N, H F]` copy under half
 //! precision), multiplies them by a block-diagonal `[H F, 2 H]` matrix built from both
@@ -9,8 +9,10 @@
 //! a cast back: about 0.95 ms of a bf16 GAT 2x64 epoch on one H100 at 233 K nodes
 //! (`bench/records/gat-sparse/h100-2026-11-28-2/row-term/call6-kernels.csv.xz`, kernels
 //! 277-280 and 290-318 for the output layer, 343-389 for the hidden one, and their forwards).
-//! Here: one kernel forward; backward one for `dxs` and one for both attention vectors'
-//! gradients (per-block column sums, then one GEMM row over the blocks: deterministic).
+//! Here: one kernel forward (beside the attention vectors' concatenation and the handing over
+//! of the `[2, N, H]` result); backward one kernel for `dxs` and one for both attention
+//! vectors' gradients (per-block column sums, then one GEMM row over the blocks:
+//! deterministic), each skipped where its inputs do not track.
 
 pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
@@ -26,17 +28,13 @@ use candle_core::{CpuStorage, CustomOp2, DType, Layout, Shape, Tensor};
 
 /// Both node scores of every head of `xs` (`[n, heads * width]`; f32 or f64 on the CPU, f32,
 /// bf16 or f16 on a GPU) under the attention vectors `att_src` and `att_dst` (`heads * width`
-/// values each, head-major, PyG's `[1, heads, width]`; f32, or f64 on the CPU): `(s_src,
-/// s_dst)`, each `[n, heads]` in the attention vectors' dtype. Differentiable in all three;
-/// the gradient of `xs` comes in its own dtype (fp32 arithmetic, rounded once).
-pub fn gat_scores(
-    xs: &Tensor,
-    att_src: &Tensor,
-    att_dst: &Tensor,
-    heads: usize,
-) -> Result<(Tensor, Tensor)> {
+/// values each, head-major, PyG's `[1, heads, width]`; f32, or f64 on the CPU): `[2, n,
+/// heads]` in the attention vectors' dtype, the source scores (side 0) and the destination
+/// scores (side 1) of every row, the layout [`crate::gat_aggregate`] takes. Differentiable in
+/// all three; the gradient of `xs` comes in its own dtype (fp32 arithmetic, rounded once).
+pub fn gat_scores(xs: &Tensor, att_src: &Tensor, att_dst: &Tensor, heads: usize) -> Result<Tensor> {
     const OP: &str = "gat_scores";
-    let (n, hf) = xs.dims2().map_err(|_| {
+    let (_, hf) = xs.dims2().map_err(|_| {
         Error::shape(
             OP,
             format!("xs is {:?}, expected [n, heads * width]", xs.dims()),
@@ -46,6 +44,12 @@ pub fn gat_scores(
         return Err(Error::shape(
             OP,
             format!("xs has {hf} columns, not a positive multiple of {heads} heads"),
+        ));
+    }
+    if i32::try_from(hf).is_err() {
+        return Err(Error::unsupported(
+            OP,
+            format!("{hf} columns: at most {} (32-bit column indices)", i32::MAX),
         ));
     }
     check_float_or_half(OP, "xs", xs)?;
@@ -93,26 +97,25 @@ pub fn gat_scores(
     let xd = xs.detach().contiguous()?;
     let s = xd.apply_op2_no_bwd(&att, &ScoresOp(plan))?;
     let (src_shape, dst_shape) = (att_src.shape().clone(), att_dst.shape().clone());
-    let s = crate::attach_backward(
+    crate::attach_backward(
         s,
         &[xs, att_src, att_dst],
-        Box::new(move |_, ds| {
+        Box::new(move |ins, ds| {
             let ds = ds.contiguous()?;
-            let dxs = ds.apply_op2_no_bwd(&att, &DxOp(plan, xd.dtype()))?;
-            let partial = xd.apply_op2_no_bwd(&ds, &DattOp(plan))?;
-            let datt = crate::ops::column_sum(&partial)?;
-            Ok(vec![
-                Some(dxs),
-                Some(datt.narrow(0, 0, hf)?.reshape(&src_shape)?),
-                Some(datt.narrow(0, hf, hf)?.reshape(&dst_shape)?),
-            ])
+            let dxs = ins[0]
+                .track_op()
+                .then(|| ds.apply_op2_no_bwd(&att, &DxOp(plan, xd.dtype())))
+                .transpose()?;
+            let (mut da_src, mut da_dst) = (None, None);
+            if ins[1].track_op() || ins[2].track_op() {
+                let partial = xd.apply_op2_no_bwd(&ds, &DattOp(plan))?;
+                let datt = crate::ops::column_sum(&partial)?;
+                da_src = Some(datt.narrow(0, 0, hf)?.reshape(&src_shape)?);
+                da_dst = Some(datt.narrow(0, hf, hf)?.reshape(&dst_shape)?);
+            }
+            Ok(vec![dxs, da_src, da_dst])
         }),
-    )?;
-    // Each side a contiguous block of the [2, n, heads] result: no copy.
-    Ok((
-        s.narrow(0, 0, 1)?.reshape((n, heads))?,
-        s.narrow(0, 1, 1)?.reshape((n, heads))?,
-    ))
+    )
 }
 
 /// Heads and their width.
@@ -251,13 +254,15 @@ mod tests {
             let d0 = Tensor::randn(0f64, 1.0, (1, heads, width), &dev).unwrap();
             let vars = || [&x0, &a0, &d0].map(|t| Var::from_tensor(t).unwrap());
             let (va, vb) = (vars(), vars());
-            let (sa, da) = gat_scores(
+            let s = gat_scores(
                 va[0].as_tensor(),
                 va[1].as_tensor(),
                 va[2].as_tensor(),
                 heads,
             )
             .unwrap();
+            assert_eq!(s.dims(), [2, n, heads]);
+            let (sa, da) = (s.get(0).unwrap(), s.get(1).unwrap());
             let x3 = vb[0]
                 .as_tensor()
                 .to_dtype(DType::F64)
@@ -292,12 +297,11 @@ mod tests {
             // Weight the two sides and every score differently, so that a swapped side or
             // head changes the gradients.
             let w = Tensor::randn(0f64, 1.0, (2, n, heads), &dev).unwrap();
-            let loss = |s: &Tensor, d: &Tensor| {
-                let both = Tensor::stack(&[s, d], 0).unwrap();
-                (both * &w).unwrap().sum_all().unwrap()
-            };
-            let ga = loss(&sa, &da).backward().unwrap();
-            let gb = loss(&sb, &db).backward().unwrap();
+            let loss = |both: &Tensor| (both * &w).unwrap().sum_all().unwrap();
+            let ga = loss(&s).backward().unwrap();
+            let gb = loss(&Tensor::stack(&[&sb, &db], 0).unwrap())
+                .backward()
+                .unwrap();
             for (i, what) in ["dxs", "datt_src", "datt_dst"].into_iter().enumerate() {
                 let u = ga.get(va[i].as_tensor()).unwrap();
                 assert_eq!(u.dims(), va[i].as_tensor().dims(), "{what}");
