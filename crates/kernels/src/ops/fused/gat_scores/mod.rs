@@ -6,9 +6,9 @@
 //! precision), multiplies them by a block-diagonal `[H F, 2 H]` matrix built from both
 //! attention vectors, and copies each half of the product out; backward it runs the GEMM's two
 //! products, the block matrix's chain of small kernels, the copies' zero-padded gradients and
-//! a cast back: about 0.95 ms of a bf16 GAT 2x64 epoch on one H100 at 233 K nodes
+//! a cast back: about 0.97 ms of a bf16 GAT 2x64 epoch on one H100 at 233 K nodes
 //! (`bench/records/gat-sparse/h100-2026-11-28-2/row-term/call6-kernels.csv.xz`, kernels
-//! 277-280 and 290-318 for the output layer, 343-389 for the hidden one, and their forwards).
+//! 216-225 and 238-247 forward, 297-316 and 363-386 backward).
 //! Here: one kernel forward (beside the attention vectors' concatenation and the handing over
 //! of the `[2, N, H]` result); backward one kernel for `dxs` and one for both attention
 //! vectors' gradients (per-block column sums, then one GEMM row over the blocks:
