@@ -111,6 +111,31 @@ pub(crate) fn check_row_bias(op: &'static str, what: &str, x: &Tensor, b: &Tenso
     Ok(())
 }
 
+/// Checks that `x`'s last dimension fits the 32-bit column indices of the row-broadcast
+/// kernels ([`crate::cuda::row_tiled_cfg`]'s users: the bias adds, GAT's scores).
+pub(crate) fn check_columns_i32(op: &'static str, cols: usize) -> Result<()> {
+    if i32::try_from(cols).is_err() {
+        return Err(Error::unsupported(
+            op,
+            format!(
+                "{cols} columns: at most {} (32-bit column indices)",
+                i32::MAX
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `t` holds scores or attention vectors a GAT op takes: f32, or f64 on the CPU
+/// (the CUDA kernels read f32).
+pub(crate) fn is_f32_or_cpu_f64(t: &Tensor) -> bool {
+    match t.dtype() {
+        DType::F32 => true,
+        DType::F64 => !t.device().is_cuda(),
+        _ => false,
+    }
+}
+
 /// [`check_float`], plus bf16 / f16 on a CUDA device (half-precision storage with fp32
 /// accumulation; the CPU kernels compute in f32 / f64 only).
 pub(crate) fn check_float_or_half(op: &'static str, what: &str, t: &Tensor) -> Result<()> {

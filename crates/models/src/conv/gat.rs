@@ -18,7 +18,7 @@
 //! Parameters (PyG names): `lin.weight [heads * F, in]`, `att_src [1, heads, F]`,
 //! `att_dst [1, heads, F]`, `bias [heads * F]` (concat) or `[F]` (mean).
 
-use super::{attend, attention_graph, exact_only, like, Linear};
+use super::{attend, attention_graph, exact_only, join_heads, like, Linear};
 use crate::dropout::DropoutRng;
 use crate::error::Result;
 use crate::graph::ModelGraph;
@@ -118,15 +118,7 @@ impl GatConv {
             let out = gat_aggregate(g.whole()?, &xs, &scores, own.start, h, NEGATIVE_SLOPE, mask)?;
             drop(timed);
             let _t = g.phase(Phase::Elementwise);
-            // One head's mean is itself (candle's mean would still run a sum and a scale
-            // forward, a scale and four adds backward: about 0.28 ms of a bf16 GAT epoch at
-            // 233 K nodes on an H200, bench/records/gat-sparse/h200-2026-11-28-2/
-            // scores-epilogue-h200).
-            if self.concat || h == 1 {
-                out
-            } else {
-                out.reshape((n, h, f))?.mean(1)?
-            }
+            join_heads(&out, n, (h, f, self.concat))?
         } else {
             // Shapes the fused kernels do not take (gat_aggregate_supports): the chain over the
             // head-expanded graph, coefficients from [`gnn_kernels::gat_attention`].

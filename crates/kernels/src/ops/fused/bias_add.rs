@@ -25,20 +25,8 @@ pub fn bias_add(x: &Tensor, b: &Tensor) -> Result<Tensor> {
     const OP: &str = "bias_add";
     crate::ops::check_row_bias(OP, "x", x, b)?;
     crate::ops::check_float_or_half(OP, "x", x)?;
-    check_columns(OP, x)?;
+    crate::ops::check_columns_i32(OP, x.dim(1)?)?;
     Ok(x.contiguous()?.apply_op2(&b.contiguous()?, BiasAddOp)?)
-}
-
-/// The kernel indexes columns with 32-bit integers.
-fn check_columns(op: &'static str, x: &Tensor) -> Result<()> {
-    let d = x.dim(1)?;
-    if i32::try_from(d).is_err() {
-        return Err(Error::unsupported(
-            op,
-            format!("{d} columns: at most {} (32-bit column indices)", i32::MAX),
-        ));
-    }
-    Ok(())
 }
 
 /// `x + r + b` (`x` and `r [N, D]`, `b [D]`, one dtype) in one pass: a layer's two terms
@@ -62,7 +50,7 @@ pub fn bias_add_residual(x: &Tensor, r: &Tensor, b: &Tensor) -> Result<Tensor> {
             format!("r is {:?}, x {:?}", r.dtype(), x.dtype()),
         ));
     }
-    check_columns(OP, x)?;
+    crate::ops::check_columns_i32(OP, x.dim(1)?)?;
     // Rows of any stride, columns adjacent: a column range read in place, else a copy.
     let r = if r.stride()[1] == 1 || r.dim(1)? <= 1 {
         r.clone()

@@ -129,12 +129,7 @@ pub fn gat_aggregate(
             ),
         ));
     }
-    let ok = match scores.dtype() {
-        DType::F32 => true,
-        DType::F64 => !g.device().is_cuda(),
-        _ => false,
-    };
-    if !ok {
+    if !crate::ops::is_f32_or_cpu_f64(scores) {
         return Err(Error::dtype(
             OP,
             format!("scores are {:?}: f32 (f64 also on the CPU)", scores.dtype()),

@@ -46,12 +46,7 @@ pub fn gat_scores(xs: &Tensor, att_src: &Tensor, att_dst: &Tensor, heads: usize)
             format!("xs has {hf} columns, not a positive multiple of {heads} heads"),
         ));
     }
-    if i32::try_from(hf).is_err() {
-        return Err(Error::unsupported(
-            OP,
-            format!("{hf} columns: at most {} (32-bit column indices)", i32::MAX),
-        ));
-    }
+    crate::ops::check_columns_i32(OP, hf)?;
     check_float_or_half(OP, "xs", xs)?;
     let cuda = xs.device().is_cuda();
     if cuda && xs.dtype() == DType::F64 {
@@ -68,12 +63,7 @@ pub fn gat_scores(xs: &Tensor, att_src: &Tensor, att_dst: &Tensor, heads: usize)
                 format!("{what} is {:?}, expected {hf} values", t.dims()),
             ));
         }
-        let ok = match t.dtype() {
-            DType::F32 => true,
-            DType::F64 => !cuda,
-            _ => false,
-        };
-        if !ok || t.dtype() != att_src.dtype() {
+        if !crate::ops::is_f32_or_cpu_f64(t) || t.dtype() != att_src.dtype() {
             return Err(Error::dtype(
                 OP,
                 format!(
