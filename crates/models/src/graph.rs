@@ -100,6 +100,9 @@ pub struct ModelGraph {
     timer: Timer,
     /// A whole graph's layers run their lean forms ([`Self::with_lean_layers`]).
     lean: bool,
+    /// Lean output layers that multiply first compute on an aligned width
+    /// ([`Self::with_padded_outputs`]).
+    pad_outputs: bool,
 }
 
 /// A partitioned graph's fused symmetric aggregation under one reduction
@@ -439,6 +442,24 @@ impl ModelGraph {
         self
     }
 
+    /// The same graph whose lean output layers that multiply first (GCN's and GraphSAGE's,
+    /// `conv::lean`) compute on [`crate::aligned_width`] columns: the weight and bias padded with zero rows,
+    /// the logits narrowed back. cuBLAS then runs its aligned kernels for the output GEMMs
+    /// (41 bf16 classes are 82-byte rows: its sm75 fallback, 85 µs forward on an H200 at
+    /// 233 K rows) and the narrow SpMM needs no padded copy of its input. The values are the
+    /// unpadded layer's (zero rows add nothing). The trainers set it on CUDA in half precision:
+    /// there it paid (GraphSAGE 2x128 bf16 -2 % an epoch on an H200); in f32 the 17 % wider
+    /// gathers cost more than the aligned paths save.
+    pub fn with_padded_outputs(mut self, on: bool) -> Self {
+        self.pad_outputs = on;
+        self
+    }
+
+    /// Whether [`Self::with_padded_outputs`] is on.
+    pub fn pads_outputs(&self) -> bool {
+        self.pad_outputs
+    }
+
     /// The fused symmetric aggregation of a partitioned graph ([`HaloExchange::aggregate_symmetric`])
     /// as an owned handle, where `reduce` of `dtype` rows runs as that op here (exact
     /// aggregation, the all-gather exchange, a symmetric operand): for the layers' lean forms,
@@ -521,6 +542,7 @@ impl ModelGraph {
             sliced: false,
             output_aggregation: None,
             lean: false,
+            pad_outputs: false,
         }
     }
 

@@ -1178,3 +1178,42 @@ fn lean_layers_on_a_whole_graph_equal_the_composed_ones() {
         }
     }
 }
+
+/// Lean GCN and GraphSAGE-mean output layers on aligned columns
+/// ([`ModelGraph::with_padded_outputs`]: zero weight rows and bias, the logits narrowed back)
+/// give the unpadded layers' logits and gradients: 3 and 10 classes (padded to 8 and 16), the
+/// output layer multiplying first (hidden wider than the classes) or not, with dropout, in
+/// training and evaluation.
+#[test]
+fn padded_outputs_give_the_unpadded_model() {
+    let dev = Device::Cpu;
+    let csr = small_graph();
+    for (kind, classes) in [
+        (ConvKind::Gcn, 3usize),
+        (ConvKind::Gcn, 10),
+        (ConvKind::SageMean, 3),
+        (ConvKind::SageMean, 10),
+    ] {
+        for (in_dim, hidden, layers) in [(13, 16, 2), (5, 12, 3), (13, 20, 1), (9, 2, 2)] {
+            let cfg = ModelConfig::new(kind, in_dim, hidden, classes, layers, 0.5);
+            let model = Gnn::new(cfg, &dev, 2).unwrap();
+            let lean = || {
+                ModelGraph::new(&csr, kind, &dev)
+                    .unwrap()
+                    .with_lean_layers(true)
+            };
+            let (plain, padded) = (lean(), lean().with_padded_outputs(true));
+            assert!(padded.pads_outputs() && !plain.pads_outputs());
+            let x = seeded_x(in_dim, 5);
+            let what = format!("{kind} {classes} classes, {in_dim}-{hidden} x{layers}");
+            let (y0, g0) = train_pass(&model, &plain, &x, None, 3);
+            let (y1, g1) = train_pass(&model, &padded, &x, None, 3);
+            assert_eq!(y1.dims(), y0.dims(), "{what}");
+            close(&mat(&y1), &mat(&y0), 1e-6);
+            assert_grads_close(&model, &g1, &g0, 1e-6, &what);
+            let e0 = mat(&model.forward(&plain, &x, &mut Forward::eval()).unwrap());
+            let e1 = mat(&model.forward(&padded, &x, &mut Forward::eval()).unwrap());
+            close(&e1, &e0, 1e-6);
+        }
+    }
+}

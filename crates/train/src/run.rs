@@ -279,7 +279,13 @@ pub fn train_seeds(
     // The lean layer forms: GraphSAGE 3x256 bf16 23.2 against 25.6 ms an epoch on the
     // Reddit-shaped graph, peak 2.32 against 3.72 GiB (one H200,
     // bench/records/dist-scaling/h100-2026-11-28-sage-kernels/lean-whole-h200).
-    .with_lean_layers(true);
+    .with_lean_layers(true)
+    // GCN's and GraphSAGE's output layers on aligned columns (41 classes -> 48) in half
+    // precision on CUDA. One H200, 2x128 bf16 on the Reddit-shaped graph, alternating: GraphSAGE
+    // 6.06 -> 5.93 ms, GCN 5.20 -> 5.17; in f32 it cost (GCN 8.84 -> 9.27, GraphSAGE 11.29 ->
+    // 11.43: 17 % more gathered bytes, no unaligned path to avoid), so f32 stays unpadded
+    // (bench/records/dist-scaling/h100-2026-11-28-sage-kernels/padded-outputs-h200).
+    .with_padded_outputs(device.is_cuda() && cfg.train.precision.is_half());
     let prep_s = t.elapsed().as_secs_f64();
     // Checkpoints and resumption belong to the run's model, not to its baseline.
     let own = kind == cfg.model.kind;

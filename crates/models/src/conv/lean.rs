@@ -109,15 +109,31 @@ pub(crate) fn linear(
     act: Act<'_>,
     agg: Agg,
 ) -> Result<Tensor> {
+    // An output layer that multiplies first, on a graph that pads outputs: the product, its
+    // aggregation and the bias on aligned columns (zero weight rows and bias), the result
+    // narrowed back ([`ModelGraph::with_padded_outputs`]).
+    let out_dim = w.dim(0)?;
+    let pad = match (&act, &agg) {
+        (Act::Bias, Agg::Product(_)) if g.pads_outputs() => crate::aligned_width(out_dim) - out_dim,
+        _ => 0,
+    };
+    let (wp, bp) = if pad > 0 {
+        (
+            w.detach().pad_with_zeros(0, 0, pad)?,
+            b.detach().pad_with_zeros(0, 0, pad)?,
+        )
+    } else {
+        (w.detach(), b.detach())
+    };
     let mut z = {
         let _t = g.phase(Phase::Gemm);
-        a.detach().matmul(&w.detach().t()?)?
+        a.detach().matmul(&wp.t()?)?
     };
     if let Agg::Product(f) = &agg {
         let _t = g.phase(Phase::Aggregation);
         z = f.forward(&z)?;
     }
-    let (y, mask) = finish(g, z, None, b, act)?;
+    let (y, mask) = finish(g, z, None, &bp, act)?;
     let out = match &agg {
         Agg::Activation(f) => {
             let _t = g.phase(Phase::Aggregation);
@@ -125,6 +141,7 @@ pub(crate) fn linear(
             drop(y);
             out
         }
+        _ if pad > 0 => y.narrow(1, 0, out_dim)?.contiguous()?,
         _ => y,
     };
     Ok(attach_backward(
@@ -135,20 +152,31 @@ pub(crate) fn linear(
             // Back through the aggregation (collective: every rank's backward reaches it).
             let dy = match &agg {
                 Agg::Activation(f) => f.backward(dy).map_err(msg)?,
+                _ if pad > 0 => dy.pad_with_zeros(1, 0, pad)?,
                 _ => dy.contiguous()?,
             };
             let dz = pre_activation_grad(mask.as_ref(), &dy)?;
             drop(dy);
-            let db = b.track_op().then(|| column_sum(&dz)).transpose()?;
+            let rows = |t: Tensor| -> candle_core::Result<Tensor> {
+                if pad > 0 {
+                    t.narrow(0, 0, out_dim)?.contiguous()
+                } else {
+                    Ok(t)
+                }
+            };
+            let db = b
+                .track_op()
+                .then(|| column_sum(&dz).and_then(rows))
+                .transpose()?;
             let dz = match &agg {
                 Agg::Product(f) => f.backward(&dz).map_err(msg)?,
                 _ => dz,
             };
             let dw = w
                 .track_op()
-                .then(|| weight_grad(&dz, &a.detach()))
+                .then(|| weight_grad(&dz, &a.detach()).and_then(rows))
                 .transpose()?;
-            let da = a.track_op().then(|| dz.matmul(&w.detach())).transpose()?;
+            let da = a.track_op().then(|| dz.matmul(&wp)).transpose()?;
             Ok(vec![da, dw, db])
         }),
     )?)
@@ -205,6 +233,29 @@ pub(crate) fn pair(
         ))
     };
     let (wa, wh, bias) = parts(&wb)?;
+    // An output layer whose neighbour term is its aggregated product, on a graph that pads
+    // outputs: both products, the aggregation and the bias on aligned columns (zero weight
+    // rows and bias), the result narrowed back ([`ModelGraph::with_padded_outputs`]).
+    let pad = match (&neighbour, &act) {
+        (Neighbour::Product(_), Act::Bias) if g.pads_outputs() => {
+            crate::aligned_width(out_dim) - out_dim
+        }
+        _ => 0,
+    };
+    let padded = move |t: &Tensor| -> candle_core::Result<Tensor> {
+        if pad > 0 {
+            t.pad_with_zeros(0, 0, pad)
+        } else {
+            Ok(t.clone())
+        }
+    };
+    let unpadded = move |t: Tensor| -> candle_core::Result<Tensor> {
+        if pad > 0 {
+            t.narrow(0, 0, out_dim)?.contiguous()
+        } else {
+            Ok(t)
+        }
+    };
     // The neighbour product's input, held for the weight gradient (`None`: the op's first
     // input, or `h` itself for an aggregated product).
     let (held, tracked, product_agg) = match neighbour {
@@ -218,6 +269,23 @@ pub(crate) fn pair(
             let l = a.detach().matmul(&wa.t()?)?;
             let r = h.detach().matmul(&wh.t()?)?;
             ((l + r)?, None)
+        }
+        (None, None, Some(f)) if pad > 0 => {
+            // Two aligned products: the neighbour term's goes to the aggregation as it is
+            // (no copy out of a shared product, no padded copy for the SpMM).
+            let (l, r) = {
+                let _t = g.phase(Phase::Gemm);
+                let hd = h.detach();
+                (
+                    hd.matmul(&padded(&wa)?.t()?)?,
+                    hd.matmul(&padded(&wh)?.t()?)?,
+                )
+            };
+            let l = {
+                let _t = g.phase(Phase::Aggregation);
+                f.forward(&l)?
+            };
+            (l, Some(r))
         }
         (None, None, Some(f)) => {
             // The composed layer's order: one product with [w_a; w_h], the neighbour half
@@ -236,11 +304,22 @@ pub(crate) fn pair(
         }
         (None, None, None) => unreachable!("every neighbour term sets one"),
     };
-    let (out, mask) = finish(g, z, root, &bias, act)?;
+    let (out, mask) = finish(g, z, root, &padded(&bias)?, act)?;
+    let out = if pad > 0 {
+        out.narrow(1, 0, out_dim)?.contiguous()?
+    } else {
+        out
+    };
     let backward = move |a: Option<&Tensor>, h: &Tensor, wb: &Tensor, dy: &Tensor| {
-        let dz = pre_activation_grad(mask.as_ref(), dy)?;
+        let dy = if pad > 0 {
+            dy.pad_with_zeros(1, 0, pad)?
+        } else {
+            dy.clone()
+        };
+        let dz = pre_activation_grad(mask.as_ref(), &dy)?;
         let (wa, wh, _) = parts(wb)?;
-        let db = column_sum(&dz)?.reshape((out_dim, 1))?;
+        let (wa, wh) = (padded(&wa)?, padded(&wh)?);
+        let db = unpadded(column_sum(&dz)?)?.reshape((out_dim, 1))?;
         // The neighbour product's gradient and input: `dz` and the aggregation, or (an
         // aggregated product) `Âᵀ dz` and `h`.
         let (dl, input) = match (&product_agg, a.or(held.as_ref())) {
@@ -251,8 +330,8 @@ pub(crate) fn pair(
         let dwb = if wb.track_op() {
             Some(Tensor::cat(
                 &[
-                    &weight_grad(&dl, &input)?,
-                    &weight_grad(&dz, &h.detach())?,
+                    &unpadded(weight_grad(&dl, &input)?)?,
+                    &unpadded(weight_grad(&dz, &h.detach())?)?,
                     &db,
                 ],
                 1,
