@@ -118,6 +118,50 @@ __device__ __forceinline__ void load_cols(const T* __restrict__ row, int c0, int
     }
 }
 
+// Rows aligned for vector loads: the edge walks load GAT_UNROLL neighbour rows before they use
+// any (each lane's loads are independent, so the warp has GAT_UNROLL in flight). A walk with
+// the load inside a branch per edge kept one load in flight per warp and stalled on each (ncu,
+// session 20: the loads' waits were half the forward's stall samples; the walks below took the
+// aligned kernels from 1.80 / 1.72 / 2.64 ms to 1.41 / 1.32 / 1.69 on the gat-sparse files).
+// Element loads keep the one-edge walk: V registers per row held over the unroll cost more
+// occupancy than the loads in flight gained (the 41-column output layer's forward went from
+// 1.36 to 1.73 ms).
+#define GAT_UNROLL 4
+
+// A lane's V columns of one row as loaded, before conversion.
+template <typename T, int V>
+union RawCols {
+    uint4 q[V * sizeof(T) >= 16 ? V * sizeof(T) / 16 : 1];
+    uint2 d;
+    unsigned int w;
+    unsigned short s;
+    T t[V];
+};
+
+// Loads columns c0 .. c0 + V - 1 of a row aligned for vectors, without a branch: `c0` must be
+// a column of the row (callers clamp idle lanes to 0).
+template <typename T, int V>
+__device__ __forceinline__ void fetch_cols(const T* __restrict__ row, int c0, RawCols<T, V>& b) {
+    constexpr int BYTES = V * (int)sizeof(T);
+    if (BYTES >= 16) {
+#pragma unroll
+        for (int k = 0; k < BYTES / 16; ++k) b.q[k] = __ldg(reinterpret_cast<const uint4*>(row + c0) + k);
+    } else if (BYTES == 8) {
+        b.d = __ldg(reinterpret_cast<const uint2*>(row + c0));
+    } else if (BYTES == 4) {
+        b.w = __ldg(reinterpret_cast<const unsigned int*>(row + c0));
+    } else {
+        b.s = __ldg(reinterpret_cast<const unsigned short*>(row + c0));
+    }
+}
+
+// The loaded columns as fp32, zero on an idle lane (!live).
+template <typename T, int V>
+__device__ __forceinline__ void cols_f32(const RawCols<T, V>& b, bool live, float (&r)[V]) {
+#pragma unroll
+    for (int v = 0; v < V; ++v) r[v] = live ? to_f32(b.t[v]) : 0.f;
+}
+
 // Loads row `id`'s columns c0 .. c0 + V - 1 of `rows` into r (zeros where !ok) and returns
 // their dot product with w over the lane's head (every lane of the head gets it). The whole
 // warp calls it together: the head's shuffles need every lane.
@@ -199,6 +243,7 @@ __device__ void gat_fwd_impl(const uint32_t* __restrict__ indptr, const uint32_t
     float acc[V];
 #pragma unroll
     for (int v = 0; v < V; ++v) acc[v] = 0.f;
+    const int c0 = ln.c0 < a.HF ? ln.c0 : 0;  // an idle lane loads column 0 and writes nothing
     // Each batch's neighbour ids are loaded one batch ahead.
     uint32_t next = start + ln.lane < end ? __ldg(indices + start + ln.lane) : 0;
     for (uint32_t base = start; base < end; base += 32) {
@@ -247,13 +292,35 @@ __device__ void gat_fwd_impl(const uint32_t* __restrict__ indptr, const uint32_t
             }
         }
         __syncwarp();
-#pragma unroll 4
-        for (int e = ln.slot; e < cnt; e += E) {
-            const float w = st.c0[ln.hl * CS + e];
-            float x[V];
-            load_cols<T, V, VEC>(xs + (size_t)st.id[e] * a.HF, ln.c0, a.HF, x);
+        if constexpr (VEC) {
+            for (int e0 = 0; e0 < cnt; e0 += GAT_UNROLL * E) {
+                RawCols<T, V> b[GAT_UNROLL];
 #pragma unroll
-            for (int v = 0; v < V; ++v) acc[v] = fmaf(w, x[v], acc[v]);
+                for (int u = 0; u < GAT_UNROLL; ++u) {
+                    const int e = e0 + u * E + ln.slot;
+                    fetch_cols<T, V>(xs + (size_t)st.id[e < cnt ? e : 0] * a.HF, c0, b[u]);
+                }
+#pragma unroll
+                for (int u = 0; u < GAT_UNROLL; ++u) {
+                    const int e = e0 + u * E + ln.slot;
+                    if (e < cnt) {
+                        const float w = st.c0[ln.hl * CS + e];
+                        float x[V];
+                        cols_f32<T, V>(b[u], true, x);
+#pragma unroll
+                        for (int v = 0; v < V; ++v) acc[v] = fmaf(w, x[v], acc[v]);
+                    }
+                }
+            }
+        } else {
+#pragma unroll 4
+            for (int e = ln.slot; e < cnt; e += E) {
+                const float w = st.c0[ln.hl * CS + e];
+                float x[V];
+                load_cols<T, V, VEC>(xs + (size_t)st.id[e] * a.HF, ln.c0, a.HF, x);
+#pragma unroll
+                for (int v = 0; v < V; ++v) acc[v] = fmaf(w, x[v], acc[v]);
+            }
         }
         __syncwarp();
     }
@@ -309,6 +376,8 @@ __device__ void gat_bwd_rows_impl(const uint32_t* __restrict__ indptr, const uin
     }
     __syncwarp();
     float acc = 0.f;
+    const bool live = ln.c0 < a.HF;
+    const int c0 = live ? ln.c0 : 0;  // an idle lane loads column 0 and adds zeros
     uint32_t next = start + ln.lane < end ? __ldg(indices + start + ln.lane) : 0;
     for (uint32_t base = start; base < end; base += 32) {
         const int cnt = min(32u, end - base);
@@ -332,13 +401,35 @@ __device__ void gat_bwd_rows_impl(const uint32_t* __restrict__ indptr, const uin
         __syncwarp();
         // Every lane steps together (the head's shuffles need the whole warp); a group past the
         // batch's end loads nothing and adds nothing.
+        if constexpr (VEC) {
+            for (int e0 = 0; e0 < cnt; e0 += GAT_UNROLL * E) {
+                RawCols<T, V> b[GAT_UNROLL];
+#pragma unroll
+                for (int u = 0; u < GAT_UNROLL; ++u) {
+                    const int e = e0 + u * E + ln.slot;
+                    fetch_cols<T, V>(xs + (size_t)st.id[e < cnt ? e : 0] * a.HF, c0, b[u]);
+                }
+#pragma unroll
+                for (int u = 0; u < GAT_UNROLL; ++u) {
+                    const int e = e0 + u * E + ln.slot;
+                    float x[V];
+                    cols_f32<T, V>(b[u], live, x);
+                    float d = 0.f;
+#pragma unroll
+                    for (int v = 0; v < V; ++v) d = fmaf(g[v], x[v], d);
+                    d = head_sum(d, a.L);  // the whole warp: the head's shuffles need every lane
+                    if (e < cnt) acc += st.c0[ln.hl * CS + e] * d - st.c1[ln.hl * CS + e];
+                }
+            }
+        } else {
 #pragma unroll 4
-        for (int e0 = 0; e0 < cnt; e0 += E) {
-            const int e = e0 + ln.slot;
-            const bool ok = e < cnt;
-            float x[V];
-            const float d = head_dot<T, V, VEC>(xs, st.id[e], ok, ln, a, g, x);
-            if (ok) acc += st.c0[ln.hl * CS + e] * d - st.c1[ln.hl * CS + e];
+            for (int e0 = 0; e0 < cnt; e0 += E) {
+                const int e = e0 + ln.slot;
+                const bool ok = e < cnt;
+                float x[V];
+                const float d = head_dot<T, V, VEC>(xs, st.id[e], ok, ln, a, g, x);
+                if (ok) acc += st.c0[ln.hl * CS + e] * d - st.c1[ln.hl * CS + e];
+            }
         }
         __syncwarp();
     }
@@ -369,6 +460,8 @@ __device__ void gat_bwd_cols_impl(const uint32_t* __restrict__ t_indptr, const u
 #pragma unroll
     for (int v = 0; v < V; ++v) dx[v] = 0.f;
     float acc = 0.f;
+    const bool live = ln.c0 < a.HF;
+    const int c0 = live ? ln.c0 : 0;  // an idle lane loads column 0 and adds zeros
     const bool first = start + ln.lane < end;
     uint32_t next_i = first ? __ldg(t_rows + start + ln.lane) : 0;
     uint32_t next_p = first ? __ldg(t_pos + start + ln.lane) : 0;
@@ -401,18 +494,46 @@ __device__ void gat_bwd_cols_impl(const uint32_t* __restrict__ t_indptr, const u
         }
         __syncwarp();
         // As in the rows pass: the warp steps together, a group past the end adds nothing.
-#pragma unroll 4
-        for (int e0 = 0; e0 < cnt; e0 += E) {
-            const int e = e0 + ln.slot;
-            const bool ok = e < cnt;
-            float g[V];
-            const float d = head_dot<T, V, VEC>(dout, st.id[e], ok, ln, a, x, g);
-            if (ok) {
-                const int k = ln.hl * CS + e;
-                acc += st.c1[k] * d - st.c2[k];
-                const float w = st.c0[k];
+        if constexpr (VEC) {
+            for (int e0 = 0; e0 < cnt; e0 += GAT_UNROLL * E) {
+                RawCols<T, V> b[GAT_UNROLL];
 #pragma unroll
-                for (int v = 0; v < V; ++v) dx[v] = fmaf(w, g[v], dx[v]);
+                for (int u = 0; u < GAT_UNROLL; ++u) {
+                    const int e = e0 + u * E + ln.slot;
+                    fetch_cols<T, V>(dout + (size_t)st.id[e < cnt ? e : 0] * a.HF, c0, b[u]);
+                }
+#pragma unroll
+                for (int u = 0; u < GAT_UNROLL; ++u) {
+                    const int e = e0 + u * E + ln.slot;
+                    float g[V];
+                    cols_f32<T, V>(b[u], live, g);
+                    float d = 0.f;
+#pragma unroll
+                    for (int v = 0; v < V; ++v) d = fmaf(x[v], g[v], d);
+                    d = head_sum(d, a.L);  // the whole warp: the head's shuffles need every lane
+                    if (e < cnt) {
+                        const int k = ln.hl * CS + e;
+                        acc += st.c1[k] * d - st.c2[k];
+                        const float w = st.c0[k];
+#pragma unroll
+                        for (int v = 0; v < V; ++v) dx[v] = fmaf(w, g[v], dx[v]);
+                    }
+                }
+            }
+        } else {
+#pragma unroll 4
+            for (int e0 = 0; e0 < cnt; e0 += E) {
+                const int e = e0 + ln.slot;
+                const bool ok = e < cnt;
+                float g[V];
+                const float d = head_dot<T, V, VEC>(dout, st.id[e], ok, ln, a, x, g);
+                if (ok) {
+                    const int k = ln.hl * CS + e;
+                    acc += st.c1[k] * d - st.c2[k];
+                    const float w = st.c0[k];
+#pragma unroll
+                    for (int v = 0; v < V; ++v) dx[v] = fmaf(w, g[v], dx[v]);
+                }
             }
         }
         __syncwarp();

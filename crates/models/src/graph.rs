@@ -443,7 +443,7 @@ impl ModelGraph {
     }
 
     /// The same graph whose lean output layers that multiply first (GCN's and GraphSAGE's,
-    /// `conv::lean`) compute on [`crate::aligned_width`] columns: the weight and bias padded with zero rows,
+    /// `conv::lean`) and GAT's one-head layers compute on [`crate::aligned_width`] columns: the weight and bias padded with zero rows,
     /// the logits narrowed back. cuBLAS then runs its aligned kernels for the output GEMMs
     /// (41 bf16 classes are 82-byte rows: its sm75 fallback, 85 µs forward on an H200 at
     /// 233 K rows) and the narrow SpMM needs no padded copy of its input. The values are the

@@ -1179,8 +1179,9 @@ fn lean_layers_on_a_whole_graph_equal_the_composed_ones() {
     }
 }
 
-/// Lean GCN and GraphSAGE-mean output layers on aligned columns
-/// ([`ModelGraph::with_padded_outputs`]: zero weight rows and bias, the logits narrowed back)
+/// Lean GCN and GraphSAGE-mean output layers and GAT's one-head output layer on aligned
+/// columns ([`ModelGraph::with_padded_outputs`]: zero weight rows, attention entries and bias,
+/// the logits narrowed back)
 /// give the unpadded layers' logits and gradients: 3 and 10 classes (padded to 8 and 16), the
 /// output layer multiplying first (hidden wider than the classes) or not, with dropout, in
 /// training and evaluation.
@@ -1193,9 +1194,16 @@ fn padded_outputs_give_the_unpadded_model() {
         (ConvKind::Gcn, 10),
         (ConvKind::SageMean, 3),
         (ConvKind::SageMean, 10),
+        (ConvKind::Gat, 3),
+        (ConvKind::Gat, 10),
     ] {
         for (in_dim, hidden, layers) in [(13, 16, 2), (5, 12, 3), (13, 20, 1), (9, 2, 2)] {
-            let cfg = ModelConfig::new(kind, in_dim, hidden, classes, layers, 0.5);
+            let mut cfg = ModelConfig::new(kind, in_dim, hidden, classes, layers, 0.5);
+            if kind == ConvKind::Gat {
+                // Two hidden heads, attention dropout: the output layer's one head is padded.
+                cfg.heads = 2;
+                cfg.att_dropout = 0.3;
+            }
             let model = Gnn::new(cfg, &dev, 2).unwrap();
             let lean = || {
                 ModelGraph::new(&csr, kind, &dev)

@@ -18,7 +18,7 @@
 //! Parameters (PyG names): `lin.weight [heads * F, in]`, `att_src [1, heads, F]`,
 //! `att_dst [1, heads, F]`, `bias [heads * F]` (concat) or `[F]` (mean).
 
-use super::{attend, attention_graph, exact_only, join_heads, like, Linear};
+use super::{attend, attention_graph, exact_only, join_heads, like, weight_like, Linear};
 use crate::dropout::DropoutRng;
 use crate::error::Result;
 use crate::graph::ModelGraph;
@@ -73,9 +73,24 @@ impl GatConv {
         x: &Tensor,
         att_drop: Option<(&mut DropoutRng, f32)>,
     ) -> Result<Tensor> {
-        let (out, bias) = self.forward_unbiased(g, x, att_drop)?;
+        // One head of unaligned width (an output layer's classes) on a graph that pads
+        // outputs: the layer runs on aligned columns (zero weight rows, attention entries and
+        // bias), and the result is narrowed back ([`ModelGraph::with_padded_outputs`]). The
+        // fused kernels then take their aligned, vector-load variants.
+        let aligned = crate::aligned_width(self.width);
+        let pad = if self.heads == 1 && g.pads_outputs() && gat_aggregate_supports(1, aligned) {
+            aligned - self.width
+        } else {
+            0
+        };
+        let (out, bias) = self.forward_padded(g, x, att_drop, pad)?;
         let _t = g.phase(Phase::Elementwise);
-        Ok(gnn_kernels::bias_add(&out, &bias)?)
+        let y = gnn_kernels::bias_add(&out, &bias)?;
+        Ok(if pad > 0 {
+            y.narrow(1, 0, self.width)?.contiguous()?
+        } else {
+            y
+        })
     }
 
     /// The layer without its bias, and the bias in the output's dtype: for a hidden layer's
@@ -86,9 +101,35 @@ impl GatConv {
         x: &Tensor,
         att_drop: Option<(&mut DropoutRng, f32)>,
     ) -> Result<(Tensor, Tensor)> {
-        let (n, h, f) = (x.dim(0)?, self.heads, self.width);
+        self.forward_padded(g, x, att_drop, 0)
+    }
+
+    /// [`Self::forward_unbiased`] with each head `pad` columns wider: zero weight rows,
+    /// attention entries and bias (one head only; `pad = 0`: the layer itself).
+    fn forward_padded(
+        &self,
+        g: &ModelGraph,
+        x: &Tensor,
+        att_drop: Option<(&mut DropoutRng, f32)>,
+        pad: usize,
+    ) -> Result<(Tensor, Tensor)> {
+        let (n, h, f) = (x.dim(0)?, self.heads, self.width + pad);
         exact_only(g, "GAT")?;
-        let xw = self.lin.forward_no_bias(g, x)?;
+        let (xw, att_src, att_dst) = if pad > 0 {
+            let _t = g.phase(Phase::Gemm);
+            let w = weight_like(&self.lin.weight, x)?.pad_with_zeros(0, 0, pad)?;
+            (
+                gnn_kernels::matmul_nt(x, &w)?,
+                self.att_src.pad_with_zeros(2, 0, pad)?,
+                self.att_dst.pad_with_zeros(2, 0, pad)?,
+            )
+        } else {
+            (
+                self.lin.forward_no_bias(g, x)?,
+                self.att_src.clone(),
+                self.att_dst.clone(),
+            )
+        };
         let timed = g.phase(Phase::Aggregation);
         // The rows the graph's columns name: xw itself on one device; on a partitioned graph,
         // with the halo rows from their owners (one exchange; the backward sends their
@@ -106,7 +147,7 @@ impl GatConv {
         // come from their exchanged features (the exchange carries H F columns per row, not
         // H F + H). The result is `[2, cols, H]`: every column's source scores, then its
         // destination scores, of which this graph's rows read the own columns'.
-        let scores = gat_scores(&xs, &self.att_src, &self.att_dst, h)?;
+        let scores = gat_scores(&xs, &att_src, &att_dst, h)?;
         let out = if gat_aggregate_supports(h, f) {
             // One op from the scores to the output on the graph itself (alpha recomputed, never
             // stored; the dropout mask drawn inside): edge p, head h is element p H + h of the
@@ -129,7 +170,7 @@ impl GatConv {
             drop(timed);
             attend(g, &gh, &xs, alpha, (h, f, self.concat), att_drop)?
         };
-        let bias = like(&self.bias, &out)?;
+        let bias = like(&self.bias, &out)?.pad_with_zeros(0, 0, pad)?;
         Ok((out, bias))
     }
 }
