@@ -443,13 +443,12 @@ impl ModelGraph {
     }
 
     /// The same graph whose lean output layers that multiply first (GCN's and GraphSAGE's,
-    /// `conv::lean`) and GAT's one-head layers compute on [`crate::aligned_width`] columns: the weight and bias padded with zero rows,
-    /// the logits narrowed back. cuBLAS then runs its aligned kernels for the output GEMMs
-    /// (41 bf16 classes are 82-byte rows: its sm75 fallback, 85 µs forward on an H200 at
-    /// 233 K rows) and the narrow SpMM needs no padded copy of its input. The values are the
-    /// unpadded layer's (zero rows add nothing). The trainers set it on CUDA in half precision:
-    /// there it paid (GraphSAGE 2x128 bf16 -2 % an epoch on an H200); in f32 the 17 % wider
-    /// gathers cost more than the aligned paths save.
+    /// `conv::lean`) and GAT's one-head layers compute on [`crate::aligned_width`] columns: the
+    /// weight, bias and attention vectors padded with zeros, the logits narrowed back. cuBLAS then
+    /// runs its aligned kernels for the output GEMMs (41 bf16 classes are 82-byte rows: its sm75
+    /// fallback, 85 µs forward on an H200 at 233 K rows), the narrow SpMM needs no padded copy
+    /// of its input and GAT's fused kernels take their vector loads. The values are the unpadded
+    /// layer's (zero rows add nothing). The trainers set it where [`padded_outputs_pay`] says.
     pub fn with_padded_outputs(mut self, on: bool) -> Self {
         self.pad_outputs = on;
         self
@@ -692,4 +691,18 @@ impl ModelGraph {
             }
         }
     }
+}
+
+/// Whether the trainers put `kind`'s output layer on aligned columns
+/// ([`ModelGraph::with_padded_outputs`]) on `device` in half precision (`half`) or f32.
+///
+/// On CUDA only, and there in half precision for every kind and in f32 for GAT. One H200, base
+/// and padded alternating in one call (bench/records/dist-scaling/h100-2026-11-28-sage-kernels/padded-outputs-h200
+/// and bench/records/gat-sparse/h200-2026-11-28-4/walks-h200):
+/// GraphSAGE 2x128 bf16 6.06 -> 5.93 ms, GCN 2x128 bf16 5.20 -> 5.17, GAT 2x64 bf16 on the
+/// gat-sparse files 12.6 -> 10.8 (its output layer's fused kernels take their vector loads).
+/// GCN and GraphSAGE lose in f32 (GCN 8.84 -> 9.27: 17 % more gathered bytes and no unaligned
+/// path to avoid), so they stay unpadded there.
+pub fn padded_outputs_pay(kind: ConvKind, device: &Device, half: bool) -> bool {
+    device.is_cuda() && (half || kind == ConvKind::Gat)
 }

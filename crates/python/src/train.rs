@@ -274,8 +274,12 @@ pub fn train(
         })?
         .with_policy(policy)
         .with_lean_layers(true)
-        // As train_reddit: the output layers on aligned columns on CUDA in half precision.
-        .with_padded_outputs(dev.is_cuda() && precision.is_half());
+        // As train_reddit: the output layers on aligned columns where that pays.
+        .with_padded_outputs(gnn_models::padded_outputs_pay(
+            kind,
+            &dev,
+            precision.is_half(),
+        ));
         let prep_s = t.elapsed().as_secs_f64();
         let model = on_oom(Gnn::new(mcfg.clone(), &dev, seed), &dev, || {
             ("allocating the model's parameters".to_string(), None)

@@ -280,12 +280,12 @@ pub fn train_seeds(
     // Reddit-shaped graph, peak 2.32 against 3.72 GiB (one H200,
     // bench/records/dist-scaling/h100-2026-11-28-sage-kernels/lean-whole-h200).
     .with_lean_layers(true)
-    // GCN's and GraphSAGE's output layers on aligned columns (41 classes -> 48) in half
-    // precision on CUDA. One H200, 2x128 bf16 on the Reddit-shaped graph, alternating: GraphSAGE
-    // 6.06 -> 5.93 ms, GCN 5.20 -> 5.17; in f32 it cost (GCN 8.84 -> 9.27, GraphSAGE 11.29 ->
-    // 11.43: 17 % more gathered bytes, no unaligned path to avoid), so f32 stays unpadded
-    // (bench/records/dist-scaling/h100-2026-11-28-sage-kernels/padded-outputs-h200).
-    .with_padded_outputs(device.is_cuda() && cfg.train.precision.is_half());
+    // The output layers on aligned columns where that was measured to pay (41 classes -> 48).
+    .with_padded_outputs(gnn_models::padded_outputs_pay(
+        kind,
+        device,
+        cfg.train.precision.is_half(),
+    ));
     let prep_s = t.elapsed().as_secs_f64();
     // Checkpoints and resumption belong to the run's model, not to its baseline.
     let own = kind == cfg.model.kind;
