@@ -121,8 +121,9 @@ __device__ __forceinline__ void load_cols(const T* __restrict__ row, int c0, int
 // Rows aligned for vector loads: the edge walks load GAT_UNROLL neighbour rows before they use
 // any (each lane's loads are independent, so the warp has GAT_UNROLL in flight). A walk with
 // the load inside a branch per edge kept one load in flight per warp and stalled on each (ncu,
-// session 20: the loads' waits were half the forward's stall samples; the walks below took the
-// aligned kernels from 1.80 / 1.72 / 2.64 ms to 1.41 / 1.32 / 1.69 on the gat-sparse files).
+// session 20: the loads' waits were half the forward's stall samples; with the walks below the
+// hidden layer's forward, backward rows and columns passes went from 1.88 / 1.72 / 2.63 ms to
+// 1.50 / 1.33 / 1.70 on the gat-sparse files, records/gat-sparse/h200-2026-11-28-4/walks-h200).
 // Element loads keep the one-edge walk: V registers per row held over the unroll cost more
 // occupancy than the loads in flight gained (the 41-column output layer's forward went from
 // 1.36 to 1.73 ms).

@@ -100,8 +100,8 @@ pub struct ModelGraph {
     timer: Timer,
     /// A whole graph's layers run their lean forms ([`Self::with_lean_layers`]).
     lean: bool,
-    /// Lean output layers that multiply first compute on an aligned width
-    /// ([`Self::with_padded_outputs`]).
+    /// Lean output layers that multiply first, and GAT's one-head output layers, compute on
+    /// an aligned width ([`Self::with_padded_outputs`]).
     pad_outputs: bool,
 }
 
@@ -699,8 +699,9 @@ impl ModelGraph {
 /// On CUDA only, and there in half precision for every kind and in f32 for GAT. One H200, base
 /// and padded alternating in one call (bench/records/dist-scaling/h100-2026-11-28-sage-kernels/padded-outputs-h200
 /// and bench/records/gat-sparse/h200-2026-11-28-4/walks-h200):
-/// GraphSAGE 2x128 bf16 6.06 -> 5.93 ms, GCN 2x128 bf16 5.20 -> 5.17, GAT 2x64 bf16 on the
-/// gat-sparse files 12.6 -> 10.8 (its output layer's fused kernels take their vector loads).
+/// GraphSAGE 2x128 bf16 6.06 -> 5.93 ms, GCN 2x128 bf16 5.20 -> 5.17; GAT 2x64 on the
+/// gat-sparse files, with the fused kernels' vector walks, 12.5 -> 10.9 ms in bf16 and
+/// 19.2 -> 16.5 in f32.
 /// GCN and GraphSAGE lose in f32 (GCN 8.84 -> 9.27: 17 % more gathered bytes and no unaligned
 /// path to avoid), so they stay unpadded there.
 pub fn padded_outputs_pay(kind: ConvKind, device: &Device, half: bool) -> bool {

@@ -73,12 +73,19 @@ impl GatConv {
         x: &Tensor,
         att_drop: Option<(&mut DropoutRng, f32)>,
     ) -> Result<Tensor> {
-        // One head of unaligned width (an output layer's classes) on a graph that pads
-        // outputs: the layer runs on aligned columns (zero weight rows, attention entries and
-        // bias), and the result is narrowed back ([`ModelGraph::with_padded_outputs`]). The
-        // fused kernels then take their aligned, vector-load variants.
+        // An output layer's one head (the classes) on a graph that pads outputs, its width not
+        // a multiple of a 16-byte vector of x's type: the layer runs on aligned columns (zero
+        // weight rows, attention entries and bias), and the result is narrowed back
+        // ([`ModelGraph::with_padded_outputs`]). The fused kernels then take their aligned,
+        // vector-load variants.
         let aligned = crate::aligned_width(self.width);
-        let pad = if self.heads == 1 && g.pads_outputs() && gat_aggregate_supports(1, aligned) {
+        let vector = (16 / x.dtype().size_in_bytes()).max(1);
+        let pad = if self.heads == 1
+            && !self.concat
+            && g.pads_outputs()
+            && !self.width.is_multiple_of(vector)
+            && gat_aggregate_supports(1, aligned)
+        {
             aligned - self.width
         } else {
             0

@@ -116,11 +116,14 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
         attention::check_gat_attention(c, gname, csr, gpu, scale.min(30.0))?;
     }
     // GAT's fused aggregation: every kernel the lane layouts pick (columns per lane 1, 2, 4, 8;
-    // lanes per head 1 to 32; one head of 41 and of 200), xs aligned and one element in (no
-    // vector loads), each storage type, with and without attention dropout.
+    // lanes per head 1 to 32; one head of 41, of 48 and 24 (the padded output layer's aligned
+    // walks, several edges per warp step, idle lanes) and of 200), xs aligned and one element
+    // in (no vector loads), each storage type, with and without attention dropout.
     let gat_shapes = [
         (8usize, 8usize, false),
         (1, 41, false),
+        (1, 48, false),
+        (1, 24, false),
         (2, 16, false),
         (4, 16, false),
         (8, 32, false),
