@@ -82,42 +82,6 @@ __device__ __forceinline__ Lane lane_of(const GatArgs& a) {
     return l;
 }
 
-// Columns c0 .. c0 + V - 1 of a row as fp32 (0 past HF). VEC: one aligned vector load (the
-// host checked HF % V == 0 and the buffers' alignment), else V element loads.
-template <typename T, int V, bool VEC>
-__device__ __forceinline__ void load_cols(const T* __restrict__ row, int c0, int HF, float (&r)[V]) {
-    if (VEC) {
-        constexpr int BYTES = V * (int)sizeof(T);
-        union {
-            uint4 q[BYTES >= 16 ? BYTES / 16 : 1];
-            uint2 d;
-            unsigned int w;
-            unsigned short s;
-            T t[V];
-        } b;
-        if (c0 < HF) {
-            if (BYTES >= 16) {
-#pragma unroll
-                for (int k = 0; k < BYTES / 16; ++k) b.q[k] = __ldg(reinterpret_cast<const uint4*>(row + c0) + k);
-            } else if (BYTES == 8) {
-                b.d = __ldg(reinterpret_cast<const uint2*>(row + c0));
-            } else if (BYTES == 4) {
-                b.w = __ldg(reinterpret_cast<const unsigned int*>(row + c0));
-            } else {
-                b.s = __ldg(reinterpret_cast<const unsigned short*>(row + c0));
-            }
-#pragma unroll
-            for (int v = 0; v < V; ++v) r[v] = to_f32(b.t[v]);
-        } else {
-#pragma unroll
-            for (int v = 0; v < V; ++v) r[v] = 0.f;
-        }
-    } else {
-#pragma unroll
-        for (int v = 0; v < V; ++v) r[v] = (c0 + v < HF) ? to_f32(__ldg(row + c0 + v)) : 0.f;
-    }
-}
-
 // Rows aligned for vector loads: the edge walks load GAT_UNROLL neighbour rows before they use
 // any (each lane's loads are independent, so the warp has GAT_UNROLL in flight). A walk with
 // the load inside a branch per edge kept one load in flight per warp and stalled on each (ncu,
@@ -161,6 +125,49 @@ template <typename T, int V>
 __device__ __forceinline__ void cols_f32(const RawCols<T, V>& b, bool live, float (&r)[V]) {
 #pragma unroll
     for (int v = 0; v < V; ++v) r[v] = live ? to_f32(b.t[v]) : 0.f;
+}
+
+// The aligned edge walk over a batch of `cnt` edges (neighbour ids in `ids`): the lane's group
+// takes edges e0 + u E + slot; GAT_UNROLL rows of `rows` load before any is used, then
+// `edge(e, x)` runs for each in turn on every lane (the heads' shuffles need the whole warp),
+// x the lane's columns as fp32 (zeros where !live). `edge` skips e >= cnt, a slot past the
+// batch (which loaded the batch's first row).
+template <typename T, int V, typename F>
+__device__ __forceinline__ void aligned_walk(const T* __restrict__ rows, const uint32_t* ids, int HF, int cnt,
+                                             int E, int slot, int c0, bool live, F edge) {
+    for (int e0 = 0; e0 < cnt; e0 += GAT_UNROLL * E) {
+        RawCols<T, V> b[GAT_UNROLL];
+#pragma unroll
+        for (int u = 0; u < GAT_UNROLL; ++u) {
+            const int e = e0 + u * E + slot;
+            fetch_cols<T, V>(rows + (size_t)ids[e < cnt ? e : 0] * HF, c0, b[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < GAT_UNROLL; ++u) {
+            float x[V];
+            cols_f32<T, V>(b[u], live, x);
+            edge(e0 + u * E + slot, x);
+        }
+    }
+}
+
+// Columns c0 .. c0 + V - 1 of a row as fp32 (0 past HF). VEC: one aligned vector load (the
+// host checked HF % V == 0 and the buffers' alignment), else V element loads.
+template <typename T, int V, bool VEC>
+__device__ __forceinline__ void load_cols(const T* __restrict__ row, int c0, int HF, float (&r)[V]) {
+    if (VEC) {
+        RawCols<T, V> b;
+        if (c0 < HF) {
+            fetch_cols<T, V>(row, c0, b);
+            cols_f32<T, V>(b, true, r);
+        } else {
+#pragma unroll
+            for (int v = 0; v < V; ++v) r[v] = 0.f;
+        }
+    } else {
+#pragma unroll
+        for (int v = 0; v < V; ++v) r[v] = (c0 + v < HF) ? to_f32(__ldg(row + c0 + v)) : 0.f;
+    }
 }
 
 // Loads row `id`'s columns c0 .. c0 + V - 1 of `rows` into r (zeros where !ok) and returns
@@ -294,25 +301,13 @@ __device__ void gat_fwd_impl(const uint32_t* __restrict__ indptr, const uint32_t
         }
         __syncwarp();
         if constexpr (VEC) {
-            for (int e0 = 0; e0 < cnt; e0 += GAT_UNROLL * E) {
-                RawCols<T, V> b[GAT_UNROLL];
+            aligned_walk<T, V>(xs, st.id, a.HF, cnt, E, ln.slot, c0, true, [&](int e, const float(&x)[V]) {
+                if (e < cnt) {
+                    const float w = st.c0[ln.hl * CS + e];
 #pragma unroll
-                for (int u = 0; u < GAT_UNROLL; ++u) {
-                    const int e = e0 + u * E + ln.slot;
-                    fetch_cols<T, V>(xs + (size_t)st.id[e < cnt ? e : 0] * a.HF, c0, b[u]);
+                    for (int v = 0; v < V; ++v) acc[v] = fmaf(w, x[v], acc[v]);
                 }
-#pragma unroll
-                for (int u = 0; u < GAT_UNROLL; ++u) {
-                    const int e = e0 + u * E + ln.slot;
-                    if (e < cnt) {
-                        const float w = st.c0[ln.hl * CS + e];
-                        float x[V];
-                        cols_f32<T, V>(b[u], true, x);
-#pragma unroll
-                        for (int v = 0; v < V; ++v) acc[v] = fmaf(w, x[v], acc[v]);
-                    }
-                }
-            }
+            });
         } else {
 #pragma unroll 4
             for (int e = ln.slot; e < cnt; e += E) {
@@ -403,25 +398,13 @@ __device__ void gat_bwd_rows_impl(const uint32_t* __restrict__ indptr, const uin
         // Every lane steps together (the head's shuffles need the whole warp); a group past the
         // batch's end loads nothing and adds nothing.
         if constexpr (VEC) {
-            for (int e0 = 0; e0 < cnt; e0 += GAT_UNROLL * E) {
-                RawCols<T, V> b[GAT_UNROLL];
+            aligned_walk<T, V>(xs, st.id, a.HF, cnt, E, ln.slot, c0, live, [&](int e, const float(&x)[V]) {
+                float d = 0.f;
 #pragma unroll
-                for (int u = 0; u < GAT_UNROLL; ++u) {
-                    const int e = e0 + u * E + ln.slot;
-                    fetch_cols<T, V>(xs + (size_t)st.id[e < cnt ? e : 0] * a.HF, c0, b[u]);
-                }
-#pragma unroll
-                for (int u = 0; u < GAT_UNROLL; ++u) {
-                    const int e = e0 + u * E + ln.slot;
-                    float x[V];
-                    cols_f32<T, V>(b[u], live, x);
-                    float d = 0.f;
-#pragma unroll
-                    for (int v = 0; v < V; ++v) d = fmaf(g[v], x[v], d);
-                    d = head_sum(d, a.L);  // the whole warp: the head's shuffles need every lane
-                    if (e < cnt) acc += st.c0[ln.hl * CS + e] * d - st.c1[ln.hl * CS + e];
-                }
-            }
+                for (int v = 0; v < V; ++v) d = fmaf(g[v], x[v], d);
+                d = head_sum(d, a.L);
+                if (e < cnt) acc += st.c0[ln.hl * CS + e] * d - st.c1[ln.hl * CS + e];
+            });
         } else {
 #pragma unroll 4
             for (int e0 = 0; e0 < cnt; e0 += E) {
@@ -496,31 +479,19 @@ __device__ void gat_bwd_cols_impl(const uint32_t* __restrict__ t_indptr, const u
         __syncwarp();
         // As in the rows pass: the warp steps together, a group past the end adds nothing.
         if constexpr (VEC) {
-            for (int e0 = 0; e0 < cnt; e0 += GAT_UNROLL * E) {
-                RawCols<T, V> b[GAT_UNROLL];
+            aligned_walk<T, V>(dout, st.id, a.HF, cnt, E, ln.slot, c0, live, [&](int e, const float(&g)[V]) {
+                float d = 0.f;
 #pragma unroll
-                for (int u = 0; u < GAT_UNROLL; ++u) {
-                    const int e = e0 + u * E + ln.slot;
-                    fetch_cols<T, V>(dout + (size_t)st.id[e < cnt ? e : 0] * a.HF, c0, b[u]);
+                for (int v = 0; v < V; ++v) d = fmaf(x[v], g[v], d);
+                d = head_sum(d, a.L);
+                if (e < cnt) {
+                    const int k = ln.hl * CS + e;
+                    acc += st.c1[k] * d - st.c2[k];
+                    const float w = st.c0[k];
+#pragma unroll
+                    for (int v = 0; v < V; ++v) dx[v] = fmaf(w, g[v], dx[v]);
                 }
-#pragma unroll
-                for (int u = 0; u < GAT_UNROLL; ++u) {
-                    const int e = e0 + u * E + ln.slot;
-                    float g[V];
-                    cols_f32<T, V>(b[u], live, g);
-                    float d = 0.f;
-#pragma unroll
-                    for (int v = 0; v < V; ++v) d = fmaf(x[v], g[v], d);
-                    d = head_sum(d, a.L);  // the whole warp: the head's shuffles need every lane
-                    if (e < cnt) {
-                        const int k = ln.hl * CS + e;
-                        acc += st.c1[k] * d - st.c2[k];
-                        const float w = st.c0[k];
-#pragma unroll
-                        for (int v = 0; v < V; ++v) dx[v] = fmaf(w, g[v], dx[v]);
-                    }
-                }
-            }
+            });
         } else {
 #pragma unroll 4
             for (int e0 = 0; e0 < cnt; e0 += E) {
