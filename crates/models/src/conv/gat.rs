@@ -18,7 +18,7 @@
 //! Parameters (PyG names): `lin.weight [heads * F, in]`, `att_src [1, heads, F]`,
 //! `att_dst [1, heads, F]`, `bias [heads * F]` (concat) or `[F]` (mean).
 
-use super::{attend, attention_graph, exact_only, join_heads, like, weight_like, Linear};
+use super::{attend, attention_graph, exact_only, join_heads, like, unpadded, Linear};
 use crate::dropout::DropoutRng;
 use crate::error::Result;
 use crate::graph::ModelGraph;
@@ -93,11 +93,9 @@ impl GatConv {
         let (out, bias) = self.forward_padded(g, x, att_drop, pad)?;
         let _t = g.phase(Phase::Elementwise);
         let y = gnn_kernels::bias_add(&out, &bias)?;
-        Ok(if pad > 0 {
-            y.narrow(1, 0, self.width)?.contiguous()?
-        } else {
-            y
-        })
+        // The heads' joined width less the padding (one head when padded).
+        let cols = y.dim(1)? - pad;
+        Ok(unpadded(y, 1, cols)?)
     }
 
     /// The layer without its bias, and the bias in the output's dtype: for a hidden layer's
@@ -122,21 +120,9 @@ impl GatConv {
     ) -> Result<(Tensor, Tensor)> {
         let (n, h, f) = (x.dim(0)?, self.heads, self.width + pad);
         exact_only(g, "GAT")?;
-        let (xw, att_src, att_dst) = if pad > 0 {
-            let _t = g.phase(Phase::Gemm);
-            let w = weight_like(&self.lin.weight, x)?.pad_with_zeros(0, 0, pad)?;
-            (
-                gnn_kernels::matmul_nt(x, &w)?,
-                self.att_src.pad_with_zeros(2, 0, pad)?,
-                self.att_dst.pad_with_zeros(2, 0, pad)?,
-            )
-        } else {
-            (
-                self.lin.forward_no_bias(g, x)?,
-                self.att_src.clone(),
-                self.att_dst.clone(),
-            )
-        };
+        let xw = self.lin.forward_no_bias_padded(g, x, pad)?;
+        let att_src = self.att_src.pad_with_zeros(2, 0, pad)?;
+        let att_dst = self.att_dst.pad_with_zeros(2, 0, pad)?;
         let timed = g.phase(Phase::Aggregation);
         // The rows the graph's columns name: xw itself on one device; on a partitioned graph,
         // with the halo rows from their owners (one exchange; the backward sends their

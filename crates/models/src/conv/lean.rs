@@ -23,7 +23,7 @@
 //! the weight gradients as `dzᵀ x` products (the composed matmul's `(xᵀ dz)ᵀ`), equal up to
 //! rounding.
 
-use super::{like, weight_like};
+use super::{like, unpadded, weight_like};
 use crate::dropout::DropoutRng;
 use crate::error::Result;
 use crate::graph::{FusedAggregation, ModelGraph};
@@ -117,14 +117,10 @@ pub(crate) fn linear(
         (Act::Bias, Agg::Product(_)) if g.pads_outputs() => crate::aligned_width(out_dim) - out_dim,
         _ => 0,
     };
-    let (wp, bp) = if pad > 0 {
-        (
-            w.detach().pad_with_zeros(0, 0, pad)?,
-            b.detach().pad_with_zeros(0, 0, pad)?,
-        )
-    } else {
-        (w.detach(), b.detach())
-    };
+    let (wp, bp) = (
+        w.detach().pad_with_zeros(0, 0, pad)?,
+        b.detach().pad_with_zeros(0, 0, pad)?,
+    );
     let mut z = {
         let _t = g.phase(Phase::Gemm);
         a.detach().matmul(&wp.t()?)?
@@ -141,8 +137,7 @@ pub(crate) fn linear(
             drop(y);
             out
         }
-        _ if pad > 0 => y.narrow(1, 0, out_dim)?.contiguous()?,
-        _ => y,
+        _ => unpadded(y, 1, out_dim)?,
     };
     Ok(attach_backward(
         out,
@@ -157,16 +152,9 @@ pub(crate) fn linear(
             };
             let dz = pre_activation_grad(mask.as_ref(), &dy)?;
             drop(dy);
-            let rows = |t: Tensor| -> candle_core::Result<Tensor> {
-                if pad > 0 {
-                    t.narrow(0, 0, out_dim)?.contiguous()
-                } else {
-                    Ok(t)
-                }
-            };
             let db = b
                 .track_op()
-                .then(|| column_sum(&dz).and_then(rows))
+                .then(|| column_sum(&dz).and_then(|t| unpadded(t, 0, out_dim)))
                 .transpose()?;
             let dz = match &agg {
                 Agg::Product(f) => f.backward(&dz).map_err(msg)?,
@@ -174,7 +162,7 @@ pub(crate) fn linear(
             };
             let dw = w
                 .track_op()
-                .then(|| weight_grad(&dz, &a.detach()).and_then(rows))
+                .then(|| weight_grad(&dz, &a.detach()).and_then(|t| unpadded(t, 0, out_dim)))
                 .transpose()?;
             let da = a.track_op().then(|| dz.matmul(&wp)).transpose()?;
             Ok(vec![da, dw, db])
@@ -242,20 +230,6 @@ pub(crate) fn pair(
         }
         _ => 0,
     };
-    let padded = move |t: &Tensor| -> candle_core::Result<Tensor> {
-        if pad > 0 {
-            t.pad_with_zeros(0, 0, pad)
-        } else {
-            Ok(t.clone())
-        }
-    };
-    let unpadded = move |t: Tensor| -> candle_core::Result<Tensor> {
-        if pad > 0 {
-            t.narrow(0, 0, out_dim)?.contiguous()
-        } else {
-            Ok(t)
-        }
-    };
     // The neighbour product's input, held for the weight gradient (`None`: the op's first
     // input, or `h` itself for an aggregated product).
     let (held, tracked, product_agg) = match neighbour {
@@ -277,8 +251,8 @@ pub(crate) fn pair(
                 let _t = g.phase(Phase::Gemm);
                 let hd = h.detach();
                 (
-                    hd.matmul(&padded(&wa)?.t()?)?,
-                    hd.matmul(&padded(&wh)?.t()?)?,
+                    hd.matmul(&wa.pad_with_zeros(0, 0, pad)?.t()?)?,
+                    hd.matmul(&wh.pad_with_zeros(0, 0, pad)?.t()?)?,
                 )
             };
             let l = {
@@ -304,22 +278,14 @@ pub(crate) fn pair(
         }
         (None, None, None) => unreachable!("every neighbour term sets one"),
     };
-    let (out, mask) = finish(g, z, root, &padded(&bias)?, act)?;
-    let out = if pad > 0 {
-        out.narrow(1, 0, out_dim)?.contiguous()?
-    } else {
-        out
-    };
+    let (out, mask) = finish(g, z, root, &bias.pad_with_zeros(0, 0, pad)?, act)?;
+    let out = unpadded(out, 1, out_dim)?;
     let backward = move |a: Option<&Tensor>, h: &Tensor, wb: &Tensor, dy: &Tensor| {
-        let dy = if pad > 0 {
-            dy.pad_with_zeros(1, 0, pad)?
-        } else {
-            dy.clone()
-        };
+        let dy = dy.pad_with_zeros(1, 0, pad)?;
         let dz = pre_activation_grad(mask.as_ref(), &dy)?;
         let (wa, wh, _) = parts(wb)?;
-        let (wa, wh) = (padded(&wa)?, padded(&wh)?);
-        let db = unpadded(column_sum(&dz)?)?.reshape((out_dim, 1))?;
+        let (wa, wh) = (wa.pad_with_zeros(0, 0, pad)?, wh.pad_with_zeros(0, 0, pad)?);
+        let db = unpadded(column_sum(&dz)?, 0, out_dim)?.reshape((out_dim, 1))?;
         // The neighbour product's gradient and input: `dz` and the aggregation, or (an
         // aggregated product) `Âᵀ dz` and `h`.
         let (dl, input) = match (&product_agg, a.or(held.as_ref())) {
@@ -330,8 +296,8 @@ pub(crate) fn pair(
         let dwb = if wb.track_op() {
             Some(Tensor::cat(
                 &[
-                    &unpadded(weight_grad(&dl, &input)?)?,
-                    &unpadded(weight_grad(&dz, &h.detach())?)?,
+                    &unpadded(weight_grad(&dl, &input)?, 0, out_dim)?,
+                    &unpadded(weight_grad(&dz, &h.detach())?, 0, out_dim)?,
                     &db,
                 ],
                 1,

@@ -65,7 +65,15 @@ impl Linear {
     /// `x W^T` only (`x` may carry zero-padded columns past `in`; the weight is padded to
     /// match, see `gnn_models::aligned_width`).
     pub fn forward_no_bias(&self, g: &ModelGraph, x: &Tensor) -> Result<Tensor> {
+        self.forward_no_bias_padded(g, x, 0)
+    }
+
+    /// [`Self::forward_no_bias`] with `pad` zero rows appended to the weight: `pad` zero
+    /// output columns, for a layer run on aligned columns
+    /// ([`crate::ModelGraph::with_padded_outputs`]).
+    pub fn forward_no_bias_padded(&self, g: &ModelGraph, x: &Tensor, pad: usize) -> Result<Tensor> {
         let _t = g.phase(Phase::Gemm);
-        Ok(matmul_nt(x, &weight_like(&self.weight, x)?)?)
+        let w = weight_like(&self.weight, x)?.pad_with_zeros(0, 0, pad)?;
+        Ok(matmul_nt(x, &w)?)
     }
 }

@@ -29,6 +29,17 @@ pub(crate) fn like(p: &Tensor, x: &Tensor) -> Result<Tensor> {
     Ok(p.to_dtype(x.dtype())?)
 }
 
+/// `t`'s first `len` entries along `dim`, contiguous: a result computed on zero-padded
+/// columns or rows narrowed back ([`crate::ModelGraph::with_padded_outputs`]); `t` itself
+/// when it has no padding.
+pub(crate) fn unpadded(t: Tensor, dim: usize, len: usize) -> candle_core::Result<Tensor> {
+    if t.dim(dim)? == len {
+        Ok(t)
+    } else {
+        t.narrow(dim, 0, len)?.contiguous()
+    }
+}
+
 /// A weight `w [out, in]` for the product `x · wᵀ`, in `x`'s dtype ([`like`]), with zero
 /// columns appended when `x` is wider than `in`: the input features padded to an aligned
 /// width ([`crate::aligned_width`]). The padding columns then meet zero weights, so the
