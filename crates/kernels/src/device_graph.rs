@@ -79,6 +79,12 @@ struct Inner {
     /// The row schedule with split rows, and the one without (a deterministic policy).
     #[cfg(feature = "cuda")]
     schedule: [OnceLock<Schedule>; 2],
+    /// [`crate::schedule::rows_longest_first`] on the device, with its length.
+    #[cfg(feature = "cuda")]
+    longest_first: OnceLock<(
+        candle_core::cuda_backend::cudarc::driver::CudaSlice<u32>,
+        usize,
+    )>,
     /// The column-blocked schedule for the block width it was built for (`None` inside when
     /// the graph cannot have one: unsorted rows).
     #[cfg(feature = "cuda")]
@@ -155,6 +161,8 @@ impl DeviceGraph {
             cuda,
             #[cfg(feature = "cuda")]
             schedule: [OnceLock::new(), OnceLock::new()],
+            #[cfg(feature = "cuda")]
+            longest_first: OnceLock::new(),
             #[cfg(feature = "cuda")]
             blocked: std::sync::Mutex::new(None),
             #[cfg(feature = "cuda")]

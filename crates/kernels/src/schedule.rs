@@ -52,6 +52,16 @@ impl RowSchedule {
     }
 }
 
+/// The non-empty rows of a CSR given by its row pointers, longest first (rows of equal length
+/// in row order): the launch order of kernels that give each row one warp and cannot split it
+/// (GAT's fused aggregation, whose per-row softmax is one warp's). A warp per row in row order
+/// leaves the longest rows, wherever they fall, running alone at the end of the launch.
+pub fn rows_longest_first(indptr: &[u32]) -> Vec<u32> {
+    let longest = indptr.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+    let s = RowSchedule::build(indptr, longest.max(1) as usize);
+    s.items.iter().step_by(2).copied().collect()
+}
+
 /// Groups of each length (`count[len]`, `1..=chunk`; `count[0]` unused) the `segments`
 /// `(row, first, end)` cut into groups of at most `chunk` edges make, and their total.
 fn groups(segments: impl Iterator<Item = (usize, u32, u32)>, chunk: usize) -> (Vec<usize>, usize) {
@@ -265,6 +275,35 @@ impl ColumnBlockedSchedule {
 
 #[cfg(test)]
 mod tests {
+    /// Every non-empty row once, longest first, ties in row order; no rows, or only empty
+    /// ones, give an empty order.
+    #[test]
+    fn rows_longest_first_orders_every_nonempty_row_once() {
+        use super::rows_longest_first;
+        // Degrees 3, 0, 5, 1, 5, 0, 3.
+        let indptr = [0u32, 3, 3, 8, 9, 14, 14, 17];
+        assert_eq!(rows_longest_first(&indptr), vec![2, 4, 0, 6, 3]);
+        assert!(rows_longest_first(&[0]).is_empty());
+        assert!(rows_longest_first(&[]).is_empty());
+        assert!(rows_longest_first(&[0, 0, 0]).is_empty());
+        // One long row among many short ones comes first.
+        let mut indptr = vec![0u32];
+        for r in 0..1000u32 {
+            let d = if r == 777 { 5000 } else { 1 + r % 7 };
+            indptr.push(indptr[indptr.len() - 1] + d);
+        }
+        let order = rows_longest_first(&indptr);
+        assert_eq!(order.len(), 1000);
+        assert_eq!(order[0], 777);
+        let deg = |r: u32| indptr[r as usize + 1] - indptr[r as usize];
+        assert!(order
+            .windows(2)
+            .all(|w| deg(w[0]) > deg(w[1]) || (deg(w[0]) == deg(w[1]) && w[0] < w[1])));
+        let mut seen = order.clone();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..1000).collect::<Vec<u32>>());
+    }
+
     /// Long rows over a few blocks keep the schedule; short rows over many blocks (an item per
     /// edge or so) refuse it.
     #[test]

@@ -58,6 +58,31 @@ impl DeviceGraph {
         Ok((b, *n, *c))
     }
 
+    /// The device copy of [`crate::schedule::rows_longest_first`] (the non-empty rows, longest
+    /// first) and its length. Built on first use.
+    pub(crate) fn cuda_rows_longest_first(
+        &self,
+    ) -> candle_core::Result<(
+        &candle_core::cuda_backend::cudarc::driver::CudaSlice<u32>,
+        usize,
+    )> {
+        let slot = &self.inner.longest_first;
+        if slot.get().is_none() {
+            let built = timed_setup(|| -> candle_core::Result<_> {
+                let indptr = self
+                    .inner
+                    .csr
+                    .kernel_indptr("the graph")
+                    .map_err(candle_core::Error::wrap)?;
+                let order = crate::schedule::rows_longest_first(&indptr);
+                Ok((self.upload_items(&order, 1)?, order.len()))
+            })?;
+            let _ = slot.set(built);
+        }
+        let (b, n) = slot.get().expect("set above");
+        Ok((b, *n))
+    }
+
     /// The device copy of the graph's [`crate::schedule::ColumnBlockedSchedule`] over blocks
     /// of `block` columns, with its item count; `None` where the graph has at most one block,
     /// under a deterministic policy (its items meet through atomics) or when a row's

@@ -124,8 +124,10 @@ pub(super) fn forward(
     let xv = FloatView::of(OP, x, xl)?;
     let sv = f32_view(OP, s, sl)?;
     let mut lse = zeros::<f32>(&dev, n * h)?;
+    // The non-empty rows, longest first (their outputs start zeroed: empty rows get no warp).
+    let (order, items) = g.cuda_rows_longest_first()?;
     let out = with_buffer!(&xv, dev, n * hf, |out| {
-        if n > 0 {
+        if items > 0 {
             let (suffix, args) = launch_of(OP, p, &xv, &[xl.start_offset()], sl.start_offset())?;
             let func = crate::cuda::kernel(
                 &dev,
@@ -134,7 +136,7 @@ pub(super) fn forward(
             )?;
             let (src, dst) = span.ranges(g.n_cols(), n, h);
             let (s_dst, s_src) = (sv.slice(dst), sv.slice(src));
-            let n_i = n as i32;
+            let items_i = items as i32;
             let mut b = func.builder();
             b.arg(&csr.indptr).arg(&csr.indices);
             xv.push(&mut b);
@@ -142,12 +144,14 @@ pub(super) fn forward(
                 .arg(&s_src)
                 .arg(&mut out)
                 .arg(&mut lse)
-                .arg(&n_i)
+                .arg(order)
+                .arg(&items_i)
                 .arg(&args);
             // SAFETY: xs holds n_cols * heads * width elements, the scores n_rows * heads +
             // n_cols * heads floats (built by `gat_aggregate`); columns < n_cols (validated on
-            // upload); out and lse n_rows * heads * width and n_rows * heads.
-            launched(unsafe { b.launch(cfg(n)) }.map(|_| ()))?;
+            // upload); out and lse n_rows * heads * width and n_rows * heads; the order holds
+            // `items` distinct rows < n_rows.
+            launched(unsafe { b.launch(cfg(items)) }.map(|_| ()))?;
         }
     });
     Ok((
@@ -227,13 +231,14 @@ pub(super) fn backward(
         let (mut lo, mut hi) = ds.split_at_mut(dst.start);
         let (mut ds_src, _) = lo.split_at_mut(src.end);
         let (mut ds_dst, _) = hi.split_at_mut(n * h);
-        if n > 0 {
+        let (order, items) = g.cuda_rows_longest_first()?;
+        if items > 0 {
             let f = crate::cuda::kernel(
                 &dev,
                 &format!("gat_bwd_rows_{suffix}"),
                 &crate::cuda::GAT_AGGREGATE,
             )?;
-            let n_i = n as i32;
+            let items_i = items as i32;
             let mut b = f.builder();
             b.arg(&csr.indptr).arg(&csr.indices);
             xv.push(&mut b);
@@ -241,28 +246,34 @@ pub(super) fn backward(
             ov.push(&mut b);
             b.arg(&mut dterm);
             dv.push(&mut b);
-            b.arg(&mut ds_dst).arg(&n_i).arg(&args);
+            b.arg(&mut ds_dst).arg(order).arg(&items_i).arg(&args);
             // SAFETY: as the forward's, plus out and dout n_rows * heads * width elements
-            // (checked above and by `gat_aggregate`), dterm and ds_dst n_rows * heads.
-            launched(unsafe { b.launch(cfg(n)) }.map(|_| ()))?;
+            // (checked above and by `gat_aggregate`), dterm and ds_dst n_rows * heads. An
+            // empty row's dterm stays zero: no edge reads it.
+            launched(unsafe { b.launch(cfg(items)) }.map(|_| ()))?;
         }
-        if m > 0 {
+        let (t_order, t_items) = gt.cuda_rows_longest_first()?;
+        if t_items > 0 {
             let f = crate::cuda::kernel(
                 &dev,
                 &format!("gat_bwd_cols_{suffix}"),
                 &crate::cuda::GAT_AGGREGATE,
             )?;
-            let m_i = m as i32;
+            let t_items_i = t_items as i32;
             let mut b = f.builder();
             b.arg(&tcsr.indptr).arg(&tcsr.indices).arg(&pv);
             xv.push(&mut b);
             b.arg(&s_dst).arg(&s_src).arg(&lse).arg(&dterm);
             dv.push(&mut b);
-            b.arg(&mut dxs).arg(&mut ds_src).arg(&m_i).arg(&args);
+            b.arg(&mut dxs)
+                .arg(&mut ds_src)
+                .arg(t_order)
+                .arg(&t_items_i)
+                .arg(&args);
             // SAFETY: the transpose has n_cols rows whose entries name rows < n_rows and
             // positions < nnz (built from the graph); dxs holds n_cols * heads * width elements,
-            // ds_src n_cols * heads.
-            launched(unsafe { b.launch(cfg(m)) }.map(|_| ()))?;
+            // ds_src n_cols * heads; the order holds `t_items` distinct columns < n_cols.
+            launched(unsafe { b.launch(cfg(t_items)) }.map(|_| ()))?;
         }
     });
     Ok((
