@@ -94,7 +94,7 @@ __device__ __forceinline__ Lane lane_of(const GatArgs& a) {
 // the load inside a branch per edge kept one load in flight per warp and stalled on each (ncu,
 // session 20: the loads' waits were half the forward's stall samples; with the walks below the
 // hidden layer's forward, backward rows and columns passes went from 1.88 / 1.72 / 2.63 ms to
-// 1.50 / 1.33 / 1.70 on the gat-sparse files, records/gat-sparse/h200-2026-11-28-4/walks-h200).
+// 1.50 / 1.33 / 1.70 on the gat-sparse files, records/gat-sparse/h200-2026-11-28/walks-h200).
 // Element loads keep the one-edge walk: V registers per row held over the unroll cost more
 // occupancy than the loads in flight gained (the 41-column output layer's forward went from
 // 1.36 to 1.73 ms).

@@ -698,7 +698,7 @@ impl ModelGraph {
 ///
 /// On CUDA only, and there in half precision for every kind and in f32 for GAT. One H200, base
 /// and padded alternating in one call (bench/records/dist-scaling/h100-2026-11-28-sage-kernels/padded-outputs-h200
-/// and bench/records/gat-sparse/h200-2026-11-28-4/walks-h200):
+/// and bench/records/gat-sparse/h200-2026-11-28/walks-h200):
 /// GraphSAGE 2x128 bf16 6.06 -> 5.93 ms, GCN 2x128 bf16 5.20 -> 5.17; GAT 2x64 on the
 /// gat-sparse files, with the fused kernels' vector walks, 12.5 -> 10.9 ms in bf16 and
 /// 19.2 -> 16.5 in f32.
