@@ -18,7 +18,7 @@ use candle_core::Device;
 use gnn_graph::Dataset;
 use gnn_kernels::{KernelPolicy, KernelsUsed};
 use gnn_models::ModelConfig;
-use gnn_train::dist::{DistPlan, RankOutcome, Recipe};
+use gnn_train::dist::{DistPlan, RankOutcome, Recipe, Widths};
 use gnn_train::{device_name, EpochLog, TrainConfig};
 use pyo3::exceptions::PyKeyboardInterrupt;
 use pyo3::prelude::*;
@@ -243,6 +243,7 @@ fn train_ranks(
         seed: run.train.seed,
         row_normalize: run.row_normalize,
         kernels: run.kernels,
+        widths: Widths::Auto,
     };
     let t = Instant::now();
     let plan = DistPlan::new(&run.ds, run.model.kind, ranks, None)?;

@@ -100,6 +100,7 @@ fn measure(
         seed: 0,
         row_normalize: false,
         kernels: Default::default(),
+        widths: Default::default(),
     };
     let got = LocalComm::run_group(ranks, |c| {
         let comm: Arc<dyn Communicator> = Arc::new(c);

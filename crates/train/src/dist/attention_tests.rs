@@ -105,6 +105,7 @@ fn recipe<'a>(model: &'a ModelConfig, train: &'a TrainConfig, seed: u64) -> Reci
         seed,
         row_normalize: true,
         kernels: KernelPolicy::default(),
+        widths: Widths::Auto,
     }
 }
 
@@ -130,17 +131,27 @@ fn whole(ds: &Dataset, cfg: &ModelConfig, seed: u64, dev: &Device) -> Named {
 
 /// The same step on every rank of `plan` (gradients all-reduced), rank by rank.
 fn ranks_of(plan: &DistPlan, ds: &Dataset, cfg: &ModelConfig, seed: u64, on: &On) -> Vec<Named> {
+    ranks_on(plan, ds, cfg, seed, on, Widths::Auto)
+}
+
+/// [`ranks_of`] on `widths`.
+fn ranks_on(
+    plan: &DistPlan,
+    ds: &Dataset,
+    cfg: &ModelConfig,
+    seed: u64,
+    on: &On,
+    widths: Widths,
+) -> Vec<Named> {
     let train = TrainConfig::default();
     LocalComm::run_group(plan.partition.parts(), |c| {
         let comm: Arc<dyn Communicator> = Arc::new(c);
-        let r = Rank::new(
-            plan,
-            ds,
-            recipe(cfg, &train, seed),
-            comm.clone(),
-            &(on.rank)(),
-        )
-        .unwrap();
+        let recipe = Recipe {
+            widths,
+            ..recipe(cfg, &train, seed)
+        };
+        let r = Rank::new(plan, ds, recipe, comm.clone(), &(on.rank)()).unwrap();
+        assert_eq!(r.graph.pads_outputs(), widths == Widths::Aligned);
         let (loss, mut grads) = step(&r.model, &r.graph, &r.data, false);
         let vars = r.model.named_vars();
         let loss = all_reduce_grads(comm.as_ref(), &vars, &mut grads, &loss).unwrap();
@@ -182,6 +193,31 @@ fn check_step(got: &[Named], want: &Named, metis: bool, what: &str) {
             assert_close(&g[k], want, tol, &format!("{what} d{k}"));
         }
         assert_eq!(g, &got[0].1, "{what}");
+    }
+}
+
+/// Ranks on aligned widths (the CUDA layout: Cora's 1,433 features padded to 1,440; GAT's
+/// one-head output layer of 7 classes on 8 columns, its fused kernels' vector walks) give the
+/// single-device step of the logical widths.
+#[test]
+fn attention_on_aligned_widths_gives_the_logical_step() {
+    let ds = cora();
+    let on = On {
+        whole: Device::Cpu,
+        rank: &|| Device::Cpu,
+    };
+    for (name, cfg) in configs(&ds) {
+        let want = whole(&ds, &cfg, 5, &on.whole);
+        for (parts, ex) in [(2, Exchange::PointToPoint), (3, Exchange::AllGather)] {
+            let plan = DistPlan::new(&ds, cfg.kind, parts, Some(ex)).unwrap();
+            let got = ranks_on(&plan, &ds, &cfg, 5, &on, Widths::Aligned);
+            check_step(
+                &got,
+                &want,
+                false,
+                &format!("{name} P={parts} {ex} aligned"),
+            );
+        }
     }
 }
 

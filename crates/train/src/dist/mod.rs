@@ -388,6 +388,40 @@ pub struct Recipe<'a> {
     pub row_normalize: bool,
     /// The kernel policy of every rank's graphs.
     pub kernels: KernelPolicy,
+    /// Whether the ranks lay rows out on aligned widths.
+    pub widths: Widths,
+}
+
+/// Whether a distributed run's ranks lay their rows out on aligned widths, as the
+/// single-device trainer does on CUDA: the features zero-padded to
+/// [`gnn_models::aligned_width`] columns ([`DeviceData::with_padded_features`]: cuBLAS's
+/// aligned kernels for the first layer) and the output layer on aligned columns
+/// ([`ModelGraph::with_padded_outputs`]). The values are the logical widths' up to rounding.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Widths {
+    /// The single-device trainer's rule: the features on CUDA devices, the output layer where
+    /// [`gnn_models::padded_outputs_pay`] says.
+    #[default]
+    Auto,
+    /// Both on every device, whatever the kind and precision: the CUDA layout on the CPU, for
+    /// the tests that hold it to the logical one.
+    Aligned,
+    /// The logical widths everywhere.
+    Logical,
+}
+
+impl Widths {
+    /// (pad the features, pad the output layer) for `kind` in `precision` on `device`.
+    fn on(self, kind: ConvKind, precision: crate::Precision, device: &Device) -> (bool, bool) {
+        match self {
+            Widths::Auto => (
+                device.is_cuda(),
+                gnn_models::padded_outputs_pay(kind, device, precision.is_half()),
+            ),
+            Widths::Aligned => (true, true),
+            Widths::Logical => (false, false),
+        }
+    }
 }
 
 /// One rank's model, graph share and data, ready for [`crate::trainer::train`].
@@ -488,18 +522,28 @@ impl Rank {
         } else {
             None
         };
+        let (pad_features, pad_outputs) =
+            recipe
+                .widths
+                .on(recipe.model.kind, recipe.train.precision, device);
         let graph = match selected {
             Some(s) => graph.with_output_aggregation(s),
             None => graph,
         }
         .with_policy(recipe.kernels)
-        .with_feature_chunk(plan.feature_chunk);
+        .with_feature_chunk(plan.feature_chunk)
+        .with_padded_outputs(pad_outputs);
         drop(local);
         let data = setup::phase(
             || format!("rank {rank}: features, labels and split on the device"),
             || {
-                DeviceData::partitioned(ds, rows.clone(), device, recipe.row_normalize)?
-                    .with_precision(recipe.train.precision)
+                let data = DeviceData::partitioned(ds, rows.clone(), device, recipe.row_normalize)?
+                    .with_precision(recipe.train.precision)?;
+                if pad_features {
+                    data.with_padded_features()
+                } else {
+                    Ok(data)
+                }
             },
         )?;
         Ok(Self {
@@ -1063,6 +1107,7 @@ mod tests {
             seed: 3,
             row_normalize: true,
             kernels: KernelPolicy::default(),
+            widths: Widths::Auto,
         }
     }
 
@@ -1183,20 +1228,21 @@ mod tests {
         cache: bool,
         rows: bool,
     ) -> Vec<Grads> {
-        ranks_counted(plan, ds, cfg, cache, rows)
+        ranks_counted(plan, ds, cfg, cache, rows, Widths::Auto)
             .into_iter()
             .map(|(g, _)| g)
             .collect()
     }
 
-    /// [`ranks_on`], with each rank's count of calls of the output rows' aggregation
-    /// ([`ModelGraph::output_aggregation`]; `None` where its graph carries none).
+    /// [`ranks_on`] on `widths`, with each rank's count of calls of the output rows'
+    /// aggregation ([`ModelGraph::output_aggregation`]; `None` where its graph carries none).
     fn ranks_counted(
         mut plan: DistPlan,
         ds: &Dataset,
         cfg: &ModelConfig,
         cache: bool,
         rows: bool,
+        widths: Widths,
     ) -> Vec<(Grads, Option<usize>)> {
         let parts = plan.partition.parts();
         // Cora is undirected: under the all-gather the dense aggregations run as one op
@@ -1211,7 +1257,19 @@ mod tests {
         let train = TrainConfig::default();
         LocalComm::run_group(parts, |c| {
             let comm: Arc<dyn Communicator> = Arc::new(c);
-            let r = Rank::new(&plan, ds, recipe(cfg, &train), comm.clone(), &Device::Cpu).unwrap();
+            let recipe = Recipe {
+                widths,
+                ..recipe(cfg, &train)
+            };
+            let r = Rank::new(&plan, ds, recipe, comm.clone(), &Device::Cpu).unwrap();
+            let aligned = widths == Widths::Aligned;
+            assert_eq!(r.graph.pads_outputs(), aligned);
+            let width = r.data.x.dim(1).unwrap();
+            let logical = ds.features.cols();
+            assert_eq!(
+                width > logical,
+                aligned && gnn_models::aligned_width(logical) > logical
+            );
             let (loss, mut grads) = step_on(&r.model, &r.graph, &r.data, cache, rows);
             let vars = r.model.named_vars();
             let loss = all_reduce_grads(comm.as_ref(), &vars, &mut grads, &loss).unwrap();
@@ -1258,6 +1316,42 @@ mod tests {
                     }
                     // Every rank holds the same (all-reduced) gradients, bit for bit.
                     assert_eq!(g, &got[0].1, "{what}");
+                }
+            }
+        }
+    }
+
+    /// Ranks on aligned widths (the CUDA layout: Cora's 1,433 features padded to 1,440, the
+    /// 7 classes of the output layer to 8) give the single-device losses and gradients of the
+    /// logical widths, with the whole output and with each rank's labelled rows alone.
+    #[test]
+    fn aligned_widths_give_the_logical_widths_losses_and_gradients() {
+        let ds = cora();
+        for (name, cfg) in configs(&ds) {
+            let (loss, grads) = whole(&ds, &cfg, cached(name));
+            for (parts, ex, rows) in [
+                (1, Exchange::AllGather, false),
+                (2, Exchange::PointToPoint, false),
+                (3, Exchange::AllGather, true),
+                (4, Exchange::AllGather, false),
+            ] {
+                let plan = DistPlan::new(&ds, cfg.kind, parts, Some(ex)).unwrap();
+                let got = ranks_counted(plan, &ds, &cfg, cached(name), rows, Widths::Aligned);
+                for (r, ((l, g), _)) in got.iter().enumerate() {
+                    let what = format!("{name} P={parts} {ex} rank {r} aligned rows={rows}");
+                    assert!(
+                        ((l - loss) / loss).abs() < 1e-5,
+                        "{what}: loss {l} vs {loss}"
+                    );
+                    // The parameters keep their logical shapes.
+                    assert_eq!(
+                        g.keys().collect::<Vec<_>>(),
+                        grads.keys().collect::<Vec<_>>(),
+                        "{what}"
+                    );
+                    for (k, want) in &grads {
+                        assert_close(&g[k], want, 1e-5, &format!("{what} d{k}"));
+                    }
                 }
             }
         }
@@ -1347,7 +1441,7 @@ mod tests {
                 let chosen = plan.selects_output_aggregation(&model, &TrainConfig::default());
                 let fused = selects && ex == Exchange::AllGather;
                 assert_eq!(chosen, fused, "{name} P={parts} {ex}");
-                let got = ranks_counted(plan, &ds, &cfg, cache, true);
+                let got = ranks_counted(plan, &ds, &cfg, cache, true, Widths::Auto);
                 for (r, ((l, g), calls)) in got.iter().enumerate() {
                     let what = format!("{name} P={parts} {ex} rank {r} output rows' aggregation");
                     // Built on every rank or none, and run once by the one forward.
@@ -1366,7 +1460,7 @@ mod tests {
         let mut plan = DistPlan::new(&ds, ConvKind::Gcn, 2, Some(Exchange::AllGather)).unwrap();
         plan.selected_output_aggregation = false;
         let cfg = narrow(3, 0.0);
-        let got = ranks_counted(plan, &ds, &cfg, true, true);
+        let got = ranks_counted(plan, &ds, &cfg, true, true, Widths::Auto);
         assert!(got.iter().all(|(_, calls)| calls.is_none()));
     }
 

@@ -23,7 +23,7 @@ use super::report::{
     exchange_line, fused, halo_table, partition_header, partition_line, print_results, rank_rows,
     slice_rows_json, PartitionRow,
 };
-use super::{setup, DistPlan, RankOutcome, Recipe};
+use super::{setup, DistPlan, RankOutcome, Recipe, Widths};
 use crate::device::pick_device;
 use crate::error::{Error, Result};
 use crate::report::write_text;
@@ -329,6 +329,7 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
         seed: train.seed,
         row_normalize: !loaded.raw_features,
         kernels: cfg.kernels,
+        widths: Widths::Auto,
     };
     if let (true, Some(p)) = (train.checkpoint_every > 0, &train.checkpoint) {
         println!(
