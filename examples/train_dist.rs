@@ -187,7 +187,10 @@ struct Args {
     /// the graph whole (no overlap). MaxK and max keep it whole; GraphSAGE's mean too, unless
     /// this is below the gathered rows (all ranks' blocks) or feature chunks are on: a mean
     /// over slices divides afterwards, in f32, which cost more than the overlap saved at
-    /// scale 1 on two GPUs.
+    /// scale 1 on two GPUs. Without this flag, three or more ranks whose gathered operand is
+    /// at most 256 MiB keep the graph whole too (`gnn::train::dist::WHOLE_GATHER_BYTES`:
+    /// the per-block passes cost more than the exchange hidden); a value given is kept
+    /// (18446744073709551615: one slice per rank's block, always).
     #[arg(long)]
     gather_slice_rows: Option<usize>,
     /// Run the sliced aggregation's own-block slices after each exchange instead of while it
@@ -275,6 +278,7 @@ fn main() -> Result<()> {
     cfg.degree_within_parts = args.degree_within_parts;
     if let Some(rows) = args.gather_slice_rows {
         cfg.slice_rows = (rows > 0).then_some(rows);
+        cfg.small_gather_whole = false;
     }
     cfg.overlap = !args.no_overlap;
     cfg.max_memory = match args.max_memory {

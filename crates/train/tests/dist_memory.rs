@@ -90,6 +90,9 @@ fn measure(
     let exchange = selected.then_some(gnn_graph::Exchange::AllGather);
     let mut plan = DistPlan::new(ds, model.kind, ranks, exchange).unwrap();
     plan.feature_chunk = chunk;
+    // The ring of per-rank blocks the estimate was measured against (on three or more ranks
+    // this small graph would otherwise aggregate whole: `WHOLE_GATHER_BYTES`).
+    plan.small_gather_whole = false;
     // The output layer's aggregation of the labelled rows alone (GCN's and GraphSAGE-mean's
     // default), or the whole aggregation followed by the selection.
     plan.selected_output_aggregation = selected;

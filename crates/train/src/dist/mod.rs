@@ -82,6 +82,10 @@ pub struct DistPlan {
     /// run while the exchange is in flight. `None` keeps it whole. Default
     /// [`gnn_comm::GATHER_SLICE_ROWS`] (blocks not cut further).
     pub slice_rows: Option<usize>,
+    /// Three or more ranks whose gathered operand is small keep the local graph whole
+    /// although `slice_rows` asks for slices ([`WHOLE_GATHER_BYTES`]). Default on; off where
+    /// the slicing was asked for (`train_dist --gather-slice-rows`).
+    pub small_gather_whole: bool,
     /// Every fused symmetric aggregation (and its backward) runs over at most this many
     /// feature columns at a time ([`ModelGraph::with_feature_chunk`]): the received blocks
     /// and the SpMM's buffers shrink by the chunk's share of the width, the values are the
@@ -180,6 +184,7 @@ impl DistPlan {
             halo_sizes,
             symmetric,
             slice_rows: Some(gnn_comm::GATHER_SLICE_ROWS),
+            small_gather_whole: true,
             feature_chunk: None,
             gather_logits: false,
             labelled,
@@ -293,7 +298,9 @@ impl DistPlan {
     /// The column slices of at most this many rows every rank's local graph of `model` in
     /// `precision` is stored as ([`ModelGraph::partitioned`]'s `slice_rows`): `slice_rows`
     /// where every aggregation of the model is a sum or mean the fused symmetric op takes,
-    /// `None` (the whole local graph) otherwise.
+    /// `None` (the whole local graph) otherwise, and `None` too where the default (one slice
+    /// per rank's block, or any size under [`Self::small_gather_whole`]) meets a small
+    /// gathered operand on three or more ranks ([`WHOLE_GATHER_BYTES`]).
     pub fn slice_rows_for(
         &self,
         model: &ModelConfig,
@@ -317,9 +324,19 @@ impl DistPlan {
         // Under feature chunks (a run short of memory) a mean is sliced too: the ring holds two
         // blocks where the whole operand's all-gather holds every rank's.
         let gathered = self.partition.parts() * self.partition.max_len();
-        self.slice_rows.filter(|_| only_symmetric).filter(|&r| {
-            model.kind != ConvKind::SageMean || gathered > r || self.feature_chunk.is_some()
-        })
+        // The default's ring on three or more ranks costs more than the exchange it hides
+        // where the gathered operand is small ([`WHOLE_GATHER_BYTES`]); a run short of memory
+        // (feature chunks) keeps it: the ring holds two blocks, the whole operand all.
+        let widest = model.hidden.max(model.out_dim);
+        let whole_pays = self.small_gather_whole
+            && self.partition.parts() >= 3
+            && self.feature_chunk.is_none()
+            && gathered * widest * precision.dtype().size_in_bytes() <= WHOLE_GATHER_BYTES;
+        self.slice_rows
+            .filter(|_| only_symmetric && !whole_pays)
+            .filter(|&r| {
+                model.kind != ConvKind::SageMean || gathered > r || self.feature_chunk.is_some()
+            })
     }
 
     /// Rank `rank`'s local graph.
@@ -367,6 +384,20 @@ impl DistPlan {
         })
     }
 }
+
+/// The largest gathered operand (every rank's rows at the model's widest hidden or output
+/// width, in bytes) whose fused all-gather aggregation runs whole rather than sliced by
+/// default on three or more ranks ([`DistPlan::slice_rows_for`]).
+///
+/// The sliced form (a ring of per-rank blocks, each block's SpMM added into the sum) hides
+/// the exchange behind the SpMM but adds passes over the output per block. On 4 H200s,
+/// GCN 3x256 bf16 on the Reddit-shaped graph (scale 1: 232,965 rows at 256 columns, 119 MB
+/// gathered) ran 9.49 ms per epoch sliced against 8.23 whole (the slowest rank's median
+/// epoch, medians of 5 runs each); on 2 ranks sliced won, 11.68 against 12.66 ms (means of 2
+/// runs; `bench/records/dist-scaling/h200x4-2026-11-28-2/slicing`). The scale-4 graph (477 MB
+/// gathered) keeps the sliced form its 3.82x on 4 GPUs was measured with; the whole form is
+/// unmeasured there, hence the bound between the two.
+pub const WHOLE_GATHER_BYTES: usize = 256 << 20;
 
 /// Whether `kind`'s layers are attention layers (GAT, transformer): each rank exchanges their
 /// projected rows into the halo and runs their edge softmax on its head-expanded local graph.
@@ -1251,6 +1282,7 @@ mod tests {
         // Column slices of 500 gathered rows (Cora's 2,708 nodes in 6 or more), so the sliced
         // local graph runs wherever the model takes it (not MaxK: the whole graph there).
         plan.slice_rows = Some(500);
+        plan.small_gather_whole = false;
         // Feature chunks of 16 columns (the hidden width 24 in two, GIN's 1,433 inputs in 90):
         // the same values as the whole width (the halo tests check bit for bit).
         plan.feature_chunk = Some(16);
@@ -1913,6 +1945,46 @@ mod tests {
             assert_eq!(plan.halo_stats(parts).unwrap(), HaloStats::of(&locals));
         }
         assert_eq!(plan.stats().unwrap(), plan.halo_stats(3).unwrap());
+    }
+
+    /// The default slicing gives way to the whole operand on three or more ranks where the
+    /// gathered operand is small; two ranks, slicing asked for, feature chunks and a
+    /// gathered operand past [`WHOLE_GATHER_BYTES`] keep it.
+    #[test]
+    fn small_gathered_operands_aggregate_whole_on_three_or_more_ranks() {
+        let ds = cora();
+        let (f, c) = (ds.features.cols(), ds.num_classes);
+        let gcn = ModelConfig::new(ConvKind::Gcn, f, 16, c, 2, 0.5);
+        let bf16 = crate::Precision::Bf16;
+        let plan =
+            |parts| DistPlan::new(&ds, ConvKind::Gcn, parts, Some(Exchange::AllGather)).unwrap();
+        let block = Some(gnn_comm::GATHER_SLICE_ROWS);
+        assert_eq!(plan(2).slice_rows_for(&gcn, bf16), block);
+        for parts in [3, 4, 8] {
+            assert_eq!(plan(parts).slice_rows_for(&gcn, bf16), None, "P={parts}");
+            let mut p = plan(parts);
+            p.slice_rows = Some(500);
+            assert_eq!(p.slice_rows_for(&gcn, bf16), None, "P={parts} 500");
+            p.small_gather_whole = false;
+            assert_eq!(
+                p.slice_rows_for(&gcn, bf16),
+                Some(500),
+                "P={parts} asked for"
+            );
+            let mut p = plan(parts);
+            p.feature_chunk = Some(8);
+            assert_eq!(p.slice_rows_for(&gcn, bf16), block, "P={parts} chunks");
+        }
+        // Past the bound: Cora's ~2,708 gathered rows at a width whose bytes exceed it.
+        let gathered = {
+            let p = plan(4);
+            p.partition.parts() * p.partition.max_len()
+        };
+        let mut wide = gcn.clone();
+        wide.hidden = WHOLE_GATHER_BYTES / (2 * gathered) + 1;
+        assert_eq!(plan(4).slice_rows_for(&wide, bf16), block);
+        wide.hidden -= 1;
+        assert_eq!(plan(4).slice_rows_for(&wide, bf16), None);
     }
 
     #[test]

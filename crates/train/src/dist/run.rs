@@ -91,6 +91,9 @@ pub struct DistConfig {
     /// [`DistPlan::slice_rows`]: default [`gnn_comm::GATHER_SLICE_ROWS`] (one slice per
     /// rank's block); `None` keeps the local graph whole (no overlap).
     pub slice_rows: Option<usize>,
+    /// [`DistPlan::small_gather_whole`] (default on; `train_dist --gather-slice-rows` turns
+    /// it off).
+    pub small_gather_whole: bool,
     /// NCCL runs a sliced aggregation's own-block slices while the exchange is in flight
     /// (default); off, after it (to measure what the overlap gains).
     pub overlap: bool,
@@ -147,6 +150,7 @@ impl DistConfig {
             whole_output_aggregation: false,
             degree_within_parts: false,
             slice_rows: Some(gnn_comm::GATHER_SLICE_ROWS),
+            small_gather_whole: true,
             overlap: true,
             stats_only: false,
             json: PathBuf::from("runs/train_dist.json"),
@@ -264,6 +268,7 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
     plan.symmetric &= !cfg.split_aggregation;
     plan.selected_output_aggregation = !cfg.whole_output_aggregation;
     plan.slice_rows = cfg.slice_rows;
+    plan.small_gather_whole = cfg.small_gather_whole;
     plan.gather_logits = cfg.predictions.is_some();
     let memory = setup::phase(
         || "memory estimate".into(),
