@@ -190,7 +190,7 @@ struct Args {
     /// scale 1 on two GPUs. Without this flag, three or more ranks whose gathered operand is
     /// at most 256 MiB keep the graph whole too (`gnn::train::dist::WHOLE_GATHER_BYTES`:
     /// the per-block passes cost more than the exchange hidden); a value given is kept
-    /// (18446744073709551615: one slice per rank's block, always).
+    /// (18446744073709551615: one slice per rank's block wherever the model slices at all).
     #[arg(long)]
     gather_slice_rows: Option<usize>,
     /// Run the sliced aggregation's own-block slices after each exchange instead of while it
@@ -281,6 +281,10 @@ fn main() -> Result<()> {
         cfg.small_gather_whole = false;
     }
     cfg.overlap = !args.no_overlap;
+    // Measuring the overlap needs the slices it runs on.
+    if args.no_overlap {
+        cfg.small_gather_whole = false;
+    }
     cfg.max_memory = match args.max_memory {
         Some(g) if !g.is_finite() || g < 0.0 => bail!("--max-memory must be a number of GiB >= 0"),
         Some(g) => Some((g * (1u64 << 30) as f64) as u64),

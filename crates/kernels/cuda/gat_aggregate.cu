@@ -14,8 +14,8 @@
 //
 // Launch order: warp w takes row order[w], the graph's non-empty rows longest first
 // (schedule::rows_longest_first), so that the longest rows start first. In row order they can
-// fall late and run on alone: ncu measured SM active cycles at 73-76 % of elapsed on the
-// gat-sparse files in row order. This order took GAT 2x64's epoch there from 11.07 to 8.40 ms
+// fall late and run on alone: ncu measured SM active cycles at 67-80 % of elapsed on the
+// gat-sparse files in row order (sessions 20 and 21). This order took GAT 2x64's epoch there from 11.07 to 8.40 ms
 // (bf16) and 16.84 to 11.71 ms (f32) on an H200. Each row's own edge order is unchanged, so
 // results are bit-identical. Empty rows get no warp: every output and gradient buffer starts
 // zeroed.

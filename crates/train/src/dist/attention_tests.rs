@@ -150,8 +150,10 @@ fn ranks_on(
             widths,
             ..recipe(cfg, &train, seed)
         };
-        let r = Rank::new(plan, ds, recipe, comm.clone(), &(on.rank)()).unwrap();
-        assert_eq!(r.graph.pads_outputs(), widths == Widths::Aligned);
+        let device = (on.rank)();
+        let r = Rank::new(plan, ds, recipe, comm.clone(), &device).unwrap();
+        let (_, pads) = widths.on(cfg.kind, train.precision, &device);
+        assert_eq!(r.graph.pads_outputs(), pads);
         let (loss, mut grads) = step(&r.model, &r.graph, &r.data, false);
         let vars = r.model.named_vars();
         let loss = all_reduce_grads(comm.as_ref(), &vars, &mut grads, &loss).unwrap();

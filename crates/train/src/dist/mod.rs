@@ -396,7 +396,10 @@ impl DistPlan {
 /// epoch, medians of 5 runs each); on 2 ranks sliced won, 11.68 against 12.66 ms (means of 2
 /// runs; `bench/records/dist-scaling/h200x4-2026-11-28-2/slicing`). The scale-4 graph (477 MB
 /// gathered) keeps the sliced form its 3.82x on 4 GPUs was measured with; the whole form is
-/// unmeasured there, hence the bound between the two.
+/// unmeasured there, hence the bound between the two. The bound counts the epochs'
+/// aggregations: the one-off aggregation of a cached input runs at the feature width (608
+/// columns on Reddit, 283 MB) in the same form, once a run, and the memory estimate holds it
+/// (`memory::estimate`, through [`DistPlan::slice_rows_for`]).
 pub const WHOLE_GATHER_BYTES: usize = 256 << 20;
 
 /// Whether `kind`'s layers are attention layers (GAT, transformer): each rank exchanges their

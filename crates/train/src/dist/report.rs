@@ -173,7 +173,8 @@ pub fn exchange_line(plan: &DistPlan, forced: bool, split: bool) -> String {
         if forced { "forced" } else { "by volume" },
         if fused(plan) {
             "one op (symmetric operand: no local transpose, no gathered rows kept; column \
-             slices of --gather-slice-rows where the model has only sum/mean aggregations)"
+             slices of --gather-slice-rows where the model has only sum/mean aggregations, \
+             unless 3+ ranks gather a small operand: then whole)"
         } else if super::is_attention(plan.kind) {
             "exchange + attention (GAT: one op per layer on the local graph, alpha \
              recomputed, never stored; TransformerConv and GAT shapes outside it: scores, edge \

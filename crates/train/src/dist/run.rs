@@ -389,9 +389,12 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
         "comm": cfg.launch.describe(),
         "exchange": plan.exchange,
         "fused_aggregation": fused(&plan),
-        // null: the whole local graph; "per rank block": one slice per rank's block.
-        "gather_slice_rows": slice_rows_json(plan.slice_rows),
-        "overlap": cfg.overlap,
+        // What ran (DistPlan::slice_rows_for): null, the whole local graph; "per rank
+        // block": one slice per rank's block. The setting and the small-operand rule beside.
+        "gather_slice_rows": slice_rows_json(plan.slice_rows_for(&model, train.precision)),
+        "gather_slice_rows_asked": slice_rows_json(plan.slice_rows),
+        "small_gather_whole": plan.small_gather_whole,
+        "overlap": cfg.overlap && plan.slice_rows_for(&model, train.precision).is_some(),
         "degree_within_parts": cfg.degree_within_parts,
         "output_rows": output_rows,
         "halo_stats": stats,

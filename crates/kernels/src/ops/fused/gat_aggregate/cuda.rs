@@ -108,6 +108,18 @@ macro_rules! with_buffer {
     }};
 }
 
+/// The kernels take row and column ids, and the launch's warp count, as `int`: graphs of more
+/// rows or columns than `i32::MAX` are refused here, not wrapped.
+fn check_int_ids(op: &str, ids: usize) -> Result<()> {
+    if ids > i32::MAX as usize {
+        candle_core::bail!(
+            "{op}: {ids} rows or columns; the GAT kernels take at most {}",
+            i32::MAX
+        );
+    }
+    Ok(())
+}
+
 /// The output `[n_rows, heads * width]` in xs's storage type, and `lse` (`n_rows x heads`,
 /// f32), from xs and the scores (`[2, m, heads]`, sides where `span` says).
 pub(super) fn forward(
@@ -121,6 +133,7 @@ pub(super) fn forward(
     let dev = x.device().clone();
     let csr = g.cuda_csr()?;
     let (n, h, hf) = (g.n_rows(), p.heads, p.heads * p.width);
+    check_int_ids(OP, g.n_rows().max(g.n_cols()))?;
     let xv = FloatView::of(OP, x, xl)?;
     let sv = f32_view(OP, s, sl)?;
     let mut lse = zeros::<f32>(&dev, n * h)?;
@@ -176,6 +189,7 @@ pub(super) fn backward(
     let dev = x.device().clone();
     let (csr, tcsr) = (g.cuda_csr()?, gt.cuda_csr()?);
     let (n, m, h, hf) = (g.n_rows(), g.n_cols(), p.heads, p.heads * p.width);
+    check_int_ids(OP, n.max(m))?;
     let xv = FloatView::of(OP, x, xl)?;
     let dv = FloatView::of(OP, d, dl)?;
     if xv.dtype() != dv.dtype() {
