@@ -117,11 +117,32 @@ struct On<'a> {
     rank: &'a (dyn Fn() -> Device + Sync),
 }
 
+/// The single-device graph and data on `dev` in the layout the ranks take there
+/// ([`Widths::Auto`]: aligned features and, for GAT, the output layer on aligned columns on
+/// CUDA; the logical widths on the CPU), so that the comparison is the partition's alone.
+fn whole_inputs(
+    ds: &Dataset,
+    cfg: &ModelConfig,
+    precision: crate::Precision,
+    dev: &Device,
+) -> (ModelGraph, DeviceData) {
+    let (pad_features, pad_outputs) = Widths::Auto.on(cfg.kind, precision, dev);
+    let graph = ModelGraph::new(&ds.graph, cfg.kind, dev)
+        .unwrap()
+        .with_padded_outputs(pad_outputs);
+    let data = DeviceData::new(ds, dev, true).unwrap();
+    let data = if pad_features {
+        data.with_padded_features().unwrap()
+    } else {
+        data
+    };
+    (graph, data)
+}
+
 /// One training step's loss and gradients on one device, parameters from `seed`.
 fn whole(ds: &Dataset, cfg: &ModelConfig, seed: u64, dev: &Device) -> Named {
     let model = Gnn::new(cfg.clone(), dev, seed).unwrap();
-    let graph = ModelGraph::new(&ds.graph, cfg.kind, dev).unwrap();
-    let data = DeviceData::new(ds, dev, true).unwrap();
+    let (graph, data) = whole_inputs(ds, cfg, TrainConfig::default().precision, dev);
     let (loss, grads) = step(&model, &graph, &data, false);
     (
         loss.to_scalar::<f32>().unwrap() as f64,
@@ -325,8 +346,7 @@ fn trained_whole(
     dev: &Device,
 ) -> Named2 {
     let model = Gnn::new(cfg.clone(), dev, seed).unwrap();
-    let graph = ModelGraph::new(&ds.graph, cfg.kind, dev).unwrap();
-    let data = DeviceData::new(ds, dev, true).unwrap();
+    let (graph, data) = whole_inputs(ds, cfg, train_cfg.precision, dev);
     let report = train(&model, &graph, &data, train_cfg, |_| {}).unwrap();
     (losses(&report), values(&model))
 }
