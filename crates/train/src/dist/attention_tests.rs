@@ -126,17 +126,11 @@ fn whole_inputs(
     precision: crate::Precision,
     dev: &Device,
 ) -> (ModelGraph, DeviceData) {
-    let (pad_features, pad_outputs) = Widths::Auto.on(cfg.kind, precision, dev);
-    let graph = ModelGraph::new(&ds.graph, cfg.kind, dev)
-        .unwrap()
-        .with_padded_outputs(pad_outputs);
+    let graph = ModelGraph::new(&ds.graph, cfg.kind, dev).unwrap();
     let data = DeviceData::new(ds, dev, true).unwrap();
-    let data = if pad_features {
-        data.with_padded_features().unwrap()
-    } else {
-        data
-    };
-    (graph, data)
+    Widths::Auto
+        .lay_out(cfg.kind, precision, graph, data)
+        .unwrap()
 }
 
 /// One training step's loss and gradients on one device, parameters from `seed`.

@@ -445,6 +445,25 @@ pub enum Widths {
 }
 
 impl Widths {
+    /// `graph` and `data` (on one device) laid out for `kind` in `precision`: the output layer
+    /// padded and the features padded where [`Self::on`] says. The ranks' layout, and the
+    /// tests' single-device reference to it.
+    pub(crate) fn lay_out(
+        self,
+        kind: ConvKind,
+        precision: crate::Precision,
+        graph: ModelGraph,
+        data: DeviceData,
+    ) -> Result<(ModelGraph, DeviceData)> {
+        let (pad_features, pad_outputs) = self.on(kind, precision, data.x.device());
+        let data = if pad_features {
+            data.with_padded_features()?
+        } else {
+            data
+        };
+        Ok((graph.with_padded_outputs(pad_outputs), data))
+    }
+
     /// (pad the features, pad the output layer) for `kind` in `precision` on `device`.
     fn on(self, kind: ConvKind, precision: crate::Precision, device: &Device) -> (bool, bool) {
         match self {
@@ -556,28 +575,21 @@ impl Rank {
         } else {
             None
         };
-        let (pad_features, pad_outputs) =
-            recipe
-                .widths
-                .on(recipe.model.kind, recipe.train.precision, device);
         let graph = match selected {
             Some(s) => graph.with_output_aggregation(s),
             None => graph,
         }
         .with_policy(recipe.kernels)
-        .with_feature_chunk(plan.feature_chunk)
-        .with_padded_outputs(pad_outputs);
+        .with_feature_chunk(plan.feature_chunk);
         drop(local);
-        let data = setup::phase(
+        let (graph, data) = setup::phase(
             || format!("rank {rank}: features, labels and split on the device"),
             || {
                 let data = DeviceData::partitioned(ds, rows.clone(), device, recipe.row_normalize)?
                     .with_precision(recipe.train.precision)?;
-                if pad_features {
-                    data.with_padded_features()
-                } else {
-                    Ok(data)
-                }
+                recipe
+                    .widths
+                    .lay_out(recipe.model.kind, recipe.train.precision, graph, data)
             },
         )?;
         Ok(Self {

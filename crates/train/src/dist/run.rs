@@ -378,6 +378,8 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
     let r0 = &outcomes[0].report;
     let tta_with_reorder =
         crate::source::time_to_accuracy_with_reorder(r0.time_to_accuracy, reorder_s);
+    // The slices the ranks' local graphs ran as (None: whole).
+    let slices = plan.slice_rows_for(&model, train.precision);
     let report = json!({
         "args": cfg.note,
         "dataset": ds.summary(),
@@ -391,10 +393,10 @@ pub fn run(cfg: &DistConfig) -> Result<DistOutcome> {
         "fused_aggregation": fused(&plan),
         // What ran (DistPlan::slice_rows_for): null, the whole local graph; "per rank
         // block": one slice per rank's block. The setting and the small-operand rule beside.
-        "gather_slice_rows": slice_rows_json(plan.slice_rows_for(&model, train.precision)),
+        "gather_slice_rows": slice_rows_json(slices),
         "gather_slice_rows_asked": slice_rows_json(plan.slice_rows),
         "small_gather_whole": plan.small_gather_whole,
-        "overlap": cfg.overlap && plan.slice_rows_for(&model, train.precision).is_some(),
+        "overlap": cfg.overlap && slices.is_some(),
         "degree_within_parts": cfg.degree_within_parts,
         "output_rows": output_rows,
         "halo_stats": stats,
