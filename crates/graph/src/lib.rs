@@ -46,7 +46,7 @@ pub use io::edge_list::load_edge_list_dir;
 pub use io::gnn_benchmark::load_gnn_benchmark;
 pub use io::ogb::load_ogb_node;
 pub use io::planetoid::load_planetoid;
-pub use norm::{gcn_norm, mean_norm, Normalization};
+pub use norm::{gcn_inv_sqrt_degrees, gcn_norm, mean_norm, Normalization};
 pub use partition::{Exchange, HaloStats, LocalGraph, RowPartition};
 pub use partitioner::{
     imbalance, metis, MetisOptions, MetisReport, NodeParts, Partitioner, Renumbering,

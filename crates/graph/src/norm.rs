@@ -36,14 +36,29 @@ impl Normalization {
     }
 }
 
+/// `1 / sqrt(d_i)` per row (0 for an empty row), in f64.
+fn inv_sqrt_degrees(csr: &Csr) -> Vec<f64> {
+    csr.row_degrees()
+        .into_par_iter()
+        .map(|d| if d == 0 { 0.0 } else { 1.0 / (d as f64).sqrt() })
+        .collect()
+}
+
+/// The diagonal factor of [`gcn_norm`]: `s_i = 1 / sqrt(d_i)` per row (0 for an empty row),
+/// so that `gcn_norm`'s value of entry `(i, j)` is `s_i · s_j` (rounded once from f64 there,
+/// here each factor). A kernel can then aggregate unweighted between two row scalings,
+/// `D^-1/2 A (D^-1/2 x)`, and read no value per edge.
+pub fn gcn_inv_sqrt_degrees(csr: &Csr) -> Vec<f32> {
+    inv_sqrt_degrees(csr)
+        .into_iter()
+        .map(|v| v as f32)
+        .collect()
+}
+
 /// `1 / sqrt(d_i d_j)` for every entry; the graph must be square. In parallel over blocks of
 /// rows.
 pub fn gcn_norm(csr: &Csr) -> Vec<f32> {
-    let inv_sqrt: Vec<f64> = csr
-        .row_degrees()
-        .into_par_iter()
-        .map(|d| if d == 0 { 0.0 } else { 1.0 / (d as f64).sqrt() })
-        .collect();
+    let inv_sqrt = inv_sqrt_degrees(csr);
     let mut vals = vec![0f32; csr.nnz()];
     let (blocks, sizes) = crate::csr::row_blocks(csr);
     crate::coo::split_sizes_mut(&mut vals, &sizes)

@@ -69,5 +69,6 @@ pub use ops::matmul::{matmul_nt, weight_grad};
 pub use ops::maxk::{maxk, spgemm, spgemm_bias, spgemm_bias_residual, sspmm, Cbsr, MaxkProduct};
 pub use ops::quant::{dequantize, QuantizedFeatures};
 pub use ops::sampled::{spmm_sampled, Sampling};
+pub use ops::scale_rows::{rescale_rows, scale_rows};
 pub use ops::sddmm::{sddmm, sddmm_scaled};
 pub use ops::spmm::{spmm, spmm_transposed, spmm_weighted, Reduce};

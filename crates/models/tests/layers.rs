@@ -2,6 +2,7 @@
 
 use candle_core::{DType, Device, Tensor};
 use gnn_graph::{BuildOptions, Coo, Csr};
+use gnn_kernels::Reduce;
 use gnn_models::{ConvKind, DropoutRng, Forward, Gnn, ModelConfig, ModelGraph};
 use rand::{Rng, SeedableRng};
 
@@ -1174,6 +1175,43 @@ fn lean_layers_on_a_whole_graph_equal_the_composed_ones() {
             assert_grads_close(&model, &g1, &g0, 1e-5, &what);
             let e0 = mat(&model.forward(&composed, &x, &mut Forward::eval()).unwrap());
             let e1 = mat(&model.forward(&lean, &x, &mut Forward::eval()).unwrap());
+            close(&e1, &e0, 1e-5);
+        }
+    }
+}
+
+/// A whole graph's lean GCN whose fused sum runs unweighted between two `D^-1/2` row
+/// scalings ([`ModelGraph::with_scaled_normalisation`]) gives the weighted SpMM's logits and
+/// gradients up to rounding, with and without padded outputs, in training and evaluation; the
+/// scaling is off on the CPU by default, for f16 and for a mean.
+#[test]
+fn scaled_normalisation_gives_the_weighted_gcn() {
+    let dev = Device::Cpu;
+    let csr = small_graph();
+    for pad in [false, true] {
+        for (in_dim, hidden, classes, layers) in [(13, 16, 3, 2), (5, 12, 10, 3), (9, 4, 3, 2)] {
+            let cfg = ModelConfig::new(ConvKind::Gcn, in_dim, hidden, classes, layers, 0.5);
+            let model = Gnn::new(cfg, &dev, 2).unwrap();
+            let lean = || {
+                ModelGraph::new(&csr, ConvKind::Gcn, &dev)
+                    .unwrap()
+                    .with_lean_layers(true)
+                    .with_padded_outputs(pad)
+            };
+            let (weighted, scaled) = (lean(), lean().with_scaled_normalisation(true));
+            let fused = |g: &ModelGraph, r, dt| g.fused_aggregation(r, dt).unwrap().is_scaled();
+            assert!(!fused(&weighted, Reduce::Sum, DType::F32));
+            assert!(fused(&scaled, Reduce::Sum, DType::F32));
+            assert!(!fused(&scaled, Reduce::Sum, DType::F16));
+            assert!(!fused(&scaled, Reduce::Mean, DType::F32));
+            let x = seeded_x(in_dim, 5);
+            let what = format!("pad {pad}, {in_dim}-{hidden}-{classes} x{layers}");
+            let (y0, g0) = train_pass(&model, &weighted, &x, None, 3);
+            let (y1, g1) = train_pass(&model, &scaled, &x, None, 3);
+            close(&mat(&y1), &mat(&y0), 1e-5);
+            assert_grads_close(&model, &g1, &g0, 1e-5, &what);
+            let e0 = mat(&model.forward(&weighted, &x, &mut Forward::eval()).unwrap());
+            let e1 = mat(&model.forward(&scaled, &x, &mut Forward::eval()).unwrap());
             close(&e1, &e0, 1e-5);
         }
     }

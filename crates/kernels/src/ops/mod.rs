@@ -36,6 +36,7 @@ pub mod maxk;
 mod optional;
 pub mod quant;
 pub mod sampled;
+pub mod scale_rows;
 pub mod sddmm;
 pub mod spmm;
 
@@ -87,6 +88,10 @@ pub(crate) fn check_float(op: &'static str, what: &str, t: &Tensor) -> Result<()
 /// once, where candle's dim-0 reduction runs one block per column (a bias gradient).
 pub fn column_sum(x: &Tensor) -> candle_core::Result<Tensor> {
     let (n, d) = x.dims2()?;
+    if n == 0 {
+        // cuBLAS refuses a product over no rows (CUDA_ERROR_INVALID_VALUE).
+        return Tensor::zeros(d, x.dtype(), x.device());
+    }
     Tensor::ones((1, n), x.dtype(), x.device())?
         .matmul(&x.contiguous()?)?
         .reshape(d)

@@ -125,6 +125,40 @@ pub(crate) fn linear(
         let _t = g.phase(Phase::Gemm);
         a.detach().matmul(&wp.t()?)?
     };
+    // An output layer over a scaled GCN sum ([`crate::FusedAggregation::is_scaled`]): its outer
+    // row scaling, bias and narrowing in one pass; the backward pads and scales in one.
+    let scaled = match (&act, &agg) {
+        (Act::Bias, Agg::Product(f)) if f.is_scaled() => Some(f.clone()),
+        _ => None,
+    };
+    if let Some(f) = scaled {
+        let y = {
+            let _t = g.phase(Phase::Aggregation);
+            f.forward_bias(&z, &b.detach(), out_dim)?
+                .ok_or_else(|| crate::Error::Config("a scaled sum gave no epilogue".into()))?
+        };
+        drop(z);
+        return Ok(attach_backward(
+            y,
+            &[a, w, b],
+            Box::new(move |ins, dy| {
+                let (a, w, b) = (ins[0], ins[1], ins[2]);
+                let db = b.track_op().then(|| column_sum(dy)).transpose()?;
+                let dz = f
+                    .backward_widened(dy, out_dim + pad)
+                    .map_err(msg)?
+                    .ok_or_else(|| {
+                        candle_core::Error::Msg("a scaled sum has no backward".into())
+                    })?;
+                let dw = w
+                    .track_op()
+                    .then(|| weight_grad(&dz, &a.detach()).and_then(|t| unpadded(t, 0, out_dim)))
+                    .transpose()?;
+                let da = a.track_op().then(|| dz.matmul(&wp)).transpose()?;
+                Ok(vec![da, dw, db])
+            }),
+        )?);
+    }
     if let Agg::Product(f) = &agg {
         let _t = g.phase(Phase::Aggregation);
         z = f.forward(&z)?;

@@ -182,7 +182,7 @@ fn ranks_on(
 /// all-reduced): 1e-5 (measured: up to 1.2e-6 of the largest entry), and 3e-4 for a bias
 /// under METIS (its gradient sums the output gradient over the train nodes, which METIS
 /// spreads over ranks whose partial sums cancel; measured up to 7.5e-5).
-fn check_step(got: &[Named], want: &Named, metis: bool, what: &str) {
+fn check_step(got: &[Named], want: &Named, metis: bool, on_gpu: bool, what: &str) {
     let (loss, grads) = want;
     let largest = |g: &[f32]| g.iter().fold(0f32, |m, v| m.max(v.abs()));
     let scale = grads.values().map(|g| largest(g)).fold(0f32, f32::max);
@@ -202,7 +202,12 @@ fn check_step(got: &[Named], want: &Named, metis: bool, what: &str) {
                 }
                 continue;
             }
-            let tol = if metis && k.ends_with("bias") {
+            // A bias gradient is a column sum whose terms cancel (the output bias's largest
+            // entry 3.6e-4 at Cora), so the ranks' order of summation moves it by more than
+            // the other gradients: on one H200 the P = 4 ranges all-gather step of GAT seed 3
+            // came 1.05e-5 of it apart in one run and within 1e-5 in another (the GPU's
+            // reduction order varies between runs).
+            let tol = if k.ends_with("bias") && (metis || on_gpu) {
                 3e-4
             } else {
                 1e-5
@@ -231,6 +236,7 @@ fn attention_on_aligned_widths_gives_the_logical_step() {
             check_step(
                 &got,
                 &want,
+                false,
                 false,
                 &format!("{name} P={parts} {ex} aligned"),
             );
@@ -295,7 +301,13 @@ fn check_steps(on: &On, seeds: &[u64], max_parts: usize) {
                         assert!(empty_row_in_a_halo(&plan, &ds), "{name} P={parts}");
                     }
                     let what = format!("{} {name} seed {seed} P={parts} {ex}", ds.name);
-                    check_step(&ranks_of(&plan, &ds, &cfg, seed, on), &want, false, &what);
+                    check_step(
+                        &ranks_of(&plan, &ds, &cfg, seed, on),
+                        &want,
+                        false,
+                        on.whole.is_cuda(),
+                        &what,
+                    );
                 }
                 for parts in 2..=max_parts {
                     // Dropout masks follow the node ids: the single-device run to match is the
@@ -321,6 +333,7 @@ fn check_steps(on: &On, seeds: &[u64], max_parts: usize) {
                             &ranks_of(&plan, &renumbered, &cfg, seed, on),
                             &want,
                             true,
+                            on.whole.is_cuda(),
                             &what,
                         );
                     }

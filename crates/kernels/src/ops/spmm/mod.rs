@@ -210,10 +210,12 @@ pub(crate) fn transpose_product(
     values: Option<&Tensor>,
     mean: bool,
 ) -> candle_core::Result<Tensor> {
-    if mean && matches!(dy.dtype(), DType::BF16 | DType::F16) {
-        // Half precision: the mean's 1/deg rides in fp32 edge values (times any constant edge
-        // values), applied inside the kernel's fp32 accumulation; narrowing dy / deg to f16
-        // would underflow for long rows.
+    let half = dy.dtype() == DType::F16 || (dy.dtype() == DType::BF16 && values.is_some());
+    if mean && half {
+        // f16: the mean's 1/deg rides in fp32 edge values (times any constant edge values),
+        // applied inside the kernel's fp32 accumulation; narrowing dy / deg to f16 would
+        // underflow for long rows. bf16 (f32's exponent range) with constant edge values
+        // likewise; without, it takes the row scaling below like f32.
         let err = |e: Error| candle_core::Error::Msg(e.to_string());
         let vt = match values {
             // Both factors in the transpose's order, each cached with the graph (the product

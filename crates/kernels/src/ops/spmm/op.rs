@@ -29,10 +29,14 @@ impl SpmmOp {
         Ok((T::to_cpu_storage_owned(out), Shape::from((csr.n_rows(), k))))
     }
 
-    /// `dy` scaled for the transpose product: `D^-1 dy` for mean, `dy` for sum.
+    /// `dy` scaled for the transpose product: `D^-1 dy` for mean ([`crate::scale_rows`]: one
+    /// fp32 product per element, rounded once), `dy` for sum.
     pub(super) fn scaled_grad(&self, dy: &Tensor) -> candle_core::Result<Tensor> {
         match self.reduce {
-            Reduce::Mean => dy.broadcast_mul(&self.g.inv_degrees(dy.dtype())?),
+            Reduce::Mean => {
+                let inv = self.g.inv_degrees(DType::F32)?.reshape(self.g.n_rows())?;
+                crate::scale_rows(dy, &inv).map_err(|e| candle_core::Error::Msg(e.to_string()))
+            }
             Reduce::Sum => Ok(dy.clone()),
             Reduce::Max | Reduce::Min => {
                 candle_core::bail!("spmm: max/min backward goes through the argmax path")

@@ -555,3 +555,120 @@ pub(super) fn check_bias_add(c: &mut Checker, gpu: &Device) -> Result<()> {
     }
     Ok(())
 }
+
+/// The row scaling ([`crate::scale_rows`], GCN's `D^-1/2` and a mean's `1/deg` taken out of
+/// the SpMM): the product and `dx` against the CPU in f32, rounded once to the storage type
+/// (its unit roundoff, doubled). Shapes: 48 columns (16-byte steps in every dtype), 41 (one
+/// element at a time), one column, one huge row, no rows, and a row range of a larger matrix
+/// (a start offset on the vector path).
+pub(super) fn check_scale_rows(c: &mut Checker, gpu: &Device) -> Result<()> {
+    let mut dts = vec![(DType::F32, 1e-6)];
+    if gpu.is_cuda() {
+        dts.extend([(DType::BF16, 1e-2), (DType::F16, 2e-3)]);
+    }
+    for (dt, bound) in dts {
+        for (rows, cols, skip) in [
+            (5000usize, 48usize, 0usize),
+            (5000, 41, 0),
+            (777, 1, 0),
+            (1, 100_000, 0),
+            (0, 48, 0),
+            (300, 48, 7),
+        ] {
+            let x = c.randn((rows + skip, cols))?.to_dtype(dt)?;
+            let s = c.randn(rows + skip)?.abs()?;
+            let dy = c.randn((rows, cols))?.to_dtype(dt)?;
+            let run = |dev: &Device, x: &Tensor, s: &Tensor, dy: &Tensor| {
+                let xv = Var::from_tensor(&x.to_device(dev)?)?;
+                let s = s.to_device(dev)?.narrow(0, skip, rows)?;
+                let y = crate::scale_rows(&xv.as_tensor().narrow(0, skip, rows)?, &s)?;
+                let g = (&y * dy.to_device(dev)?)?.sum_all()?.backward()?;
+                let dx = g
+                    .get(xv.as_tensor())
+                    .cloned()
+                    .ok_or_else(|| missing("no dx"))?;
+                Ok::<_, crate::Error>((y, dx))
+            };
+            let f32_of = |t: &Tensor| t.to_dtype(DType::F32);
+            let (yc, dxc) = run(&Device::Cpu, &f32_of(&x)?, &s, &f32_of(&dy)?)?;
+            let (yg, dxg) = run(gpu, &x, &s, &dy)?;
+            let tag = format!("scale_rows {dt:?} {rows}x{cols}+{skip}");
+            for (what, g, cpu) in [("fwd", &yg, &yc), ("dx", &dxg, &dxc)] {
+                c.check(
+                    "dense",
+                    format!("{tag} {what}"),
+                    cols,
+                    g,
+                    &cpu.to_dtype(dt)?,
+                    bound,
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The row scaling into another width with a bias ([`crate::rescale_rows`]: GCN's output
+/// epilogue from the aligned width back to the classes, and its backward's padding): the
+/// result and `dx`, `db` against the CPU in f32, rounded once to the storage type (`db` a
+/// column sum: 1e-4 in f32). Shapes: 48 -> 41 and 41 -> 48 columns, one column, no rows.
+pub(super) fn check_rescale_rows(c: &mut Checker, gpu: &Device) -> Result<()> {
+    let mut dts = vec![(DType::F32, 1e-6, 1e-4)];
+    if gpu.is_cuda() {
+        dts.extend([(DType::BF16, 1e-2, 1e-2), (DType::F16, 2e-3, 2e-3)]);
+    }
+    for (dt, bound, db_bound) in dts {
+        for (rows, k, cols) in [
+            (5000usize, 48usize, 41usize),
+            (5000, 41, 48),
+            (777, 1, 1),
+            (0, 48, 41),
+        ] {
+            for bias in [false, true] {
+                let x = c.randn((rows, k))?.to_dtype(dt)?;
+                let s = c.randn(rows)?.abs()?;
+                let b = c.randn(cols)?.to_dtype(dt)?;
+                let dy = c.randn((rows, cols))?.to_dtype(dt)?;
+                let run = |dev: &Device, x: &Tensor, b: &Tensor, dy: &Tensor| {
+                    let xv = Var::from_tensor(&x.to_device(dev)?)?;
+                    let bv = Var::from_tensor(&b.to_device(dev)?)?;
+                    let s = s.to_device(dev)?;
+                    let y = crate::rescale_rows(
+                        xv.as_tensor(),
+                        &s,
+                        bias.then(|| bv.as_tensor()),
+                        cols,
+                    )?;
+                    let g = (&y * dy.to_device(dev)?)?.sum_all()?.backward()?;
+                    let dx = g
+                        .get(xv.as_tensor())
+                        .cloned()
+                        .ok_or_else(|| missing("no dx"))?;
+                    let db = g.get(bv.as_tensor()).cloned();
+                    Ok::<_, crate::Error>((y, dx, db))
+                };
+                let f32_of = |t: &Tensor| t.to_dtype(DType::F32);
+                let (yc, dxc, dbc) = run(&Device::Cpu, &f32_of(&x)?, &f32_of(&b)?, &f32_of(&dy)?)?;
+                let (yg, dxg, dbg) = run(gpu, &x, &b, &dy)?;
+                let tag = format!("rescale_rows {dt:?} {rows}x{k}->{cols} bias {bias}");
+                let mut checks = vec![("fwd", &yg, &yc, bound), ("dx", &dxg, &dxc, bound)];
+                if let (Some(g), Some(cpu)) = (&dbg, &dbc) {
+                    checks.push(("db", g, cpu, db_bound));
+                } else if bias {
+                    return Err(missing(&format!("{tag}: no db")));
+                }
+                for (what, g, cpu, bd) in checks {
+                    c.check(
+                        "dense",
+                        format!("{tag} {what}"),
+                        cols,
+                        g,
+                        &cpu.to_dtype(dt)?,
+                        bd,
+                    )?;
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -176,5 +176,7 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
     // inputs a seed gave them before).
     attention::check_gat_scores(c, gpu)?;
     dense::check_bias_add(c, gpu)?;
+    dense::check_scale_rows(c, gpu)?;
+    dense::check_rescale_rows(c, gpu)?;
     Ok(())
 }
