@@ -408,7 +408,7 @@ BIAS_ADD(double, f64)
 BIAS_ADD(__nv_bfloat16, bf16)
 BIAS_ADD(__half, f16)
 
-// Row scaling `out[r, :] = x[r, :] * s[r]` (`s` fp32; one fp32 product, rounded once to the
+// Row scaling `out[r, :] = x[r, :] * s[r]` (`s` fp32; one fp32 product, rounded to the
 // storage type): a diagonal factor of a normalised aggregation (GCN's D^-1/2 on either side,
 // a mean's 1/deg) applied to the dense operand, so the SpMM itself runs unweighted and streams
 // no edge values. VEC elements per thread per step (16-byte loads where the host found the
@@ -462,7 +462,7 @@ SCALE_ROWS(__nv_bfloat16, bf16, 8)
 SCALE_ROWS(__half, f16, 8)
 
 // Row scaling into another width: `out[r, j] = (j < kin ? x[r, j] * s[r] : 0) (+ b[j])` for
-// `j < kout` (`x [n, kin]`, `out [n, kout]`, `b [kout]`; fp32 arithmetic, one rounding).
+// `j < kout` (`x [n, kin]`, `out [n, kout]`, `b [kout]`; fp32 arithmetic, rounded to the storage type).
 // An aggregation's epilogue on padded columns: GCN's output layer's `D^-1/2`, bias and the
 // narrowing back to its classes in one pass, and its backward's padding and `D^-1/2`.
 // One thread per output element, grid-stride; 32-bit indices (`I = int`) where the host found

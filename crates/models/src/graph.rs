@@ -176,6 +176,9 @@ impl FusedAggregation {
         else {
             return Ok(None);
         };
+        if !scales(x) {
+            return Ok(None);
+        }
         let sum = spmm(graph, &scale_rows(&x.detach(), s)?, Reduce::Sum)?;
         Ok(Some(rescale_rows(&sum, s, Some(&b.detach()), cols)?))
     }
@@ -192,6 +195,9 @@ impl FusedAggregation {
         else {
             return Ok(None);
         };
+        if !scales(dy) {
+            return Ok(None);
+        }
         let dy = rescale_rows(dy, s, None, width)?;
         let dx = gnn_kernels::spmm_transposed(graph, &dy, None, Reduce::Sum)?;
         Ok(Some(scale_rows(&dx, s)?))
@@ -211,7 +217,9 @@ impl FusedAggregation {
                 graph,
                 scale: Some(s),
                 ..
-            } => scale_rows(&spmm(graph, &scale_rows(&x.detach(), s)?, Reduce::Sum)?, s)?,
+            } if scales(x) => {
+                scale_rows(&spmm(graph, &scale_rows(&x.detach(), s)?, Reduce::Sum)?, s)?
+            }
             Fused::Whole {
                 graph,
                 values,
@@ -240,7 +248,7 @@ impl FusedAggregation {
                 graph,
                 scale: Some(s),
                 ..
-            } => {
+            } if scales(dy) => {
                 let dy = scale_rows(dy, s)?;
                 scale_rows(
                     &gnn_kernels::spmm_transposed(graph, &dy, None, Reduce::Sum)?,
@@ -255,6 +263,12 @@ impl FusedAggregation {
             } => gnn_kernels::spmm_transposed(graph, dy, values.as_ref(), *reduce)?,
         })
     }
+}
+
+/// Whether a scaled GCN sum takes `t` through its row scalings: every dtype but f16, whose
+/// scaled rows could fall below its normal range (it keeps the edge values, applied in fp32).
+fn scales(t: &Tensor) -> bool {
+    t.dtype() != candle_core::DType::F16
 }
 
 /// The host-side operands of one model kind (structure and edge values, before upload):
@@ -332,8 +346,9 @@ impl ModelGraph {
     /// SpMM between two row scalings ([`gnn_kernels::scale_rows`]), which reads no fp32 value
     /// per edge (on an H200 at K = 48 bf16, 1.66 ms against 1.82 for the weighted SpMM, the
     /// scalings about 10 µs each), instead of the SpMM over the normalised values. On by default
-    /// on CUDA in f32 and bf16 (f16 keeps the values: its scaled rows could fall below its
-    /// normal range); off on the CPU, where the composed and lean forms agree bit for bit.
+    /// on CUDA for every dtype but f16 (f16 keeps the values: its scaled rows could fall below
+    /// its normal range; checked again on each tensor the sum takes); off on the CPU, where the
+    /// composed and lean forms agree bit for bit.
     /// Only for [`Self::new`]'s own GCN values (a graph whose `values` were replaced keeps
     /// them). The sums equal the weighted ones up to rounding: each factor is rounded to f32
     /// where the values round their f64 product, and half precision rounds the scaled rows.

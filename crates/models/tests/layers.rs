@@ -1182,13 +1182,35 @@ fn lean_layers_on_a_whole_graph_equal_the_composed_ones() {
 
 /// A whole graph's lean GCN whose fused sum runs unweighted between two `D^-1/2` row
 /// scalings ([`ModelGraph::with_scaled_normalisation`]) gives the weighted SpMM's logits and
-/// gradients up to rounding, with and without padded outputs, in training and evaluation; the
+/// gradients up to rounding, on an undirected and a directed graph, with and without padded
+/// outputs, in training and evaluation; the
 /// scaling is off on the CPU by default, for f16 and for a mean.
 #[test]
 fn scaled_normalisation_gives_the_weighted_gcn() {
     let dev = Device::Cpu;
-    let csr = small_graph();
-    for pad in [false, true] {
+    // The undirected graph, and a directed one (its backward needs the transpose: `Aᵀ`, not
+    // `A`).
+    let directed = {
+        let mut r = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
+        let src: Vec<u32> = (0..90).map(|_| r.random_range(0..30)).collect();
+        let dst: Vec<u32> = (0..90).map(|_| r.random_range(0..30)).collect();
+        let opts = BuildOptions {
+            symmetrize: false,
+            ..BuildOptions::undirected()
+        };
+        let g = Coo::new(30, src, dst).unwrap().to_csr(opts).unwrap();
+        assert!(
+            !g.is_symmetric(),
+            "the directed test graph came out symmetric"
+        );
+        g
+    };
+    for (csr, pad) in [
+        (small_graph(), false),
+        (small_graph(), true),
+        (directed.clone(), false),
+        (directed, true),
+    ] {
         for (in_dim, hidden, classes, layers) in [(13, 16, 3, 2), (5, 12, 10, 3), (9, 4, 3, 2)] {
             let cfg = ModelConfig::new(ConvKind::Gcn, in_dim, hidden, classes, layers, 0.5);
             let model = Gnn::new(cfg, &dev, 2).unwrap();
@@ -1205,7 +1227,10 @@ fn scaled_normalisation_gives_the_weighted_gcn() {
             assert!(!fused(&scaled, Reduce::Sum, DType::F16));
             assert!(!fused(&scaled, Reduce::Mean, DType::F32));
             let x = seeded_x(in_dim, 5);
-            let what = format!("pad {pad}, {in_dim}-{hidden}-{classes} x{layers}");
+            let what = format!(
+                "pad {pad}, symmetric {}, {in_dim}-{hidden}-{classes} x{layers}",
+                csr.is_symmetric()
+            );
             let (y0, g0) = train_pass(&model, &weighted, &x, None, 3);
             let (y1, g1) = train_pass(&model, &scaled, &x, None, 3);
             close(&mat(&y1), &mat(&y0), 1e-5);

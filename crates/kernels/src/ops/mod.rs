@@ -88,8 +88,8 @@ pub(crate) fn check_float(op: &'static str, what: &str, t: &Tensor) -> Result<()
 /// once, where candle's dim-0 reduction runs one block per column (a bias gradient).
 pub fn column_sum(x: &Tensor) -> candle_core::Result<Tensor> {
     let (n, d) = x.dims2()?;
-    if n == 0 {
-        // cuBLAS refuses a product over no rows (CUDA_ERROR_INVALID_VALUE).
+    if n == 0 || d == 0 {
+        // cuBLAS refuses an empty product (CUDA_ERROR_INVALID_VALUE).
         return Tensor::zeros(d, x.dtype(), x.device());
     }
     Tensor::ones((1, n), x.dtype(), x.device())?

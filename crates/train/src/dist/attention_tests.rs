@@ -181,7 +181,8 @@ fn ranks_on(
 /// sums (a halo row's gradient is summed over ranks, the loss and parameter gradients are
 /// all-reduced): 1e-5 (measured: up to 1.2e-6 of the largest entry), and 3e-4 for a bias
 /// under METIS (its gradient sums the output gradient over the train nodes, which METIS
-/// spreads over ranks whose partial sums cancel; measured up to 7.5e-5).
+/// spreads over ranks whose partial sums cancel; measured up to 7.5e-5), and 5e-5 for a bias
+/// on a GPU (`on_gpu`: its reduction order varies between runs; measured 1.05e-5).
 fn check_step(got: &[Named], want: &Named, metis: bool, on_gpu: bool, what: &str) {
     let (loss, grads) = want;
     let largest = |g: &[f32]| g.iter().fold(0f32, |m, v| m.max(v.abs()));
@@ -207,10 +208,10 @@ fn check_step(got: &[Named], want: &Named, metis: bool, on_gpu: bool, what: &str
             // the other gradients: on one H200 the P = 4 ranges all-gather step of GAT seed 3
             // came 1.05e-5 of it apart in one run and within 1e-5 in another (the GPU's
             // reduction order varies between runs).
-            let tol = if k.ends_with("bias") && (metis || on_gpu) {
-                3e-4
-            } else {
-                1e-5
+            let tol = match (k.ends_with("bias"), metis, on_gpu) {
+                (true, true, _) => 3e-4,
+                (true, false, true) => 5e-5,
+                _ => 1e-5,
             };
             assert_close(&g[k], want, tol, &format!("{what} d{k}"));
         }
