@@ -21,7 +21,10 @@ pub mod timer;
 pub use config::{aligned_width, Activation, ConvKind, ModelConfig};
 pub use dropout::DropoutRng;
 pub use error::{Error, Result};
-pub use graph::{padded_outputs_pay, Aggregation, FusedAggregation, ModelGraph, Operands};
+pub use graph::{
+    padded_outputs_pay, padded_outputs_pay_on_cuda, Aggregation, FusedAggregation, ModelGraph,
+    Operands,
+};
 pub use model::{Forward, Gnn, PygLayout};
 pub use output::{check_elements, products_pass_limit, OutputRows, MAX_TENSOR_ELEMENTS};
 pub use params::{Init, ParamStore};

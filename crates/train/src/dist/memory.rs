@@ -335,6 +335,20 @@ impl Dims {
     }
 }
 
+/// `model` at the widths its ranks take on a GPU ([`crate::dist::Widths::Auto`] on CUDA): the
+/// features on [`gnn_models::aligned_width`] columns (Reddit's 602 on 608), and the output
+/// layer there too where [`gnn_models::padded_outputs_pay_on_cuda`] says (41 classes on 48 in
+/// half precision). The narrowed logits are charged at the aligned width as well: a slight
+/// over-estimate.
+fn gpu_widths(model: &ModelConfig, precision: crate::Precision) -> ModelConfig {
+    let mut m = model.clone();
+    m.in_dim = gnn_models::aligned_width(model.in_dim);
+    if gnn_models::padded_outputs_pay_on_cuda(model.kind, precision.is_half()) {
+        m.out_dim = gnn_models::aligned_width(model.out_dim);
+    }
+    m
+}
+
 /// The features' aggregation is cached (the trainer's input cache): what
 /// `Gnn::input_aggregate_reduce` decides, from the config.
 pub(crate) fn caches_input(model: &ModelConfig, train: &TrainConfig) -> bool {
@@ -765,6 +779,8 @@ pub fn estimate_shape(
     train: &TrainConfig,
     target: Target,
 ) -> Estimate {
+    let logical = model;
+    let model = &gpu_widths(model, train.precision);
     let n = shape.rows as u64;
     let nnz = shape.nnz;
     let e = train.precision.dtype().size_in_bytes() as u64;
@@ -782,7 +798,7 @@ pub fn estimate_shape(
         out_rows: crate::trainer::output::output_rows(
             shape.rows,
             shape.labelled,
-            model.out_dim,
+            logical.out_dim,
             train.labelled_output,
         ) as u64,
     };
