@@ -212,6 +212,13 @@ impl DeviceGraph {
         self.log.record(op, kernel);
     }
 
+    /// Records, for [`Self::kernels_used`], a form of `op` composed from this crate's ops
+    /// outside it (the models' row-scaled GCN sum: `"spmm"`, `"row-scaled"`), so a run's
+    /// report says which form ran.
+    pub fn record_form(&self, op: &'static str, form: &'static str) {
+        self.log.record(op, form);
+    }
+
     /// The host structure.
     pub fn csr(&self) -> &Csr {
         &self.inner.csr

@@ -179,6 +179,7 @@ impl FusedAggregation {
         if !scales(x) {
             return Ok(None);
         }
+        graph.record_form("spmm", "row-scaled");
         let sum = spmm(graph, &scale_rows(&x.detach(), s)?, Reduce::Sum)?;
         Ok(Some(rescale_rows(&sum, s, Some(&b.detach()), cols)?))
     }
@@ -218,6 +219,7 @@ impl FusedAggregation {
                 scale: Some(s),
                 ..
             } if scales(x) => {
+                graph.record_form("spmm", "row-scaled");
                 scale_rows(&spmm(graph, &scale_rows(&x.detach(), s)?, Reduce::Sum)?, s)?
             }
             Fused::Whole {

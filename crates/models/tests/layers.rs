@@ -1238,6 +1238,9 @@ fn scaled_normalisation_gives_the_weighted_gcn() {
             let e0 = mat(&model.forward(&weighted, &x, &mut Forward::eval()).unwrap());
             let e1 = mat(&model.forward(&scaled, &x, &mut Forward::eval()).unwrap());
             close(&e1, &e0, 1e-5);
+            // The report says which form ran.
+            assert!(scaled.graph.kernels_used().contains("spmm", "row-scaled"));
+            assert!(!weighted.graph.kernels_used().contains("spmm", "row-scaled"));
         }
     }
 }
