@@ -158,6 +158,19 @@ impl FusedAggregation {
         matches!(self.0, Fused::Whole { scale: Some(_), .. })
     }
 
+    /// The graph and row factors of a scaled sum that takes `t` through them (not f16);
+    /// `None` for the other forms.
+    fn scaled_for(&self, t: &Tensor) -> Option<(&DeviceGraph, &Tensor)> {
+        match &self.0 {
+            Fused::Whole {
+                graph,
+                scale: Some(s),
+                ..
+            } if scales(t) => Some((graph, s)),
+            _ => None,
+        }
+    }
+
     /// For a scaled sum ([`Self::is_scaled`]), [`Self::forward`] plus the bias `b [cols]` on
     /// its first `cols` columns, the outer row scaling, the bias and the narrowing in one
     /// pass ([`gnn_kernels::rescale_rows`]): an output layer's aggregation on aligned
@@ -168,17 +181,9 @@ impl FusedAggregation {
         b: &Tensor,
         cols: usize,
     ) -> Result<Option<Tensor>> {
-        let Fused::Whole {
-            graph,
-            scale: Some(s),
-            ..
-        } = &self.0
-        else {
+        let Some((graph, s)) = self.scaled_for(x) else {
             return Ok(None);
         };
-        if !scales(x) {
-            return Ok(None);
-        }
         graph.record_form("spmm", "row-scaled");
         let sum = spmm(graph, &scale_rows(&x.detach(), s)?, Reduce::Sum)?;
         Ok(Some(rescale_rows(&sum, s, Some(&b.detach()), cols)?))
@@ -188,17 +193,9 @@ impl FusedAggregation {
     /// forward's input (`dy [N, c]`, `c <= width`, zero beyond): the padding and the inner row
     /// scaling in one pass. `None` for the other forms.
     pub(crate) fn backward_widened(&self, dy: &Tensor, width: usize) -> Result<Option<Tensor>> {
-        let Fused::Whole {
-            graph,
-            scale: Some(s),
-            ..
-        } = &self.0
-        else {
+        let Some((graph, s)) = self.scaled_for(dy) else {
             return Ok(None);
         };
-        if !scales(dy) {
-            return Ok(None);
-        }
         let dy = rescale_rows(dy, s, None, width)?;
         let dx = gnn_kernels::spmm_transposed(graph, &dy, None, Reduce::Sum)?;
         Ok(Some(scale_rows(&dx, s)?))

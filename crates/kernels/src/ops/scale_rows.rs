@@ -26,27 +26,7 @@ use candle_core::{CpuStorage, CustomOp2, CustomOp3, DType, Layout, Shape, Tensor
 /// dtype. Backward: `dx = diag(s) · dy`.
 pub fn scale_rows(x: &Tensor, s: &Tensor) -> Result<Tensor> {
     const OP: &str = "scale_rows";
-    crate::ops::check_float_or_half(OP, "x", x)?;
-    crate::ops::check_device_of(OP, x, s)?;
-    let dims = x.dims();
-    if dims.len() != 2 || s.dims() != [dims[0]] {
-        return Err(Error::shape(
-            OP,
-            format!("x {dims:?} and s {:?} must be [N, K] and [N]", s.dims()),
-        ));
-    }
-    if s.dtype() != DType::F32 {
-        return Err(Error::dtype(
-            OP,
-            format!("s is {:?}, expected F32", s.dtype()),
-        ));
-    }
-    if s.track_op() {
-        return Err(Error::unsupported(
-            OP,
-            "row factors that track a gradient are not supported (constant only)",
-        ));
-    }
+    check_rows(OP, x, s)?;
     Ok(x.contiguous()?.apply_op2(&s.contiguous()?, ScaleRows)?)
 }
 
@@ -57,27 +37,7 @@ pub fn scale_rows(x: &Tensor, s: &Tensor) -> Result<Tensor> {
 /// `db = dy.sum(0)`.
 pub fn rescale_rows(x: &Tensor, s: &Tensor, b: Option<&Tensor>, cols: usize) -> Result<Tensor> {
     const OP: &str = "rescale_rows";
-    crate::ops::check_float_or_half(OP, "x", x)?;
-    crate::ops::check_device_of(OP, x, s)?;
-    let dims = x.dims();
-    if dims.len() != 2 || s.dims() != [dims[0]] {
-        return Err(Error::shape(
-            OP,
-            format!("x {dims:?} and s {:?} must be [N, K] and [N]", s.dims()),
-        ));
-    }
-    if s.dtype() != DType::F32 {
-        return Err(Error::dtype(
-            OP,
-            format!("s is {:?}, expected F32", s.dtype()),
-        ));
-    }
-    if s.track_op() {
-        return Err(Error::unsupported(
-            OP,
-            "row factors that track a gradient are not supported (constant only)",
-        ));
-    }
+    check_rows(OP, x, s)?;
     let op = ReWidth { cols };
     let (x, s) = (x.contiguous()?, s.contiguous()?);
     Ok(match b {
@@ -330,6 +290,33 @@ fn rewidth_cuda(
     }
     let out = crate::ops::dropout::cuda::per_dtype!(x.dtype(), "rescale_rows", run);
     Ok((out, Shape::from((n, cols))))
+}
+
+/// Checks `x [N, K]` (a float or half dtype) and its constant row factors `s [N]` (f32, on
+/// `x`'s device): the inputs [`scale_rows`] and [`rescale_rows`] share.
+fn check_rows(op: &'static str, x: &Tensor, s: &Tensor) -> Result<()> {
+    crate::ops::check_float_or_half(op, "x", x)?;
+    crate::ops::check_device_of(op, x, s)?;
+    let dims = x.dims();
+    if dims.len() != 2 || s.dims() != [dims[0]] {
+        return Err(Error::shape(
+            op,
+            format!("x {dims:?} and s {:?} must be [N, K] and [N]", s.dims()),
+        ));
+    }
+    if s.dtype() != DType::F32 {
+        return Err(Error::dtype(
+            op,
+            format!("s is {:?}, expected F32", s.dtype()),
+        ));
+    }
+    if s.track_op() {
+        return Err(Error::unsupported(
+            op,
+            "row factors that track a gradient are not supported (constant only)",
+        ));
+    }
+    Ok(())
 }
 
 struct ScaleRows;
