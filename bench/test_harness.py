@@ -150,12 +150,22 @@ class SuiteTests(unittest.TestCase):
     def test_headline_rows(self):
         s = self.load("headline")
         ids = {m.id for m in s.measurements}
-        for want in ("gcn-2x128-f32-input-cache/ours", "gcn-2x128-bf16-no-input-cache/ours",
+        for want in ("gcn-2x128-f32-input-cache-train-rows/ours",
+                     "gcn-2x128-bf16-no-input-cache-train-rows/ours",
+                     "gcn-2x128-bf16-no-input-cache-no-train-rows/ours",
                      "gcn-2x128-f32/pyg", "gcn-2x128-bf16/tgcn", "sage-2x128-bf16/ours",
                      "sage-2x128-f32/pyg", "gcn-4x256-bf16/ours", "gcn-4x256-bf16/tgcn",
                      "gat-2x64-bf16/ours", "gat-2x64-bf16/pyg"):
             self.assertIn(want, ids)
         self.assertEqual(s.versions, {"torch": "2.11", "torch_geometric": "2.8"})
+        # Each variant turns off what it leaves out.
+        args = {m.id: r.args for r in s.runs for m in r.measurements}
+        self.assertNotIn("--no-train-rows", args["gcn-2x128-bf16-input-cache-train-rows/ours"])
+        self.assertIn("--no-input-cache", args["gcn-2x128-bf16-no-input-cache-train-rows/ours"])
+        self.assertNotIn("--no-train-rows", args["gcn-2x128-bf16-no-input-cache-train-rows/ours"])
+        self.assertIn("--no-train-rows", args["gcn-2x128-bf16-no-input-cache-no-train-rows/ours"])
+        self.assertNotIn("--no-train-rows", args["sage-2x128-bf16/ours"])
+        self.assertIn("--no-train-rows", args["gat-2x64-bf16/ours"])
         # The peers run first, one process per epoch count and repetition (60 epochs; GAT's 20),
         # same_graph.py's GAT under its own name.
         peers = [r for r in s.runs if r.kind == "same-graph-peers"]
@@ -354,7 +364,9 @@ FAKE_TRAIN = textwrap.dedent("""\
                    "report": {"epoch_ms_median": 2.0 if "--no-input-cache" in a else 1.0,
                               "test_acc": 0.5, "peak_allocated_bytes": None}},
            "train": {"precision": val("--precision", "f32"),
-                     "cache_input_aggregate": "--no-input-cache" not in a}}
+                     "cache_input_aggregate": "--no-input-cache" not in a,
+                     "labelled_output": "--all-output-rows" not in a,
+                     "train_rows_output": "--no-train-rows" not in a}}
     with open(val("--json"), "w") as f:
         json.dump(doc, f)
     print("ok")
@@ -533,18 +545,26 @@ class GpuSuiteTests(unittest.TestCase):
 
     def test_headline_case(self):
         rows, rec = self.run_suite("headline", "--only", "gcn-2x128", "--graph-dir", os.path.join(self.d, "g"))
-        self.assertEqual(sorted(rows), ["gcn-2x128-bf16-input-cache/ours", "gcn-2x128-bf16-no-input-cache/ours",
-                                        "gcn-2x128-bf16/pyg", "gcn-2x128-bf16/tgcn",
-                                        "gcn-2x128-f32-input-cache/ours", "gcn-2x128-f32-no-input-cache/ours",
-                                        "gcn-2x128-f32/pyg", "gcn-2x128-f32/tgcn"])
+        variants = ["input-cache-train-rows", "no-input-cache-train-rows", "no-input-cache-no-train-rows"]
+        self.assertEqual(sorted(rows), sorted([f"gcn-2x128-{p}-{v}/ours" for p in ("f32", "bf16") for v in variants]
+                                              + [f"gcn-2x128-{p}/{peer}" for p in ("f32", "bf16")
+                                                 for peer in ("pyg", "tgcn")]))
+        self.assertEqual(rows["gcn-2x128-bf16-input-cache-train-rows/ours"]["shortcuts"],
+                         ["input-cache", "train-rows"])
+        self.assertEqual(rows["gcn-2x128-bf16-no-input-cache-no-train-rows/ours"]["shortcuts"], [])
         self.assertTrue(all(r["status"] == "ok" for r in rows.values()))
         # The models in the order same_graph.py was given them: gcn_2x128 first.
         self.assertEqual(rows["gcn-2x128-f32/pyg"]["median_ms"], 100.0)
         pyg = rows["gcn-2x128-bf16/pyg"]
         self.assertEqual(pyg["spmm_widths"], [128, 128, 41, 41])
         self.assertEqual(pyg["bytes_moved"], floors.epoch_work(5000, 250000, [128, 128, 41, 41], 2, True).compulsory)
-        ours = rows["gcn-2x128-bf16-input-cache/ours"]
+        ours = rows["gcn-2x128-bf16-input-cache-train-rows/ours"]
         self.assertEqual((ours["nodes"], ours["nnz"], ours["spmm_widths"]), (5000, 250000, [41, 41]))
+        # The train rows' output layer: its two SpMMs over the train split's share (66 %) of the
+        # non-zeros.
+        self.assertEqual(ours["bytes_moved"], floors.epoch_work(5000, 165000, [41, 41], 2, True).compulsory)
+        every = rows["gcn-2x128-bf16-no-input-cache-no-train-rows/ours"]
+        self.assertEqual(every["bytes_moved"], floors.epoch_work(5000, 250000, [128, 128, 41, 41], 2, True).compulsory)
         self.assertTrue(os.path.isfile(os.path.join(rec, "graph.json")))
         with open(os.path.join(rec, "command.txt")) as f:
             commands = f.read()
@@ -796,7 +816,7 @@ class DistTests(unittest.TestCase):
             f.write(text.replace('shortcuts = [["input-cache", "labelled-output"]]', ""))
         p = self.run_py(path)
         self.assertNotEqual(p.returncode, 0)
-        self.assertIn("the suite declared ['input-cache']", p.stdout + p.stderr)
+        self.assertIn("the suite declared ['input-cache', 'train-rows']", p.stdout + p.stderr)
         # A case's `graph` names a saved graph: not without one.
         with open(path, "w") as f:
             f.write(text.replace('source = "saved"', 'source = "generated"').replace(

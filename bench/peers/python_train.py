@@ -46,6 +46,7 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cpu", action="store_true", help="train on the CPU (as train_reddit --cpu)")
     ap.add_argument("--no-input-cache", action="store_true")
+    ap.add_argument("--no-train-rows", action="store_true")
     ap.add_argument("--no-profile", action="store_true")
     ap.add_argument("--no-baseline", action="store_true",
                     help="accepted for train_reddit's flags: this script never trains the MLP baseline")
@@ -71,6 +72,7 @@ def main(argv=None):
         dropout=a.dropout, input_dropout=a.input_dropout, weight_decay=a.weight_decay,
         eval_every=a.eval_every, precision=a.precision, device="cpu" if a.cpu else "cuda",
         seed=a.seed, profile=not a.no_profile, input_cache=not a.no_input_cache,
+        train_rows=not a.no_train_rows,
         row_normalize=False, on_epoch=on_epoch, progress=progress)
     if a.save:
         model.save(a.save)

@@ -1033,6 +1033,29 @@ impl Csr {
         })
     }
 
+    /// The rows `rows` of this pattern (any order, repeats allowed), every column kept: an
+    /// `rows.len() x n_cols` pattern whose row `i` is row `rows[i]` here, its entries in
+    /// their order. What an aggregation computed for some rows alone runs on (a training
+    /// pass whose loss reads only the train nodes' outputs). The offsets keep their width.
+    pub fn select_rows(&self, rows: &[u32]) -> Result<Csr> {
+        if let Some(i) = rows.iter().position(|&r| r as usize >= self.n_rows) {
+            return Err(Error::InvalidArgument(format!(
+                "row {} at position {i} is out of range (n_rows = {})",
+                rows[i], self.n_rows
+            )));
+        }
+        let indptr = match &self.indptr {
+            RowPtr::U32(_) => self.permuted_offsets::<u32>(rows),
+            RowPtr::U64(_) => self.permuted_offsets::<u64>(rows),
+        };
+        let mut indices = vec![0u32; indptr.last()];
+        split_rows_mut(&mut indices, &indptr)
+            .into_par_iter()
+            .zip(rows.par_iter())
+            .for_each(|(out, &r)| out.copy_from_slice(self.row(r as usize)));
+        Self::from_row_ptr(rows.len(), self.n_cols, indptr, indices)
+    }
+
     /// The offsets of the rows `old_of_new` in that order, as `O`.
     fn permuted_offsets<O: Offset>(&self, old_of_new: &[u32]) -> RowPtr {
         let mut indptr: Vec<O> = Vec::with_capacity(old_of_new.len() + 1);
@@ -1195,6 +1218,26 @@ mod transpose_tests {
             indptr.push(indices.len() as u32);
         }
         Csr::new_checked(rows, cols, indptr, indices).unwrap()
+    }
+
+    #[test]
+    fn selected_rows_are_those_rows_at_either_offset_width() {
+        let a = awkward(300, 500, 6_000, 9);
+        // The hub row, empty (odd) rows, a repeat, and an order that is not ascending.
+        let rows = [0u32, 1, 298, 4, 4, 299, 2];
+        for width in [OffsetWidth::U32, OffsetWidth::U64] {
+            let a = a.clone().with_offset_width(width).unwrap();
+            let s = a.select_rows(&rows).unwrap();
+            assert_eq!((s.n_rows(), s.n_cols(), s.offset_width()), (7, 500, width));
+            for (i, &r) in rows.iter().enumerate() {
+                assert_eq!(s.row(i), a.row(r as usize), "row {i} = row {r}");
+            }
+            assert!(s
+                .select_rows(&[])
+                .is_ok_and(|e| e.n_rows() == 0 && e.nnz() == 0));
+        }
+        let e = a.select_rows(&[3, 300]).unwrap_err().to_string();
+        assert!(e.contains("row 300 at position 1 is out of range"), "{e}");
     }
 
     #[test]

@@ -97,18 +97,31 @@ pub struct ModelGraph {
     /// that restricts the output layer to them ([`Self::with_output_aggregation`]).
     output_aggregation: Option<SelectedAggregation>,
     /// The phase clock of the passes over this graph (off unless [`Self::set_phase_timing`]).
-    timer: Timer,
+    timer: std::sync::Arc<Timer>,
     /// A whole graph's layers run their lean forms ([`Self::with_lean_layers`]).
     lean: bool,
     /// Lean output layers that multiply first, and GAT's one-head output layers, compute on
     /// an aligned width ([`Self::with_padded_outputs`]).
     pad_outputs: bool,
-    /// GCN's normalisation as its diagonal factor (`D^-1/2`, f32 `[N]`), with the id of the
-    /// `values` it stands for: a whole graph's fused sum then aggregates unweighted between
+    /// GCN's normalisation as its diagonal factors (`D^-1/2`, f32), with the id of the
+    /// `values` they stand for: a whole graph's fused sum then aggregates unweighted between
     /// two row scalings ([`Self::with_scaled_normalisation`]).
-    gcn_scale: Option<(candle_core::TensorId, Tensor)>,
+    gcn_scale: Option<(candle_core::TensorId, RowScales)>,
     /// Whether the fused sum takes [`Self::gcn_scale`] (on CUDA by default).
     scaled: bool,
+    /// A graph restricted to some rows of another ([`Self::restricted_to_rows`]): those rows,
+    /// for a layer's root term (its input's own rows, GraphSAGE's `W_r x_i`).
+    rows: Option<crate::OutputRows>,
+}
+
+/// The two diagonal factors of GCN's normalisation as a scaled sum takes them: `rows` scales
+/// the sum's output rows, `cols` its input rows (`value(i, j) = rows[i] · cols[j]`). Both are
+/// `D^-1/2` of the whole graph (`[N]`, f32); on a graph restricted to some rows
+/// ([`ModelGraph::restricted_to_rows`]) `rows` holds those rows' factors alone.
+#[derive(Clone)]
+struct RowScales {
+    rows: Tensor,
+    cols: Tensor,
 }
 
 /// A partitioned graph's fused symmetric aggregation under one reduction
@@ -135,7 +148,7 @@ enum Fused {
     Whole {
         graph: DeviceGraph,
         values: Option<Tensor>,
-        scale: Option<Tensor>,
+        scale: Option<RowScales>,
         reduce: Reduce,
     },
 }
@@ -160,7 +173,7 @@ impl FusedAggregation {
 
     /// The graph and row factors of a scaled sum that takes `t` through them (not f16);
     /// `None` for the other forms.
-    fn scaled_for(&self, t: &Tensor) -> Option<(&DeviceGraph, &Tensor)> {
+    fn scaled_for(&self, t: &Tensor) -> Option<(&DeviceGraph, &RowScales)> {
         match &self.0 {
             Fused::Whole {
                 graph,
@@ -185,8 +198,8 @@ impl FusedAggregation {
             return Ok(None);
         };
         graph.record_form("spmm", "row-scaled");
-        let sum = spmm(graph, &scale_rows(&x.detach(), s)?, Reduce::Sum)?;
-        Ok(Some(rescale_rows(&sum, s, Some(&b.detach()), cols)?))
+        let sum = spmm(graph, &scale_rows(&x.detach(), &s.cols)?, Reduce::Sum)?;
+        Ok(Some(rescale_rows(&sum, &s.rows, Some(&b.detach()), cols)?))
     }
 
     /// For a scaled sum, [`Self::backward`] of an output gradient on fewer columns than the
@@ -196,9 +209,9 @@ impl FusedAggregation {
         let Some((graph, s)) = self.scaled_for(dy) else {
             return Ok(None);
         };
-        let dy = rescale_rows(dy, s, None, width)?;
+        let dy = rescale_rows(dy, &s.rows, None, width)?;
         let dx = gnn_kernels::spmm_transposed(graph, &dy, None, Reduce::Sum)?;
-        Ok(Some(scale_rows(&dx, s)?))
+        Ok(Some(scale_rows(&dx, &s.cols)?))
     }
 
     /// `Â x` for this rank's rows (for its selected rows, [`Self::selected`]), untracked
@@ -217,7 +230,8 @@ impl FusedAggregation {
                 ..
             } if scales(x) => {
                 graph.record_form("spmm", "row-scaled");
-                scale_rows(&spmm(graph, &scale_rows(&x.detach(), s)?, Reduce::Sum)?, s)?
+                let sum = spmm(graph, &scale_rows(&x.detach(), &s.cols)?, Reduce::Sum)?;
+                scale_rows(&sum, &s.rows)?
             }
             Fused::Whole {
                 graph,
@@ -248,10 +262,10 @@ impl FusedAggregation {
                 scale: Some(s),
                 ..
             } if scales(dy) => {
-                let dy = scale_rows(dy, s)?;
+                let dy = scale_rows(dy, &s.rows)?;
                 scale_rows(
                     &gnn_kernels::spmm_transposed(graph, &dy, None, Reduce::Sum)?,
-                    s,
+                    &s.cols,
                 )?
             }
             Fused::Whole {
@@ -332,7 +346,11 @@ impl ModelGraph {
             if kind == ConvKind::Gcn {
                 let s = gnn_graph::gcn_inv_sqrt_degrees(&ops.csr);
                 let s = Tensor::from_vec(s, ops.csr.n_rows(), device)?;
-                g.gcn_scale = Some((v.id(), s));
+                let scales = RowScales {
+                    rows: s.clone(),
+                    cols: s,
+                };
+                g.gcn_scale = Some((v.id(), scales));
                 g.scaled = device.is_cuda();
             }
             g.values = Some(v);
@@ -354,6 +372,96 @@ impl ModelGraph {
     pub fn with_scaled_normalisation(mut self, on: bool) -> Self {
         self.scaled = on;
         self
+    }
+
+    /// The rows `rows` (ascending, distinct) of this whole graph, every column kept: a
+    /// `rows.len() x N` graph whose aggregation gives those rows alone (`(Â x)[rows]`) and
+    /// whose backward is the transpose product over their edges only. A training pass hands
+    /// it to its output layer ([`crate::Forward::with_output_graph`]) when the loss reads
+    /// only these rows (the train nodes'): on the same-graph Reddit files (66 % of the nodes
+    /// in the train split) the output layer's SpMM and its transpose then run over about
+    /// 66 % of the edges, with the same result for those rows.
+    ///
+    /// The rows' structure is uploaded anew (its non-zeros, and its transpose's on the first
+    /// backward) with their edge values; the kernel policy and record, the phase clock, the
+    /// layer forms and GCN's row-scaled sum are this graph's. An error on a partitioned graph
+    /// or under a sampled aggregation.
+    pub fn restricted_to_rows(&self, rows: &[u32]) -> Result<Self> {
+        if self.halo.is_some() || self.aggregation != Aggregation::Exact {
+            return Err(Error::Config(format!(
+                "only a whole graph under exact aggregation is restricted to some rows (this \
+                 one is {}{})",
+                if self.halo.is_some() {
+                    "partitioned, "
+                } else {
+                    ""
+                },
+                self.aggregation
+            )));
+        }
+        let n = self.graph.n_rows();
+        if let Some(w) = rows.windows(2).position(|w| w[0] >= w[1]) {
+            return Err(Error::Config(format!(
+                "restricted rows must be ascending and distinct: row {} is {} after {}",
+                w + 1,
+                rows[w + 1],
+                rows[w]
+            )));
+        }
+        if let Some(&r) = rows.last().filter(|&&r| r as usize >= n) {
+            return Err(Error::Config(format!(
+                "restricted row {r} is out of range: the graph has {n} rows"
+            )));
+        }
+        let parent = self.graph.csr();
+        let csr = parent.select_rows(rows).map_err(gnn_kernels::Error::from)?;
+        let device = self.graph.device();
+        let values = match &self.values {
+            Some(v) => {
+                // The rows' edges are ranges of this graph's: their values, in that order.
+                let mut edges = Vec::with_capacity(csr.nnz());
+                for &r in rows {
+                    edges.extend(parent.row_range(r as usize).map(|p| p as u32));
+                }
+                let edges = Tensor::from_vec(edges, csr.nnz(), device)?;
+                Some(v.index_select(&edges, 0)?)
+            }
+            None => None,
+        };
+        let graph =
+            DeviceGraph::from_arc(std::sync::Arc::new(csr), device)?.with_policy_of(&self.graph);
+        let mut g = Self::plain(graph);
+        if let (Some((id, s)), Some(v), Some(mine)) = (&self.gcn_scale, &values, &self.values) {
+            if mine.id() == *id {
+                let ids = Tensor::from_slice(rows, rows.len(), device)?;
+                let scales = RowScales {
+                    rows: s.rows.index_select(&ids, 0)?,
+                    cols: s.cols.clone(),
+                };
+                g.gcn_scale = Some((v.id(), scales));
+            }
+        }
+        g.values = values;
+        g.rows = Some(crate::OutputRows::new(rows, n, device)?);
+        g.timer = self.timer.clone();
+        g.lean = self.lean;
+        g.pad_outputs = self.pad_outputs;
+        g.scaled = self.scaled;
+        Ok(g)
+    }
+
+    /// The rows of `x` (`[N, K]`, one per column of this graph) that are this graph's own rows:
+    /// on a graph restricted to some rows ([`Self::restricted_to_rows`]) those rows
+    /// (`[M, K]`, differentiable), for a layer's root term; `None` on any other graph, whose
+    /// rows are `x`'s own.
+    pub(crate) fn own_rows_of(&self, x: &Tensor) -> Result<Option<Tensor>> {
+        self.rows
+            .as_ref()
+            .map(|r| {
+                let _t = self.phase(Phase::Aggregation);
+                r.select(x)
+            })
+            .transpose()
     }
 
     /// One rank's share of `ops` in a multi-device run: its rows of the operands (`local`,
@@ -647,7 +755,7 @@ impl ModelGraph {
 
     fn plain(graph: DeviceGraph) -> Self {
         Self {
-            timer: Timer::new(graph.device()),
+            timer: std::sync::Arc::new(Timer::new(graph.device())),
             graph,
             values: None,
             aggregation: Aggregation::Exact,
@@ -662,6 +770,7 @@ impl ModelGraph {
             pad_outputs: false,
             gcn_scale: None,
             scaled: false,
+            rows: None,
         }
     }
 

@@ -45,6 +45,10 @@ pub struct Forward<'a> {
     pub input_aggregate: Option<&'a Tensor>,
     /// The rows of the output to compute (`None`: every node's); see [`crate::output`].
     pub output_rows: Option<&'a OutputRows>,
+    /// The graph the output layer aggregates over, restricted to the rows it computes
+    /// ([`ModelGraph::restricted_to_rows`]; `None`: the pass's graph); see
+    /// [`Forward::with_output_graph`].
+    pub output_graph: Option<&'a ModelGraph>,
     /// The aggregation the last hidden layer carried into the output layer holds the output
     /// rows alone (made by their [`OutputRows::aggregation`]): the output layer must not
     /// select them again. Set and read by [`Gnn::forward`] only.
@@ -61,6 +65,7 @@ impl<'a> Forward<'a> {
             rng: None,
             input_aggregate: None,
             output_rows: None,
+            output_graph: None,
             carried_rows: false,
         }
     }
@@ -71,6 +76,7 @@ impl<'a> Forward<'a> {
             rng: Some(rng),
             input_aggregate: None,
             output_rows: None,
+            output_graph: None,
             carried_rows: false,
         }
     }
@@ -84,6 +90,17 @@ impl<'a> Forward<'a> {
     /// then `[rows.len(), out_dim]`, row `i` node `rows[i]`'s.
     pub fn with_output_rows(mut self, rows: Option<&'a OutputRows>) -> Self {
         self.output_rows = rows;
+        self
+    }
+    /// The same pass, its output layer aggregating over `graph` when given: the pass's graph
+    /// restricted to some rows ([`ModelGraph::restricted_to_rows`]), whose logits alone it
+    /// then computes (`[graph's rows, out_dim]`, row `i` the `i`-th restricted row's), its
+    /// sparse products and their backward over those rows' edges only. For a training pass
+    /// whose loss reads only those rows (the train nodes'); a model that cannot
+    /// ([`Gnn::computes_output_on_restricted_graph`]) refuses the pass, as does one also given
+    /// output rows.
+    pub fn with_output_graph(mut self, graph: Option<&'a ModelGraph>) -> Self {
+        self.output_graph = graph;
         self
     }
 }
@@ -309,6 +326,22 @@ impl Gnn {
             };
         }
         let last = self.convs.len() - 1;
+        let out_graph = ctx.output_graph;
+        if out_graph.is_some() {
+            if !self.computes_output_on_restricted_graph() {
+                return Err(Error::Config(format!(
+                    "a {}-layer {} model cannot compute its output layer on a restricted graph \
+                     (GCN and GraphSAGE of two layers or more only)",
+                    self.convs.len(),
+                    self.cfg.kind
+                )));
+            }
+            if ctx.output_rows.is_some() {
+                return Err(Error::Config(
+                    "a pass takes output rows or a restricted output graph, not both".into(),
+                ));
+            }
+        }
         // A layer's aggregation of its input made by the layer before it (a lean GCN layer:
         // see `fused_into_next`).
         let mut carried: Option<Tensor> = None;
@@ -322,7 +355,9 @@ impl Gnn {
             } else {
                 carried.take()
             };
-            if let Some((Conv::Gcn(c), next)) = self.fused_into_next(l, g, &h, ctx.output_rows) {
+            if let Some((Conv::Gcn(c), next)) =
+                self.fused_into_next(l, g, out_graph, &h, ctx.output_rows)
+            {
                 let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
                 let act = crate::conv::lean::Act::Relu(drop);
                 let rows_only = next.is_selected();
@@ -338,7 +373,12 @@ impl Gnn {
                     continue;
                 }
             }
-            h = self.layer(l, g, h, given.as_ref(), &mut skip, ctx)?;
+            // The output layer over the restricted graph when the pass has one.
+            let gl = match out_graph {
+                Some(o) if l == last => o,
+                _ => g,
+            };
+            h = self.layer(l, gl, h, given.as_ref(), &mut skip, ctx)?;
             if let Some(s) = skip.filter(|s| s.dims() == h.dims()) {
                 let _t = g.phase(Phase::Elementwise);
                 h = (h + s)?;
@@ -360,11 +400,13 @@ impl Gnn {
     /// ReLU layers without residuals or LayerNorm whose next layer aggregates first (and is
     /// the output layer or another ReLU layer); `None` otherwise. Where the next layer is the
     /// output layer and its `rows` carry their own aggregation ([`OutputRows::aggregation`]),
-    /// that one: the aggregation of the output rows alone.
+    /// that one: the aggregation of the output rows alone; where the pass has a restricted
+    /// output graph (`out`, [`Forward::with_output_graph`]), that graph's.
     fn fused_into_next(
         &self,
         l: usize,
         g: &ModelGraph,
+        out: Option<&ModelGraph>,
         h: &Tensor,
         rows: Option<&OutputRows>,
     ) -> Option<(&Conv, crate::graph::FusedAggregation)> {
@@ -372,7 +414,11 @@ impl Gnn {
         if !self.fuses_into_next(l) {
             return None;
         }
-        let whole = g.fused_aggregation(gnn_kernels::Reduce::Sum, h.dtype())?;
+        let next = match out {
+            Some(o) if l + 1 == last => o,
+            _ => g,
+        };
+        let whole = next.fused_aggregation(gnn_kernels::Reduce::Sum, h.dtype())?;
         let agg = match rows.and_then(OutputRows::aggregation) {
             Some(selected) if l + 1 == last => {
                 crate::graph::FusedAggregation::selected(selected.clone())
@@ -411,6 +457,20 @@ impl Gnn {
             _ => false,
         };
         feeds && self.fuses_into_next(l)
+    }
+
+    /// Whether a pass may compute the output layer over a graph restricted to some rows
+    /// ([`Forward::with_output_graph`]): a GCN or GraphSAGE (mean or pool) of two layers or
+    /// more. A GCN layer reads the graph only through its aggregation; a GraphSAGE layer's
+    /// root term takes the restricted rows of its input ([`ModelGraph::restricted_to_rows`]).
+    /// Not GIN (its `(1 + eps) x` term is not taken on restricted rows) nor the attention
+    /// layers (their scores); not a one-layer model, whose output layer may read the cached
+    /// aggregation of every row.
+    pub fn computes_output_on_restricted_graph(&self) -> bool {
+        matches!(
+            self.cfg.kind,
+            ConvKind::Gcn | ConvKind::SageMean | ConvKind::SagePool
+        ) && self.convs.len() >= 2
     }
 
     /// Whether a training pass over a partitioned graph may run its output layer's mean

@@ -1087,6 +1087,227 @@ fn output_rows_equal_the_whole_outputs_rows() {
     }
 }
 
+/// A GCN whose output layer runs over the graph restricted to some rows
+/// ([`ModelGraph::restricted_to_rows`], [`Forward::with_output_graph`]) gives the whole
+/// forward's rows, and a loss over them the same gradients: undirected and directed graphs,
+/// both product orders of the output layer, two and three layers, composed and lean layers,
+/// the row-scaled sum, padded outputs, the cached input aggregation, MaxK, no rows at all.
+/// Other kinds, one layer, and output rows beside the graph are refused.
+#[test]
+fn a_restricted_output_graph_gives_the_whole_outputs_rows() {
+    use gnn_models::Activation;
+    let dev = Device::Cpu;
+    let directed = {
+        let mut r = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
+        let src: Vec<u32> = (0..90).map(|_| r.random_range(0..30)).collect();
+        let dst: Vec<u32> = (0..90).map(|_| r.random_range(0..30)).collect();
+        let opts = BuildOptions {
+            symmetrize: false,
+            ..BuildOptions::undirected()
+        };
+        Coo::new(30, src, dst).unwrap().to_csr(opts).unwrap()
+    };
+    let picks: [&[u32]; 3] = [&[0, 3, 4, 17, 29], &[], &[5]];
+    // (in, hidden, classes, layers, MaxK): the output layer multiplying first (6 -> 3) and
+    // aggregating first (6 -> 9, the hidden layer's lean form fused with it).
+    let shapes = [
+        (7, 6, 3, 3, false),
+        (7, 6, 9, 3, false),
+        (13, 16, 3, 2, false),
+        (5, 12, 10, 2, false),
+        (7, 8, 3, 3, true),
+    ];
+    for csr in [small_graph(), directed] {
+        for (in_dim, hidden, classes, layers, maxk) in shapes {
+            let mut cfg = ModelConfig::new(ConvKind::Gcn, in_dim, hidden, classes, layers, 0.5);
+            if maxk {
+                cfg.activation = Activation::MaxK { k: 4 };
+            }
+            let model = Gnn::new(cfg, &dev, 3).unwrap();
+            assert!(model.computes_output_on_restricted_graph());
+            let x = seeded_x(in_dim, 21);
+            // (lean, scaled, padded)
+            for (lean, scaled, pad) in [
+                (false, false, false),
+                (true, false, false),
+                (true, true, false),
+                (true, true, true),
+            ] {
+                let g = ModelGraph::new(&csr, ConvKind::Gcn, &dev)
+                    .unwrap()
+                    .with_lean_layers(lean)
+                    .with_scaled_normalisation(scaled)
+                    .with_padded_outputs(pad);
+                let cached = model.input_aggregate(&g, &x).unwrap();
+                for agg in [None, cached.as_ref()] {
+                    for rows in picks {
+                        let what = format!(
+                            "symmetric {} {in_dim}->{hidden}->{classes} x{layers} maxk {maxk} \
+                             lean {lean} scaled {scaled} pad {pad} rows {rows:?} cached {}",
+                            csr.is_symmetric(),
+                            agg.is_some()
+                        );
+                        let out = g.restricted_to_rows(rows).unwrap();
+                        assert_eq!((out.graph.n_rows(), out.graph.n_cols()), (rows.len(), 30));
+                        let ids = Tensor::new(rows, &dev).unwrap();
+                        let pass = |on: bool| {
+                            let mut rng = DropoutRng::new(4);
+                            let mut ctx = Forward::train(&mut rng)
+                                .with_input_aggregate(agg)
+                                .with_output_graph(on.then_some(&out));
+                            let y = model.forward(&g, &x, &mut ctx).unwrap();
+                            let y = if on {
+                                y
+                            } else {
+                                y.index_select(&ids, 0).unwrap()
+                            };
+                            let loss = y.sqr().unwrap().sum_all().unwrap();
+                            let grads = loss.backward().unwrap();
+                            let gs: Vec<Vec<f32>> = model
+                                .named_vars()
+                                .into_iter()
+                                .map(|(_, v)| match grads.get(v.as_tensor()) {
+                                    Some(t) => t.flatten_all().unwrap().to_vec1().unwrap(),
+                                    None => vec![0.0; v.elem_count()],
+                                })
+                                .collect();
+                            (y, gs)
+                        };
+                        let (y1, g1) = pass(true);
+                        let (y0, g0) = pass(false);
+                        assert_eq!(y1.dims(), [rows.len(), classes], "{what}");
+                        if !rows.is_empty() {
+                            close(&mat(&y1), &mat(&y0), 1e-5);
+                        }
+                        for ((name, _), (a, b)) in model.named_vars().iter().zip(g1.iter().zip(&g0))
+                        {
+                            let scale = b.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
+                            for (p, q) in a.iter().zip(b) {
+                                assert!((p - q).abs() <= 1e-4 * scale, "{what} {name}: {p} vs {q}");
+                            }
+                        }
+                        // The row-scaled sum ran where it was asked for (the record is the
+                        // whole graph's, which the restricted one shares).
+                        if scaled && !rows.is_empty() {
+                            assert!(g.graph.kernels_used().contains("spmm", "row-scaled"));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // Refusals: other kinds and a one-layer GCN; rows beside the graph; bad rows.
+    let csr = small_graph();
+    let x = seeded_x(7, 21);
+    for (kind, layers) in [(ConvKind::Gin, 2), (ConvKind::Gat, 2), (ConvKind::Gcn, 1)] {
+        let model = Gnn::new(ModelConfig::new(kind, 7, 6, 3, layers, 0.5), &dev, 3).unwrap();
+        assert!(!model.computes_output_on_restricted_graph());
+        let g = ModelGraph::new(&csr, kind, &dev).unwrap();
+        let out = g.restricted_to_rows(&[1, 2]).unwrap();
+        let mut rng = DropoutRng::new(4);
+        let mut ctx = Forward::train(&mut rng).with_output_graph(Some(&out));
+        let e = model.forward(&g, &x, &mut ctx).unwrap_err().to_string();
+        assert!(e.contains("cannot compute its output layer"), "{e}");
+    }
+    let model = Gnn::new(ModelConfig::new(ConvKind::Gcn, 7, 6, 3, 2, 0.5), &dev, 3).unwrap();
+    let g = ModelGraph::new(&csr, ConvKind::Gcn, &dev).unwrap();
+    let out = g.restricted_to_rows(&[1, 2]).unwrap();
+    let sel = gnn_models::OutputRows::new(&[1, 2], 30, &dev).unwrap();
+    let mut rng = DropoutRng::new(4);
+    let mut ctx = Forward::train(&mut rng)
+        .with_output_graph(Some(&out))
+        .with_output_rows(Some(&sel));
+    let e = model.forward(&g, &x, &mut ctx).unwrap_err().to_string();
+    assert!(e.contains("not both"), "{e}");
+    let e = g.restricted_to_rows(&[2, 1]).err().unwrap().to_string();
+    assert!(e.contains("ascending and distinct"), "{e}");
+    let e = g.restricted_to_rows(&[1, 30]).err().unwrap().to_string();
+    assert!(e.contains("row 30 is out of range"), "{e}");
+}
+
+/// GraphSAGE (mean and pool) over a restricted output graph gives the whole forward's rows
+/// and the same gradients: the root term on the restricted rows of its input, both product
+/// orders of the output layer, two and three layers, composed and lean layers, padded
+/// outputs, the cached input aggregation, MaxK, no rows at all.
+#[test]
+fn a_restricted_output_graph_gives_graphsages_rows() {
+    use gnn_models::Activation;
+    let dev = Device::Cpu;
+    let csr = small_graph();
+    let picks: [&[u32]; 3] = [&[0, 3, 4, 17, 29], &[], &[5]];
+    // (kind, in, hidden, classes, layers, MaxK)
+    let shapes = [
+        (ConvKind::SageMean, 7, 6, 3, 3, false),
+        (ConvKind::SageMean, 7, 6, 9, 3, false),
+        (ConvKind::SageMean, 13, 16, 3, 2, false),
+        (ConvKind::SageMean, 7, 8, 3, 3, true),
+        (ConvKind::SagePool, 7, 6, 3, 2, false),
+        (ConvKind::SagePool, 7, 6, 9, 3, false),
+    ];
+    for (kind, in_dim, hidden, classes, layers, maxk) in shapes {
+        let mut cfg = ModelConfig::new(kind, in_dim, hidden, classes, layers, 0.5);
+        if maxk {
+            cfg.activation = Activation::MaxK { k: 4 };
+        }
+        let model = Gnn::new(cfg, &dev, 3).unwrap();
+        assert!(model.computes_output_on_restricted_graph());
+        let x = seeded_x(in_dim, 21);
+        for (lean, pad) in [(false, false), (true, false), (true, true)] {
+            let g = ModelGraph::new(&csr, kind, &dev)
+                .unwrap()
+                .with_lean_layers(lean)
+                .with_padded_outputs(pad);
+            let cached = model.input_aggregate(&g, &x).unwrap();
+            for agg in [None, cached.as_ref()] {
+                for rows in picks {
+                    let what = format!(
+                        "{kind} {in_dim}->{hidden}->{classes} x{layers} maxk {maxk} lean {lean} \
+                         pad {pad} rows {rows:?} cached {}",
+                        agg.is_some()
+                    );
+                    let out = g.restricted_to_rows(rows).unwrap();
+                    let ids = Tensor::new(rows, &dev).unwrap();
+                    let pass = |on: bool| {
+                        let mut rng = DropoutRng::new(4);
+                        let mut ctx = Forward::train(&mut rng)
+                            .with_input_aggregate(agg)
+                            .with_output_graph(on.then_some(&out));
+                        let y = model.forward(&g, &x, &mut ctx).unwrap();
+                        let y = if on {
+                            y
+                        } else {
+                            y.index_select(&ids, 0).unwrap()
+                        };
+                        let loss = y.sqr().unwrap().sum_all().unwrap();
+                        let grads = loss.backward().unwrap();
+                        let gs: Vec<Vec<f32>> = model
+                            .named_vars()
+                            .into_iter()
+                            .map(|(_, v)| match grads.get(v.as_tensor()) {
+                                Some(t) => t.flatten_all().unwrap().to_vec1().unwrap(),
+                                None => vec![0.0; v.elem_count()],
+                            })
+                            .collect();
+                        (y, gs)
+                    };
+                    let (y1, g1) = pass(true);
+                    let (y0, g0) = pass(false);
+                    assert_eq!(y1.dims(), [rows.len(), classes], "{what}");
+                    if !rows.is_empty() {
+                        close(&mat(&y1), &mat(&y0), 1e-5);
+                    }
+                    for ((name, _), (a, b)) in model.named_vars().iter().zip(g1.iter().zip(&g0)) {
+                        let scale = b.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
+                        for (p, q) in a.iter().zip(b) {
+                            assert!((p - q).abs() <= 1e-4 * scale, "{what} {name}: {p} vs {q}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Features padded with zero columns to [`gnn_models::aligned_width`] (the trainer does it on
 /// CUDA) give every model kind the logits and parameter gradients of the unpadded features,
 /// in both product orders, with the cached input aggregation, MaxK, LayerNorm and dropout;

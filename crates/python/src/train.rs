@@ -125,7 +125,8 @@ struct Outcome {
     devices=None, maxk=None, maxk_after_first=false, seed=0, eval_every=1, patience=None,
     optimizer="adam", lr_schedule="constant", heads=8, att_dropout=None, activation=None,
     layer_norm=false, residual=false, gin_norm=false, row_normalize=None, tf32=false,
-    profile=false, deterministic=false, input_cache=true, labelled_output=true, on_epoch=None))]
+    profile=false, deterministic=false, input_cache=true, labelled_output=true, train_rows=true,
+    on_epoch=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn train(
     py: Python<'_>,
@@ -160,6 +161,7 @@ pub fn train(
     deterministic: bool,
     input_cache: bool,
     labelled_output: bool,
+    train_rows: bool,
     on_epoch: Option<Py<PyAny>>,
 ) -> PyResult<(Model, Py<PyAny>)> {
     let layers: usize = non_negative("layers", layers)?;
@@ -231,6 +233,7 @@ pub fn train(
         tf32,
         cache_input_aggregate: input_cache,
         labelled_output,
+        train_rows_output: train_rows,
         ..TrainConfig::default()
     };
     let ds = data.ds.clone();

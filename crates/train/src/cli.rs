@@ -168,10 +168,18 @@ pub struct TrainFlags {
     pub no_input_cache: bool,
     /// Compute the output layer for every node in every epoch, as PyG and DGL do (by default
     /// only for the labelled nodes where they are at most half of the nodes: the loss and
-    /// the metrics read no other rows). Not where the whole logits would pass candle's
-    /// element limit (u32::MAX elements): the labelled rows are taken there regardless.
+    /// the metrics read no other rows; and see --no-train-rows). Not where the whole logits
+    /// would pass candle's element limit (u32::MAX elements): the labelled rows are taken
+    /// there regardless.
     #[arg(long)]
     pub all_output_rows: bool,
+    /// Compute a GCN's or GraphSAGE's output layer in training for the rows evaluation
+    /// computes (by default,
+    /// on one device, for the train nodes alone where they are at most 90 % of the nodes: the
+    /// loss reads no other rows, so the layer's sparse product and its transpose run over
+    /// their edges alone).
+    #[arg(long)]
+    pub no_train_rows: bool,
     /// `--cpu` and the kernel policy.
     #[command(flatten)]
     pub device: DeviceFlag,
@@ -298,6 +306,7 @@ impl TrainFlags {
             tf32: self.tf32,
             cache_input_aggregate: !self.no_input_cache,
             labelled_output: !self.all_output_rows,
+            train_rows_output: !self.no_train_rows,
             ..TrainConfig::default()
         }
     }

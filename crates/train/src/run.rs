@@ -353,6 +353,18 @@ pub fn train_seeds(
             if let Some(line) = line {
                 println!("{line}");
             }
+            let can = graph.halo().is_none()
+                && graph.aggregation == gnn_models::Aggregation::Exact
+                && model.computes_output_on_restricted_graph();
+            let train = crate::trainer::output::describe_train_rows(
+                can,
+                ds.num_nodes(),
+                split.train.len(),
+                tc.trains_rows(),
+            );
+            if let Some(line) = train {
+                println!("{line}");
+            }
         }
         let tc = TrainConfig { seed, ..tc.clone() };
         let done = resume.as_ref().map_or(0, |s| s.meta.epoch);

@@ -88,9 +88,13 @@ impl SageConv {
     ) -> Result<(Tensor, Tensor)> {
         let (out_dim, in_dim) = self.lin_l.weight.dims2()?;
         let bias = like(self.lin_l.bias.as_ref().expect("lin_l has a bias"), x)?;
+        // The root term's input: `x`, or its rows that are the graph's on a graph restricted
+        // to some rows.
+        let own = g.own_rows_of(x)?;
+        let root = own.as_ref().unwrap_or(x);
         if let (Some(a), None) = (agg, &self.pool) {
             let l = self.lin_l.forward_no_bias(g, a)?;
-            let r = self.lin_r.forward_no_bias(g, x)?;
+            let r = self.lin_r.forward_no_bias(g, root)?;
             return Ok((Self::add(g, l, r)?, bias));
         }
         if let Some(pool) = &self.pool {
@@ -104,10 +108,20 @@ impl SageConv {
                 g.aggregate(&p, Reduce::Max)?
             };
             let l = self.lin_l.forward_no_bias(g, &agg)?;
-            let r = self.lin_r.forward_no_bias(g, x)?;
+            let r = self.lin_r.forward_no_bias(g, root)?;
             return Ok((Self::add(g, l, r)?, bias));
         }
-        let y = if out_dim < in_dim {
+        let y = if let (true, Some(root)) = (out_dim < in_dim, &own) {
+            // Multiplying first on a restricted graph: the neighbour product over every row,
+            // the root product over the graph's rows alone.
+            let hl = self.lin_l.forward_no_bias(g, x)?;
+            let agg = {
+                let _t = g.phase(Phase::Aggregation);
+                g.aggregate(&hl, Reduce::Mean)?
+            };
+            let r = self.lin_r.forward_no_bias(g, root)?;
+            Self::add(g, agg, r)?
+        } else if out_dim < in_dim {
             let w = weight_like(
                 &Tensor::cat(&[&self.lin_l.weight, &self.lin_r.weight], 0)?,
                 x,
@@ -128,7 +142,7 @@ impl SageConv {
                 g.aggregate(x, Reduce::Mean)?
             };
             let l = self.lin_l.forward_no_bias(g, &agg)?;
-            let r = self.lin_r.forward_no_bias(g, x)?;
+            let r = self.lin_r.forward_no_bias(g, root)?;
             Self::add(g, l, r)?
         };
         Ok((y, bias))
@@ -170,7 +184,17 @@ impl SageConv {
                 lean::Neighbour::Tracked(&computed)
             }
         };
-        Ok(Some(lean::pair(g, neighbour, w_l, x, w_r, bias, act)?))
+        let root = g.own_rows_of(x)?;
+        Ok(Some(lean::pair(
+            g,
+            neighbour,
+            w_l,
+            x,
+            root.as_ref(),
+            w_r,
+            bias,
+            act,
+        )?))
     }
 
     /// MaxK-GNN order (mean aggregator): `mean_j dropout(MaxK(x W_l^T))_j + x_i W_r^T + b`,

@@ -60,5 +60,6 @@ def train(
     deterministic: bool = False,
     input_cache: bool = True,
     labelled_output: bool = True,
+    train_rows: bool = True,
 ) -> Tuple[Model, Dict[str, Any]]:
     """Trains a GNN on ``data``; returns ``(model, report)``. See the docstring at run time."""

@@ -169,6 +169,7 @@ def train(
     deterministic: bool = False,
     input_cache: bool = True,
     labelled_output: bool = True,
+    train_rows: bool = True,
     on_epoch: Optional[Callable[[Dict[str, Any]], Optional[bool]]] = None,
 ) -> Tuple[Model, Dict[str, Any]]:
     """The engine's trainer; see ``gnn.train``. ``devices``: several ranks on a 1-D node

@@ -53,11 +53,20 @@ pub struct TrainConfig {
     pub cache_input_aggregate: bool,
     /// Compute the output layer for the labelled nodes (train, validation and test) alone
     /// where they are at most half of the nodes: the loss and the metrics read no other
-    /// rows ([`gnn_models::output`]; exact up to rounding). Off computes every node's
-    /// logits each epoch, as PyG and DGL do. Where the whole logits would pass
-    /// [`gnn_models::MAX_TENSOR_ELEMENTS`] the labelled rows are taken regardless.
+    /// rows ([`gnn_models::output`]; exact up to rounding). Off computes every node's logits
+    /// each epoch, as PyG and DGL do (and turns [`Self::train_rows_output`] off). Where the
+    /// whole logits would pass [`gnn_models::MAX_TENSOR_ELEMENTS`] the labelled rows are
+    /// taken regardless.
     #[serde(default = "yes")]
     pub labelled_output: bool,
+    /// On one device, a GCN's or GraphSAGE's training pass computes its output layer for the
+    /// train nodes
+    /// alone where they are at most 90 % of the nodes: the loss reads no other rows, so the
+    /// layer's sparse product and its transpose run over those rows' edges alone (exact up
+    /// to rounding; evaluation keeps the labelled or every row). Only with
+    /// [`Self::labelled_output`].
+    #[serde(default = "yes")]
+    pub train_rows_output: bool,
 }
 
 fn yes() -> bool {
@@ -66,7 +75,7 @@ fn yes() -> bool {
 
 impl TrainConfig {
     /// True when `other` trains the same way (everything but `epochs`, checkpointing,
-    /// profiling, the input-aggregate cache and the labelled output rows equal): the condition for resuming a checkpoint
+    /// profiling, the input-aggregate cache and the labelled and train output rows equal): the condition for resuming a checkpoint
     /// made under `self`.
     pub fn same_recipe(&self, other: &TrainConfig) -> bool {
         let strip = |c: &TrainConfig| TrainConfig {
@@ -76,9 +85,16 @@ impl TrainConfig {
             checkpoint: None,
             cache_input_aggregate: true,
             labelled_output: true,
+            train_rows_output: true,
             ..c.clone()
         };
         strip(self) == strip(other)
+    }
+
+    /// Whether the training pass may compute its output layer for the train rows alone
+    /// ([`Self::train_rows_output`] under [`Self::labelled_output`]).
+    pub fn trains_rows(&self) -> bool {
+        self.labelled_output && self.train_rows_output
     }
 }
 
@@ -102,6 +118,7 @@ impl Default for TrainConfig {
             tf32: false,
             cache_input_aggregate: true,
             labelled_output: true,
+            train_rows_output: true,
         }
     }
 }

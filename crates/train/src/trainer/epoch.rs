@@ -56,8 +56,13 @@ impl Trainer<'_> {
         self.records.sample_in_use(&self.device);
         self.records.mark(&self.device, window::FORWARD)?;
         let t1 = Instant::now();
-        let d = self.out_data();
-        let loss = masked_cross_entropy(&logits, &d.labels, &d.train_weight)?;
+        let loss = match &self.train_output {
+            Some(t) => masked_cross_entropy(&logits, &t.labels, &t.weight)?,
+            None => {
+                let d = self.out_data();
+                masked_cross_entropy(&logits, &d.labels, &d.train_weight)?
+            }
+        };
         self.sync()?;
         clock.loss = t1.elapsed();
         self.records.mark(&self.device, window::LOSS)?;
@@ -98,9 +103,12 @@ impl Trainer<'_> {
             let _t = graph.phase(Phase::Aggregation);
             self.input_agg = model.input_aggregate(graph, x)?;
         }
-        let mut pass = Forward::train(&mut self.rng)
-            .with_input_aggregate(self.input_agg.as_ref())
-            .with_output_rows(self.output.as_ref().map(|o| &o.rows));
+        let pass = Forward::train(&mut self.rng).with_input_aggregate(self.input_agg.as_ref());
+        // The train rows alone where the output layer runs so, else the evaluation's rows.
+        let mut pass = match &self.train_output {
+            Some(t) => pass.with_output_graph(Some(&t.graph)),
+            None => pass.with_output_rows(self.output.as_ref().map(|o| &o.rows)),
+        };
         Ok(model.forward(graph, x, &mut pass)?)
     }
 
@@ -194,7 +202,10 @@ impl Trainer<'_> {
     /// communicator; `total` is the whole step.
     fn phase_sums(&self, clock: &Clock, total: Duration) -> Result<PhaseSums> {
         let phases = self.graph.take_phase_times()?;
-        let bwd_agg = self.graph.graph.take_backward_time()?;
+        let mut bwd_agg = self.graph.graph.take_backward_time()?;
+        if let Some(t) = &self.train_output {
+            bwd_agg += t.graph.graph.take_backward_time()?;
+        }
         let measured = phases.aggregation + phases.gemm + phases.elementwise;
         // Communication is taken out of the phase it ran in: the forward's halo exchanges out
         // of the aggregation, the backward's out of the dense backward; the all-reduce ran

@@ -229,6 +229,9 @@ struct Trainer<'a> {
     need: String,
     /// The output layer's rows when not every node's, with the data re-indexed to them.
     output: Option<output::LabelledOutput>,
+    /// The training pass's output layer for the train rows alone, where it runs so
+    /// ([`output::TrainOutput`]); evaluation keeps [`Self::output`].
+    train_output: Option<output::TrainOutput>,
 }
 
 impl<'a> Trainer<'a> {
@@ -253,6 +256,10 @@ impl<'a> Trainer<'a> {
         graph.take_phase_times()?;
         graph.graph.set_backward_timing(cfg.profile);
         graph.graph.take_backward_time()?;
+        let train_output = output::TrainOutput::choose(model, graph, data, cfg.trains_rows())?;
+        if let Some(t) = &train_output {
+            t.graph.graph.set_backward_timing(cfg.profile);
+        }
         let need = format!(
             "; the epoch keeps about {} of node x width activations, an estimate",
             crate::device::gib(activation_bytes(model.config(), data.x.dim(0)?))
@@ -274,6 +281,7 @@ impl<'a> Trainer<'a> {
             input_agg: None,
             need,
             output: output::LabelledOutput::choose_on(model, graph, data, cfg.labelled_output)?,
+            train_output,
         })
     }
 
@@ -479,6 +487,65 @@ mod tests {
     use crate::test_cora as cora;
     use gnn_models::{ConvKind, ModelConfig};
 
+    /// On a GPU, a training pass whose output layer runs over the 140 train rows alone
+    /// (over Cora restricted to them, the CUDA graph's row-scaled sum included) trains as the
+    /// whole output does: GCN and GraphSAGE-mean 2 x 16 with dropout, lean layers and padded
+    /// outputs, with and
+    /// without the cached input aggregation, 10 epochs, every epoch's loss within 1e-4 (f32)
+    /// and 1e-2 (bf16) relative. Skipped without a GPU.
+    #[cfg(feature = "cuda")]
+    #[test]
+    fn train_rows_train_as_the_whole_output_on_one_gpu() {
+        let Ok(gpu) = Device::new_cuda(0) else {
+            eprintln!("no CUDA device: skipped");
+            return;
+        };
+        let ds = cora();
+        for (kind, precision, bound) in [
+            (ConvKind::Gcn, crate::Precision::F32, 1e-4),
+            (ConvKind::Gcn, crate::Precision::Bf16, 1e-2),
+            (ConvKind::SageMean, crate::Precision::F32, 1e-4),
+            (ConvKind::SageMean, crate::Precision::Bf16, 1e-2),
+        ] {
+            let cfg = ModelConfig::new(kind, ds.features.cols(), 16, 7, 2, 0.5);
+            let graph = ModelGraph::new(&ds.graph, kind, &gpu)
+                .unwrap()
+                .with_lean_layers(true)
+                .with_padded_outputs(true);
+            let data = DeviceData::new(&ds, &gpu, true)
+                .unwrap()
+                .with_precision(precision)
+                .unwrap();
+            let model = Gnn::new(cfg.clone(), &gpu, 0).unwrap();
+            let chosen = output::TrainOutput::choose(&model, &graph, &data, true).unwrap();
+            assert_eq!(chosen.map(|t| t.graph.graph.n_rows()), Some(140));
+            for cache in [true, false] {
+                let run = |on: bool| {
+                    let tc = TrainConfig {
+                        epochs: 10,
+                        precision,
+                        labelled_output: on,
+                        cache_input_aggregate: cache,
+                        ..Default::default()
+                    };
+                    let model = Gnn::new(cfg.clone(), &gpu, 0).unwrap();
+                    train(&model, &graph, &data, &tc, |_| {}).unwrap()
+                };
+                let (want, got) = (run(false), run(true));
+                assert_eq!(got.history.len(), want.history.len());
+                for (a, b) in got.history.iter().zip(&want.history) {
+                    assert!(
+                        ((a.loss - b.loss) / b.loss).abs() < bound,
+                        "{kind} {precision:?} cache {cache} epoch {}: loss {} train rows vs {} all",
+                        a.epoch,
+                        a.loss,
+                        b.loss
+                    );
+                }
+            }
+        }
+    }
+
     /// On a GPU, GCN's fused sum run unweighted between two `D^-1/2` row scalings (the CUDA
     /// default, [`ModelGraph::with_scaled_normalisation`]) trains as the weighted SpMM does:
     /// Cora, GCN 2 x 16 with dropout, lean layers and padded outputs as the examples run them,
@@ -570,44 +637,89 @@ mod tests {
     }
 
     /// With few labelled nodes (Cora's test split cut to 100: 740 of 2,708 labelled) the
-    /// output layer runs on those rows alone, and trains as the whole output does: the same
-    /// losses and accuracies, epoch by epoch, whether the layer multiplies first (16 -> 7)
-    /// or aggregates first (4 -> 7).
+    /// output layer runs on those rows alone, and in training on the 140 train rows alone
+    /// (over the graph restricted to them); with Cora's whole split (1,640 labelled) on the
+    /// train rows alone in training only. Either way it trains as the whole output does:
+    /// the same losses and accuracies, epoch by epoch, whether the layer multiplies first
+    /// (16 -> 7) or aggregates first (4 -> 7), with composed and lean layers and the
+    /// row-scaled GCN sum; GCN and GraphSAGE-mean.
     #[test]
     fn labelled_output_rows_train_as_the_whole_output() {
         let dev = Device::Cpu;
-        let mut ds = cora();
-        ds.split.test.truncate(100);
-        let data = DeviceData::new(&ds, &dev, true).unwrap();
-        let graph = ModelGraph::new(&ds.graph, ConvKind::Gcn, &dev).unwrap();
-        for hidden in [16, 4] {
-            let cfg = ModelConfig::new(ConvKind::Gcn, ds.features.cols(), hidden, 7, 2, 0.5);
-            let model = |seed| Gnn::new(cfg.clone(), &dev, seed).unwrap();
-            let chosen = output::LabelledOutput::choose(&model(0), &data, true).unwrap();
-            assert_eq!(chosen.map(|o| o.rows.len()), Some(740));
-            assert!(output::LabelledOutput::choose(&model(0), &data, false)
-                .unwrap()
-                .is_none());
-            let run = |on: bool| {
-                let tc = TrainConfig {
-                    epochs: 6,
-                    labelled_output: on,
-                    ..Default::default()
-                };
-                train(&model(0), &graph, &data, &tc, |_| {}).unwrap()
-            };
-            let (rows, every) = (run(true), run(false));
-            for (a, b) in rows.history.iter().zip(&every.history) {
-                let what = format!("hidden {hidden} epoch {}", a.epoch);
-                assert!(
-                    (a.loss - b.loss).abs() <= 1e-5 * b.loss,
-                    "{what}: {} vs {}",
-                    a.loss,
-                    b.loss
-                );
-                assert_eq!(a.acc, b.acc, "{what}");
+        for (kind, test_rows, labelled) in [
+            (ConvKind::Gcn, 100, Some(740)),
+            (ConvKind::Gcn, 1000, None),
+            (ConvKind::SageMean, 100, Some(740)),
+            (ConvKind::SageMean, 1000, None),
+        ] {
+            let mut ds = cora();
+            ds.split.test.truncate(test_rows);
+            let data = DeviceData::new(&ds, &dev, true).unwrap();
+            let plain = || ModelGraph::new(&ds.graph, kind, &dev).unwrap();
+            let graphs = [
+                ("composed", plain()),
+                ("lean", plain().with_lean_layers(true)),
+                (
+                    "lean scaled",
+                    plain()
+                        .with_lean_layers(true)
+                        .with_scaled_normalisation(true),
+                ),
+            ];
+            for (form, graph) in &graphs {
+                for hidden in [16, 4] {
+                    let cfg = ModelConfig::new(kind, ds.features.cols(), hidden, 7, 2, 0.5);
+                    let model = |seed| Gnn::new(cfg.clone(), &dev, seed).unwrap();
+                    let chosen = output::LabelledOutput::choose(&model(0), &data, true).unwrap();
+                    assert_eq!(chosen.map(|o| o.rows.len()), labelled);
+                    assert!(output::LabelledOutput::choose(&model(0), &data, false)
+                        .unwrap()
+                        .is_none());
+                    let train_rows = |on| {
+                        output::TrainOutput::choose(&model(0), graph, &data, on)
+                            .unwrap()
+                            .map(|t| t.graph.graph.n_rows())
+                    };
+                    assert_eq!((train_rows(true), train_rows(false)), (Some(140), None));
+                    let run = |on: bool| {
+                        let tc = TrainConfig {
+                            epochs: 6,
+                            labelled_output: on,
+                            ..Default::default()
+                        };
+                        train(&model(0), graph, &data, &tc, |_| {}).unwrap()
+                    };
+                    let (rows, every) = (run(true), run(false));
+                    for (a, b) in rows.history.iter().zip(&every.history) {
+                        let what = format!(
+                            "{kind} {form}, {test_rows} test rows, hidden {hidden} epoch {}",
+                            a.epoch
+                        );
+                        assert!(
+                            (a.loss - b.loss).abs() <= 1e-5 * b.loss,
+                            "{what}: {} vs {}",
+                            a.loss,
+                            b.loss
+                        );
+                        assert_eq!(a.acc, b.acc, "{what}");
+                    }
+                    assert_eq!(rows.history.len(), 6);
+                }
             }
-            assert_eq!(rows.history.len(), 6);
         }
+    }
+
+    /// The train rows are taken where they are at most 90 % of the nodes, for a model that
+    /// can, when enabled.
+    #[test]
+    fn train_rows_are_taken_up_to_nine_tenths_of_the_nodes() {
+        assert!(output::trains_on_train_rows(true, 100, 90, true));
+        assert!(!output::trains_on_train_rows(true, 100, 91, true));
+        assert!(!output::trains_on_train_rows(false, 100, 66, true));
+        assert!(!output::trains_on_train_rows(true, 100, 66, false));
+        assert!(!output::trains_on_train_rows(true, 100, 0, true));
+        assert!(output::describe_train_rows(true, 100, 66, true)
+            .is_some_and(|s| s.contains("the 66 train rows of 100")));
+        assert!(output::describe_train_rows(true, 100, 66, false).is_none());
     }
 }

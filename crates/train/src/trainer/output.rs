@@ -226,6 +226,77 @@ impl LabelledOutput {
     }
 }
 
+/// The most a training pass's output layer computes for the train rows alone
+/// ([`TrainOutput`]) takes: their share of the nodes. Above it the saving (the other rows'
+/// edges) no longer pays for a second copy of those rows' structure.
+pub(crate) const TRAIN_ROWS_SHARE: f64 = 0.9;
+
+/// Whether a training pass over a whole graph of `nodes` nodes, `train` of them in the
+/// train split, computes its output layer for the train rows alone ([`TrainOutput`]): a
+/// model that can ([`Gnn::computes_output_on_restricted_graph`], `can`), `enabled`
+/// ([`crate::TrainConfig::labelled_output`]), and at most [`TRAIN_ROWS_SHARE`] of the nodes
+/// in the train split (and one at least).
+pub(crate) fn trains_on_train_rows(can: bool, nodes: usize, train: usize, enabled: bool) -> bool {
+    can && enabled && train > 0 && train as f64 <= TRAIN_ROWS_SHARE * nodes as f64
+}
+
+/// The run header's line where a training pass computes its output layer for the train
+/// rows alone ([`trains_on_train_rows`]; `can`: the model and graph allow it), `None`
+/// otherwise.
+pub fn describe_train_rows(can: bool, nodes: usize, train: usize, enabled: bool) -> Option<String> {
+    trains_on_train_rows(can, nodes, train, enabled).then(|| {
+        format!(
+            "output layer in training: the {train} train rows of {nodes} (the loss reads no \
+             others; their edges alone in its sparse products); evaluation computes the \
+             labelled rows; --all-output-rows computes every node's"
+        )
+    })
+}
+
+/// A training pass's output layer for the train rows alone: the loss reads no other row, so
+/// the output layer's sparse product and its transpose run over the train rows' edges alone
+/// (on the same-graph Reddit files, 66 % of the nodes and of the edges), over the graph
+/// restricted to them ([`ModelGraph::restricted_to_rows`], [`gnn_models::Forward::with_output_graph`]).
+/// Exact: the train rows' logits are the whole output's. Evaluation keeps the labelled rows
+/// (or every row).
+pub(crate) struct TrainOutput {
+    /// The graph restricted to the train rows.
+    pub graph: ModelGraph,
+    /// The train rows' labels.
+    pub labels: Tensor,
+    /// Their loss weights (`1 / n_train` each).
+    pub weight: Tensor,
+}
+
+impl TrainOutput {
+    /// The train rows of `data` over `graph` where [`trains_on_train_rows`] says (a whole
+    /// graph under exact aggregation); `None`: the training pass computes the output rows
+    /// the evaluation does.
+    pub fn choose(
+        model: &Gnn,
+        graph: &ModelGraph,
+        data: &DeviceData,
+        enabled: bool,
+    ) -> Result<Option<Self>> {
+        let whole = graph.halo().is_none() && graph.aggregation == gnn_models::Aggregation::Exact;
+        let can = whole && model.computes_output_on_restricted_graph();
+        let mut rows = data.train.to_vec1::<u32>()?;
+        rows.sort_unstable();
+        rows.dedup();
+        if !trains_on_train_rows(can, data.x.dim(0)?, rows.len(), enabled) {
+            return Ok(None);
+        }
+        let device = data.x.device();
+        let ids = crate::data::id_tensor(rows.clone(), device)?;
+        let select = |t: &Tensor| crate::data::select_rows(t, &ids);
+        Ok(Some(Self {
+            graph: graph.restricted_to_rows(&rows)?,
+            labels: select(&data.labels)?,
+            weight: select(&data.train_weight)?,
+        }))
+    }
+}
+
 /// The train, validation and test rows of `data`, ascending and distinct.
 fn labelled_rows(data: &DeviceData) -> Result<Vec<u32>> {
     let mut rows = Vec::new();
