@@ -252,7 +252,9 @@ def render(root, out_dir):
         "compulsory bytes over that time; `x HBM` = time over the compulsory-bytes floor at the machine's memory "
         "bandwidth, `x L1` / `x L2` = time over the gather floor served at the L1 / L2 rate (1.00x = at the floor; "
         "`-` = the machine's rate is not known). Shortcuts: what ours skips that the peer does (input cache = the "
-        "first layer's aggregation of the input computed once, not every epoch).",
+        "first layer's aggregation of the input computed once, not every epoch; train-rows = the output layer in "
+        "training computed for the train nodes alone, its sparse products over their edges alone; labelled-output "
+        "= the output layer on the labelled nodes alone).",
     ]
     suites = sorted(chosen, key=lambda s: (s != "headline", s))
     if not suites:
