@@ -1036,7 +1036,8 @@ impl Csr {
     /// The rows `rows` of this pattern (any order, repeats allowed), every column kept: an
     /// `rows.len() x n_cols` pattern whose row `i` is row `rows[i]` here, its entries in
     /// their order. What an aggregation computed for some rows alone runs on (a training
-    /// pass whose loss reads only the train nodes' outputs). The offsets keep their width.
+    /// pass whose loss reads only the train nodes' outputs). The offsets keep their width,
+    /// or widen to 64 bits where repeated rows hold more entries than 32-bit offsets count.
     pub fn select_rows(&self, rows: &[u32]) -> Result<Csr> {
         if let Some(i) = rows.iter().position(|&r| r as usize >= self.n_rows) {
             return Err(Error::InvalidArgument(format!(
@@ -1044,11 +1045,12 @@ impl Csr {
                 rows[i], self.n_rows
             )));
         }
+        let total: usize = rows.iter().map(|&r| self.row_len(r as usize)).sum();
         let indptr = match &self.indptr {
-            RowPtr::U32(_) => self.permuted_offsets::<u32>(rows),
-            RowPtr::U64(_) => self.permuted_offsets::<u64>(rows),
+            RowPtr::U32(_) if total <= u32::MAX as usize => self.permuted_offsets::<u32>(rows),
+            _ => self.permuted_offsets::<u64>(rows),
         };
-        let mut indices = vec![0u32; indptr.last()];
+        let mut indices = vec![0u32; total];
         split_rows_mut(&mut indices, &indptr)
             .into_par_iter()
             .zip(rows.par_iter())

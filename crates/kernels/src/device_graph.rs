@@ -95,11 +95,19 @@ struct Inner {
 
 /// The cached transpose: another graph, or (structurally symmetric graphs: undirected ones,
 /// GCN's `A + I`) this graph itself, so its structure is not stored twice. Either way with the
-/// edge permutation.
+/// edge permutation, `None` once released ([`DeviceGraph::transposed_values`],
+/// [`DeviceGraph::release_transpose_permutation`]; rebuilt on request).
 enum Transposed {
-    Other(DeviceGraph, Tensor),
-    /// The permutation, `None` once released (see [`DeviceGraph::transposed_values`]).
+    Other(DeviceGraph, std::sync::Mutex<Option<Tensor>>),
     Symmetric(std::sync::Mutex<Option<Tensor>>),
+}
+
+impl Transposed {
+    fn perm_slot(&self) -> &std::sync::Mutex<Option<Tensor>> {
+        match self {
+            Transposed::Other(_, slot) | Transposed::Symmetric(slot) => slot,
+        }
+    }
 }
 
 #[cfg(feature = "cuda")]
@@ -254,22 +262,28 @@ impl DeviceGraph {
     /// returned and no second copy of the structure is uploaded. (Handles are cheap clones.)
     pub fn transpose(&self) -> Result<(DeviceGraph, Tensor)> {
         let t = self.transposed()?;
-        Ok(match t {
-            Transposed::Other(g, p) => (g.with_policy_of(self), p.clone()),
-            Transposed::Symmetric(slot) => {
-                let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
-                let perm = match slot.as_ref() {
-                    Some(p) => p.clone(),
-                    None => {
-                        // Released by `transposed_values` (symmetric values need no
-                        // permutation); rebuilt for the caller that asks again.
-                        let p = timed_setup(|| self.symmetric_perm())?;
-                        *slot = Some(p.clone());
-                        p
-                    }
-                };
-                (self.clone(), perm)
+        let perm = {
+            let mut slot = t.perm_slot().lock().unwrap_or_else(|e| e.into_inner());
+            match slot.as_ref() {
+                Some(p) => p.clone(),
+                None => {
+                    // Released (symmetric values need no permutation, nor does a backward
+                    // without values); rebuilt for the caller that asks again.
+                    let p = timed_setup(|| match t {
+                        Transposed::Symmetric(_) => self.symmetric_perm(),
+                        Transposed::Other(..) => {
+                            let (_, perm) = self.inner.csr.transpose()?;
+                            Ok(Tensor::from_vec(perm, self.nnz(), &self.inner.device)?)
+                        }
+                    })?;
+                    *slot = Some(p.clone());
+                    p
+                }
             }
+        };
+        Ok(match t {
+            Transposed::Other(g, _) => (g.with_policy_of(self), perm),
+            Transposed::Symmetric(_) => (self.clone(), perm),
         })
     }
 
@@ -329,7 +343,7 @@ impl DeviceGraph {
         } else {
             Transposed::Other(
                 DeviceGraph::from_arc(Arc::new(t), &self.inner.device)?,
-                perm,
+                std::sync::Mutex::new(Some(perm)),
             )
         };
         let _ = self.inner.transpose.set(tr);
@@ -391,16 +405,26 @@ impl DeviceGraph {
         Ok(())
     }
 
-    /// True while a symmetric graph's transpose permutation is held on the device.
+    /// Builds the transpose now (its one-off host work then lands here, not in the first
+    /// backward) and drops its `[nnz]` edge permutation from the device, rebuilt if
+    /// [`Self::transpose`] or [`Self::transposed_values`] asks for it: for a graph whose
+    /// backward reads no edge values (an unweighted sum between row scalings), which would
+    /// otherwise hold `4 · nnz` bytes it never reads.
+    pub fn release_transpose_permutation(&self) -> Result<()> {
+        let t = self.transposed()?;
+        *t.perm_slot().lock().unwrap_or_else(|e| e.into_inner()) = None;
+        Ok(())
+    }
+
+    /// True while the transpose permutation is held on the device.
     #[cfg(test)]
     fn holds_transpose_perm(&self) -> bool {
-        match self.inner.transpose.get() {
-            Some(Transposed::Symmetric(slot)) => {
-                slot.lock().unwrap_or_else(|e| e.into_inner()).is_some()
-            }
-            Some(Transposed::Other(..)) => true,
-            None => false,
-        }
+        self.inner.transpose.get().is_some_and(|t| {
+            t.perm_slot()
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_some()
+        })
     }
 
     /// `1 / deg(i)` for every edge `p` of row `i`, f32 `[nnz]` in CSR order (cached): the mean's
@@ -632,6 +656,25 @@ mod tests {
         let want: Vec<f32> = perm.iter().map(|&p| asym[p as usize]).collect();
         assert_eq!(wt, want);
         assert_ne!(wt, asym);
+    }
+
+    /// A directed graph's transpose permutation is released on request and comes back the
+    /// same; the transposed structure stays.
+    #[test]
+    fn a_released_transpose_permutation_is_rebuilt_on_request() {
+        for undirected in [false, true] {
+            let g = DeviceGraph::upload(&graph(undirected), &Device::Cpu).unwrap();
+            let (t, perm) = g.transpose().unwrap();
+            let perm: Vec<u32> = perm.to_vec1().unwrap();
+            g.release_transpose_permutation().unwrap();
+            assert!(!g.holds_transpose_perm(), "undirected {undirected}");
+            assert!(g.transpose_graph().unwrap().same(&t));
+            assert!(!g.holds_transpose_perm());
+            let (t2, again) = g.transpose().unwrap();
+            assert!(t2.same(&t));
+            assert_eq!(again.to_vec1::<u32>().unwrap(), perm);
+            assert!(g.holds_transpose_perm());
+        }
     }
 
     #[test]

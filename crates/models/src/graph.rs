@@ -382,8 +382,8 @@ impl ModelGraph {
     /// in the train split) the output layer's SpMM and its transpose then run over about
     /// 66 % of the edges, with the same result for those rows.
     ///
-    /// The rows' structure is uploaded anew (its non-zeros, and its transpose's on the first
-    /// backward) with their edge values; the kernel policy and record, the phase clock, the
+    /// The rows' structure and its transpose are uploaded anew (two `[nnz_rows]` index
+    /// arrays) with their edge values; the kernel policy and record, the phase clock, the
     /// layer forms and GCN's row-scaled sum are this graph's. An error on a partitioned graph
     /// or under a sampled aggregation.
     pub fn restricted_to_rows(&self, rows: &[u32]) -> Result<Self> {
@@ -430,6 +430,10 @@ impl ModelGraph {
         };
         let graph =
             DeviceGraph::from_arc(std::sync::Arc::new(csr), device)?.with_policy_of(&self.graph);
+        // The transpose every backward runs on, built now rather than in the first epoch;
+        // its edge permutation is dropped (the row-scaled sum reads no values; a weighted
+        // backward rebuilds it once).
+        graph.release_transpose_permutation()?;
         let mut g = Self::plain(graph);
         if let (Some((id, s)), Some(v), Some(mine)) = (&self.gcn_scale, &values, &self.values) {
             if mine.id() == *id {
@@ -448,6 +452,12 @@ impl ModelGraph {
         g.pad_outputs = self.pad_outputs;
         g.scaled = self.scaled;
         Ok(g)
+    }
+
+    /// The rows of the graph this one was restricted from that are this graph's rows
+    /// ([`Self::restricted_to_rows`]); `None` on any other graph.
+    pub(crate) fn restricted_rows(&self) -> Option<&crate::OutputRows> {
+        self.rows.as_ref()
     }
 
     /// The rows of `x` (`[N, K]`, one per column of this graph) that are this graph's own rows:

@@ -110,6 +110,17 @@ impl OutputRows {
     pub fn select(&self, x: &Tensor) -> Result<Tensor> {
         Ok(gnn_kernels::spmm(&self.select, x, Reduce::Sum)?)
     }
+
+    /// [`Self::select`]'s backward: `dy [M, K]` back on the rows it came from (`[N, K]`, zero
+    /// on the rows not selected), untracked.
+    pub(crate) fn scatter(&self, dy: &Tensor) -> Result<Tensor> {
+        Ok(gnn_kernels::spmm_transposed(
+            &self.select,
+            dy,
+            None,
+            Reduce::Sum,
+        )?)
+    }
 }
 
 /// Whether a GraphSAGE layer's two products over `rows` rows (`[rows, 2 out]`, its

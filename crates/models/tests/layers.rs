@@ -1227,28 +1227,34 @@ fn a_restricted_output_graph_gives_the_whole_outputs_rows() {
 
 /// GraphSAGE (mean and pool) over a restricted output graph gives the whole forward's rows
 /// and the same gradients: the root term on the restricted rows of its input, both product
-/// orders of the output layer, two and three layers, composed and lean layers, padded
-/// outputs, the cached input aggregation, MaxK, no rows at all.
+/// orders of the output layer, two to four layers, composed and lean layers, padded
+/// outputs, the cached input aggregation, MaxK, no rows at all; with residual hidden layers
+/// and LayerNorm (GraphSAGE and GCN).
 #[test]
 fn a_restricted_output_graph_gives_graphsages_rows() {
     use gnn_models::Activation;
     let dev = Device::Cpu;
     let csr = small_graph();
     let picks: [&[u32]; 3] = [&[0, 3, 4, 17, 29], &[], &[5]];
-    // (kind, in, hidden, classes, layers, MaxK)
+    // (kind, in, hidden, classes, layers, MaxK, residual, LayerNorm); the last rows: GCN too.
     let shapes = [
-        (ConvKind::SageMean, 7, 6, 3, 3, false),
-        (ConvKind::SageMean, 7, 6, 9, 3, false),
-        (ConvKind::SageMean, 13, 16, 3, 2, false),
-        (ConvKind::SageMean, 7, 8, 3, 3, true),
-        (ConvKind::SagePool, 7, 6, 3, 2, false),
-        (ConvKind::SagePool, 7, 6, 9, 3, false),
+        (ConvKind::SageMean, 7, 6, 3, 3, false, false, false),
+        (ConvKind::SageMean, 7, 6, 9, 3, false, false, false),
+        (ConvKind::SageMean, 13, 16, 3, 2, false, false, false),
+        (ConvKind::SageMean, 7, 8, 3, 3, true, false, false),
+        (ConvKind::SagePool, 7, 6, 3, 2, false, false, false),
+        (ConvKind::SagePool, 7, 6, 9, 3, false, false, false),
+        (ConvKind::SageMean, 7, 8, 3, 4, false, true, false),
+        (ConvKind::SageMean, 7, 8, 3, 3, false, false, true),
+        (ConvKind::Gcn, 7, 8, 3, 4, false, true, false),
+        (ConvKind::Gcn, 7, 8, 9, 3, false, false, true),
     ];
-    for (kind, in_dim, hidden, classes, layers, maxk) in shapes {
+    for (kind, in_dim, hidden, classes, layers, maxk, residual, norm) in shapes {
         let mut cfg = ModelConfig::new(kind, in_dim, hidden, classes, layers, 0.5);
         if maxk {
             cfg.activation = Activation::MaxK { k: 4 };
         }
+        (cfg.residual, cfg.layer_norm) = (residual, norm);
         let model = Gnn::new(cfg, &dev, 3).unwrap();
         assert!(model.computes_output_on_restricted_graph());
         let x = seeded_x(in_dim, 21);
@@ -1261,8 +1267,8 @@ fn a_restricted_output_graph_gives_graphsages_rows() {
             for agg in [None, cached.as_ref()] {
                 for rows in picks {
                     let what = format!(
-                        "{kind} {in_dim}->{hidden}->{classes} x{layers} maxk {maxk} lean {lean} \
-                         pad {pad} rows {rows:?} cached {}",
+                        "{kind} {in_dim}->{hidden}->{classes} x{layers} maxk {maxk} residual \
+                         {residual} norm {norm} lean {lean} pad {pad} rows {rows:?} cached {}",
                         agg.is_some()
                     );
                     let out = g.restricted_to_rows(rows).unwrap();

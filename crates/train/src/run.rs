@@ -356,11 +356,21 @@ pub fn train_seeds(
             let can = graph.halo().is_none()
                 && graph.aggregation == gnn_models::Aggregation::Exact
                 && model.computes_output_on_restricted_graph();
+            let mut train_ids = split.train.clone();
+            train_ids.sort_unstable();
+            train_ids.dedup();
+            let evaluated_labelled = crate::trainer::output::restricts(
+                ds.num_nodes(),
+                labelled,
+                mcfg.out_dim,
+                tc.labelled_output,
+            );
             let train = crate::trainer::output::describe_train_rows(
                 can,
                 ds.num_nodes(),
-                split.train.len(),
+                train_ids.len(),
                 tc.trains_rows(),
+                evaluated_labelled,
             );
             if let Some(line) = train {
                 println!("{line}");

@@ -220,16 +220,17 @@ pub(crate) enum Neighbour<'a> {
 /// parameters as tracked f32 masters or already in `h`'s dtype), GraphSAGE's neighbour and
 /// root terms, the neighbour term `n · w_aᵀ` as `neighbour` says. One op over `(h, [w_a |
 /// w_h | b])` (`(a, h, [w_a | w_h | b])` for a tracked aggregation `a`) keeping its inputs,
-/// a held aggregation and the mask. `root`: the root term's input where it is not `h` (on a
-/// graph restricted to some rows, those rows of `h`: the output has their rows alone), then
-/// an input of the op too.
+/// a held aggregation and the mask. `rows`: on a graph restricted to some rows (the output
+/// has their rows alone), those rows: the root product `h · w_hᵀ` is taken on every row and
+/// its `rows` selected (`out` columns gathered, not `in`), its gradient scattered back inside
+/// the op, where it joins the neighbour term's gradient of `h` in one sum.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn pair(
     g: &ModelGraph,
     neighbour: Neighbour<'_>,
     w_a: &Tensor,
     h: &Tensor,
-    root: Option<&Tensor>,
+    rows: Option<&crate::OutputRows>,
     w_h: &Tensor,
     b: &Tensor,
     act: Act<'_>,
@@ -274,27 +275,40 @@ pub(crate) fn pair(
         Neighbour::Constant(a) => (Some(a.detach()), None, None),
         Neighbour::Product(f) => (None, None, Some(f)),
     };
-    // The root term's input.
-    let own = root.cloned();
-    let root_in = own.as_ref().unwrap_or(h).detach();
+    // The root product's rows the output has: every row, or the restricted ones.
+    let sel = rows.cloned();
+    let own_rows = |r: Tensor| -> Result<Tensor> {
+        match &sel {
+            Some(s) => {
+                let _t = g.phase(Phase::Aggregation);
+                s.select(&r)
+            }
+            None => Ok(r),
+        }
+    };
     let (z, root) = match (&held, &tracked, &product_agg) {
         (Some(a), _, _) | (None, Some(a), _) => {
-            let _t = g.phase(Phase::Gemm);
-            let l = a.detach().matmul(&wa.t()?)?;
-            let r = root_in.matmul(&wh.t()?)?;
-            ((l + r)?, None)
-        }
-        (None, None, Some(f)) if pad > 0 || own.is_some() => {
-            // Two aligned products: the neighbour term's goes to the aggregation as it is
-            // (no copy out of a shared product, no padded copy for the SpMM).
-            // (So too where the root term's input is other rows of `h`.)
             let (l, r) = {
                 let _t = g.phase(Phase::Gemm);
+                let l = a.detach().matmul(&wa.t()?)?;
+                (l, h.detach().matmul(&wh.t()?)?)
+            };
+            let r = own_rows(r)?;
+            ((l + r)?, None)
+        }
+        (None, None, Some(f)) if pad > 0 || sel.is_some() => {
+            // Two aligned products: the neighbour term's goes to the aggregation as it is
+            // (no copy out of a shared product, no padded copy for the SpMM).
+            // (So too where the root product's rows are selected.)
+            let (l, r) = {
+                let _t = g.phase(Phase::Gemm);
+                let hd = h.detach();
                 (
-                    h.detach().matmul(&wa.pad_with_zeros(0, 0, pad)?.t()?)?,
-                    root_in.matmul(&wh.pad_with_zeros(0, 0, pad)?.t()?)?,
+                    hd.matmul(&wa.pad_with_zeros(0, 0, pad)?.t()?)?,
+                    hd.matmul(&wh.pad_with_zeros(0, 0, pad)?.t()?)?,
                 )
             };
+            let r = own_rows(r)?;
             let l = {
                 let _t = g.phase(Phase::Aggregation);
                 f.forward(&l)?
@@ -320,89 +334,66 @@ pub(crate) fn pair(
     };
     let (out, mask) = finish(g, z, root, &bias.pad_with_zeros(0, 0, pad)?, act)?;
     let out = unpadded(out, 1, out_dim)?;
-    // `r`: the root term's input where it is an input of its own.
-    let backward =
-        move |a: Option<&Tensor>, h: &Tensor, r: Option<&Tensor>, wb: &Tensor, dy: &Tensor| {
-            let dy = dy.pad_with_zeros(1, 0, pad)?;
-            let dz = pre_activation_grad(mask.as_ref(), &dy)?;
-            let (wa, wh, _) = parts(wb)?;
-            let (wa, wh) = (wa.pad_with_zeros(0, 0, pad)?, wh.pad_with_zeros(0, 0, pad)?);
-            let db = unpadded(column_sum(&dz)?, 0, out_dim)?.reshape((out_dim, 1))?;
-            // The neighbour product's gradient and input: `dz` and the aggregation, or (an
-            // aggregated product) `Âᵀ dz` and `h`.
-            let (dl, input) = match (&product_agg, a.or(held.as_ref())) {
-                (Some(f), _) => (f.backward(&dz).map_err(msg)?, h.detach()),
-                (None, Some(a)) => (dz.clone(), a.detach()),
-                (None, None) => unreachable!("every neighbour term sets one"),
-            };
-            let dwb = if wb.track_op() {
-                Some(Tensor::cat(
-                    &[
-                        &unpadded(weight_grad(&dl, &input)?, 0, out_dim)?,
-                        &unpadded(weight_grad(&dz, &r.unwrap_or(h).detach())?, 0, out_dim)?,
-                        &db,
-                    ],
-                    1,
-                )?)
-            } else {
-                None
-            };
-            let da = a
-                .filter(|a| a.track_op())
-                .map(|_| dz.matmul(&wa))
-                .transpose()?;
-            // The root term's gradient goes to `h`, or to its own input.
-            let droot = match r {
-                Some(r) if !r.track_op() => None,
-                _ if r.is_none() && !h.track_op() => None,
-                _ => Some(dz.matmul(&wh)?),
-            };
-            let (dh, dr) = match r {
-                Some(_) => (None, droot),
-                None => (droot, None),
-            };
-            let dh = match (&product_agg, h.track_op()) {
-                (Some(_), true) => Some(match dh {
-                    Some(root) => (dl.matmul(&wa)? + root)?,
-                    None => dl.matmul(&wa)?,
-                }),
-                _ => dh,
-            };
-            Ok::<_, candle_core::Error>((da, dh, dr, dwb))
+    let backward = move |a: Option<&Tensor>, h: &Tensor, wb: &Tensor, dy: &Tensor| {
+        let dy = dy.pad_with_zeros(1, 0, pad)?;
+        let dz = pre_activation_grad(mask.as_ref(), &dy)?;
+        let (wa, wh, _) = parts(wb)?;
+        let (wa, wh) = (wa.pad_with_zeros(0, 0, pad)?, wh.pad_with_zeros(0, 0, pad)?);
+        let db = unpadded(column_sum(&dz)?, 0, out_dim)?.reshape((out_dim, 1))?;
+        // The neighbour product's gradient and input: `dz` and the aggregation, or (an
+        // aggregated product) `Âᵀ dz` and `h`.
+        let (dl, input) = match (&product_agg, a.or(held.as_ref())) {
+            (Some(f), _) => (f.backward(&dz).map_err(msg)?, h.detach()),
+            (None, Some(a)) => (dz.clone(), a.detach()),
+            (None, None) => unreachable!("every neighbour term sets one"),
         };
-    Ok(match (tracked, own) {
-        (Some(a), None) => attach_backward(
+        // The root product's gradient on every row of `h` (zero on the rows not selected).
+        let dr = match &sel {
+            Some(s) => s.scatter(&dz).map_err(msg)?,
+            None => dz.clone(),
+        };
+        let dwb = if wb.track_op() {
+            Some(Tensor::cat(
+                &[
+                    &unpadded(weight_grad(&dl, &input)?, 0, out_dim)?,
+                    &unpadded(weight_grad(&dr, &h.detach())?, 0, out_dim)?,
+                    &db,
+                ],
+                1,
+            )?)
+        } else {
+            None
+        };
+        let da = a
+            .filter(|a| a.track_op())
+            .map(|_| dz.matmul(&wa))
+            .transpose()?;
+        let dh = if !h.track_op() {
+            None
+        } else {
+            let root = dr.matmul(&wh)?;
+            Some(match &product_agg {
+                Some(_) => (dl.matmul(&wa)? + root)?,
+                None => root,
+            })
+        };
+        Ok::<_, candle_core::Error>((da, dh, dwb))
+    };
+    Ok(match tracked {
+        Some(a) => attach_backward(
             out,
             &[&a, h, &wb],
             Box::new(move |ins, dy| {
-                let (da, dh, _, dwb) = backward(Some(ins[0]), ins[1], None, ins[2], dy)?;
+                let (da, dh, dwb) = backward(Some(ins[0]), ins[1], ins[2], dy)?;
                 Ok(vec![da, dh, dwb])
             }),
         )?,
-        // `h` itself is read by neither term here (the neighbour term is `a`'s, the root
-        // term `r`'s): not an input.
-        (Some(a), Some(r)) => attach_backward(
-            out,
-            &[&a, &r, &wb],
-            Box::new(move |ins, dy| {
-                let (da, _, dr, dwb) = backward(Some(ins[0]), ins[1], Some(ins[1]), ins[2], dy)?;
-                Ok(vec![da, dr, dwb])
-            }),
-        )?,
-        (None, None) => attach_backward(
+        None => attach_backward(
             out,
             &[h, &wb],
             Box::new(move |ins, dy| {
-                let (_, dh, _, dwb) = backward(None, ins[0], None, ins[1], dy)?;
+                let (_, dh, dwb) = backward(None, ins[0], ins[1], dy)?;
                 Ok(vec![dh, dwb])
-            }),
-        )?,
-        (None, Some(r)) => attach_backward(
-            out,
-            &[h, &r, &wb],
-            Box::new(move |ins, dy| {
-                let (_, dh, dr, dwb) = backward(None, ins[0], Some(ins[1]), ins[2], dy)?;
-                Ok(vec![dh, dr, dwb])
             }),
         )?,
     })

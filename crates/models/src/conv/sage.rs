@@ -184,13 +184,12 @@ impl SageConv {
                 lean::Neighbour::Tracked(&computed)
             }
         };
-        let root = g.own_rows_of(x)?;
         Ok(Some(lean::pair(
             g,
             neighbour,
             w_l,
             x,
-            root.as_ref(),
+            g.restricted_rows(),
             w_r,
             bias,
             act,

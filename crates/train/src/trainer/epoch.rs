@@ -40,6 +40,12 @@ impl Trainer<'_> {
         // The dropout stream before this epoch's masks, for the non-finite guard's checkpoint.
         let rng_before = self.rng;
         self.sync()?;
+        // The phases are synchronised (and the allocator's peak read per phase) only where
+        // they are reported: with the profiler on, and on a rank of a multi-device run (its
+        // watchdog times the waits). Otherwise the host queues the loss and the backward
+        // while the device still runs the forward, as torch does; the step's time still ends
+        // with a synchronisation (the loss's read-back, the guard, the last wait).
+        let phased = self.cfg.profile || self.comm.is_some();
         let mut clock = Clock {
             comm0: self.comm_time(),
             bytes0: self.comm_bytes(),
@@ -50,11 +56,15 @@ impl Trainer<'_> {
         *phase = format!("running training epoch {epoch} (forward{})", self.need);
         self.note(epoch, "forward");
         let logits = self.forward(first)?;
-        self.sync()?;
+        if phased {
+            self.sync()?;
+        }
         clock.forward = t0.elapsed();
         clock.comm_fwd = self.comm_time();
         self.records.sample_in_use(&self.device);
-        self.records.mark(&self.device, window::FORWARD)?;
+        if phased {
+            self.records.mark(&self.device, window::FORWARD)?;
+        }
         let t1 = Instant::now();
         let loss = match &self.train_output {
             Some(t) => masked_cross_entropy(&logits, &t.labels, &t.weight)?,
@@ -63,15 +73,21 @@ impl Trainer<'_> {
                 masked_cross_entropy(&logits, &d.labels, &d.train_weight)?
             }
         };
-        self.sync()?;
+        if phased {
+            self.sync()?;
+        }
         clock.loss = t1.elapsed();
-        self.records.mark(&self.device, window::LOSS)?;
-        let (loss_value, grads) = self.backward(&loss, &mut clock, epoch, phase)?;
+        if phased {
+            self.records.mark(&self.device, window::LOSS)?;
+        }
+        let (loss_value, grads) = self.backward(&loss, &mut clock, epoch, phase, phased)?;
         // The forward's activations live as long as the loss's graph: free them before the
         // step and the evaluation, which would otherwise allocate on top of them.
         drop((loss, logits));
         let skip = self.guard_non_finite(epoch, rng_before, loss_value, &grads)?;
-        self.records.mark(&self.device, window::BACKWARD)?;
+        if phased {
+            self.records.mark(&self.device, window::BACKWARD)?;
+        }
         let t3 = Instant::now();
         *phase = format!("running training epoch {epoch} (optimiser step)");
         self.note(epoch, "optimiser step");
@@ -112,15 +128,16 @@ impl Trainer<'_> {
         Ok(model.forward(graph, x, &mut pass)?)
     }
 
-    /// The backward of `loss` (scaled under f16), timed into `clock`; the gradients unscaled
-    /// and, on a partitioned graph, summed over the ranks with the loss. Returns the loss's
-    /// value and the gradients.
+    /// The backward of `loss` (scaled under f16), timed into `clock` (its end synchronised
+    /// where `phased`); the gradients unscaled and, on a partitioned graph, summed over the
+    /// ranks with the loss. Returns the loss's value and the gradients.
     fn backward(
         &mut self,
         loss: &Tensor,
         clock: &mut Clock,
         epoch: usize,
         phase: &mut String,
+        phased: bool,
     ) -> Result<(f64, GradStore)> {
         let t2 = Instant::now();
         *phase = format!("running training epoch {epoch} (backward{})", self.need);
@@ -129,7 +146,9 @@ impl Trainer<'_> {
             Some(s) => s.backward(loss)?,
             None => loss.backward()?,
         };
-        self.sync()?;
+        if phased {
+            self.sync()?;
+        }
         clock.backward = t2.elapsed();
         clock.comm_bwd = self.comm_time();
         self.records.sample_in_use(&self.device);

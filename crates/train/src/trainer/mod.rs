@@ -92,7 +92,10 @@ pub fn train_with_control(
     resume: Option<&TrainState>,
     on_epoch: impl FnMut(&EpochLog) -> ControlFlow<()>,
 ) -> Result<TrainReport> {
-    let mut phase = "setting up training (optimiser state)".to_string();
+    let mut phase =
+        "setting up training (optimiser state, the train rows' graph where the output layer \
+         trains on them)"
+            .to_string();
     let r = check(model, data, cfg)
         .and_then(|()| check_sizes(model, graph, data, cfg))
         .and_then(|()| {
@@ -260,8 +263,15 @@ impl<'a> Trainer<'a> {
         if let Some(t) = &train_output {
             t.graph.graph.set_backward_timing(cfg.profile);
         }
+        let rows_graph = match &train_output {
+            Some(t) => format!(
+                ", plus {} for the train rows' graph and its transpose",
+                crate::device::gib(t.device_bytes())
+            ),
+            None => String::new(),
+        };
         let need = format!(
-            "; the epoch keeps about {} of node x width activations, an estimate",
+            "; the epoch keeps about {} of node x width activations, an estimate{rows_graph}",
             crate::device::gib(activation_bytes(model.config(), data.x.dim(0)?))
         );
         Ok(Self {
@@ -489,10 +499,11 @@ mod tests {
 
     /// On a GPU, a training pass whose output layer runs over the 140 train rows alone
     /// (over Cora restricted to them, the CUDA graph's row-scaled sum included) trains as the
-    /// whole output does: GCN and GraphSAGE-mean 2 x 16 with dropout, lean layers and padded
-    /// outputs, with and
+    /// whole output does: GCN (f32, bf16, f16: its weighted sum), GraphSAGE-mean and
+    /// GraphSAGE-pool (its max over the restricted rows) 2 x 16 with dropout, lean layers and
+    /// padded outputs, with and
     /// without the cached input aggregation, 10 epochs, every epoch's loss within 1e-4 (f32)
-    /// and 1e-2 (bf16) relative. Skipped without a GPU.
+    /// and 1e-2 (half precision) relative. Skipped without a GPU.
     #[cfg(feature = "cuda")]
     #[test]
     fn train_rows_train_as_the_whole_output_on_one_gpu() {
@@ -504,8 +515,11 @@ mod tests {
         for (kind, precision, bound) in [
             (ConvKind::Gcn, crate::Precision::F32, 1e-4),
             (ConvKind::Gcn, crate::Precision::Bf16, 1e-2),
+            (ConvKind::Gcn, crate::Precision::F16, 1e-2),
             (ConvKind::SageMean, crate::Precision::F32, 1e-4),
             (ConvKind::SageMean, crate::Precision::Bf16, 1e-2),
+            (ConvKind::SagePool, crate::Precision::F32, 1e-4),
+            (ConvKind::SagePool, crate::Precision::Bf16, 1e-2),
         ] {
             let cfg = ModelConfig::new(kind, ds.features.cols(), 16, 7, 2, 0.5);
             let graph = ModelGraph::new(&ds.graph, kind, &gpu)
@@ -718,8 +732,12 @@ mod tests {
         assert!(!output::trains_on_train_rows(false, 100, 66, true));
         assert!(!output::trains_on_train_rows(true, 100, 66, false));
         assert!(!output::trains_on_train_rows(true, 100, 0, true));
-        assert!(output::describe_train_rows(true, 100, 66, true)
-            .is_some_and(|s| s.contains("the 66 train rows of 100")));
-        assert!(output::describe_train_rows(true, 100, 66, false).is_none());
+        let line = output::describe_train_rows(true, 100, 66, true, false).unwrap_or_default();
+        assert!(line.contains("the 66 train rows of 100"), "{line}");
+        assert!(line.contains("evaluation computes every row"), "{line}");
+        assert!(line.contains("--no-train-rows"), "{line}");
+        assert!(output::describe_train_rows(true, 100, 6, true, true)
+            .is_some_and(|s| s.contains("evaluation computes the labelled rows")));
+        assert!(output::describe_train_rows(true, 100, 66, false, false).is_none());
     }
 }

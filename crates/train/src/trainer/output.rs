@@ -234,21 +234,33 @@ pub(crate) const TRAIN_ROWS_SHARE: f64 = 0.9;
 /// Whether a training pass over a whole graph of `nodes` nodes, `train` of them in the
 /// train split, computes its output layer for the train rows alone ([`TrainOutput`]): a
 /// model that can ([`Gnn::computes_output_on_restricted_graph`], `can`), `enabled`
-/// ([`crate::TrainConfig::labelled_output`]), and at most [`TRAIN_ROWS_SHARE`] of the nodes
+/// ([`crate::TrainConfig::trains_rows`]), and at most [`TRAIN_ROWS_SHARE`] of the nodes
 /// in the train split (and one at least).
 pub(crate) fn trains_on_train_rows(can: bool, nodes: usize, train: usize, enabled: bool) -> bool {
     can && enabled && train > 0 && train as f64 <= TRAIN_ROWS_SHARE * nodes as f64
 }
 
 /// The run header's line where a training pass computes its output layer for the train
-/// rows alone ([`trains_on_train_rows`]; `can`: the model and graph allow it), `None`
-/// otherwise.
-pub fn describe_train_rows(can: bool, nodes: usize, train: usize, enabled: bool) -> Option<String> {
+/// rows alone ([`trains_on_train_rows`]; `can`: the model and graph allow it; `train`: the
+/// distinct train nodes), `None` otherwise. `evaluated_labelled`: evaluation computes the
+/// labelled rows alone ([`restricts`]), not every row.
+pub fn describe_train_rows(
+    can: bool,
+    nodes: usize,
+    train: usize,
+    enabled: bool,
+    evaluated_labelled: bool,
+) -> Option<String> {
     trains_on_train_rows(can, nodes, train, enabled).then(|| {
+        let eval = if evaluated_labelled {
+            "the labelled rows"
+        } else {
+            "every row"
+        };
         format!(
             "output layer in training: the {train} train rows of {nodes} (the loss reads no \
-             others; their edges alone in its sparse products); evaluation computes the \
-             labelled rows; --all-output-rows computes every node's"
+             others; their edges alone in its sparse products); evaluation computes {eval}; \
+             --no-train-rows computes the evaluation's rows in training too"
         )
     })
 }
@@ -269,6 +281,19 @@ pub(crate) struct TrainOutput {
 }
 
 impl TrainOutput {
+    /// Device bytes the train rows' graph holds beside the whole one: its structure and
+    /// transpose (indices and row offsets), and its edge values where it has them.
+    pub fn device_bytes(&self) -> u64 {
+        let g = &self.graph.graph;
+        let (nnz, rows, cols) = (g.nnz() as u64, g.n_rows() as u64, g.n_cols() as u64);
+        let values = if self.graph.values.is_some() {
+            4 * nnz
+        } else {
+            0
+        };
+        2 * 4 * nnz + 4 * (rows + cols + 2) + values
+    }
+
     /// The train rows of `data` over `graph` where [`trains_on_train_rows`] says (a whole
     /// graph under exact aggregation); `None`: the training pass computes the output rows
     /// the evaluation does.

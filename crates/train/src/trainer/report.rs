@@ -52,7 +52,9 @@ pub struct TrainReport {
     pub peak_allocated_bytes: Option<u64>,
     /// [`Self::peak_allocated_bytes`] split by where in the epoch it was reached: the
     /// allocator's high-water mark of each phase, the highest over all epochs. Says which
-    /// phase sets the peak (and so what to cut). `None` on the CPU.
+    /// phase sets the peak (and so what to cut). `None` on the CPU, and on one device
+    /// without the profiler (`profile`), whose steps do not wait for the device between
+    /// phases (only the whole step's peak is read: [`Self::peak_allocated_bytes`]).
     #[serde(default)]
     pub peak_allocated_by_phase: Option<PeakByPhase>,
     /// Phase breakdown (measured when `profile`, else only totals).
@@ -347,7 +349,8 @@ impl Records {
             epoch_ms_median: median(self.epoch_ms),
             inference_ms_median: median(self.infer_ms),
             peak_device_bytes: self.in_use,
-            peak_allocated_bytes: rest.into_iter().chain(by_phase.map(|p| p.max())).max(),
+            // Every window read, whether or not each phase had its own.
+            peak_allocated_bytes: self.peaks.iter().flatten().copied().chain(rest).max(),
             peak_allocated_by_phase: by_phase,
             breakdown: self.sums,
             first_epoch: self.first_epoch,
