@@ -962,6 +962,10 @@ pub fn nccl_p2p_reserve(channels: usize, ranks: usize) -> u64 {
 /// The widest feature chunk (whole width first, then [`chunk_candidates`]) under which
 /// `fits` holds for every rank's estimate, where the aggregation is the fused one: sets
 /// `plan.feature_chunk` to it and returns it with the estimates (`None`: the whole width).
+/// At the whole width the plan's own form is tried first; where that is the whole gathered
+/// operand of a small gather ([`DistPlan::small_gather_whole`] on three or more ranks), the
+/// sliced ring at the whole width next (it holds two blocks where the whole form holds every
+/// rank's: `plan.small_gather_whole` is then turned off), before any chunk.
 /// Where none fits, `Err` with the narrowest chunk's estimates (the plan keeps that chunk).
 pub fn fit_feature_chunk(
     plan: &mut DistPlan,
@@ -971,13 +975,23 @@ pub fn fit_feature_chunk(
     fits: impl Fn(&[Estimate]) -> bool,
 ) -> std::result::Result<(Option<usize>, Vec<Estimate>), Vec<Estimate>> {
     let fused = plan.exchange == Exchange::AllGather && plan.symmetric;
-    let mut tries = vec![None];
+    let whole = plan.small_gather_whole;
+    // (feature chunk, small gathers whole)
+    let mut tries = vec![(None, whole)];
     if fused {
-        tries.extend(chunk_candidates(model).into_iter().map(Some));
+        if whole {
+            tries.push((None, false));
+        }
+        tries.extend(
+            chunk_candidates(model)
+                .into_iter()
+                .map(|c| (Some(c), whole)),
+        );
     }
     let mut last = Vec::new();
-    for chunk in tries {
+    for (chunk, small_whole) in tries {
         plan.feature_chunk = chunk;
+        plan.small_gather_whole = small_whole;
         last = estimate_all(plan, model, train, target);
         if fits(&last) {
             return Ok((chunk, last));
@@ -1245,6 +1259,58 @@ mod tests {
                 "fix",
             )
             .expect("under the element limit on 8 ranks");
+        }
+    }
+
+    /// On three or more ranks with a small gathered operand (the whole form by default), a
+    /// budget the whole form passes but the sliced ring at the whole width meets takes the
+    /// ring, not a feature chunk; a roomy budget keeps the whole form, a tight one goes on to
+    /// chunks. Cora with a GCN 3x1024 on 6 ranks, where the ring's two blocks hold less than
+    /// the six of the whole form (with 64 columns on 3 ranks the ring's slices cost more:
+    /// 8.05 against 8.04 MB).
+    #[test]
+    fn the_unchunked_ring_is_tried_before_feature_chunks() {
+        let ds = crate::test_cora();
+        let (f, c) = (ds.features.cols(), ds.num_classes);
+        let gcn = ModelConfig::new(ConvKind::Gcn, f, 1024, c, 3, 0.5);
+        let train = TrainConfig {
+            precision: Precision::Bf16,
+            ..TrainConfig::default()
+        };
+        let plan = || {
+            let p = DistPlan::new(&ds, ConvKind::Gcn, 6, Some(Exchange::AllGather)).unwrap();
+            assert!(p.small_gather_whole && p.slice_rows_for(&gcn, train.precision).is_none());
+            p
+        };
+        let peak = |p: &DistPlan| {
+            estimate_all(p, &gcn, &train, Target::Cuda)
+                .iter()
+                .map(Estimate::peak)
+                .max()
+                .unwrap_or(0)
+        };
+        let whole = peak(&plan());
+        let mut sliced = plan();
+        sliced.small_gather_whole = false;
+        let ring = peak(&sliced);
+        assert!(ring < whole, "ring {ring} whole {whole}");
+        // Room for the ring, not for the whole form: the ring at the whole width.
+        let mut p = plan();
+        let fits = |all: &[Estimate]| all.iter().all(|e| e.peak() <= ring);
+        let (chunk, _) = fit_feature_chunk(&mut p, &gcn, &train, Target::Cuda, fits)
+            .unwrap_or_else(|_| panic!("the ring fits"));
+        assert_eq!(chunk, None);
+        assert!(!p.small_gather_whole && p.slice_rows_for(&gcn, train.precision).is_some());
+        // Room for the whole form: it stays.
+        let mut p = plan();
+        let roomy = |all: &[Estimate]| all.iter().all(|e| e.peak() <= whole);
+        assert!(fit_feature_chunk(&mut p, &gcn, &train, Target::Cuda, roomy).is_ok());
+        assert!(p.small_gather_whole && p.feature_chunk.is_none());
+        // Less room than the ring at the whole width needs: a chunk.
+        let mut p = plan();
+        let tight = |all: &[Estimate]| all.iter().all(|e| e.peak() < ring);
+        if let Ok((chunk, _)) = fit_feature_chunk(&mut p, &gcn, &train, Target::Cuda, tight) {
+            assert!(chunk.is_some());
         }
     }
 
