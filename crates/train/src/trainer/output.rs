@@ -267,7 +267,7 @@ pub fn describe_train_rows(
 
 /// A training pass's output layer for the train rows alone: the loss reads no other row, so
 /// the output layer's sparse product and its transpose run over the train rows' edges alone
-/// (on the same-graph Reddit files, 66 % of the nodes and of the edges), over the graph
+/// (on the same-graph Reddit files, 66 % of the nodes and about as many of the edges), over the graph
 /// restricted to them ([`ModelGraph::restricted_to_rows`], [`gnn_models::Forward::with_output_graph`]).
 /// Exact: the train rows' logits are the whole output's. Evaluation keeps the labelled rows
 /// (or every row).
