@@ -434,10 +434,10 @@ def labelled_output_applies(train, ds, out_dim):
 def train_rows_applies(model, train, ds):
     """Whether a training pass computed its output layer for the train rows alone (gnn_train's
     trainer::output::trains_on_train_rows): asked for (train_rows_output under labelled_output;
-    reports from before the option never did), a GCN or GraphSAGE of two layers or more, and at
+    reports from before the option never did), a GCN, GraphSAGE or GIN of two layers or more, and at
     most 90 % of the nodes in the train split."""
     return bool(train.get("train_rows_output", False)) and bool(train.get("labelled_output", True)) \
-        and model.get("kind") in ("gcn", "sage_mean", "sage_pool") and model.get("layers", 0) >= 2 \
+        and model.get("kind") in ("gcn", "sage_mean", "sage_pool", "gin") and model.get("layers", 0) >= 2 \
         and 0 < ds["train"] <= 0.9 * ds["nodes"]
 
 

@@ -36,7 +36,7 @@ SAME_GRAPH_PEERS = ("pyg", "tgcn")
 # The script of the `python` train peer.
 PYTHON_TRAIN = "bench/peers/python_train.py"
 # Shortcuts: the train_reddit flags that turn each off (they are on by default). train-rows: a
-# GCN's or GraphSAGE's output layer in training over the train rows' edges alone (at most 90 % of the nodes
+# GCN's, GraphSAGE's or GIN's output layer in training over the train rows' edges alone (at most 90 % of the nodes
 # in the train split; one device).
 SHORTCUTS = {"input-cache": ["--no-input-cache"], "train-rows": ["--no-train-rows"]}
 # Shortcuts a variant may declare that its runs take by themselves, not switched off by

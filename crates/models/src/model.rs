@@ -331,7 +331,7 @@ impl Gnn {
             if !self.computes_output_on_restricted_graph() {
                 return Err(Error::Config(format!(
                     "a {}-layer {} model cannot compute its output layer on a restricted graph \
-                     (GCN and GraphSAGE of two layers or more only)",
+                     (GCN, GraphSAGE and GIN of two layers or more only)",
                     self.convs.len(),
                     self.cfg.kind
                 )));
@@ -460,16 +460,15 @@ impl Gnn {
     }
 
     /// Whether a pass may compute the output layer over a graph restricted to some rows
-    /// ([`Forward::with_output_graph`]): a GCN or GraphSAGE (mean or pool) of two layers or
-    /// more. A GCN layer reads the graph only through its aggregation; a GraphSAGE layer's
-    /// root term takes the restricted rows of its input ([`ModelGraph::restricted_to_rows`]).
-    /// Not GIN (its `(1 + eps) x` term is not taken on restricted rows) nor the attention
-    /// layers (their scores); not a one-layer model, whose output layer may read the cached
-    /// aggregation of every row.
+    /// ([`Forward::with_output_graph`]): a GCN, GraphSAGE (mean or pool) or GIN of two layers
+    /// or more. A GCN layer reads the graph only through its aggregation; a GraphSAGE layer's
+    /// root term and GIN's `(1 + eps) x` take the restricted rows of their input
+    /// ([`ModelGraph::restricted_to_rows`]). Not the attention layers (their scores); not a
+    /// one-layer model, whose output layer may read the cached aggregation of every row.
     pub fn computes_output_on_restricted_graph(&self) -> bool {
         matches!(
             self.cfg.kind,
-            ConvKind::Gcn | ConvKind::SageMean | ConvKind::SagePool
+            ConvKind::Gcn | ConvKind::SageMean | ConvKind::SagePool | ConvKind::Gin
         ) && self.convs.len() >= 2
     }
 

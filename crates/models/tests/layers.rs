@@ -1199,7 +1199,11 @@ fn a_restricted_output_graph_gives_the_whole_outputs_rows() {
     // Refusals: other kinds and a one-layer GCN; rows beside the graph; bad rows.
     let csr = small_graph();
     let x = seeded_x(7, 21);
-    for (kind, layers) in [(ConvKind::Gin, 2), (ConvKind::Gat, 2), (ConvKind::Gcn, 1)] {
+    for (kind, layers) in [
+        (ConvKind::Transformer, 2),
+        (ConvKind::Gat, 2),
+        (ConvKind::Gcn, 1),
+    ] {
         let model = Gnn::new(ModelConfig::new(kind, 7, 6, 3, layers, 0.5), &dev, 3).unwrap();
         assert!(!model.computes_output_on_restricted_graph());
         let g = ModelGraph::new(&csr, kind, &dev).unwrap();
@@ -1225,13 +1229,13 @@ fn a_restricted_output_graph_gives_the_whole_outputs_rows() {
     assert!(e.contains("row 30 is out of range"), "{e}");
 }
 
-/// GraphSAGE (mean and pool) over a restricted output graph gives the whole forward's rows
-/// and the same gradients: the root term on the restricted rows of its input, both product
-/// orders of the output layer, two to four layers, composed and lean layers, padded
-/// outputs, the cached input aggregation, MaxK, no rows at all; with residual hidden layers
-/// and LayerNorm (GraphSAGE and GCN).
+/// GraphSAGE (mean and pool) and GIN over a restricted output graph give the whole
+/// forward's rows and the same gradients: the root term (GIN's `(1 + eps) x`) on the
+/// restricted rows of its input, both product orders of the output layer, two to four
+/// layers, composed and lean layers, padded outputs, the cached input aggregation, MaxK, no
+/// rows at all; with residual hidden layers and LayerNorm (GraphSAGE, GCN, GIN).
 #[test]
-fn a_restricted_output_graph_gives_graphsages_rows() {
+fn a_restricted_output_graph_gives_graphsages_and_gins_rows() {
     use gnn_models::Activation;
     let dev = Device::Cpu;
     let csr = small_graph();
@@ -1248,6 +1252,10 @@ fn a_restricted_output_graph_gives_graphsages_rows() {
         (ConvKind::SageMean, 7, 8, 3, 3, false, false, true),
         (ConvKind::Gcn, 7, 8, 3, 4, false, true, false),
         (ConvKind::Gcn, 7, 8, 9, 3, false, false, true),
+        (ConvKind::Gin, 7, 6, 3, 3, false, false, false),
+        (ConvKind::Gin, 7, 6, 9, 2, false, false, false),
+        (ConvKind::Gin, 7, 8, 3, 3, true, false, false),
+        (ConvKind::Gin, 7, 8, 3, 4, false, true, true),
     ];
     for (kind, in_dim, hidden, classes, layers, maxk, residual, norm) in shapes {
         let mut cfg = ModelConfig::new(kind, in_dim, hidden, classes, layers, 0.5);

@@ -173,11 +173,10 @@ pub struct TrainFlags {
     /// there regardless.
     #[arg(long)]
     pub all_output_rows: bool,
-    /// Compute a GCN's or GraphSAGE's output layer in training for the rows evaluation
-    /// computes (by default,
-    /// on one device, for the train nodes alone where they are at most 90 % of the nodes: the
-    /// loss reads no other rows, so the layer's sparse product and its transpose run over
-    /// their edges alone).
+    /// Compute a GCN's, GraphSAGE's or GIN's output layer in training for the rows
+    /// evaluation computes (by default, on one device, for the train nodes alone where they
+    /// are at most 90 % of the nodes: the loss reads no other rows, so the layer's sparse
+    /// product and its transpose run over their edges alone).
     #[arg(long)]
     pub no_train_rows: bool,
     /// `--cpu` and the kernel policy.

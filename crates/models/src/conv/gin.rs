@@ -71,7 +71,11 @@ impl GinConv {
     /// Applies the layer; `agg`: its aggregation of `x`, precomputed ([`crate::Gnn::input_aggregate`]).
     pub fn forward(&self, g: &ModelGraph, x: &Tensor, agg: Option<&Tensor>) -> Result<Tensor> {
         let (out_dim, in_dim) = self.nn0.weight.dims2()?;
+        // `agg + (1 + eps) h`, `h`'s rows those of the graph's rows (a graph restricted to
+        // some rows: [`ModelGraph::restricted_to_rows`]).
         let combine = |h: &Tensor, agg: Tensor| -> Result<Tensor> {
+            let own = g.own_rows_of(h)?;
+            let h = own.as_ref().unwrap_or(h);
             let self_term = h.broadcast_mul(&like(&(self.eps.clone() + 1.0)?, h)?)?;
             Ok((agg + self_term)?)
         };

@@ -69,10 +69,10 @@ def train(
     ``deterministic`` (no float atomics on the GPU), ``input_cache=True``,
     ``labelled_output=True`` (the output layer on the labelled nodes alone where they are at
     most half of the nodes; ``False`` computes every node's logits, as PyG does),
-    ``train_rows=True`` (on one device, a GCN's or GraphSAGE's training pass computes its output layer for
-    the train nodes alone where they are at most 90 % of the nodes, its sparse products over
-    their edges alone; ``False``, or ``labelled_output=False``, computes the evaluation's
-    rows).
+    ``train_rows=True`` (on one device, a GCN's, GraphSAGE's or GIN's training pass computes
+    its output layer for the train nodes alone where they are at most 90 % of the nodes, its
+    sparse products over their edges alone; ``False``, or ``labelled_output=False``, computes
+    the evaluation's rows).
 
     ``on_epoch(log)`` sees every epoch (``{"epoch", "epochs", "loss", "epoch_ms",
     "train_acc", "val_acc", "test_acc"}``); returning ``False`` stops the run. ``progress``:

@@ -59,11 +59,10 @@ pub struct TrainConfig {
     /// taken regardless.
     #[serde(default = "yes")]
     pub labelled_output: bool,
-    /// On one device, a GCN's or GraphSAGE's training pass computes its output layer for the
-    /// train nodes
-    /// alone where they are at most 90 % of the nodes: the loss reads no other rows, so the
-    /// layer's sparse product and its transpose run over those rows' edges alone (exact up
-    /// to rounding; evaluation keeps the labelled or every row). Only with
+    /// On one device, a GCN's, GraphSAGE's or GIN's training pass computes its output layer
+    /// for the train nodes alone where they are at most 90 % of the nodes: the loss reads no
+    /// other rows, so the layer's sparse product and its transpose run over those rows' edges
+    /// alone (exact up to rounding; evaluation keeps the labelled or every row). Only with
     /// [`Self::labelled_output`].
     #[serde(default = "yes")]
     pub train_rows_output: bool,

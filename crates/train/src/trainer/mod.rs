@@ -500,7 +500,8 @@ mod tests {
     /// On a GPU, a training pass whose output layer runs over the 140 train rows alone
     /// (over Cora restricted to them, the CUDA graph's row-scaled sum included) trains as the
     /// whole output does: GCN (f32, bf16, f16: its weighted sum), GraphSAGE-mean and
-    /// GraphSAGE-pool (its max over the restricted rows) 2 x 16 with dropout, lean layers and
+    /// GraphSAGE-pool (its max over the restricted rows) and GIN 2 x 16 with dropout, lean
+    /// layers and
     /// padded outputs, with and
     /// without the cached input aggregation, 10 epochs, every epoch's loss within 1e-4 (f32)
     /// and 1e-2 (half precision) relative. Skipped without a GPU.
@@ -520,6 +521,8 @@ mod tests {
             (ConvKind::SageMean, crate::Precision::Bf16, 1e-2),
             (ConvKind::SagePool, crate::Precision::F32, 1e-4),
             (ConvKind::SagePool, crate::Precision::Bf16, 1e-2),
+            (ConvKind::Gin, crate::Precision::F32, 1e-4),
+            (ConvKind::Gin, crate::Precision::Bf16, 1e-2),
         ] {
             let cfg = ModelConfig::new(kind, ds.features.cols(), 16, 7, 2, 0.5);
             let graph = ModelGraph::new(&ds.graph, kind, &gpu)
@@ -656,7 +659,7 @@ mod tests {
     /// train rows alone in training only. Either way it trains as the whole output does:
     /// the same losses and accuracies, epoch by epoch, whether the layer multiplies first
     /// (16 -> 7) or aggregates first (4 -> 7), with composed and lean layers and the
-    /// row-scaled GCN sum; GCN and GraphSAGE-mean.
+    /// row-scaled GCN sum; GCN, GraphSAGE-mean and GIN.
     #[test]
     fn labelled_output_rows_train_as_the_whole_output() {
         let dev = Device::Cpu;
@@ -665,6 +668,7 @@ mod tests {
             (ConvKind::Gcn, 1000, None),
             (ConvKind::SageMean, 100, Some(740)),
             (ConvKind::SageMean, 1000, None),
+            (ConvKind::Gin, 1000, None),
         ] {
             let mut ds = cora();
             ds.split.test.truncate(test_rows);
