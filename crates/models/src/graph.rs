@@ -400,14 +400,7 @@ impl ModelGraph {
             )));
         }
         let n = self.graph.n_rows();
-        if let Some(w) = rows.windows(2).position(|w| w[0] >= w[1]) {
-            return Err(Error::Config(format!(
-                "restricted rows must be ascending and distinct: row {} is {} after {}",
-                w + 1,
-                rows[w + 1],
-                rows[w]
-            )));
-        }
+        crate::output::check_ascending(rows, "restricted rows")?;
         if let Some(&r) = rows.last().filter(|&&r| r as usize >= n) {
             return Err(Error::Config(format!(
                 "restricted row {r} is out of range: the graph has {n} rows"

@@ -50,14 +50,7 @@ impl OutputRows {
     /// The rows `rows` (ascending, distinct, each `< n`) of `n`, as a selection matrix on
     /// `device`.
     pub fn new(rows: &[u32], n: usize, device: &Device) -> Result<Self> {
-        if let Some(w) = rows.windows(2).position(|w| w[0] >= w[1]) {
-            return Err(Error::Config(format!(
-                "output rows must be ascending and distinct: row {} is {} after {}",
-                w + 1,
-                rows[w + 1],
-                rows[w]
-            )));
-        }
+        check_ascending(rows, "output rows")?;
         let indptr: Vec<u32> = (0..=rows.len() as u32).collect();
         let csr = Csr::new_checked(rows.len(), n, indptr, rows.to_vec())
             .map_err(|e| Error::Config(format!("output rows: {e}")))?;
@@ -120,6 +113,19 @@ impl OutputRows {
             None,
             Reduce::Sum,
         )?)
+    }
+}
+
+/// Errors, naming them `what`, where `rows` are not ascending and distinct.
+pub(crate) fn check_ascending(rows: &[u32], what: &str) -> Result<()> {
+    match rows.windows(2).position(|w| w[0] >= w[1]) {
+        Some(w) => Err(Error::Config(format!(
+            "{what} must be ascending and distinct: row {} is {} after {}",
+            w + 1,
+            rows[w + 1],
+            rows[w]
+        ))),
+        None => Ok(()),
     }
 }
 

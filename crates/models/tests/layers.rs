@@ -251,6 +251,64 @@ fn train_pass(
     (y, gs)
 }
 
+/// One training pass (dropout masks from seed 4, the first layer reading `agg` when given)
+/// for the output rows `rows` or over the restricted output graph `out` when either is
+/// given, else the whole pass with its rows `ids` taken; then the backward of the logits'
+/// sum of squares. The logits and each parameter's gradient (zeros where it got none).
+fn pass_on_rows(
+    model: &Gnn,
+    g: &ModelGraph,
+    x: &Tensor,
+    agg: Option<&Tensor>,
+    rows: Option<&gnn_models::OutputRows>,
+    out: Option<&ModelGraph>,
+    ids: &Tensor,
+) -> (Tensor, Vec<Vec<f32>>) {
+    let mut rng = DropoutRng::new(4);
+    let mut ctx = Forward::train(&mut rng)
+        .with_input_aggregate(agg)
+        .with_output_rows(rows)
+        .with_output_graph(out);
+    let y = model.forward(g, x, &mut ctx).unwrap();
+    let y = if rows.is_some() || out.is_some() {
+        y
+    } else {
+        y.index_select(ids, 0).unwrap()
+    };
+    let grads = y.sqr().unwrap().sum_all().unwrap().backward().unwrap();
+    let gs = model
+        .named_vars()
+        .into_iter()
+        .map(|(_, v)| match grads.get(v.as_tensor()) {
+            Some(t) => t.flatten_all().unwrap().to_vec1().unwrap(),
+            None => vec![0.0; v.elem_count()],
+        })
+        .collect();
+    (y, gs)
+}
+
+/// [`pass_on_rows`] for some rows (`got`) against the whole pass's rows (`want`): `got`'s
+/// logits `[rows, classes]` within 1e-5 of `want`'s, each gradient within 1e-4 of its
+/// parameter's largest.
+fn assert_rows_pass(
+    model: &Gnn,
+    (y1, g1): (Tensor, Vec<Vec<f32>>),
+    (y0, g0): (Tensor, Vec<Vec<f32>>),
+    classes: usize,
+    what: &str,
+) {
+    assert_eq!(y1.dims(), [y0.dim(0).unwrap(), classes], "{what}");
+    if y0.dim(0).unwrap() > 0 {
+        close(&mat(&y1), &mat(&y0), 1e-5);
+    }
+    for ((name, _), (a, b)) in model.named_vars().iter().zip(g1.iter().zip(&g0)) {
+        let scale = b.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
+        for (p, q) in a.iter().zip(b) {
+            assert!((p - q).abs() <= 1e-4 * scale, "{what} {name}: {p} vs {q}");
+        }
+    }
+}
+
 /// Every parameter has a gradient with a non-zero entry.
 fn assert_every_gradient_nonzero(grads: &[(String, Option<Tensor>)], what: &str) {
     for (name, gr) in grads {
@@ -1046,41 +1104,9 @@ fn output_rows_equal_the_whole_outputs_rows() {
                     );
                     let sel = OutputRows::new(rows, 30, &dev).unwrap();
                     let ids = Tensor::new(rows, &dev).unwrap();
-                    let pass = |on: bool| {
-                        let mut rng = DropoutRng::new(4);
-                        let mut ctx = Forward::train(&mut rng)
-                            .with_input_aggregate(agg)
-                            .with_output_rows(on.then_some(&sel));
-                        let y = model.forward(&g, &x, &mut ctx).unwrap();
-                        let y = if on {
-                            y
-                        } else {
-                            y.index_select(&ids, 0).unwrap()
-                        };
-                        let loss = y.sqr().unwrap().sum_all().unwrap();
-                        let grads = loss.backward().unwrap();
-                        let gs: Vec<Vec<f32>> = model
-                            .named_vars()
-                            .into_iter()
-                            .map(|(_, v)| match grads.get(v.as_tensor()) {
-                                Some(t) => t.flatten_all().unwrap().to_vec1().unwrap(),
-                                None => vec![0.0; v.elem_count()],
-                            })
-                            .collect();
-                        (y, gs)
-                    };
-                    let (y1, g1) = pass(true);
-                    let (y0, g0) = pass(false);
-                    assert_eq!(y1.dims(), [rows.len(), classes], "{what}");
-                    if !rows.is_empty() {
-                        close(&mat(&y1), &mat(&y0), 1e-5);
-                    }
-                    for ((name, _), (a, b)) in model.named_vars().iter().zip(g1.iter().zip(&g0)) {
-                        let scale = b.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
-                        for (p, q) in a.iter().zip(b) {
-                            assert!((p - q).abs() <= 1e-4 * scale, "{what} {name}: {p} vs {q}");
-                        }
-                    }
+                    let got = pass_on_rows(&model, &g, &x, agg, Some(&sel), None, &ids);
+                    let want = pass_on_rows(&model, &g, &x, agg, None, None, &ids);
+                    assert_rows_pass(&model, got, want, classes, &what);
                 }
             }
         }
@@ -1150,42 +1176,9 @@ fn a_restricted_output_graph_gives_the_whole_outputs_rows() {
                         let out = g.restricted_to_rows(rows).unwrap();
                         assert_eq!((out.graph.n_rows(), out.graph.n_cols()), (rows.len(), 30));
                         let ids = Tensor::new(rows, &dev).unwrap();
-                        let pass = |on: bool| {
-                            let mut rng = DropoutRng::new(4);
-                            let mut ctx = Forward::train(&mut rng)
-                                .with_input_aggregate(agg)
-                                .with_output_graph(on.then_some(&out));
-                            let y = model.forward(&g, &x, &mut ctx).unwrap();
-                            let y = if on {
-                                y
-                            } else {
-                                y.index_select(&ids, 0).unwrap()
-                            };
-                            let loss = y.sqr().unwrap().sum_all().unwrap();
-                            let grads = loss.backward().unwrap();
-                            let gs: Vec<Vec<f32>> = model
-                                .named_vars()
-                                .into_iter()
-                                .map(|(_, v)| match grads.get(v.as_tensor()) {
-                                    Some(t) => t.flatten_all().unwrap().to_vec1().unwrap(),
-                                    None => vec![0.0; v.elem_count()],
-                                })
-                                .collect();
-                            (y, gs)
-                        };
-                        let (y1, g1) = pass(true);
-                        let (y0, g0) = pass(false);
-                        assert_eq!(y1.dims(), [rows.len(), classes], "{what}");
-                        if !rows.is_empty() {
-                            close(&mat(&y1), &mat(&y0), 1e-5);
-                        }
-                        for ((name, _), (a, b)) in model.named_vars().iter().zip(g1.iter().zip(&g0))
-                        {
-                            let scale = b.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
-                            for (p, q) in a.iter().zip(b) {
-                                assert!((p - q).abs() <= 1e-4 * scale, "{what} {name}: {p} vs {q}");
-                            }
-                        }
+                        let got = pass_on_rows(&model, &g, &x, agg, None, Some(&out), &ids);
+                        let want = pass_on_rows(&model, &g, &x, agg, None, None, &ids);
+                        assert_rows_pass(&model, got, want, classes, &what);
                         // The row-scaled sum ran where it was asked for (the record is the
                         // whole graph's, which the restricted one shares).
                         if scaled && !rows.is_empty() {
@@ -1281,41 +1274,9 @@ fn a_restricted_output_graph_gives_graphsages_and_gins_rows() {
                     );
                     let out = g.restricted_to_rows(rows).unwrap();
                     let ids = Tensor::new(rows, &dev).unwrap();
-                    let pass = |on: bool| {
-                        let mut rng = DropoutRng::new(4);
-                        let mut ctx = Forward::train(&mut rng)
-                            .with_input_aggregate(agg)
-                            .with_output_graph(on.then_some(&out));
-                        let y = model.forward(&g, &x, &mut ctx).unwrap();
-                        let y = if on {
-                            y
-                        } else {
-                            y.index_select(&ids, 0).unwrap()
-                        };
-                        let loss = y.sqr().unwrap().sum_all().unwrap();
-                        let grads = loss.backward().unwrap();
-                        let gs: Vec<Vec<f32>> = model
-                            .named_vars()
-                            .into_iter()
-                            .map(|(_, v)| match grads.get(v.as_tensor()) {
-                                Some(t) => t.flatten_all().unwrap().to_vec1().unwrap(),
-                                None => vec![0.0; v.elem_count()],
-                            })
-                            .collect();
-                        (y, gs)
-                    };
-                    let (y1, g1) = pass(true);
-                    let (y0, g0) = pass(false);
-                    assert_eq!(y1.dims(), [rows.len(), classes], "{what}");
-                    if !rows.is_empty() {
-                        close(&mat(&y1), &mat(&y0), 1e-5);
-                    }
-                    for ((name, _), (a, b)) in model.named_vars().iter().zip(g1.iter().zip(&g0)) {
-                        let scale = b.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
-                        for (p, q) in a.iter().zip(b) {
-                            assert!((p - q).abs() <= 1e-4 * scale, "{what} {name}: {p} vs {q}");
-                        }
-                    }
+                    let got = pass_on_rows(&model, &g, &x, agg, None, Some(&out), &ids);
+                    let want = pass_on_rows(&model, &g, &x, agg, None, None, &ids);
+                    assert_rows_pass(&model, got, want, classes, &what);
                 }
             }
         }

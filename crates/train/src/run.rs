@@ -353,12 +353,8 @@ pub fn train_seeds(
             if let Some(line) = line {
                 println!("{line}");
             }
-            let can = graph.halo().is_none()
-                && graph.aggregation == gnn_models::Aggregation::Exact
-                && model.computes_output_on_restricted_graph();
-            let mut train_ids = split.train.clone();
-            train_ids.sort_unstable();
-            train_ids.dedup();
+            let can = crate::trainer::output::can_train_rows(&model, &graph);
+            let train_ids = crate::trainer::output::sorted_distinct(split.train.clone());
             let evaluated_labelled = crate::trainer::output::restricts(
                 ds.num_nodes(),
                 labelled,

@@ -497,14 +497,28 @@ mod tests {
     use crate::test_cora as cora;
     use gnn_models::{ConvKind, ModelConfig};
 
+    /// Every epoch's loss of `got` within `bound` (relative) of `want`'s, the same epochs.
+    #[cfg(feature = "cuda")]
+    fn assert_losses_within(got: &TrainReport, want: &TrainReport, bound: f64, what: &str) {
+        assert_eq!(got.history.len(), want.history.len(), "{what}");
+        for (a, b) in got.history.iter().zip(&want.history) {
+            assert!(
+                ((a.loss - b.loss) / b.loss).abs() < bound,
+                "{what}, epoch {}: loss {} vs {}",
+                a.epoch,
+                a.loss,
+                b.loss
+            );
+        }
+    }
+
     /// On a GPU, a training pass whose output layer runs over the 140 train rows alone
     /// (over Cora restricted to them, the CUDA graph's row-scaled sum included) trains as the
-    /// whole output does: GCN (f32, bf16, f16: its weighted sum), GraphSAGE-mean and
+    /// whole output does: GCN (f32, bf16, f16: its weighted sum), GraphSAGE-mean,
     /// GraphSAGE-pool (its max over the restricted rows) and GIN 2 x 16 with dropout, lean
-    /// layers and
-    /// padded outputs, with and
-    /// without the cached input aggregation, 10 epochs, every epoch's loss within 1e-4 (f32)
-    /// and 1e-2 (half precision) relative. Skipped without a GPU.
+    /// layers and padded outputs, with and without the cached input aggregation, 10 epochs,
+    /// every epoch's loss within 1e-4 (f32) and 1e-2 (half precision) relative. Skipped
+    /// without a GPU.
     #[cfg(feature = "cuda")]
     #[test]
     fn train_rows_train_as_the_whole_output_on_one_gpu() {
@@ -549,16 +563,8 @@ mod tests {
                     train(&model, &graph, &data, &tc, |_| {}).unwrap()
                 };
                 let (want, got) = (run(false), run(true));
-                assert_eq!(got.history.len(), want.history.len());
-                for (a, b) in got.history.iter().zip(&want.history) {
-                    assert!(
-                        ((a.loss - b.loss) / b.loss).abs() < bound,
-                        "{kind} {precision:?} cache {cache} epoch {}: loss {} train rows vs {} all",
-                        a.epoch,
-                        a.loss,
-                        b.loss
-                    );
-                }
+                let what = format!("{kind} {precision:?} cache {cache}, train rows vs all");
+                assert_losses_within(&got, &want, bound, &what);
             }
         }
     }
@@ -604,16 +610,8 @@ mod tests {
                 train(&model, &graph, &data, &tc, |_| {}).unwrap()
             };
             let (want, got) = (run(false), run(true));
-            assert_eq!(got.history.len(), want.history.len());
-            for (a, b) in got.history.iter().zip(&want.history) {
-                assert!(
-                    ((a.loss - b.loss) / b.loss).abs() < bound,
-                    "{precision:?} epoch {}: loss {} scaled vs {} weighted",
-                    a.epoch,
-                    a.loss,
-                    b.loss
-                );
-            }
+            let what = format!("{precision:?}, scaled vs weighted");
+            assert_losses_within(&got, &want, bound, &what);
         }
     }
 

@@ -240,6 +240,22 @@ pub(crate) fn trains_on_train_rows(can: bool, nodes: usize, train: usize, enable
     can && enabled && train > 0 && train as f64 <= TRAIN_ROWS_SHARE * nodes as f64
 }
 
+/// Whether `model` over `graph` can compute its output layer in training for some rows
+/// alone ([`TrainOutput`]): a whole graph under exact aggregation and a model that
+/// computes its output layer on a restricted graph.
+pub(crate) fn can_train_rows(model: &Gnn, graph: &ModelGraph) -> bool {
+    graph.halo().is_none()
+        && graph.aggregation == gnn_models::Aggregation::Exact
+        && model.computes_output_on_restricted_graph()
+}
+
+/// `ids` sorted, each once.
+pub(crate) fn sorted_distinct(mut ids: Vec<u32>) -> Vec<u32> {
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
 /// The run header's line where a training pass computes its output layer for the train
 /// rows alone ([`trains_on_train_rows`]; `can`: the model and graph allow it; `train`: the
 /// distinct train nodes), `None` otherwise. `evaluated_labelled`: evaluation computes the
@@ -267,8 +283,9 @@ pub fn describe_train_rows(
 
 /// A training pass's output layer for the train rows alone: the loss reads no other row, so
 /// the output layer's sparse product and its transpose run over the train rows' edges alone
-/// (on the same-graph Reddit files, 66 % of the nodes and about as many of the edges), over the graph
-/// restricted to them ([`ModelGraph::restricted_to_rows`], [`gnn_models::Forward::with_output_graph`]).
+/// (on the same-graph Reddit files, 66 % of the nodes and about as many of the edges), over
+/// the graph restricted to them ([`ModelGraph::restricted_to_rows`],
+/// [`gnn_models::Forward::with_output_graph`]).
 /// Exact: the train rows' logits are the whole output's. Evaluation keeps the labelled rows
 /// (or every row).
 pub(crate) struct TrainOutput {
@@ -303,11 +320,8 @@ impl TrainOutput {
         data: &DeviceData,
         enabled: bool,
     ) -> Result<Option<Self>> {
-        let whole = graph.halo().is_none() && graph.aggregation == gnn_models::Aggregation::Exact;
-        let can = whole && model.computes_output_on_restricted_graph();
-        let mut rows = data.train.to_vec1::<u32>()?;
-        rows.sort_unstable();
-        rows.dedup();
+        let can = can_train_rows(model, graph);
+        let rows = sorted_distinct(data.train.to_vec1::<u32>()?);
         if !trains_on_train_rows(can, data.x.dim(0)?, rows.len(), enabled) {
             return Ok(None);
         }
@@ -328,9 +342,7 @@ fn labelled_rows(data: &DeviceData) -> Result<Vec<u32>> {
     for ids in [&data.train, &data.val, &data.test] {
         rows.extend(ids.to_vec1::<u32>()?);
     }
-    rows.sort_unstable();
-    rows.dedup();
-    Ok(rows)
+    Ok(sorted_distinct(rows))
 }
 
 #[cfg(test)]
