@@ -161,6 +161,8 @@ fn non_finite_loss_stops_with_epoch_tensor_and_checkpoint() {
         epoch - 1,
         "the saved state is the one before the bad epoch"
     );
+    // The bad epoch's update was queued, gated off on the device, and its count taken back.
+    assert_eq!(st.meta.adam_steps as usize, epoch - 1, "{e}");
     assert!(st.params.values().all(|t| t
         .flatten_all()
         .unwrap()

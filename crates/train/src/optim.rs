@@ -173,8 +173,11 @@ impl Adam {
 
     /// One update from `grads`; parameters without a gradient are left alone. Each parameter
     /// takes the fused two-pass step of [`gnn_kernels::adam_step`] (moments, then parameter,
-    /// in place) rather than a dozen element-wise tensor ops.
-    pub fn step(&mut self, grads: &GradStore) -> Result<()> {
+    /// in place) rather than a dozen element-wise tensor ops. With a `gate` (an f32 vector on
+    /// the parameters' device) the update changes nothing unless every gate value is finite;
+    /// the counter still advances, so a caller that learns afterwards the gate was closed
+    /// calls [`Adam::unstep`].
+    pub fn step(&mut self, grads: &GradStore, gate: Option<&Tensor>) -> Result<()> {
         self.step += 1;
         let bc1 = 1.0 - self.beta1.powi(self.step);
         let bc2 = 1.0 - self.beta2.powi(self.step);
@@ -197,9 +200,15 @@ impl Adam {
                 l2,
                 keep,
             };
-            gnn_kernels::adam_step(s.var.as_tensor(), &s.mv, g, &step)?;
+            gnn_kernels::adam_step(s.var.as_tensor(), &s.mv, g, &step, gate)?;
         }
         Ok(())
+    }
+
+    /// Takes back the counter of the last [`Adam::step`], whose gate was closed (it changed
+    /// no parameter or moment).
+    pub fn unstep(&mut self) {
+        self.step = (self.step - 1).max(0);
     }
 }
 
@@ -266,7 +275,7 @@ mod tests {
                 for t in 1..=3 {
                     let g = Tensor::randn(0f64, 1.0, dims.as_slice(), &dev).unwrap();
                     let loss = (var.as_tensor() * &g).unwrap().sum_all().unwrap();
-                    opt.step(&loss.backward().unwrap()).unwrap();
+                    opt.step(&loss.backward().unwrap(), None).unwrap();
                     (th, m, v) = composed(kind, &th, &m, &v, &g, (0.01, 5e-4, t));
                 }
                 let diff = |a: &Tensor, b: &Tensor| -> f64 {
@@ -279,5 +288,38 @@ mod tests {
                 assert_eq!(mm.dtype(), DType::F64);
             }
         }
+    }
+
+    #[test]
+    fn a_closed_gate_leaves_parameters_and_moments_alone() {
+        let dev = Device::Cpu;
+        let theta0 = Tensor::randn(0f32, 1.0, (7, 33), &dev).unwrap();
+        let var = Var::from_tensor(&theta0).unwrap();
+        let mut opt =
+            Adam::new(OptimizerKind::Adam, vec![(var.clone(), true)], 0.01, 5e-4).unwrap();
+        let g = Tensor::randn(0f32, 1.0, (7, 33), &dev).unwrap();
+        let step = |opt: &mut Adam, gate: &[f32]| {
+            let loss = (var.as_tensor() * &g).unwrap().sum_all().unwrap();
+            let gate = Tensor::new(gate, &dev).unwrap();
+            opt.step(&loss.backward().unwrap(), Some(&gate)).unwrap();
+        };
+        let values = |opt: &Adam| {
+            let (m, v) = opt.moments().remove(0);
+            [var.as_tensor().clone(), m, v]
+                .map(|t| t.flatten_all().unwrap().to_vec1::<f32>().unwrap())
+        };
+        step(&mut opt, &[1.0, 2.0]);
+        let open = values(&opt);
+        assert_ne!(
+            open[0],
+            theta0.flatten_all().unwrap().to_vec1::<f32>().unwrap()
+        );
+        for closed in [[0.5, f32::NAN], [f32::NEG_INFINITY, 1.0]] {
+            step(&mut opt, &closed);
+            assert_eq!(opt.steps(), 2);
+            opt.unstep();
+            assert_eq!(values(&opt), open, "gate {closed:?}");
+        }
+        assert_eq!(opt.steps(), 1);
     }
 }

@@ -171,7 +171,9 @@ fn ranks_on(
         assert_eq!(r.graph.pads_outputs(), pads);
         let (loss, mut grads) = step(&r.model, &r.graph, &r.data, false);
         let vars = r.model.named_vars();
-        let loss = all_reduce_grads(comm.as_ref(), &vars, &mut grads, &loss).unwrap();
+        let loss = all_reduce_grads(comm.as_ref(), &vars, &mut grads, &loss)
+            .and_then(|l| Ok(l.to_vec1::<f32>()?[0] as f64))
+            .unwrap();
         (loss, flat(&r.model, &grads))
     })
 }

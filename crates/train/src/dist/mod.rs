@@ -1319,7 +1319,9 @@ mod tests {
             );
             let (loss, mut grads) = step_on(&r.model, &r.graph, &r.data, cache, rows);
             let vars = r.model.named_vars();
-            let loss = all_reduce_grads(comm.as_ref(), &vars, &mut grads, &loss).unwrap();
+            let loss = all_reduce_grads(comm.as_ref(), &vars, &mut grads, &loss)
+                .and_then(|l| Ok(l.to_vec1::<f32>()?[0] as f64))
+                .unwrap();
             let calls = r.graph.output_aggregation().map(|a| a.forward_calls());
             ((loss, flat(&r.model, &grads)), calls)
         })

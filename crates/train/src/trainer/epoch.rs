@@ -80,24 +80,33 @@ impl Trainer<'_> {
         if phased {
             self.records.mark(&self.device, window::LOSS)?;
         }
-        let (loss_value, grads) = self.backward(&loss, &mut clock, epoch, phase, phased)?;
+        let (loss_sum, grads) = self.backward(&loss, &mut clock, epoch, phase, phased)?;
         // The forward's activations live as long as the loss's graph: free them before the
         // step and the evaluation, which would otherwise allocate on top of them.
         drop((loss, logits));
-        let skip = self.guard_non_finite(epoch, rng_before, loss_value, &grads)?;
+        // The loss and each gradient's sum, on the device: the update is queued behind the
+        // backward, gated by them (it changes nothing unless all are finite), and they are
+        // read back once, after it, for the non-finite guard.
+        let (names, check) = check_values(&loss_sum, &self.vars, &grads)?;
         if phased {
             self.records.mark(&self.device, window::BACKWARD)?;
         }
         let t3 = Instant::now();
         *phase = format!("running training epoch {epoch} (optimiser step)");
         self.note(epoch, "optimiser step");
-        if !skip {
-            let cfg = self.cfg;
-            self.opt
-                .set_lr(cfg.lr_schedule.rate(cfg.lr, epoch, cfg.epochs));
-            self.opt.step(&grads)?;
-        }
+        let cfg = self.cfg;
+        self.opt
+            .set_lr(cfg.lr_schedule.rate(cfg.lr, epoch, cfg.epochs));
+        self.opt.step(&grads, Some(&check))?;
         drop(grads);
+        let values = check.to_vec1::<f32>()?;
+        let bad = first_non_finite(&names, &values);
+        if bad.is_some() {
+            // The gate kept the update off the parameters and moments; the counter follows.
+            self.opt.unstep();
+        }
+        let loss_value = values[0] as f64;
+        self.guard_non_finite(epoch, rng_before, loss_value, bad)?;
         self.final_loss = loss_value;
         self.sync()?;
         clock.step = t3.elapsed();
@@ -130,7 +139,8 @@ impl Trainer<'_> {
 
     /// The backward of `loss` (scaled under f16), timed into `clock` (its end synchronised
     /// where `phased`); the gradients unscaled and, on a partitioned graph, summed over the
-    /// ranks with the loss. Returns the loss's value and the gradients.
+    /// ranks with the loss. Returns the loss (summed over the ranks; `[1]`, f32, on the
+    /// device, not read back) and the gradients.
     fn backward(
         &mut self,
         loss: &Tensor,
@@ -138,7 +148,7 @@ impl Trainer<'_> {
         epoch: usize,
         phase: &mut String,
         phased: bool,
-    ) -> Result<(f64, GradStore)> {
+    ) -> Result<(Tensor, GradStore)> {
         let t2 = Instant::now();
         *phase = format!("running training epoch {epoch} (backward{})", self.need);
         self.note(epoch, "backward");
@@ -152,42 +162,41 @@ impl Trainer<'_> {
         clock.backward = t2.elapsed();
         clock.comm_bwd = self.comm_time();
         self.records.sample_in_use(&self.device);
-        let loss_value = loss.to_scalar::<f32>()? as f64;
         if let Some(s) = &self.scaler {
             s.unscale(&self.vars, &mut grads)?;
         }
-        let loss_value = match &self.comm {
+        let loss = match &self.comm {
             Some(c) => {
                 *phase = format!("running training epoch {epoch} (gradient all-reduce)");
                 self.note(epoch, "gradient all-reduce");
                 all_reduce_grads(c.as_ref(), &self.vars, &mut grads, loss)?
             }
-            None => loss_value,
+            None => loss.to_dtype(candle_core::DType::F32)?.reshape(1)?,
         };
-        Ok((loss_value, grads))
+        Ok((loss, grads))
     }
 
-    /// Checks the loss and the gradients. The check also drives f16 loss scaling: an overflow
-    /// of the scaled gradients (finite loss) skips the step and halves the scale (returns
-    /// true), unless the scale has nowhere left to go. Any other non-finite value stops the
-    /// run with [`Error::NonFinite`], after saving the state before `epoch` (its dropout
+    /// Acts on the step's check: `bad` names the first non-finite value among the loss and
+    /// the gradients (the gated update then changed nothing). The check also drives f16 loss
+    /// scaling: an overflow of the scaled gradients (finite loss) skips the step and halves
+    /// the scale, unless the scale has nowhere left to go. Any other non-finite value stops
+    /// the run with [`Error::NonFinite`], after saving the state before `epoch` (its dropout
     /// stream was `rng_before`) when the recipe names a checkpoint.
     fn guard_non_finite(
         &mut self,
         epoch: usize,
         rng_before: DropoutRng,
         loss_value: f64,
-        grads: &GradStore,
-    ) -> Result<bool> {
-        let bad = non_finite(loss_value, &self.vars, grads)?;
+        bad: Option<String>,
+    ) -> Result<()> {
         let skip = match self.scaler.as_mut() {
             Some(s) => s.skip_step(loss_value.is_finite(), bad.is_none()),
             None => false,
         };
         let Some(tensor) = bad.filter(|_| !skip) else {
-            // A skipped step: nothing reaches the parameters; the epoch is still timed and
-            // logged.
-            return Ok(skip);
+            // A clean step, or a skipped one (nothing reached the parameters); the epoch is
+            // still timed and logged.
+            return Ok(());
         };
         // Nothing of this epoch has reached the parameters, moments or records yet: with the
         // dropout stream rewound, the current state is the state before the epoch.
@@ -251,14 +260,14 @@ impl Trainer<'_> {
 
 /// Sums the parameters' gradients and the loss over the ranks of `comm` in one all-reduce
 /// (fp32, flattened and concatenated in parameter order), replacing `grads`' entries; returns
-/// the summed loss. A parameter without a gradient contributes zeros (every rank then holds
-/// one, so the next steps stay in step).
+/// the summed loss (`[1]`, f32, on the device). A parameter without a gradient contributes
+/// zeros (every rank then holds one, so the next steps stay in step).
 pub(crate) fn all_reduce_grads(
     comm: &dyn Communicator,
     vars: &[(String, Var)],
     grads: &mut GradStore,
     loss: &Tensor,
-) -> Result<f64> {
+) -> Result<Tensor> {
     use candle_core::DType;
     let mut parts = Vec::with_capacity(vars.len() + 1);
     for (_, v) in vars {
@@ -279,15 +288,18 @@ pub(crate) fn all_reduce_grads(
         grads.insert(v.as_tensor(), g);
         at += n;
     }
-    Ok(sum.narrow(0, at, 1)?.to_vec1::<f32>()?[0] as f64)
+    Ok(sum.narrow(0, at, 1)?)
 }
 
-/// `Some(name)` of the first non-finite value among the loss and the parameters' gradients
-/// (one device synchronisation: the gradient sums are stacked and read back together).
-fn non_finite(loss: f64, vars: &[(String, Var)], grads: &GradStore) -> Result<Option<String>> {
-    if !loss.is_finite() {
-        return Ok(Some(format!("the training loss ({loss})")));
-    }
+/// The step's check on the device, not read back: the loss (`[1]`, f32) then the sum of each
+/// parameter's gradient, in f32; with the names of the parameters whose sums follow the loss.
+/// Any non-finite gradient value makes its sum non-finite (an overflowing sum of finite ones
+/// counts too, as an update from such gradients would be useless).
+fn check_values<'a>(
+    loss: &Tensor,
+    vars: &'a [(String, Var)],
+    grads: &GradStore,
+) -> Result<(Vec<&'a str>, Tensor)> {
     let (names, sums): (Vec<&str>, Vec<Tensor>) = vars
         .iter()
         .filter_map(|(k, v)| {
@@ -302,15 +314,25 @@ fn non_finite(loss: f64, vars: &[(String, Var)], grads: &GradStore) -> Result<Op
         .collect::<candle_core::Result<Vec<_>>>()?
         .into_iter()
         .unzip();
-    if sums.is_empty() {
-        return Ok(None);
+    let mut parts = vec![loss.clone()];
+    if !sums.is_empty() {
+        parts.push(Tensor::stack(&sums, 0)?);
     }
-    let sums = Tensor::stack(&sums, 0)?.to_vec1::<f32>()?;
-    Ok(names
+    Ok((names, Tensor::cat(&parts, 0)?))
+}
+
+/// The first non-finite value of a step's check read back (`values`: the loss, then the sums
+/// of the gradients `names` names), described for [`Error::NonFinite`].
+fn first_non_finite(names: &[&str], values: &[f32]) -> Option<String> {
+    let (loss, sums) = values.split_first()?;
+    if !loss.is_finite() {
+        return Some(format!("the training loss ({loss})"));
+    }
+    names
         .iter()
-        .zip(&sums)
+        .zip(sums)
         .find(|(_, s)| !s.is_finite())
-        .map(|(k, s)| format!("the gradient of `{k}` (sum {s})")))
+        .map(|(k, s)| format!("the gradient of `{k}` (sum {s})"))
 }
 
 /// Mean cross-entropy over the train nodes: the fused masked cross-entropy of `logits`

@@ -4,8 +4,9 @@ use super::AdamStep;
 use crate::cuda::{elementwise_cfg, launched};
 use crate::ops::optional::Cuda;
 use candle_core::backend::BackendStorage;
+use candle_core::cuda_backend::cudarc::driver::CudaView;
 use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
-use candle_core::{CudaStorage, DType, Layout, Result};
+use candle_core::{CudaStorage, DType, Layout, Result, Storage, Tensor};
 
 fn contiguous(l: &Layout) -> Result<()> {
     if !l.is_contiguous() {
@@ -14,13 +15,49 @@ fn contiguous(l: &Layout) -> Result<()> {
     Ok(())
 }
 
-/// Moments `mv` (`[2, n]`) from `g` and `theta`.
+/// Runs `f` with the step's gate on the GPU (none without a gate) and its length, the
+/// gate's storage read-locked meanwhile (see [`super::adam_step`]).
+fn with_gate<R>(
+    gate: Option<&Tensor>,
+    f: impl FnOnce(Option<&CudaView<'_, f32>>, u32) -> Result<R>,
+) -> Result<R> {
+    let Some(t) = gate else {
+        return f(None, 0);
+    };
+    let (s, l) = t.storage_and_layout();
+    let Storage::Cuda(s) = &*s else {
+        candle_core::bail!("adam_step: the gate is not on the GPU");
+    };
+    let n = l.shape().elem_count();
+    let v = s
+        .as_cuda_slice::<f32>()?
+        .slice(l.start_offset()..l.start_offset() + n);
+    f(Some(&v), n as u32)
+}
+
+/// Moments `mv` (`[2, n]`) from `g` and `theta`, unless `gate` holds a non-finite value.
 pub(crate) fn moments(
     (mv, ml): (&mut CudaStorage, &Layout),
     (g, gl): Cuda<'_>,
     (th, tl): Cuda<'_>,
     s: &AdamStep,
+    gate: Option<&Tensor>,
 ) -> Result<()> {
+    with_gate(gate, |gate, gate_len| {
+        moments_gated((mv, ml), (g, gl), (th, tl), s, gate, gate_len)
+    })
+}
+
+fn moments_gated(
+    (mv, ml): (&mut CudaStorage, &Layout),
+    (g, gl): Cuda<'_>,
+    (th, tl): Cuda<'_>,
+    s: &AdamStep,
+    gate: Option<&CudaView<'_, f32>>,
+    gate_len: u32,
+) -> Result<()> {
+    // A null pointer where there is no gate (the kernels read none of it then).
+    let null = 0u64;
     for l in [ml, gl, tl] {
         contiguous(l)?;
     }
@@ -42,8 +79,13 @@ pub(crate) fn moments(
                 .arg(&b1)
                 .arg(&b2)
                 .arg(&l2);
+            match gate {
+                Some(v) => b.arg(v),
+                None => b.arg(&null),
+            };
+            b.arg(&gate_len);
             // SAFETY: mv holds 2n elements from its offset, g and theta n; the grid-stride loop
-            // touches indices below n (and n + i) only.
+            // touches indices below n (and n + i) only; the gate's gate_len values are read.
             if n > 0 {
                 launched(unsafe { b.launch(elementwise_cfg(n)) }.map(|_| ()))?;
             }
@@ -57,12 +99,26 @@ pub(crate) fn moments(
     Ok(())
 }
 
-/// `theta` from its moments.
+/// `theta` from its moments, unless `gate` holds a non-finite value.
 pub(crate) fn apply(
     (th, tl): (&mut CudaStorage, &Layout),
     (mv, ml): Cuda<'_>,
     s: &AdamStep,
+    gate: Option<&Tensor>,
 ) -> Result<()> {
+    with_gate(gate, |gate, gate_len| {
+        apply_gated((th, tl), (mv, ml), s, gate, gate_len)
+    })
+}
+
+fn apply_gated(
+    (th, tl): (&mut CudaStorage, &Layout),
+    (mv, ml): Cuda<'_>,
+    s: &AdamStep,
+    gate: Option<&CudaView<'_, f32>>,
+    gate_len: u32,
+) -> Result<()> {
+    let null = 0u64;
     contiguous(tl)?;
     contiguous(ml)?;
     let n = tl.shape().elem_count();
@@ -90,7 +146,13 @@ pub(crate) fn apply(
                 .arg(&bc2)
                 .arg(&eps)
                 .arg(&keep);
-            // SAFETY: theta holds n elements from its offset, mv 2n; indices below n only.
+            match gate {
+                Some(v) => b.arg(v),
+                None => b.arg(&null),
+            };
+            b.arg(&gate_len);
+            // SAFETY: theta holds n elements from its offset, mv 2n; indices below n only;
+            // the gate's gate_len values are read.
             if n > 0 {
                 launched(unsafe { b.launch(elementwise_cfg(n)) }.map(|_| ()))?;
             }

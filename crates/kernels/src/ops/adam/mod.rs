@@ -9,6 +9,11 @@
 //!
 //! The moments live in one tensor `mv` of shape `[2, numel]` (m, then v). f32 and f64, CPU and
 //! CUDA; parameters, gradients and moments share a dtype and a device.
+//!
+//! A step can be gated by an f32 vector (the trainer's loss and gradient sums): it changes
+//! nothing when any value of the gate is non-finite. The check runs on the device, so the
+//! trainer queues the step behind the backward and reads the gate back once, after it,
+//! instead of waiting for the loss and the gradients before launching the update.
 
 pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
@@ -43,8 +48,16 @@ pub struct AdamStep {
 }
 
 /// Updates `theta` (any shape, contiguous) and its moments `mv` (`[2, numel]`) in place from
-/// the gradient `g` (the shape of `theta`).
-pub fn adam_step(theta: &Tensor, mv: &Tensor, g: &Tensor, s: &AdamStep) -> Result<()> {
+/// the gradient `g` (the shape of `theta`). With a `gate` (a contiguous f32 vector of its
+/// own storage, on the parameter's device), neither changes unless every value of the gate is
+/// finite.
+pub fn adam_step(
+    theta: &Tensor,
+    mv: &Tensor,
+    g: &Tensor,
+    s: &AdamStep,
+    gate: Option<&Tensor>,
+) -> Result<()> {
     const OP: &str = "adam_step";
     let n = theta.elem_count();
     let bad = |what: String| Err(Error::shape(OP, what));
@@ -74,14 +87,40 @@ pub fn adam_step(theta: &Tensor, mv: &Tensor, g: &Tensor, s: &AdamStep) -> Resul
     }
     check_device_of(OP, theta, g)?;
     check_device_of(OP, theta, mv)?;
+    if let Some(t) = gate {
+        if t.dtype() != candle_core::DType::F32 || t.rank() != 1 || !t.is_contiguous() {
+            return bad(format!(
+                "gate {:?} {:?}: a contiguous f32 vector expected",
+                t.dtype(),
+                t.dims()
+            ));
+        }
+        check_device_of(OP, theta, t)?;
+    }
     let g = g.contiguous()?;
-    mv.inplace_op3(&g, theta, &Moments(*s))?;
-    theta.inplace_op2(mv, &Apply(*s))?;
+    mv.inplace_op3(&g, theta, &Moments(*s, gate.cloned()))?;
+    theta.inplace_op2(mv, &Apply(*s, gate.cloned()))?;
     Ok(())
 }
 
-struct Moments(AdamStep);
-struct Apply(AdamStep);
+/// The moments pass, gated by the vector if any.
+struct Moments(AdamStep, Option<Tensor>);
+/// The parameter pass, gated by the vector if any.
+struct Apply(AdamStep, Option<Tensor>);
+
+/// Whether a CPU step may run: no gate, or every gate value finite.
+fn cpu_gate_open(gate: Option<&Tensor>) -> candle_core::Result<bool> {
+    let Some(t) = gate else {
+        return Ok(true);
+    };
+    let (s, l) = t.storage_and_layout();
+    let candle_core::Storage::Cpu(s) = &*s else {
+        candle_core::bail!("adam_step: the gate is not on the CPU");
+    };
+    Ok(super::cpu_slice::<f32>("adam_step", s, l)?
+        .iter()
+        .all(|v| v.is_finite()))
+}
 
 impl InplaceOp3 for Moments {
     fn name(&self) -> &'static str {
@@ -96,6 +135,9 @@ impl InplaceOp3 for Moments {
         th: &CpuStorage,
         tl: &Layout,
     ) -> candle_core::Result<()> {
+        if !cpu_gate_open(self.1.as_ref())? {
+            return Ok(());
+        }
         macro_rules! go {
             ($T:ty, $v:expr) => {{
                 let g = super::cpu_slice::<$T>("adam_step", g, gl)?;
@@ -121,7 +163,7 @@ impl InplaceOp3 for Moments {
         th: &CudaStorage,
         tl: &Layout,
     ) -> candle_core::Result<()> {
-        cuda::moments((mv, ml), (g, gl), (th, tl), &self.0)
+        cuda::moments((mv, ml), (g, gl), (th, tl), &self.0, self.1.as_ref())
     }
 }
 
@@ -136,6 +178,9 @@ impl InplaceOp2 for Apply {
         mv: &CpuStorage,
         ml: &Layout,
     ) -> candle_core::Result<()> {
+        if !cpu_gate_open(self.1.as_ref())? {
+            return Ok(());
+        }
         macro_rules! go {
             ($T:ty, $t:expr) => {{
                 let mv = super::cpu_slice::<$T>("adam_step", mv, ml)?;
@@ -158,6 +203,6 @@ impl InplaceOp2 for Apply {
         mv: &CudaStorage,
         ml: &Layout,
     ) -> candle_core::Result<()> {
-        cuda::apply((th, tl), (mv, ml), &self.0)
+        cuda::apply((th, tl), (mv, ml), &self.0, self.1.as_ref())
     }
 }

@@ -419,14 +419,22 @@ pub(super) fn check_xent(c: &mut Checker, gpu: &Device) -> Result<()> {
     Ok(())
 }
 
-/// Fused Adam / AdamW: three steps on both devices from the same start and gradients (the
-/// GPU contracts multiply-adds into FMAs, so a few ulps apart).
+/// Fused Adam / AdamW: four steps on both devices from the same start and gradients (the
+/// GPU contracts multiply-adds into FMAs, so a few ulps apart): ungated, gated by finite
+/// values, gated by a NaN (skipped: the CPU leaves both tensors alone, so must the GPU), and
+/// gated by an infinity (skipped).
 pub(super) fn check_adam(c: &mut Checker, gpu: &Device) -> Result<()> {
+    let gates: [Option<Vec<f32>>; 4] = [
+        None,
+        Some(vec![0.5, -3.0, 1e30]),
+        Some(vec![0.5, f32::NAN]),
+        Some(vec![f32::INFINITY]),
+    ];
     for (kind, (l2, keep)) in [("adam", (5e-4, 1.0)), ("adamw", (0.0, 1.0 - 0.01 * 5e-4))] {
         for dims in [vec![1usize], vec![41, 128], vec![128, 602]] {
             let n: usize = dims.iter().product();
             let theta0 = c.randn(dims.as_slice())?;
-            let grads: Vec<Tensor> = (0..3)
+            let grads: Vec<Tensor> = (0..gates.len())
                 .map(|_| c.randn(dims.as_slice()))
                 .collect::<Result<_>>()?;
             let run = |dev: &Device| -> Result<(Tensor, Tensor)> {
@@ -443,7 +451,11 @@ pub(super) fn check_adam(c: &mut Checker, gpu: &Device) -> Result<()> {
                         l2,
                         keep,
                     };
-                    crate::adam_step(&theta, &mv, &g.to_device(dev)?, &step)?;
+                    let gate = gates[t]
+                        .as_ref()
+                        .map(|v| Tensor::new(v.as_slice(), dev))
+                        .transpose()?;
+                    crate::adam_step(&theta, &mv, &g.to_device(dev)?, &step, gate.as_ref())?;
                 }
                 Ok((theta, mv))
             };
