@@ -1,5 +1,6 @@
 //! One training step: forward, loss, backward (scaled under f16, summed over the ranks of a
-//! multi-device run), the non-finite guard, the optimiser update; and what each part took.
+//! multi-device run), the optimiser update gated on the device by the loss and the gradients,
+//! the non-finite guard on their read-back; and what each part took.
 
 use super::report::window;
 use super::Trainer;
@@ -44,7 +45,7 @@ impl Trainer<'_> {
         // they are reported: with the profiler on, and on a rank of a multi-device run (its
         // watchdog times the waits). Otherwise the host queues the loss and the backward
         // while the device still runs the forward, as torch does; the step's time still ends
-        // with a synchronisation (the loss's read-back, the guard, the last wait).
+        // with a synchronisation (the read-back of the gated update's check, for the guard).
         let phased = self.cfg.profile || self.comm.is_some();
         let mut clock = Clock {
             comm0: self.comm_time(),
@@ -99,6 +100,10 @@ impl Trainer<'_> {
             .set_lr(cfg.lr_schedule.rate(cfg.lr, epoch, cfg.epochs));
         self.opt.step(&grads, Some(&check))?;
         drop(grads);
+        if self.comm.is_some() {
+            // On a rank, wait under the watchdog so the read-back below does not block unwatched.
+            self.sync()?;
+        }
         let values = check.to_vec1::<f32>()?;
         let bad = first_non_finite(&names, &values);
         if bad.is_some() {

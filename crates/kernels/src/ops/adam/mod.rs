@@ -48,9 +48,11 @@ pub struct AdamStep {
 }
 
 /// Updates `theta` (any shape, contiguous) and its moments `mv` (`[2, numel]`) in place from
-/// the gradient `g` (the shape of `theta`). With a `gate` (a contiguous f32 vector of its
-/// own storage, on the parameter's device), neither changes unless every value of the gate is
-/// finite.
+/// the gradient `g` (the shape of `theta`). With a `gate` (a contiguous, non-empty f32 vector
+/// on the parameter's device), neither changes unless every value of the gate is finite. The
+/// gate must have storage of its own: a view of `theta` or `mv` would deadlock (the step
+/// read-locks the gate while it write-locks them), so callers build it fresh (a `cat`/`stack`
+/// or a copy).
 pub fn adam_step(
     theta: &Tensor,
     mv: &Tensor,
@@ -88,9 +90,15 @@ pub fn adam_step(
     check_device_of(OP, theta, g)?;
     check_device_of(OP, theta, mv)?;
     if let Some(t) = gate {
-        if t.dtype() != candle_core::DType::F32 || t.rank() != 1 || !t.is_contiguous() {
+        let len = t.elem_count();
+        if t.dtype() != candle_core::DType::F32
+            || t.rank() != 1
+            || !t.is_contiguous()
+            || len == 0
+            || len > u32::MAX as usize
+        {
             return bad(format!(
-                "gate {:?} {:?}: a contiguous f32 vector expected",
+                "gate {:?} {:?}: a contiguous, non-empty f32 vector expected",
                 t.dtype(),
                 t.dims()
             ));

@@ -437,9 +437,11 @@ pub(super) fn check_adam(c: &mut Checker, gpu: &Device) -> Result<()> {
             let grads: Vec<Tensor> = (0..gates.len())
                 .map(|_| c.randn(dims.as_slice()))
                 .collect::<Result<_>>()?;
-            let run = |dev: &Device| -> Result<(Tensor, Tensor)> {
+            // The state after the last open step (step 1), then after every step.
+            let run = |dev: &Device| -> Result<((Tensor, Tensor), (Tensor, Tensor))> {
                 let theta = theta0.to_device(dev)?.copy()?;
                 let mv = Tensor::zeros((2, n), DType::F32, dev)?;
+                let mut open = None;
                 for (t, g) in grads.iter().enumerate() {
                     let step = crate::AdamStep {
                         lr: 0.01,
@@ -456,12 +458,35 @@ pub(super) fn check_adam(c: &mut Checker, gpu: &Device) -> Result<()> {
                         .map(|v| Tensor::new(v.as_slice(), dev))
                         .transpose()?;
                     crate::adam_step(&theta, &mv, &g.to_device(dev)?, &step, gate.as_ref())?;
+                    if t == 1 {
+                        open = Some((theta.copy()?, mv.copy()?));
+                    }
                 }
-                Ok((theta, mv))
+                let open =
+                    open.ok_or_else(|| crate::Error::Harness("adam: no open step".into()))?;
+                Ok((open, (theta, mv)))
             };
-            let ((tc, mc), (tg, mg)) = (run(&Device::Cpu)?, run(gpu)?);
+            let ((_, (tc, mc)), ((to, mo), (tg, mg))) = (run(&Device::Cpu)?, run(gpu)?);
             c.check("dense", format!("{kind} step theta"), n, &tg, &tc, 1e-6)?;
             c.check("dense", format!("{kind} step moments"), n, &mg, &mc, 1e-6)?;
+            // The closed gates (NaN, infinity) left the GPU's state exactly as the last open
+            // step did.
+            c.check(
+                "dense",
+                format!("{kind} closed gate theta"),
+                n,
+                &tg,
+                &to,
+                0.0,
+            )?;
+            c.check(
+                "dense",
+                format!("{kind} closed gate moments"),
+                n,
+                &mg,
+                &mo,
+                0.0,
+            )?;
         }
     }
     Ok(())
