@@ -100,10 +100,8 @@ impl Trainer<'_> {
             .set_lr(cfg.lr_schedule.rate(cfg.lr, epoch, cfg.epochs));
         self.opt.step(&grads, Some(&check))?;
         drop(grads);
-        if self.comm.is_some() {
-            // On a rank, wait under the watchdog so the read-back below does not block unwatched.
-            self.sync()?;
-        }
+        // The step's one wait (under the watchdog on a rank), before the check's read-back.
+        self.sync()?;
         let values = check.to_vec1::<f32>()?;
         let bad = first_non_finite(&names, &values);
         if bad.is_some() {
@@ -113,7 +111,6 @@ impl Trainer<'_> {
         let loss_value = values[0] as f64;
         self.guard_non_finite(epoch, rng_before, loss_value, bad)?;
         self.final_loss = loss_value;
-        self.sync()?;
         clock.step = t3.elapsed();
         self.records.mark(&self.device, window::STEP)?;
         let sums = self.phase_sums(&clock, t0.elapsed())?;

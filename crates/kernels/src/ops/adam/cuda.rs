@@ -4,8 +4,7 @@ use super::AdamStep;
 use crate::cuda::{elementwise_cfg, launched};
 use crate::ops::optional::Cuda;
 use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::CudaView;
-use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
+use candle_core::cuda_backend::cudarc::driver::{CudaView, LaunchArgs, PushKernelArg};
 use candle_core::{CudaStorage, DType, Layout, Result, Storage, Tensor};
 
 fn contiguous(l: &Layout) -> Result<()> {
@@ -15,24 +14,48 @@ fn contiguous(l: &Layout) -> Result<()> {
     Ok(())
 }
 
-/// Runs `f` with the step's gate on the GPU (none without a gate) and its length, the
-/// gate's storage read-locked meanwhile (see [`super::adam_step`]).
-fn with_gate<R>(
-    gate: Option<&Tensor>,
-    f: impl FnOnce(Option<&CudaView<'_, f32>>, u32) -> Result<R>,
-) -> Result<R> {
+/// A step's gate as kernel arguments: its values on the GPU (a null pointer without a gate,
+/// which the kernels then never read) and their count.
+struct GateArgs<'a> {
+    values: Option<CudaView<'a, f32>>,
+    null: u64,
+    len: u32,
+}
+
+impl GateArgs<'_> {
+    /// Pushes the pointer and the count, the kernels' last two parameters.
+    fn push<'b>(&'b self, b: &mut LaunchArgs<'b>) {
+        match &self.values {
+            Some(v) => b.arg(v),
+            None => b.arg(&self.null),
+        };
+        b.arg(&self.len);
+    }
+}
+
+/// Runs `f` with the step's gate as kernel arguments, the gate's storage read-locked
+/// meanwhile (see [`super::adam_step`]).
+fn with_gate<R>(gate: Option<&Tensor>, f: impl FnOnce(&GateArgs<'_>) -> Result<R>) -> Result<R> {
     let Some(t) = gate else {
-        return f(None, 0);
+        return f(&GateArgs {
+            values: None,
+            null: 0,
+            len: 0,
+        });
     };
     let (s, l) = t.storage_and_layout();
     let Storage::Cuda(s) = &*s else {
         candle_core::bail!("adam_step: the gate is not on the GPU");
     };
     let n = l.shape().elem_count();
-    let v = s
+    let values = s
         .as_cuda_slice::<f32>()?
         .slice(l.start_offset()..l.start_offset() + n);
-    f(Some(&v), n as u32)
+    f(&GateArgs {
+        values: Some(values),
+        null: 0,
+        len: n as u32,
+    })
 }
 
 /// Moments `mv` (`[2, n]`) from `g` and `theta`, unless `gate` holds a non-finite value.
@@ -43,8 +66,8 @@ pub(crate) fn moments(
     s: &AdamStep,
     gate: Option<&Tensor>,
 ) -> Result<()> {
-    with_gate(gate, |gate, gate_len| {
-        moments_gated((mv, ml), (g, gl), (th, tl), s, gate, gate_len)
+    with_gate(gate, |gate| {
+        moments_gated((mv, ml), (g, gl), (th, tl), s, gate)
     })
 }
 
@@ -53,11 +76,8 @@ fn moments_gated(
     (g, gl): Cuda<'_>,
     (th, tl): Cuda<'_>,
     s: &AdamStep,
-    gate: Option<&CudaView<'_, f32>>,
-    gate_len: u32,
+    gate: &GateArgs<'_>,
 ) -> Result<()> {
-    // A null pointer where there is no gate (the kernels read none of it then).
-    let null = 0u64;
     for l in [ml, gl, tl] {
         contiguous(l)?;
     }
@@ -79,13 +99,9 @@ fn moments_gated(
                 .arg(&b1)
                 .arg(&b2)
                 .arg(&l2);
-            match gate {
-                Some(v) => b.arg(v),
-                None => b.arg(&null),
-            };
-            b.arg(&gate_len);
+            gate.push(&mut b);
             // SAFETY: mv holds 2n elements from its offset, g and theta n; the grid-stride loop
-            // touches indices below n (and n + i) only; the gate's gate_len values are read.
+            // touches indices below n (and n + i) only; the gate's len values are read.
             if n > 0 {
                 launched(unsafe { b.launch(elementwise_cfg(n)) }.map(|_| ()))?;
             }
@@ -106,19 +122,15 @@ pub(crate) fn apply(
     s: &AdamStep,
     gate: Option<&Tensor>,
 ) -> Result<()> {
-    with_gate(gate, |gate, gate_len| {
-        apply_gated((th, tl), (mv, ml), s, gate, gate_len)
-    })
+    with_gate(gate, |gate| apply_gated((th, tl), (mv, ml), s, gate))
 }
 
 fn apply_gated(
     (th, tl): (&mut CudaStorage, &Layout),
     (mv, ml): Cuda<'_>,
     s: &AdamStep,
-    gate: Option<&CudaView<'_, f32>>,
-    gate_len: u32,
+    gate: &GateArgs<'_>,
 ) -> Result<()> {
-    let null = 0u64;
     contiguous(tl)?;
     contiguous(ml)?;
     let n = tl.shape().elem_count();
@@ -146,13 +158,9 @@ fn apply_gated(
                 .arg(&bc2)
                 .arg(&eps)
                 .arg(&keep);
-            match gate {
-                Some(v) => b.arg(v),
-                None => b.arg(&null),
-            };
-            b.arg(&gate_len);
+            gate.push(&mut b);
             // SAFETY: theta holds n elements from its offset, mv 2n; indices below n only;
-            // the gate's gate_len values are read.
+            // the gate's len values are read.
             if n > 0 {
                 launched(unsafe { b.launch(elementwise_cfg(n)) }.map(|_| ()))?;
             }
