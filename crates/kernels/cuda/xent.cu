@@ -1,10 +1,20 @@
 // Fused masked cross-entropy: per row i with weight w_i > 0 and label y_i,
 //   loss_i = w_i * (logsumexp(x_i) - x_i[y_i])                                  (forward)
 //   dx_i   = g_i * w_i * (softmax(x_i) - onehot(y_i))                            (backward)
-// One warp per row; the row's maximum and sum of exponentials in fp32 (logits may be stored
+// A warp per row, U rows in flight per warp: every load of the U rows (weights, labels and
+// logits) is issued before the first reduction, so a warp waits on memory once per U rows,
+// not four times per row (weight, logits, max, label). Rows of at most 32 * R classes (R <= 4)
+// are held in registers, R values per lane; wider rows take the generic loop (logits re-read
+// from L1 per pass). The row's maximum and sum of exponentials in fp32 (logits may be stored
 // as bf16 / f16). Rows with w_i = 0 (not in the training split) give 0 and no gradient. The
 // backward recomputes the row's logsumexp (one more read of the logits) instead of keeping a
 // [N, C] softmax from the forward.
+//
+// The forward sums the losses itself: each warp sums its rows in order, each block its warps
+// in order into `partial[blockIdx.x]`, and the host sums the partials. The grid is fixed by
+// N alone (at most XENT_MAX_BLOCKS blocks, warps striding the rows), so the sum is the same on
+// every run and device. (A loss per row summed by one 1024-thread block took 18 us on an H200
+// for 153 K rows, longer than the forward itself.)
 #include "common.cuh"
 
 __device__ __forceinline__ float ld(const float* p) { return __ldg(p); }
@@ -14,7 +24,10 @@ __device__ __forceinline__ void st(float* p, float v) { *p = v; }
 __device__ __forceinline__ void st(__nv_bfloat16* p, float v) { *p = __float2bfloat16(v); }
 __device__ __forceinline__ void st(__half* p, float v) { *p = __float2half(v); }
 
-// logsumexp of row `x` (c entries), every lane gets it.
+// Rows in flight per warp.
+#define XENT_U 4
+
+// logsumexp of row `x` (c entries, any c), every lane gets it (the generic path).
 template <typename T>
 __device__ __forceinline__ float row_lse(const T* __restrict__ x, int c, int lane) {
     float m = -INFINITY;
@@ -25,49 +38,154 @@ __device__ __forceinline__ float row_lse(const T* __restrict__ x, int c, int lan
     return m + logf(warp_sum(s));
 }
 
-template <typename T>
-__device__ void xent_fwd(const T* __restrict__ x, const uint32_t* __restrict__ y, const float* __restrict__ w,
-                         float* __restrict__ loss, int n, int c) {
-    const int lane = threadIdx.x & 31;
-    const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    if (row >= n) return;
-    const float wr = w[row];
-    if (wr == 0.f) {
-        if (lane == 0) loss[row] = 0.f;
-        return;
+// The U rows from `row0` (rows >= n and columns >= c read as -inf, weight 0, label 0) in
+// registers: lane l holds columns l, l + 32, ..., l + 32 (R - 1).
+template <typename T, int R>
+__device__ __forceinline__ void load_rows(const T* __restrict__ x, const uint32_t* __restrict__ y,
+                                          const float* __restrict__ w, int row0, int n, int c, int lane,
+                                          float (&v)[XENT_U][R], float (&wr)[XENT_U],
+                                          uint32_t (&yr)[XENT_U]) {
+#pragma unroll
+    for (int u = 0; u < XENT_U; ++u) {
+        const long long row = (long long)row0 + u;
+        const bool ok = row < n;
+        wr[u] = ok ? __ldg(w + row) : 0.f;
+        yr[u] = ok ? __ldg(y + row) : 0u;
+        const T* xr = x + (size_t)(ok ? row : 0) * c;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const int j = lane + 32 * r;
+            v[u][r] = (ok && j < c) ? ld(xr + j) : -INFINITY;
+        }
     }
-    const T* xr = x + (size_t)row * c;
-    const float lse = row_lse(xr, c, lane);
-    const uint32_t yr = y[row];
-    if (lane == 0) loss[row] = yr < (uint32_t)c ? wr * (lse - ld(xr + yr)) : NAN;
+}
+
+// logsumexp of a row held in registers; every lane gets it.
+template <int R>
+__device__ __forceinline__ float reg_lse(const float (&v)[R]) {
+    float m = v[0];
+#pragma unroll
+    for (int r = 1; r < R; ++r) m = fmaxf(m, v[r]);
+    m = warp_max(m);
+    float s = 0.f;
+#pragma unroll
+    for (int r = 0; r < R; ++r) s += expf(v[r] - m);
+    return m + logf(warp_sum(s));
+}
+
+// x[y] of a row held in registers (every lane gets it); `y < c` checked by the caller.
+template <int R>
+__device__ __forceinline__ float reg_pick(const float (&v)[R], uint32_t y) {
+    float mine = 0.f;
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+        if ((uint32_t)r == (y >> 5)) mine = v[r];
+    return __shfl_sync(FULL, mine, (int)(y & 31));
+}
+
+// The block's sum of its warps' `acc` (lane 0's), in warp order, into partial[blockIdx.x].
+__device__ __forceinline__ void block_partial(float acc, float* __restrict__ partial) {
+    __shared__ float s[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) s[warp] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float t = 0.f;
+        for (int i = 0; i < (int)(blockDim.x >> 5); ++i) t += s[i];
+        partial[blockIdx.x] = t;
+    }
+}
+
+// R > 0: rows of at most 32 R classes in registers; R = 0: any width.
+template <typename T, int R>
+__device__ void xent_fwd(const T* __restrict__ x, const uint32_t* __restrict__ y, const float* __restrict__ w,
+                         float* __restrict__ partial, int n, int c) {
+    const int lane = threadIdx.x & 31;
+    const int warps = gridDim.x * (blockDim.x >> 5);
+    const int gw = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    float acc = 0.f;
+    if (R > 0) {
+        constexpr int RR = R > 0 ? R : 1;
+        for (long long row0 = (long long)gw * XENT_U; row0 < n; row0 += (long long)warps * XENT_U) {
+            float v[XENT_U][RR], wr[XENT_U];
+            uint32_t yr[XENT_U];
+            load_rows<T, RR>(x, y, w, (int)row0, n, c, lane, v, wr, yr);
+#pragma unroll
+            for (int u = 0; u < XENT_U; ++u) {
+                if (wr[u] == 0.f) continue;  // uniform across the warp
+                const float lse = reg_lse<RR>(v[u]);
+                const float xy = yr[u] < (uint32_t)c ? reg_pick<RR>(v[u], yr[u]) : NAN;
+                acc += wr[u] * (lse - xy);
+            }
+        }
+    } else {
+        for (long long row = gw; row < n; row += warps) {
+            const float wr = __ldg(w + row);
+            if (wr == 0.f) continue;
+            const T* xr = x + (size_t)row * c;
+            const float lse = row_lse(xr, c, lane);
+            const uint32_t yr = __ldg(y + row);
+            acc += wr * (lse - (yr < (uint32_t)c ? ld(xr + yr) : NAN));
+        }
+    }
+    block_partial(acc, partial);
 }
 
 // `w` here is the row weight already multiplied by the upstream gradient g_i (on the host).
-template <typename T>
+template <typename T, int R>
 __device__ void xent_bwd(const T* __restrict__ x, const uint32_t* __restrict__ y, const float* __restrict__ w,
                          T* __restrict__ dx, int n, int c) {
     const int lane = threadIdx.x & 31;
-    const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    if (row >= n) return;
-    const float wr = w[row];
-    T* dr = dx + (size_t)row * c;
-    if (wr == 0.f) {
-        for (int j = lane; j < c; j += 32) st(dr + j, 0.f);
-        return;
+    const int warps = gridDim.x * (blockDim.x >> 5);
+    const int gw = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (R > 0) {
+        constexpr int RR = R > 0 ? R : 1;
+        for (long long row0 = (long long)gw * XENT_U; row0 < n; row0 += (long long)warps * XENT_U) {
+            float v[XENT_U][RR], wr[XENT_U];
+            uint32_t yr[XENT_U];
+            load_rows<T, RR>(x, y, w, (int)row0, n, c, lane, v, wr, yr);
+#pragma unroll
+            for (int u = 0; u < XENT_U; ++u) {
+                const long long row = row0 + u;
+                if (row >= n) break;
+                T* dr = dx + (size_t)row * c;
+                // A label >= c matches no column (its loss was NaN).
+                const float lse = wr[u] == 0.f ? 0.f : reg_lse<RR>(v[u]);
+#pragma unroll
+                for (int r = 0; r < RR; ++r) {
+                    const int j = lane + 32 * r;
+                    if (j < c) {
+                        const float hot = (uint32_t)j == yr[u] ? 1.f : 0.f;
+                        st(dr + j, wr[u] == 0.f ? 0.f : wr[u] * (expf(v[u][r] - lse) - hot));
+                    }
+                }
+            }
+        }
+    } else {
+        for (long long row = gw; row < n; row += warps) {
+            const float wr = __ldg(w + row);
+            T* dr = dx + (size_t)row * c;
+            if (wr == 0.f) {
+                for (int j = lane; j < c; j += 32) st(dr + j, 0.f);
+                continue;
+            }
+            const T* xr = x + (size_t)row * c;
+            const float lse = row_lse(xr, c, lane);
+            const uint32_t yr = __ldg(y + row);
+            for (int j = lane; j < c; j += 32)
+                st(dr + j, wr * (expf(ld(xr + j) - lse) - ((uint32_t)j == yr ? 1.f : 0.f)));
+        }
     }
-    const T* xr = x + (size_t)row * c;
-    const float lse = row_lse(xr, c, lane);
-    const uint32_t yr = y[row];  // a label >= c matches no column (its loss was NaN)
-    for (int j = lane; j < c; j += 32) st(dr + j, wr * (expf(ld(xr + j) - lse) - ((uint32_t)j == yr ? 1.f : 0.f)));
 }
 
-#define XENT(TY, NAME)                                                                                    \
-    extern "C" __global__ void xent_fwd_##NAME(const TY* x, const uint32_t* y, const float* w, float* loss, \
-                                               int n, int c) {                                            \
-        xent_fwd<TY>(x, y, w, loss, n, c);                                                                \
-    }                                                                                                     \
-    extern "C" __global__ void xent_bwd_##NAME(const TY* x, const uint32_t* y, const float* w, TY* dx,     \
-                                               int n, int c) {                                            \
-        xent_bwd<TY>(x, y, w, dx, n, c);                                                                  \
+#define XENT_R(TY, NAME, R)                                                                           \
+    extern "C" __global__ void xent_fwd_##NAME##_r##R(const TY* x, const uint32_t* y, const float* w, \
+                                                      float* partial, int n, int c) {                 \
+        xent_fwd<TY, R>(x, y, w, partial, n, c);                                                      \
+    }                                                                                                 \
+    extern "C" __global__ void xent_bwd_##NAME##_r##R(const TY* x, const uint32_t* y, const float* w, \
+                                                      TY* dx, int n, int c) {                         \
+        xent_bwd<TY, R>(x, y, w, dx, n, c);                                                           \
     }
+#define XENT(TY, NAME) XENT_R(TY, NAME, 0) XENT_R(TY, NAME, 1) XENT_R(TY, NAME, 2) XENT_R(TY, NAME, 4)
 XENT(float, f32) XENT(__nv_bfloat16, bf16) XENT(__half, f16)

@@ -171,6 +171,13 @@ impl FusedAggregation {
         matches!(self.0, Fused::Whole { scale: Some(_), .. })
     }
 
+    /// Whether this is a scaled sum ([`Self::is_scaled`]) that takes rows of `dtype` through
+    /// its row scalings (every dtype but f16): where [`Self::forward_bias`] and
+    /// [`Self::backward_widened`] answer.
+    pub(crate) fn is_scaled_for(&self, dtype: candle_core::DType) -> bool {
+        self.is_scaled() && dtype != candle_core::DType::F16
+    }
+
     /// The graph and row factors of a scaled sum that takes `t` through them (not f16);
     /// `None` for the other forms.
     fn scaled_for(&self, t: &Tensor) -> Option<(&DeviceGraph, &RowScales)> {

@@ -1427,10 +1427,30 @@ fn scaled_normalisation_gives_the_weighted_gcn() {
                 "pad {pad}, symmetric {}, {in_dim}-{hidden}-{classes} x{layers}",
                 csr.is_symmetric()
             );
-            let (y0, g0) = train_pass(&model, &weighted, &x, None, 3);
-            let (y1, g1) = train_pass(&model, &scaled, &x, None, 3);
-            close(&mat(&y1), &mat(&y0), 1e-5);
-            assert_grads_close(&model, &g1, &g0, 1e-5, &what);
+            // Without and with the cached aggregation of the input. A two-layer training pass
+            // whose hidden product comes last on a constant input runs the hidden and output
+            // layers as one op over the scaled sum (never over the weighted one).
+            for cached in [false, true] {
+                let agg = |g: &ModelGraph| {
+                    cached
+                        .then(|| model.input_aggregate(g, &x).unwrap())
+                        .flatten()
+                };
+                let (a0, a1) = (agg(&weighted), agg(&scaled));
+                let (y0, g0) = train_pass(&model, &weighted, &x, a0.as_ref(), 3);
+                let (y1, g1) = train_pass(&model, &scaled, &x, a1.as_ref(), 3);
+                let what = format!("{what}, cached {cached}");
+                close(&mat(&y1), &mat(&y0), 1e-5);
+                assert_grads_close(&model, &g1, &g0, 1e-5, &what);
+                let one_op = layers == 2 && (a1.is_some() || hidden >= in_dim);
+                let used = |g: &ModelGraph| {
+                    g.graph
+                        .kernels_used()
+                        .contains("layer", "gcn hidden+output")
+                };
+                assert_eq!(used(&scaled), one_op, "{what}");
+                assert!(!used(&weighted), "{what}");
+            }
             let e0 = mat(&model.forward(&weighted, &x, &mut Forward::eval()).unwrap());
             let e1 = mat(&model.forward(&scaled, &x, &mut Forward::eval()).unwrap());
             close(&e1, &e0, 1e-5);

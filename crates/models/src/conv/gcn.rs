@@ -175,6 +175,42 @@ impl GcnConv {
         )?))
     }
 
+    /// This hidden layer (ReLU, `drop`) and the output layer `next` after it as one op
+    /// ([`lean::hidden_and_output`]) where this layer's product comes last on an input that
+    /// needs no gradient (`agg` given, or `out >= in` over a constant `x`) and `next`
+    /// multiplies first over `g_out`'s scaled GCN sum of `x`'s dtype; `None` (nothing run, no
+    /// mask seed drawn) otherwise.
+    pub(crate) fn forward_with_output(
+        &self,
+        next: &GcnConv,
+        g: &ModelGraph,
+        g_out: &ModelGraph,
+        x: &Tensor,
+        agg: Option<&Tensor>,
+        drop: Option<(&mut DropoutRng, f32)>,
+    ) -> Result<Option<Tensor>> {
+        let dt = agg.unwrap_or(x).dtype();
+        let f = match g_out.fused_aggregation(Reduce::Sum, dt) {
+            Some(f) if f.is_scaled_for(dt) && g_out.lean_layers() => f,
+            _ => return Ok(None),
+        };
+        let input_tracks = agg.map_or(x.track_op(), |a| a.track_op());
+        if !next.multiplies_first(None) || self.multiplies_first(agg) || input_tracks {
+            return Ok(None);
+        }
+        let Some(a) = self.product_input(g, x, agg)? else {
+            return Ok(None);
+        };
+        g_out.graph.record_form("layer", "gcn hidden+output");
+        let (w1, b1) = (weight_like(&self.lin.weight, &a)?, like(&self.bias, &a)?);
+        // The output layer's parameters in the activation's dtype (its input is `a · w1ᵀ`'s
+        // width, so no padding columns).
+        let (w2, b2) = (like(&next.lin.weight, &a)?, like(&next.bias, &a)?);
+        Ok(Some(lean::hidden_and_output(
+            g, g_out, f, &a, &w1, &b1, drop, &w2, &b2,
+        )?))
+    }
+
     /// Whether the layer multiplies before it aggregates (no precomputed aggregation and
     /// `out < in`).
     pub(crate) fn multiplies_first(&self, agg: Option<&Tensor>) -> bool {

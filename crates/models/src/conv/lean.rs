@@ -398,3 +398,84 @@ pub(crate) fn pair(
         )?,
     })
 }
+
+/// A hidden GCN layer whose product comes last and the output layer after it, as one op:
+/// `Â_o (dropout(relu(a · w_1ᵀ + b_1)) · w_2ᵀ) + b_2` over `(w_1, b_1, [w_2 | b_2])`, with `a`
+/// a constant (the cached aggregation of the input, or of an input that needs no gradient:
+/// held, not an input) and `f` the output layer's scaled GCN sum
+/// ([`FusedAggregation::is_scaled_for`]). Keeps `a`, the activation `h` and its mask.
+///
+/// Composed as two ops, `h` is the first one's output and the second one's input, and candle
+/// 0.11 accumulates its gradient into a zero-filled `[N, hidden]` tensor (a fill and an add:
+/// 127.5 us of a 3.35 ms GCN 2x128 bf16 epoch on an H200, `bench/records/headline/
+/// h200-2026-11-29-3/gated-step-h200/ncu`). Here `dh = dz_2 · w_2` goes straight to the
+/// hidden layer's mask. The products, epilogues and aggregations are the two ops' (the
+/// hidden layer's [`gnn_kernels::LinearProduct::bias_relu_dropout`] and the output layer's
+/// [`linear`]), with the same mask seed; the composed accumulation added `dh` to zeros,
+/// which is exact, so values and gradients are the same.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn hidden_and_output(
+    g: &ModelGraph,
+    g_out: &ModelGraph,
+    f: FusedAggregation,
+    a: &Tensor,
+    w1: &Tensor,
+    b1: &Tensor,
+    dropout: Option<(&mut DropoutRng, f32)>,
+    w2: &Tensor,
+    b2: &Tensor,
+) -> Result<Tensor> {
+    let out_dim = w2.dim(0)?;
+    let pad = if g_out.pads_outputs() {
+        crate::aligned_width(out_dim) - out_dim
+    } else {
+        0
+    };
+    // The output layer's parameters as one tracked tensor (their gradients split back
+    // through the concatenation), as [`pair`] does: an op takes three inputs at most. The
+    // products read the parameters themselves.
+    let wb2 = Tensor::cat(&[w2, &b2.reshape((out_dim, 1))?], 1)?;
+    let w2p = w2.detach().pad_with_zeros(0, 0, pad)?;
+    let a = a.detach();
+    let z1 = {
+        let _t = g.phase(Phase::Gemm);
+        a.matmul(&w1.detach().t()?)?
+    };
+    let (h, mask) = finish(g, z1, None, b1, Act::Relu(dropout))?;
+    let z2 = {
+        let _t = g_out.phase(Phase::Gemm);
+        h.matmul(&w2p.t()?)?
+    };
+    let y = {
+        let _t = g_out.phase(Phase::Aggregation);
+        f.forward_bias(&z2, &b2.detach(), out_dim)?
+            .ok_or_else(|| crate::Error::Config("a scaled sum gave no epilogue".into()))?
+    };
+    drop(z2);
+    Ok(attach_backward(
+        y,
+        &[w1, b1, &wb2],
+        Box::new(move |ins, dy| {
+            let (w1, b1, wb2) = (ins[0], ins[1], ins[2]);
+            let db2 = column_sum(dy)?;
+            let dz2 = f
+                .backward_widened(dy, out_dim + pad)
+                .map_err(msg)?
+                .ok_or_else(|| candle_core::Error::Msg("a scaled sum has no backward".into()))?;
+            let dwb2 = wb2
+                .track_op()
+                .then(|| -> candle_core::Result<Tensor> {
+                    let dw2 = unpadded(weight_grad(&dz2, &h)?, 0, out_dim)?;
+                    Tensor::cat(&[&dw2, &db2.reshape((out_dim, 1))?], 1)
+                })
+                .transpose()?;
+            let dh = dz2.matmul(&w2p)?;
+            drop(dz2);
+            let dz1 = pre_activation_grad(mask.as_ref(), &dh)?;
+            drop(dh);
+            let db1 = b1.track_op().then(|| column_sum(&dz1)).transpose()?;
+            let dw1 = w1.track_op().then(|| weight_grad(&dz1, &a)).transpose()?;
+            Ok(vec![dw1, db1, dwb2])
+        }),
+    )?)
+}

@@ -4,8 +4,10 @@
 //!
 //! One pass per direction instead of candle's composed log-softmax (max, subtract, exp, sum,
 //! log, subtract, multiply, sum: about eight kernels forward and as many backward, each over
-//! the whole `[N, C]`, each gradient accumulated into a fresh zero tensor). Forward writes one
-//! loss per row (their sum is the loss); backward recomputes each row's logsumexp and writes
+//! the whole `[N, C]`, each gradient accumulated into a fresh zero tensor). Forward writes the
+//! losses' partial sums (one per row on the CPU; one per block of rows on the GPU, summed in a
+//! fixed order, so the loss is the same on every run); backward recomputes each row's
+//! logsumexp and writes
 //! `g_i w_i (softmax(x_i) - onehot(y_i))`. Rows with `w_i = 0` cost a read of `w_i` only.
 //! Logits may be f32 / f64 (CPU, CUDA f32) or bf16 / f16 (CUDA); the arithmetic is fp32 (f64
 //! on the CPU for f64 logits) and the gradient comes back in the logits' dtype. A label
@@ -61,7 +63,9 @@ pub fn masked_cross_entropy(logits: &Tensor, labels: &Tensor, weight: &Tensor) -
 /// Which direction the op runs.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Pass {
-    /// Per-row losses `[N]` f32.
+    /// Partial sums of the row losses, f32: `[N]` (one per row) on the CPU, one per block of
+    /// rows on the GPU. Only their sum means anything: every element's upstream gradient is
+    /// the loss's (the op's output feeds `sum_all` alone).
     Loss,
     /// `dx [N, C]` (logits' dtype) for row weights already multiplied by the upstream
     /// gradient.
@@ -130,7 +134,12 @@ impl CustomOp3 for Xent {
         if !x.track_op() {
             return Ok((None, None, None));
         }
-        let wg = (w * grad.to_dtype(DType::F32)?)?;
+        if w.elem_count() == 0 {
+            return Ok((Some(x.zeros_like()?), None, None));
+        }
+        // Every partial's gradient is the loss's (the output feeds `sum_all` alone).
+        let g = grad.narrow(0, 0, 1)?.to_dtype(DType::F32)?;
+        let wg = w.broadcast_mul(&g)?;
         Ok((
             Some(x.apply_op3_no_bwd(y, &wg, &Xent(Pass::Grad))?),
             None,
@@ -253,6 +262,16 @@ mod tests {
         let y = Tensor::from_vec(vec![0u32, 3], 2, &dev).unwrap();
         let l = masked_cross_entropy(&x, &y, &w).unwrap();
         assert!(l.to_scalar::<f32>().unwrap().is_nan());
+        // No rows: a zero loss and an empty gradient.
+        let x0 = Var::from_tensor(&Tensor::zeros((0, 3), DType::F32, &dev).unwrap()).unwrap();
+        let (y0, w0) = (
+            Tensor::zeros(0, DType::U32, &dev).unwrap(),
+            Tensor::zeros(0, DType::F32, &dev).unwrap(),
+        );
+        let l0 = masked_cross_entropy(x0.as_tensor(), &y0, &w0).unwrap();
+        assert_eq!(l0.to_scalar::<f32>().unwrap(), 0.0);
+        let g0 = l0.backward().unwrap();
+        assert_eq!(g0.get(x0.as_tensor()).unwrap().dims(), [0, 3]);
         let y3 = Tensor::from_vec(vec![0u32, 1, 2], 3, &dev).unwrap();
         let e = masked_cross_entropy(&x, &y3, &w).unwrap_err().to_string();
         assert!(e.contains("labels") && e.contains("[2]"), "{e}");
