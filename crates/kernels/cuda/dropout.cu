@@ -138,7 +138,9 @@ BIAS_RELU_DROPOUT(__half, f16, float, bias_relu_dropout_half)
 // layer's epilogue when the op keeps the mask for its backward instead of the output (the output
 // then carries the residual, so `y > 0` no longer tells the mask). y = keep(i) && v > 0 ?
 // v * scale : 0 with v = x[i] + b[i % d], as bias_relu_dropout; out[i] = y + r[i] (r null: y),
-// the sum rounded once more in half storage (as a separate add would). Bit i % 32 of
+// the sum rounded once more in half storage (as a separate add would). With `pre`, r is added
+// before the activation instead, x[i] + r[i] rounded to the storage type first (as a separate
+// add would: GraphSAGE's two products), and out[i] = y. Bit i % 32 of
 // bits[i / 32] is set iff the element passed (kept and v > 0). One warp per 32 consecutive
 // elements (a ballot writes the word), so the block size must be a multiple of 32.
 // The warp loop of the bits kernels: `elem(i)` writes element i < n and says whether it passed;
@@ -157,25 +159,28 @@ __device__ __forceinline__ void ballot_bits(uint32_t* bits, uint64_t n, F elem) 
 
 template <typename T>
 __device__ void bias_relu_dropout_bits_impl(const T* x, const T* b, const T* r, T* out, uint32_t* bits, uint64_t n,
-                                            uint32_t d, uint64_t seed, uint64_t threshold, T scale) {
+                                            uint32_t d, uint64_t seed, uint64_t threshold, T scale, int pre) {
     ballot_bits(bits, n, [&](uint64_t i) {
-        const T v = x[i] + b[i % d];
+        const T xi = (r && pre) ? T(x[i] + r[i]) : x[i];
+        const T v = xi + b[i % d];
         const bool on = keep(seed, i, threshold) && v > T(0);
         const T y = on ? v * scale : T(0);
-        out[i] = r ? y + r[i] : y;
+        out[i] = (r && !pre) ? y + r[i] : y;
         return on;
     });
 }
 
 template <typename H>
 __device__ void bias_relu_dropout_bits_half(const H* x, const H* b, const H* r, H* out, uint32_t* bits, uint64_t n,
-                                            uint32_t d, uint64_t seed, uint64_t threshold, float scale) {
+                                            uint32_t d, uint64_t seed, uint64_t threshold, float scale, int pre) {
     ballot_bits(bits, n, [&](uint64_t i) {
-        const float v = widen(x[i]) + widen(b[i % d]);
+        H xi = x[i];
+        if (r && pre) narrow(widen(x[i]) + widen(r[i]), &xi);
+        const float v = widen(xi) + widen(b[i % d]);
         const bool on = keep(seed, i, threshold) && v > 0.f;
         H y;
         narrow(on ? v * scale : 0.f, &y);
-        if (r) {
+        if (r && !pre) {
             narrow(widen(y) + widen(r[i]), out + i);
         } else {
             out[i] = y;
@@ -229,7 +234,7 @@ __device__ __forceinline__ void store8(T* p, const Chunk8<T>& c) {
 
 template <typename T>
 __device__ void bias_relu_dropout_bits_v8(const T* x, const T* b, const T* r, T* out, uint8_t* bits, uint64_t n8,
-                                          uint32_t d, uint64_t seed, uint64_t threshold, float scale) {
+                                          uint32_t d, uint64_t seed, uint64_t threshold, float scale, int pre) {
     for (uint64_t c = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; c < n8;
          c += (uint64_t)gridDim.x * blockDim.x) {
         const uint64_t i0 = c * 8;
@@ -241,11 +246,13 @@ __device__ void bias_relu_dropout_bits_v8(const T* x, const T* b, const T* r, T*
         uint32_t m = 0;
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
-            const float v = widen(xv.v[j]) + widen(bv.v[j]);
+            T xj = xv.v[j];
+            if (r && pre) narrow(widen(xv.v[j]) + widen(rv.v[j]), &xj);
+            const float v = widen(xj) + widen(bv.v[j]);
             const bool on = keep(seed, i0 + j, threshold) && v > 0.f;
             T y;
             narrow(on ? v * scale : 0.f, &y);
-            if (r) {
+            if (r && !pre) {
                 narrow(widen(y) + widen(rv.v[j]), &ov.v[j]);
             } else {
                 ov.v[j] = y;
@@ -274,8 +281,8 @@ __device__ void mask_bits_bwd_v8(const uint8_t* bits, const T* dy, T* dx, uint64
     extern "C" __global__ void bias_relu_dropout_bits_v8_##NAME(const TY* x, const TY* b, const TY* r,       \
                                                                 TY* out, uint8_t* bits, uint64_t n8,         \
                                                                 uint32_t d, uint64_t seed,                   \
-                                                                uint64_t threshold, float scale) {           \
-        bias_relu_dropout_bits_v8<TY>(x, b, r, out, bits, n8, d, seed, threshold, scale);                     \
+                                                                uint64_t threshold, float scale, int pre) {  \
+        bias_relu_dropout_bits_v8<TY>(x, b, r, out, bits, n8, d, seed, threshold, scale, pre);                \
     }                                                                                                          \
     extern "C" __global__ void mask_bits_bwd_v8_##NAME(const uint8_t* bits, const TY* dy, TY* dx, uint64_t n8, \
                                                        float scale) {                                         \
@@ -288,8 +295,9 @@ MASK_BITS_V8(__half, f16)
 #define MASK_BITS(TY, NAME, ST, FWD, BWD)                                                                   \
     extern "C" __global__ void bias_relu_dropout_bits_##NAME(const TY* x, const TY* b, const TY* r, TY* out,  \
                                                              uint32_t* bits, uint64_t n, uint32_t d,          \
-                                                             uint64_t seed, uint64_t threshold, ST scale) {   \
-        FWD(x, b, r, out, bits, n, d, seed, threshold, scale);                                                 \
+                                                             uint64_t seed, uint64_t threshold, ST scale,     \
+                                                             int pre) {                                       \
+        FWD(x, b, r, out, bits, n, d, seed, threshold, scale, pre);                                            \
     }                                                                                                          \
     extern "C" __global__ void mask_bits_bwd_##NAME(const uint32_t* bits, const TY* dy, TY* dx, uint64_t n,   \
                                                     ST scale) {                                               \

@@ -61,7 +61,10 @@ pub use ops::fused::elu_dropout::bias_elu_dropout;
 pub use ops::fused::gat_aggregate::{gat_aggregate, gat_aggregate_supports, gat_score_pair};
 pub use ops::fused::gat_attention::gat_attention;
 pub use ops::fused::gat_scores::gat_scores;
-pub use ops::fused::linear::{bias_relu_dropout_untracked, Aggregate, EpilogueMask, LinearProduct};
+pub use ops::fused::linear::{
+    add_bias_relu_dropout_untracked, bias_relu_dropout_untracked, Aggregate, EpilogueMask,
+    LinearProduct,
+};
 pub use ops::fused::relu_dropout::{bias_relu_dropout, relu_dropout};
 pub use ops::fused::xent::masked_cross_entropy;
 pub use ops::layer_norm::layer_norm;

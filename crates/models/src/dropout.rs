@@ -103,9 +103,22 @@ impl DropoutRng {
         b: &Tensor,
         p: f32,
     ) -> Result<(Tensor, gnn_kernels::EpilogueMask)> {
+        self.add_bias_relu_dropout_untracked(z, None, b, p)
+    }
+
+    /// [`Self::bias_relu_dropout_untracked`] of `z + q` where `q` is given, the add in the
+    /// same pass ([`gnn_kernels::add_bias_relu_dropout_untracked`]): the same mask seed.
+    pub fn add_bias_relu_dropout_untracked(
+        &mut self,
+        z: &Tensor,
+        q: Option<&Tensor>,
+        b: &Tensor,
+        p: f32,
+    ) -> Result<(Tensor, gnn_kernels::EpilogueMask)> {
         let seed = if p <= 0.0 { 0 } else { self.next_seed_for(z) };
-        Ok(gnn_kernels::bias_relu_dropout_untracked(
+        Ok(gnn_kernels::add_bias_relu_dropout_untracked(
             z,
+            q,
             b,
             p.max(0.0),
             seed,

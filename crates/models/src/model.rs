@@ -373,8 +373,8 @@ impl Gnn {
                     continue;
                 }
             }
-            // A training pass's last hidden GCN layer and the output layer as one op (no
-            // zero-filled accumulation of the hidden layer's output gradient).
+            // A training pass's last hidden GCN or GraphSAGE layer and the output layer as one
+            // op (no zero-filled accumulation of the hidden layer's output gradient).
             if ctx.train && l + 1 == last && ctx.output_rows.is_none() {
                 let g_out = out_graph.unwrap_or(g);
                 if let Some(y) = self.hidden_and_output(l, g, g_out, &h, given.as_ref(), ctx)? {
@@ -437,10 +437,12 @@ impl Gnn {
         Some((&self.convs[l], agg))
     }
 
-    /// Hidden GCN layer `l` (ReLU, no residual or LayerNorm) and the GCN output layer after it
-    /// as one op ([`GcnConv::forward_with_output`]: this layer's product comes last on an
+    /// Hidden layer `l` (ReLU, no residual or LayerNorm) and the output layer after it as one
+    /// op: GCN's ([`GcnConv::forward_with_output`]: this layer's product comes last on an
     /// input that needs no gradient, the output layer multiplies first over `g_out`'s scaled
-    /// sum); `None`, with nothing run, where that does not apply.
+    /// sum) and GraphSAGE-mean's ([`SageConv::forward_with_output`]: over the cached mean of
+    /// a constant input, the output layer multiplying first); `None`, with nothing run,
+    /// where that does not apply.
     fn hidden_and_output(
         &self,
         l: usize,
@@ -450,19 +452,23 @@ impl Gnn {
         agg: Option<&Tensor>,
         ctx: &mut Forward<'_>,
     ) -> Result<Option<Tensor>> {
-        let (Some(Conv::Gcn(c)), Some(Conv::Gcn(next))) =
-            (self.convs.get(l), self.convs.get(l + 1))
-        else {
-            return Ok(None);
-        };
         if self.cfg.residual
             || self.norms.get(l).is_some()
             || self.activation(l) != Activation::Relu
         {
             return Ok(None);
         }
-        let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
-        c.forward_with_output(next, g, g_out, h, agg, drop)
+        match (self.convs.get(l), self.convs.get(l + 1)) {
+            (Some(Conv::Gcn(c)), Some(Conv::Gcn(next))) => {
+                let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
+                c.forward_with_output(next, g, g_out, h, agg, drop)
+            }
+            (Some(Conv::Sage(c)), Some(Conv::Sage(next))) => {
+                let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
+                c.forward_with_output(next, g, g_out, h, agg, drop)
+            }
+            _ => Ok(None),
+        }
     }
 
     /// The model's part of [`Self::fused_into_next`]'s conditions for layer `l` (the graph's

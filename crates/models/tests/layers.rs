@@ -1364,11 +1364,29 @@ fn lean_layers_on_a_whole_graph_equal_the_composed_ones() {
                 .with_lean_layers(true);
             assert!(lean.lean_layers() && !composed.lean_layers());
             let x = seeded_x(in_dim, 5);
-            let what = format!("{kind} {in_dim}-{hidden} x{layers}");
-            let (y0, g0) = train_pass(&model, &composed, &x, None, 3);
-            let (y1, g1) = train_pass(&model, &lean, &x, None, 3);
-            close(&mat(&y1), &mat(&y0), 1e-5);
-            assert_grads_close(&model, &g1, &g0, 1e-5, &what);
+            // Without and with the cached aggregation of the input: a two-layer GraphSAGE
+            // reading it runs its hidden and output layers as one op.
+            for cached in [false, true] {
+                let agg = |g: &ModelGraph| {
+                    cached
+                        .then(|| model.input_aggregate(g, &x).unwrap())
+                        .flatten()
+                };
+                let (a0, a1) = (agg(&composed), agg(&lean));
+                let what = format!("{kind} {in_dim}-{hidden} x{layers}, cached {cached}");
+                let (y0, g0) = train_pass(&model, &composed, &x, a0.as_ref(), 3);
+                let (y1, g1) = train_pass(&model, &lean, &x, a1.as_ref(), 3);
+                close(&mat(&y1), &mat(&y0), 1e-5);
+                assert_grads_close(&model, &g1, &g0, 1e-5, &what);
+                let one_op = kind == ConvKind::SageMean && layers == 2 && a1.is_some();
+                let used = |g: &ModelGraph| {
+                    g.graph
+                        .kernels_used()
+                        .contains("layer", "sage hidden+output")
+                };
+                assert_eq!(used(&lean), one_op, "{what}");
+                assert!(!used(&composed), "{what}");
+            }
             let e0 = mat(&model.forward(&composed, &x, &mut Forward::eval()).unwrap());
             let e1 = mat(&model.forward(&lean, &x, &mut Forward::eval()).unwrap());
             close(&e1, &e0, 1e-5);

@@ -196,6 +196,54 @@ impl SageConv {
         )?))
     }
 
+    /// This hidden layer (ReLU, `drop`) over a constant `x` and its cached mean `agg`, and
+    /// the output layer `next` after it, multiplying first over `g_out`'s fused mean (on
+    /// `g_out`'s restricted rows where it has them), as one op
+    /// ([`lean::pair_hidden_and_output`]); `None` (nothing run, no mask seed drawn) where that
+    /// does not apply (pool aggregators, a tracked input, no cached mean, an output layer
+    /// that aggregates first, composed layers).
+    pub(crate) fn forward_with_output(
+        &self,
+        next: &SageConv,
+        g: &ModelGraph,
+        g_out: &ModelGraph,
+        x: &Tensor,
+        agg: Option<&Tensor>,
+        drop: Option<(&mut DropoutRng, f32)>,
+    ) -> Result<Option<Tensor>> {
+        let Some(a) = agg.filter(|a| !a.track_op() && !x.track_op()) else {
+            return Ok(None);
+        };
+        if self.pool.is_some() || next.pool.is_some() || !g.lean_layers() || !g_out.lean_layers() {
+            return Ok(None);
+        }
+        let (out2, in2) = next.lin_l.weight.dims2()?;
+        let f = match g_out.fused_aggregation(Reduce::Mean, x.dtype()) {
+            Some(f) if out2 < in2 => f,
+            _ => return Ok(None),
+        };
+        let params = |c: &SageConv| -> Result<(Tensor, Tensor, Tensor)> {
+            let b =
+                c.lin_l.bias.as_ref().ok_or_else(|| {
+                    crate::Error::Config("a GraphSAGE layer without its bias".into())
+                })?;
+            Ok((c.lin_l.weight.clone(), c.lin_r.weight.clone(), b.clone()))
+        };
+        let ((wa1, wh1, b1), (wa2, wh2, b2)) = (params(self)?, params(next)?);
+        g_out.graph.record_form("layer", "sage hidden+output");
+        Ok(Some(lean::pair_hidden_and_output(
+            g,
+            g_out,
+            a,
+            x,
+            (&wa1, &wh1, &b1),
+            drop,
+            lean::Neighbour::Product(f),
+            g_out.restricted_rows(),
+            (&wa2, &wh2, &b2),
+        )?))
+    }
+
     /// MaxK-GNN order (mean aggregator): `mean_j dropout(MaxK(x W_l^T))_j + x_i W_r^T + b`,
     /// one GEMM for both products, the aggregation over CBSR (SpGEMM).
     pub fn forward_maxk(

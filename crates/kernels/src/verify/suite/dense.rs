@@ -287,6 +287,47 @@ pub(super) fn check_linear_bias_relu_dropout(c: &mut Checker, gpu: &Device) -> R
     Ok(())
 }
 
+/// The untracked epilogue of a sum ([`crate::add_bias_relu_dropout_untracked`]: GraphSAGE's
+/// two products added in the epilogue's pass) against the epilogue of the sum made by a
+/// separate add, on the GPU (values and the mask's backward identical: the sum is rounded to
+/// the storage type first, as the add rounds it), and in f32 against the CPU. The vector
+/// kernel (128 and 256 columns) and the scalar one (41).
+pub(super) fn check_add_bias_relu_dropout(c: &mut Checker, gpu: &Device) -> Result<()> {
+    let mut dts = vec![DType::F32];
+    if gpu.is_cuda() {
+        dts.extend([DType::BF16, DType::F16]);
+    }
+    for dt in dts {
+        for (n, d, p) in [(1000usize, 128usize, 0.5f32), (333, 41, 0.0), (1, 256, 0.5)] {
+            let z = c.randn((n, d))?.to_dtype(dt)?;
+            let q = c.randn((n, d))?.to_dtype(dt)?;
+            let b = c.randn(d)?.to_dtype(dt)?;
+            let dy = c.randn((n, d))?.to_dtype(dt)?;
+            let run = |dev: &Device, fused: bool| -> Result<(Tensor, Tensor)> {
+                let (z, q, b) = (z.to_device(dev)?, q.to_device(dev)?, b.to_device(dev)?);
+                let (y, m) = if fused {
+                    crate::add_bias_relu_dropout_untracked(&z, Some(&q), &b, p, 23)?
+                } else {
+                    crate::bias_relu_dropout_untracked(&(z + q)?, &b, p, 23)?
+                };
+                let dz = m.backward(&dy.to_device(dev)?)?;
+                Ok((y, dz))
+            };
+            let (fy, fdz) = run(gpu, true)?;
+            let (sy, sdz) = run(gpu, false)?;
+            let tag = format!("add_bias_relu_dropout {dt:?} {n}x{d} p={p}").to_lowercase();
+            c.check("dense", format!("{tag} fwd vs add"), d, &fy, &sy, 0.0)?;
+            c.check("dense", format!("{tag} dz vs add"), d, &fdz, &sdz, 0.0)?;
+            if dt == DType::F32 {
+                let (cy, cdz) = run(&Device::Cpu, true)?;
+                c.check("dense", format!("{tag} fwd"), d, &fy, &cy, 1e-6)?;
+                c.check("dense", format!("{tag} dz"), d, &fdz, &cdz, 1e-6)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The fused LayerNorm on the device (f32, bf16, f16 storage; f32 weight and bias) against the
 /// CPU op in f64 on the same rounded inputs: `y`, `dx`, `dw`, `db` elementwise. Bounds, with
 /// `u` the fp32 unit roundoff, `d` the row width and `n` the rows: the row statistics are

@@ -99,6 +99,7 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
     dense::check_relu_dropout(c, gpu)?;
     dense::check_elu_dropout(c, gpu)?;
     dense::check_linear_bias_relu_dropout(c, gpu)?;
+    dense::check_add_bias_relu_dropout(c, gpu)?;
     dense::check_layer_norm(c, gpu)?;
     dense::check_xent(c, gpu)?;
     dense::check_adam(c, gpu)?;

@@ -4,12 +4,14 @@ use crate::ops::dropout::{cpu::keep, threshold};
 use candle_core::WithDType;
 use rayon::prelude::*;
 
-/// [`bias_relu_dropout`] plus the residual `r` when given (`out = y + r`), and the mask as
-/// bits: bit `i % 32` of word `i / 32` is set iff element `i` passed (kept and `v > 0`).
+/// [`bias_relu_dropout`] plus the residual `r` when given (`out = y + r`; with `pre`, added
+/// to `x` before the bias instead, `x + r` rounded to `T` first), and the mask as bits: bit
+/// `i % 32` of word `i / 32` is set iff element `i` passed (kept and `v > 0`).
 pub(crate) fn bias_relu_dropout_bits<T: WithDType>(
     x: &[T],
     b: &[T],
     r: Option<&[T]>,
+    pre: bool,
     p: f32,
     seed: u64,
 ) -> (Vec<T>, Vec<u32>) {
@@ -26,12 +28,16 @@ pub(crate) fn bias_relu_dropout_bits<T: WithDType>(
             let base = c * CHUNK;
             for (k, o) in o.iter_mut().enumerate() {
                 let i = base + k;
-                let v = x[i] + b[i % d];
+                let xi = match r {
+                    Some(r) if pre => x[i] + r[i],
+                    _ => x[i],
+                };
+                let v = xi + b[i % d];
                 let on = v > T::zero() && keep(seed, i as u64, t);
                 let y = if on { v * scale } else { T::zero() };
                 *o = match r {
-                    Some(r) => y + r[i],
-                    None => y,
+                    Some(r) if !pre => y + r[i],
+                    _ => y,
                 };
                 words[k / 32] |= (on as u32) << (k % 32);
             }

@@ -17,12 +17,14 @@ fn dropout_kernel(dev: &CudaDevice, op: &str, suffix: &str) -> Result<Kernel> {
 /// Bias + ReLU + dropout that also writes its mask as bits (`bias_relu_dropout_bits_*`), plus
 /// the residual `r` (`x`'s shape) when given: `x [N, D]`, `b [D]`, all contiguous. Returns the
 /// output and the mask, `ceil(N * D / 32)` u32 words (bit `i % 32` of word `i / 32`).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn bias_relu_dropout_bits(
     x: &CudaStorage,
     xl: &Layout,
     b: &CudaStorage,
     bl: &Layout,
     r: Option<(&CudaStorage, &Layout)>,
+    pre: bool,
     p: f32,
     seed: u64,
 ) -> Result<(CudaStorage, CudaStorage, Shape)> {
@@ -51,7 +53,7 @@ pub(crate) fn bias_relu_dropout_bits(
     // SAFETY: the kernel writes every word: each 32-element group below `n` is one warp's,
     // whose ballot writes the group's word.
     let words = unsafe { dev.alloc::<u32>(n.div_ceil(32).max(1))? };
-    let (t, n_u) = (threshold(p), n as u64);
+    let (t, n_u, pre_i) = (threshold(p), n as u64, pre as i32);
     let scale = 1.0 / (1.0 - p as f64);
     macro_rules! run {
         ($T:ty, $S:ty, $suffix:expr) => {{
@@ -92,7 +94,8 @@ pub(crate) fn bias_relu_dropout_bits(
                     .arg(&d)
                     .arg(&seed)
                     .arg(&t)
-                    .arg(&sc);
+                    .arg(&sc)
+                    .arg(&pre_i);
                 // SAFETY: `x`, `r` (contiguous from their offsets) and `out` hold `n`
                 // elements, `b` holds `d` (read at `i % d`; v8: the 8 from a multiple of 8),
                 // `words` `ceil(n / 32)` (v8: byte `c` for chunk `c < n / 8`); elementwise_cfg's

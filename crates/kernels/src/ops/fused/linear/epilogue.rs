@@ -122,7 +122,7 @@ impl ProductEpilogue for LinearBiasReluDropoutOp {
         let (out, bits) = dispatch_float!(
             LBRD,
             zs,
-            cpu_bias_relu_bits_fwd(zs, zl, b, bl, r, self.p, self.seed)
+            cpu_bias_relu_bits_fwd(zs, zl, b, bl, r, false, self.p, self.seed)
         )?;
         self.keep_mask(MaskBits::Cpu(bits))?;
         Ok((out, zl.shape().clone()))
@@ -138,7 +138,7 @@ impl ProductEpilogue for LinearBiasReluDropoutOp {
         let r = self.residual.then_some(x);
         // The product's buffer goes back to the stream-ordered pool after this launch.
         let (out, bits, shape) =
-            super::cuda::bias_relu_dropout_bits(zs, zl, b, bl, r, self.p, self.seed)?;
+            super::cuda::bias_relu_dropout_bits(zs, zl, b, bl, r, false, self.p, self.seed)?;
         self.keep_mask(MaskBits::Cuda(bits))?;
         Ok((out, shape))
     }
@@ -220,19 +220,21 @@ impl CustomOp1 for MaskBitsBwd {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(super) fn cpu_bias_relu_bits_fwd<T: candle_core::WithDType>(
     x: &CpuStorage,
     xl: &Layout,
     b: &CpuStorage,
     bl: &Layout,
     r: Option<(&CpuStorage, &Layout)>,
+    pre: bool,
     p: f32,
     seed: u64,
 ) -> candle_core::Result<(CpuStorage, Vec<u32>)> {
     let xs = crate::ops::cpu_slice::<T>(LBRD, x, xl)?;
     let bs = crate::ops::cpu_slice::<T>(LBRD, b, bl)?;
     let rs = crate::ops::cpu_slice_opt::<T>(LBRD, r)?;
-    let (out, bits) = super::cpu::bias_relu_dropout_bits(xs, bs, rs, p, seed);
+    let (out, bits) = super::cpu::bias_relu_dropout_bits(xs, bs, rs, pre, p, seed);
     Ok((T::to_cpu_storage_owned(out), bits))
 }
 

@@ -9,7 +9,7 @@ pub(crate) mod cuda;
 mod epilogue;
 mod untracked;
 
-pub use untracked::{bias_relu_dropout_untracked, EpilogueMask};
+pub use untracked::{add_bias_relu_dropout_untracked, bias_relu_dropout_untracked, EpilogueMask};
 
 use crate::device_graph::DeviceGraph;
 use crate::error::Result;
