@@ -1367,6 +1367,11 @@ fn lean_layers_on_a_whole_graph_equal_the_composed_ones() {
             // Without and with the cached aggregation of the input: a two-layer GraphSAGE
             // reading it runs its hidden and output layers as one op.
             for cached in [false, true] {
+                // Fresh graphs: the record of the forms that ran is the graph's, cumulative.
+                let composed = ModelGraph::new(&csr, kind, &dev).unwrap();
+                let lean = ModelGraph::new(&csr, kind, &dev)
+                    .unwrap()
+                    .with_lean_layers(true);
                 let agg = |g: &ModelGraph| {
                     cached
                         .then(|| model.input_aggregate(g, &x).unwrap())
@@ -1449,6 +1454,8 @@ fn scaled_normalisation_gives_the_weighted_gcn() {
             // whose hidden product comes last on a constant input runs the hidden and output
             // layers as one op over the scaled sum (never over the weighted one).
             for cached in [false, true] {
+                // Fresh graphs: the record of the forms that ran is the graph's, cumulative.
+                let (weighted, scaled) = (lean(), lean().with_scaled_normalisation(true));
                 let agg = |g: &ModelGraph| {
                     cached
                         .then(|| model.input_aggregate(g, &x).unwrap())

@@ -14,7 +14,12 @@
 //!   product, its aggregation, the activation or the next aggregation's input;
 //! - [`pair`]: `act(a · w_aᵀ + h · w_hᵀ + b)` over `(a, h, [w_a | w_h | b])` (GraphSAGE's
 //!   neighbour and root terms; `a` the aggregation of `h`, or `Â (h · w_aᵀ)` made inside for
-//!   a layer that multiplies first); keeps its inputs and the mask.
+//!   a layer that multiplies first); keeps its inputs and the mask; the root term is added
+//!   in the epilogue's pass;
+//! - [`hidden_and_output`] (GCN) and [`pair_hidden_and_output`] (GraphSAGE-mean): in
+//!   training, a hidden layer over a constant input and the output layer after it as one op,
+//!   so that the hidden activation's gradient is not accumulated by candle into a
+//!   zero-filled tensor between two ops.
 //!
 //! Forward values equal the composed layers' bit for bit on the CPU (the same products, sums
 //! and epilogue kernel, in the same order); under half precision a GraphSAGE output layer
@@ -327,7 +332,8 @@ fn pair_parts(
                 let _t = g.phase(Phase::Aggregation);
                 f.forward(&pl)?
             };
-            // The root half is added with the bias (read in place, not copied out).
+            // The root half is added with the bias: read in place by an output layer's
+            // `bias_add_residual`, copied out first by a hidden layer's epilogue.
             (l, Some(pr))
         }
         (None, None, None) => unreachable!("every neighbour term sets one"),
