@@ -458,13 +458,13 @@ impl Gnn {
         {
             return Ok(None);
         }
+        // Lent, not drawn: a layer that does not run the op draws no mask seed.
+        let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
         match (self.convs.get(l), self.convs.get(l + 1)) {
             (Some(Conv::Gcn(c)), Some(Conv::Gcn(next))) => {
-                let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
                 c.forward_with_output(next, g, g_out, h, agg, drop)
             }
             (Some(Conv::Sage(c)), Some(Conv::Sage(next))) => {
-                let drop = layer_dropout(ctx.rng.as_deref_mut(), ctx.train, self.cfg.dropout)?;
                 c.forward_with_output(next, g, g_out, h, agg, drop)
             }
             _ => Ok(None),

@@ -102,7 +102,7 @@ pub(crate) enum Agg {
 
 /// `act(a · wᵀ + b)` (`a [N, in]`, `w [out, in]`, `b [out]`, all in `a`'s dtype) with the
 /// graph's fused aggregation where `agg` says; one op over `(a, w, b)` keeping `a` and the
-/// mask.
+/// mask: [`linear_parts`] attached.
 pub(crate) fn linear(
     g: &ModelGraph,
     a: &Tensor,
@@ -111,6 +111,38 @@ pub(crate) fn linear(
     act: Act<'_>,
     agg: Agg,
 ) -> Result<Tensor> {
+    let p = linear_parts(g, a, w, b, act, agg)?;
+    let backward = p.backward;
+    Ok(attach_backward(
+        p.out,
+        &[a, w, b],
+        Box::new(move |ins, dy| {
+            let need = [ins[0].track_op(), ins[1].track_op(), ins[2].track_op()];
+            Ok(backward(dy, need)?.into())
+        }),
+    )?)
+}
+
+/// A lean linear layer's backward: `(dy, whether a, w and b need one) -> (da, dw, db)`.
+type LinearBackward =
+    dyn Fn(&Tensor, [bool; 3]) -> candle_core::Result<[Option<Tensor>; 3]> + Send + Sync;
+
+/// A lean linear layer computed but not attached ([`linear_parts`]): its output (untracked)
+/// and its backward.
+struct LinearParts {
+    out: Tensor,
+    backward: Box<LinearBackward>,
+}
+
+/// [`linear`]'s output and backward, not attached (the backward holds `a` and the mask).
+fn linear_parts(
+    g: &ModelGraph,
+    a: &Tensor,
+    w: &Tensor,
+    b: &Tensor,
+    act: Act<'_>,
+    agg: Agg,
+) -> Result<LinearParts> {
     // An output layer that multiplies first, on a graph that pads outputs: the product, its
     // aggregation and the bias on aligned columns (zero weight rows and bias), the result
     // narrowed back ([`ModelGraph::with_padded_outputs`]).
@@ -123,9 +155,10 @@ pub(crate) fn linear(
         w.detach().pad_with_zeros(0, 0, pad)?,
         b.detach().pad_with_zeros(0, 0, pad)?,
     );
+    let a = a.detach();
     let mut z = {
         let _t = g.phase(Phase::Gemm);
-        a.detach().matmul(&wp.t()?)?
+        a.matmul(&wp.t()?)?
     };
     // An output layer over a scaled GCN sum ([`crate::FusedAggregation::is_scaled`]): its outer
     // row scaling, bias and narrowing in one pass; the backward pads and scales in one.
@@ -140,26 +173,23 @@ pub(crate) fn linear(
                 .ok_or_else(|| crate::Error::Config("a scaled sum gave no epilogue".into()))?
         };
         drop(z);
-        return Ok(attach_backward(
-            y,
-            &[a, w, b],
-            Box::new(move |ins, dy| {
-                let (a, w, b) = (ins[0], ins[1], ins[2]);
-                let db = b.track_op().then(|| column_sum(dy)).transpose()?;
+        return Ok(LinearParts {
+            out: y,
+            backward: Box::new(move |dy, [need_a, need_w, need_b]| {
+                let db = need_b.then(|| column_sum(dy)).transpose()?;
                 let dz = f
                     .backward_widened(dy, out_dim + pad)
                     .map_err(msg)?
                     .ok_or_else(|| {
                         candle_core::Error::Msg("a scaled sum has no backward".into())
                     })?;
-                let dw = w
-                    .track_op()
-                    .then(|| weight_grad(&dz, &a.detach()).and_then(|t| unpadded(t, 0, out_dim)))
+                let dw = need_w
+                    .then(|| weight_grad(&dz, &a).and_then(|t| unpadded(t, 0, out_dim)))
                     .transpose()?;
-                let da = a.track_op().then(|| dz.matmul(&wp)).transpose()?;
-                Ok(vec![da, dw, db])
+                let da = need_a.then(|| dz.matmul(&wp)).transpose()?;
+                Ok([da, dw, db])
             }),
-        )?);
+        });
     }
     if let Agg::Product(f) = &agg {
         let _t = g.phase(Phase::Aggregation);
@@ -175,11 +205,9 @@ pub(crate) fn linear(
         }
         _ => unpadded(y, 1, out_dim)?,
     };
-    Ok(attach_backward(
+    Ok(LinearParts {
         out,
-        &[a, w, b],
-        Box::new(move |ins, dy| {
-            let (a, w, b) = (ins[0], ins[1], ins[2]);
+        backward: Box::new(move |dy, [need_a, need_w, need_b]| {
             // Back through the aggregation (collective: every rank's backward reaches it).
             let dy = match &agg {
                 Agg::Activation(f) => f.backward(dy).map_err(msg)?,
@@ -188,22 +216,20 @@ pub(crate) fn linear(
             };
             let dz = pre_activation_grad(mask.as_ref(), &dy)?;
             drop(dy);
-            let db = b
-                .track_op()
+            let db = need_b
                 .then(|| column_sum(&dz).and_then(|t| unpadded(t, 0, out_dim)))
                 .transpose()?;
             let dz = match &agg {
                 Agg::Product(f) => f.backward(&dz).map_err(msg)?,
                 _ => dz,
             };
-            let dw = w
-                .track_op()
-                .then(|| weight_grad(&dz, &a.detach()).and_then(|t| unpadded(t, 0, out_dim)))
+            let dw = need_w
+                .then(|| weight_grad(&dz, &a).and_then(|t| unpadded(t, 0, out_dim)))
                 .transpose()?;
-            let da = a.track_op().then(|| dz.matmul(&wp)).transpose()?;
-            Ok(vec![da, dw, db])
+            let da = need_a.then(|| dz.matmul(&wp)).transpose()?;
+            Ok([da, dw, db])
         }),
-    )?)
+    })
 }
 
 /// Where a lean GraphSAGE layer's neighbour term comes from ([`pair`]).
@@ -226,8 +252,7 @@ pub(crate) enum Neighbour<'a> {
 /// has their rows alone), those rows: the root product `h · w_hᵀ` is taken on every row and
 /// its `rows` selected (`out` columns gathered, not `in`), its gradient scattered back inside
 /// the op, where it joins the neighbour term's gradient of `h` in one product. Computed, not
-/// attached ([`pair`] attaches it); `need_dh`: whether the backward gives `h` a gradient
-/// (`None`: where `h` tracks).
+/// attached ([`pair`] attaches it); `need_dh`: whether the backward gives `h` a gradient.
 #[allow(clippy::too_many_arguments)]
 fn pair_parts(
     g: &ModelGraph,
@@ -238,7 +263,7 @@ fn pair_parts(
     w_h: &Tensor,
     b: &Tensor,
     act: Act<'_>,
-    need_dh: Option<bool>,
+    need_dh: bool,
 ) -> Result<PairParts> {
     let out_dim = w_a.dim(0)?;
     // Each weight at its input's width (inputs wider than the weights carry zero-weighted
@@ -374,7 +399,7 @@ fn pair_parts(
             .filter(|a| a.track_op())
             .map(|_| dz.matmul(&wa))
             .transpose()?;
-        let dh = if !need_dh.unwrap_or_else(|| h.track_op()) {
+        let dh = if !need_dh {
             None
         } else {
             Some(match &product_agg {
@@ -425,7 +450,7 @@ pub(crate) fn pair(
     b: &Tensor,
     act: Act<'_>,
 ) -> Result<Tensor> {
-    let p = pair_parts(g, neighbour, w_a, h, rows, w_h, b, act, None)?;
+    let p = pair_parts(g, neighbour, w_a, h, rows, w_h, b, act, h.track_op())?;
     let backward = p.backward;
     Ok(match p.tracked {
         Some(a) => attach_backward(
@@ -448,8 +473,8 @@ pub(crate) fn pair(
 }
 
 /// A hidden GraphSAGE layer over a constant input `x` and its cached aggregation `a`
-/// (`relu`, dropout `drop`) and the output layer after it (neighbour term `neighbour`, the
-/// output's `rows`), as one op over the two layers' `[w_a | w_h | b]`: the hidden layer's
+/// (`relu`, dropout `drop`) and the output layer after it (multiplying first, its neighbour
+/// term aggregated by `f`, the output's `rows`), as one op over the two layers' `[w_a | w_h | b]`: the hidden layer's
 /// output `h` is kept inside, not handed to candle, which accumulated its gradient into a
 /// zero-filled `[N, hidden]` tensor (126 us of a bf16 GraphSAGE 2x128 epoch on an H200).
 /// The same products, epilogues and aggregations as the two ops ([`pair`]).
@@ -461,7 +486,7 @@ pub(crate) fn pair_hidden_and_output(
     x: &Tensor,
     (w_a1, w_h1, b1): (&Tensor, &Tensor, &Tensor),
     drop: Option<(&mut DropoutRng, f32)>,
-    neighbour: Neighbour<'_>,
+    f: FusedAggregation,
     rows: Option<&crate::OutputRows>,
     (w_a2, w_h2, b2): (&Tensor, &Tensor, &Tensor),
 ) -> Result<Tensor> {
@@ -474,25 +499,20 @@ pub(crate) fn pair_hidden_and_output(
         w_h1,
         b1,
         Act::Relu(drop),
-        Some(false),
+        false,
     )?;
     let h = hidden.out;
     let output = pair_parts(
         g_out,
-        neighbour,
+        Neighbour::Product(f),
         w_a2,
         &h,
         rows,
         w_h2,
         b2,
         Act::Bias,
-        Some(true),
+        true,
     )?;
-    if hidden.tracked.is_some() || output.tracked.is_some() {
-        return Err(crate::Error::Config(
-            "a fused GraphSAGE pair takes no tracked aggregation".into(),
-        ));
-    }
     let (bw1, bw2, x) = (hidden.backward, output.backward, x.detach());
     Ok(attach_backward(
         output.out,
@@ -516,10 +536,10 @@ pub(crate) fn pair_hidden_and_output(
 /// 0.11 accumulates its gradient into a zero-filled `[N, hidden]` tensor (a fill and an add:
 /// 127.5 us of a 3.35 ms GCN 2x128 bf16 epoch on an H200, `bench/records/headline/
 /// h200-2026-11-29-3/gated-step-h200/ncu`). Here `dh = dz_2 · w_2` goes straight to the
-/// hidden layer's mask. The products, epilogues and aggregations are the two ops' (the
-/// hidden layer's [`gnn_kernels::LinearProduct::bias_relu_dropout`] and the output layer's
-/// [`linear`]), with the same mask seed; the composed accumulation added `dh` to zeros,
-/// which is exact, so values and gradients are the same.
+/// hidden layer's mask. Both halves are [`linear_parts`] (the hidden layer's products and
+/// epilogue are those of [`gnn_kernels::LinearProduct::bias_relu_dropout`], with the same
+/// mask seed); the composed accumulation added `dh` to zeros, which is exact, so values and
+/// gradients are the same.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn hidden_and_output(
     g: &ModelGraph,
@@ -533,55 +553,26 @@ pub(crate) fn hidden_and_output(
     b2: &Tensor,
 ) -> Result<Tensor> {
     let out_dim = w2.dim(0)?;
-    let pad = if g_out.pads_outputs() {
-        crate::aligned_width(out_dim) - out_dim
-    } else {
-        0
-    };
-    // The output layer's parameters as one tracked tensor (their gradients split back
-    // through the concatenation), as [`pair`] does: an op takes three inputs at most. The
-    // products read the parameters themselves.
+    // The output layer's parameters as one tracked tensor (their gradients joined the same
+    // way), as [`pair`] does: an op takes three inputs at most.
     let wb2 = Tensor::cat(&[w2, &b2.reshape((out_dim, 1))?], 1)?;
-    let w2p = w2.detach().pad_with_zeros(0, 0, pad)?;
-    let a = a.detach();
-    let z1 = {
-        let _t = g.phase(Phase::Gemm);
-        a.matmul(&w1.detach().t()?)?
-    };
-    let (h, mask) = finish(g, z1, None, b1, Act::Relu(dropout))?;
-    let z2 = {
-        let _t = g_out.phase(Phase::Gemm);
-        h.matmul(&w2p.t()?)?
-    };
-    let y = {
-        let _t = g_out.phase(Phase::Aggregation);
-        f.forward_bias(&z2, &b2.detach(), out_dim)?
-            .ok_or_else(|| crate::Error::Config("a scaled sum gave no epilogue".into()))?
-    };
-    drop(z2);
+    let hidden = linear_parts(g, a, w1, b1, Act::Relu(dropout), Agg::None)?;
+    let output = linear_parts(g_out, &hidden.out, w2, b2, Act::Bias, Agg::Product(f))?;
+    let (bw1, bw2) = (hidden.backward, output.backward);
     Ok(attach_backward(
-        y,
+        output.out,
         &[w1, b1, &wb2],
         Box::new(move |ins, dy| {
-            let (w1, b1, wb2) = (ins[0], ins[1], ins[2]);
-            let db2 = column_sum(dy)?;
-            let dz2 = f
-                .backward_widened(dy, out_dim + pad)
-                .map_err(msg)?
-                .ok_or_else(|| candle_core::Error::Msg("a scaled sum has no backward".into()))?;
-            let dwb2 = wb2
-                .track_op()
-                .then(|| -> candle_core::Result<Tensor> {
-                    let dw2 = unpadded(weight_grad(&dz2, &h)?, 0, out_dim)?;
-                    Tensor::cat(&[&dw2, &db2.reshape((out_dim, 1))?], 1)
-                })
-                .transpose()?;
-            let dh = dz2.matmul(&w2p)?;
-            drop(dz2);
-            let dz1 = pre_activation_grad(mask.as_ref(), &dh)?;
-            drop(dh);
-            let db1 = b1.track_op().then(|| column_sum(&dz1)).transpose()?;
-            let dw1 = w1.track_op().then(|| weight_grad(&dz1, &a)).transpose()?;
+            let need2 = ins[2].track_op();
+            let [dh, dw2, db2] = bw2(dy, [true, need2, need2])?;
+            let dwb2 = match (dw2, db2) {
+                (Some(dw2), Some(db2)) => {
+                    Some(Tensor::cat(&[&dw2, &db2.reshape((out_dim, 1))?], 1)?)
+                }
+                _ => None,
+            };
+            let dh = dh.ok_or_else(|| candle_core::Error::Msg("no gradient of h".into()))?;
+            let [_, dw1, db1] = bw1(&dh, [false, ins[0].track_op(), ins[1].track_op()])?;
             Ok(vec![dw1, db1, dwb2])
         }),
     )?)

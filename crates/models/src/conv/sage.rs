@@ -238,7 +238,7 @@ impl SageConv {
             x,
             (&wa1, &wh1, &b1),
             drop,
-            lean::Neighbour::Product(f),
+            f,
             g_out.restricted_rows(),
             (&wa2, &wh2, &b2),
         )?))

@@ -98,6 +98,38 @@ impl BitsFwd {
         })? = Some(bits);
         Ok(())
     }
+
+    /// The epilogue of `z` (of `z + q` where `q` is given) on the CPU, keeping its mask.
+    fn cpu(
+        &self,
+        (z, zl): (&CpuStorage, &Layout),
+        q: Option<(&CpuStorage, &Layout)>,
+        (b, bl): (&CpuStorage, &Layout),
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let pre = q.is_some();
+        let (out, bits) = dispatch_float!(
+            "bias_relu_dropout_untracked",
+            z,
+            cpu_bias_relu_bits_fwd(z, zl, b, bl, q, pre, self.p, self.seed)
+        )?;
+        self.keep(MaskBits::Cpu(bits))?;
+        Ok((out, zl.shape().clone()))
+    }
+
+    /// The same on the GPU.
+    #[cfg(feature = "cuda")]
+    fn cuda(
+        &self,
+        (z, zl): (&CudaStorage, &Layout),
+        q: Option<(&CudaStorage, &Layout)>,
+        (b, bl): (&CudaStorage, &Layout),
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        let pre = q.is_some();
+        let (out, bits, shape) =
+            super::cuda::bias_relu_dropout_bits(z, zl, b, bl, q, pre, self.p, self.seed)?;
+        self.keep(MaskBits::Cuda(bits))?;
+        Ok((out, shape))
+    }
 }
 
 /// `(z, q, b)`: the epilogue of `z + q`.
@@ -115,13 +147,7 @@ impl CustomOp3 for BitsFwd {
         b: &CpuStorage,
         bl: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (out, bits) = dispatch_float!(
-            "add_bias_relu_dropout_untracked",
-            z,
-            cpu_bias_relu_bits_fwd(z, zl, b, bl, Some((q, ql)), true, self.p, self.seed)
-        )?;
-        self.keep(MaskBits::Cpu(bits))?;
-        Ok((out, zl.shape().clone()))
+        self.cpu((z, zl), Some((q, ql)), (b, bl))
     }
 
     #[cfg(feature = "cuda")]
@@ -134,21 +160,11 @@ impl CustomOp3 for BitsFwd {
         b: &CudaStorage,
         bl: &Layout,
     ) -> candle_core::Result<(CudaStorage, Shape)> {
-        let (out, bits, shape) = super::cuda::bias_relu_dropout_bits(
-            z,
-            zl,
-            b,
-            bl,
-            Some((q, ql)),
-            true,
-            self.p,
-            self.seed,
-        )?;
-        self.keep(MaskBits::Cuda(bits))?;
-        Ok((out, shape))
+        self.cuda((z, zl), Some((q, ql)), (b, bl))
     }
 }
 
+/// `(z, b)`: the epilogue of `z`.
 impl CustomOp2 for BitsFwd {
     fn name(&self) -> &'static str {
         "bias_relu_dropout_untracked"
@@ -161,13 +177,7 @@ impl CustomOp2 for BitsFwd {
         b: &CpuStorage,
         bl: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (out, bits) = dispatch_float!(
-            "bias_relu_dropout_untracked",
-            z,
-            cpu_bias_relu_bits_fwd(z, zl, b, bl, None, false, self.p, self.seed)
-        )?;
-        self.keep(MaskBits::Cpu(bits))?;
-        Ok((out, zl.shape().clone()))
+        self.cpu((z, zl), None, (b, bl))
     }
 
     #[cfg(feature = "cuda")]
@@ -178,10 +188,7 @@ impl CustomOp2 for BitsFwd {
         b: &CudaStorage,
         bl: &Layout,
     ) -> candle_core::Result<(CudaStorage, Shape)> {
-        let (out, bits, shape) =
-            super::cuda::bias_relu_dropout_bits(z, zl, b, bl, None, false, self.p, self.seed)?;
-        self.keep(MaskBits::Cuda(bits))?;
-        Ok((out, shape))
+        self.cuda((z, zl), None, (b, bl))
     }
 }
 
