@@ -473,33 +473,63 @@ SCALE_ROWS(__half, f16, 8)
 // `j < kout` (`x [n, kin]`, `out [n, kout]`, `b [kout]`; fp32 arithmetic, rounded to the storage type).
 // An aggregation's epilogue on padded columns: GCN's output layer's `D^-1/2`, bias and the
 // narrowing back to its classes in one pass, and its backward's padding and `D^-1/2`.
-// One thread per output element, grid-stride; 32-bit indices (`I = int`) where the host found
-// every index below 2^31 (a 64-bit division per element took 38-43 us at 233 K x 41 bf16 on
-// an H200, against a 10 us transfer).
-template <typename T, typename I>
-__device__ void rescale_rows_impl(const T* __restrict__ x, I kin, const float* __restrict__ s,
+// A block covers RESCALE_UNROLL * blockDim consecutive elements, a thread every blockDim-th of
+// them (each step coalesced), all its loads issued before its stores: one 2-byte element per
+// thread left a few KB in flight per SM, and the launch's 29 K blocks ran about one wave per
+// microsecond (23-25 us at 153 K x 41-48 bf16 on an H200, against 6 us of transfer).
+// 32-bit indices (`I = int`) where the host found every index below 2^31 (a 64-bit division
+// per element took 38-43 us at 233 K x 41 bf16 on an H200, against a 10 us transfer).
+#define RESCALE_UNROLL 8
+template <typename X, typename T, typename I>
+__device__ void rescale_rows_impl(const X* __restrict__ x, I kin, const float* __restrict__ s,
                                   const T* __restrict__ b, T* __restrict__ out, I n, I kout) {
     const I total = n * kout;
-    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * blockDim.x) {
-        const I r = i / kout, j = i - r * kout;
-        float v = j < kin ? widen_any(x[r * kin + j]) * s[r] : 0.f;
-        if (b) v += widen_any(b[j]);
-        out[i] = narrow_any<T>(v);
+    const I span = (I)blockDim.x * RESCALE_UNROLL;
+    for (I base = (I)blockIdx.x * span + threadIdx.x; base < total; base += (I)gridDim.x * span) {
+        float v[RESCALE_UNROLL];
+#pragma unroll
+        for (int u = 0; u < RESCALE_UNROLL; ++u) {
+            const I i = base + (I)u * (I)blockDim.x;
+            v[u] = 0.f;
+            if (i < total) {
+                const I r = i / kout, j = i - r * kout;
+                if (j < kin) v[u] = widen_any(x[r * kin + j]) * s[r];
+                if (b) v[u] += widen_any(b[j]);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < RESCALE_UNROLL; ++u) {
+            const I i = base + (I)u * (I)blockDim.x;
+            if (i < total) out[i] = narrow_any<T>(v[u]);
+        }
     }
 }
 
 #define RESCALE_ROWS(TY, NAME)                                                                        \
     extern "C" __global__ void rescale_rows_##NAME(const TY* x, int64_t kin, const float* s,          \
                                                    const TY* b, TY* out, int64_t n, int64_t kout) {   \
-        rescale_rows_impl<TY, int64_t>(x, kin, s, b, out, n, kout);                                   \
+        rescale_rows_impl<TY, TY, int64_t>(x, kin, s, b, out, n, kout);                               \
     }                                                                                                 \
     extern "C" __global__ void rescale_rows_i32_##NAME(const TY* x, int64_t kin, const float* s,      \
                                                        const TY* b, TY* out, int64_t n, int64_t kout) { \
-        rescale_rows_impl<TY, int>(x, (int)kin, s, b, out, (int)n, (int)kout);                        \
+        rescale_rows_impl<TY, TY, int>(x, (int)kin, s, b, out, (int)n, (int)kout);                    \
+    }
+// From an fp32 accumulation into half storage: a half-precision SpMM's narrowing and epilogue
+// in one pass (one rounding, where a cast and then a rescale rounded twice).
+#define RESCALE_ROWS_ACC(TY, NAME)                                                                    \
+    extern "C" __global__ void rescale_rows_acc_##NAME(const float* x, int64_t kin, const float* s,   \
+                                                       const TY* b, TY* out, int64_t n, int64_t kout) { \
+        rescale_rows_impl<float, TY, int64_t>(x, kin, s, b, out, n, kout);                            \
+    }                                                                                                 \
+    extern "C" __global__ void rescale_rows_acc_i32_##NAME(const float* x, int64_t kin, const float* s, \
+                                                           const TY* b, TY* out, int64_t n, int64_t kout) { \
+        rescale_rows_impl<float, TY, int>(x, (int)kin, s, b, out, (int)n, (int)kout);                 \
     }
 RESCALE_ROWS(float, f32)
 RESCALE_ROWS(__nv_bfloat16, bf16)
 RESCALE_ROWS(__half, f16)
+RESCALE_ROWS_ACC(__nv_bfloat16, bf16)
+RESCALE_ROWS_ACC(__half, f16)
 extern "C" __global__ void rescale_rows_f64(const double* x, int64_t kin, const float* s, const double* b,
                                             double* out, int64_t n, int64_t kout) {
     const int64_t total = n * kout;

@@ -7,8 +7,9 @@ use candle_core::{Device, Tensor};
 use gnn_comm::{HaloExchange, SelectedAggregation, SymmetricOperand};
 use gnn_graph::{BuildOptions, Csr, LocalGraph, Normalization, SelfLoops};
 use gnn_kernels::{
-    rescale_rows, scale_rows, spgemm_bias, spmm, spmm_sampled, spmm_weighted, Cbsr, DeviceGraph,
-    KernelPolicy, KernelsUsed, Reduce, Sampling,
+    rescale_rows, scale_rows, spgemm_bias, spmm, spmm_rescaled, spmm_sampled,
+    spmm_transposed_rescaled, spmm_weighted, Cbsr, DeviceGraph, KernelPolicy, KernelsUsed, Reduce,
+    Sampling,
 };
 use serde::{Deserialize, Serialize};
 
@@ -205,8 +206,8 @@ impl FusedAggregation {
             return Ok(None);
         };
         graph.record_form("spmm", "row-scaled");
-        let sum = spmm(graph, &scale_rows(&x.detach(), &s.cols)?, Reduce::Sum)?;
-        Ok(Some(rescale_rows(&sum, &s.rows, Some(&b.detach()), cols)?))
+        let xs = scale_rows(&x.detach(), &s.cols)?;
+        Ok(Some(spmm_rescaled(graph, &xs, &s.rows, Some(b), cols)?))
     }
 
     /// For a scaled sum, [`Self::backward`] of an output gradient on fewer columns than the
@@ -217,8 +218,7 @@ impl FusedAggregation {
             return Ok(None);
         };
         let dy = rescale_rows(dy, &s.rows, None, width)?;
-        let dx = gnn_kernels::spmm_transposed(graph, &dy, None, Reduce::Sum)?;
-        Ok(Some(scale_rows(&dx, &s.cols)?))
+        Ok(Some(spmm_transposed_rescaled(graph, &dy, &s.cols)?))
     }
 
     /// `Â x` for this rank's rows (for its selected rows, [`Self::selected`]), untracked
@@ -237,8 +237,8 @@ impl FusedAggregation {
                 ..
             } if scales(x) => {
                 graph.record_form("spmm", "row-scaled");
-                let sum = spmm(graph, &scale_rows(&x.detach(), &s.cols)?, Reduce::Sum)?;
-                scale_rows(&sum, &s.rows)?
+                let xs = scale_rows(&x.detach(), &s.cols)?;
+                spmm_rescaled(graph, &xs, &s.rows, None, x.dim(1)?)?
             }
             Fused::Whole {
                 graph,
@@ -270,10 +270,7 @@ impl FusedAggregation {
                 ..
             } if scales(dy) => {
                 let dy = scale_rows(dy, &s.rows)?;
-                scale_rows(
-                    &gnn_kernels::spmm_transposed(graph, &dy, None, Reduce::Sum)?,
-                    &s.cols,
-                )?
+                spmm_transposed_rescaled(graph, &dy, &s.cols)?
             }
             Fused::Whole {
                 graph,

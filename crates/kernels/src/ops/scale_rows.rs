@@ -13,8 +13,9 @@
 //! [`rescale_rows`] does the same into another width with a bias: an aggregation's epilogue
 //! on padded columns (GCN's output layer: `D^-1/2`, the bias and the narrowing from the
 //! aligned width back to the classes in one pass, where a row scaling, a bias add and a
-//! strided copy took 111 µs on an H200 at 233 K x 48 bf16; the SpMM's fp32-to-bf16 cast
-//! before it stays), and its backward's padding.
+//! strided copy took 111 µs on an H200 at 233 K x 48 bf16), and its backward's padding.
+//! After a half-precision SpMM it reads the fp32 accumulation itself
+//! ([`crate::spmm_rescaled`]), so the SpMM's separate fp32-to-half cast is gone too.
 
 use crate::error::{Error, Result};
 use candle_core::backend::BackendStorage;
@@ -36,9 +37,35 @@ pub fn scale_rows(x: &Tensor, s: &Tensor) -> Result<Tensor> {
 /// rounded to `x`'s dtype). Backward: `dx = diag(s) · dy` re-widened to `K` columns (the same op),
 /// `db = dy.sum(0)`.
 pub fn rescale_rows(x: &Tensor, s: &Tensor, b: Option<&Tensor>, cols: usize) -> Result<Tensor> {
+    rescale_rows_to(x, s, b, cols, x.dtype())
+}
+
+/// [`rescale_rows`] whose result (and `b`) is in `to`: `x`'s dtype, or bf16 / f16 from f32
+/// rows (a half-precision SpMM's fp32 accumulation, rounded once: [`crate::spmm_rescaled`]).
+/// Differentiable only within a dtype.
+pub(crate) fn rescale_rows_to(
+    x: &Tensor,
+    s: &Tensor,
+    b: Option<&Tensor>,
+    cols: usize,
+    to: DType,
+) -> Result<Tensor> {
     const OP: &str = "rescale_rows";
     check_rows(OP, x, s)?;
-    let op = ReWidth { cols };
+    let widening = to != x.dtype();
+    if widening && !(x.dtype() == DType::F32 && matches!(to, DType::BF16 | DType::F16)) {
+        return Err(Error::dtype(
+            OP,
+            format!("{:?} rows into {to:?}: only f32 into bf16 / f16", x.dtype()),
+        ));
+    }
+    if widening && (x.track_op() || b.is_some_and(Tensor::track_op)) {
+        return Err(Error::unsupported(
+            OP,
+            "rounding f32 rows to half precision is not differentiable here",
+        ));
+    }
+    let op = ReWidth { cols, to };
     let (x, s) = (x.contiguous()?, s.contiguous()?);
     Ok(match b {
         Some(b) => {
@@ -49,10 +76,10 @@ pub fn rescale_rows(x: &Tensor, s: &Tensor, b: Option<&Tensor>, cols: usize) -> 
                     format!("b is {:?}, expected [{cols}]", b.dims()),
                 ));
             }
-            if b.dtype() != x.dtype() {
+            if b.dtype() != to {
                 return Err(Error::dtype(
                     OP,
-                    format!("b is {:?}, x {:?}", b.dtype(), x.dtype()),
+                    format!("b is {:?}, the result {to:?}", b.dtype()),
                 ));
             }
             x.apply_op3(&s, &b.contiguous()?, op)?
@@ -61,9 +88,10 @@ pub fn rescale_rows(x: &Tensor, s: &Tensor, b: Option<&Tensor>, cols: usize) -> 
     })
 }
 
-/// [`rescale_rows`] to `cols` columns.
+/// [`rescale_rows`] to `cols` columns, the result in `to`.
 struct ReWidth {
     cols: usize,
+    to: DType,
 }
 
 impl ReWidth {
@@ -106,6 +134,21 @@ impl ReWidth {
             out
         }
         let out = match x {
+            CpuStorage::F32(_) if self.to != DType::F32 => {
+                // Into half precision: the f32 result (the bias widened), rounded once.
+                let xs = crate::ops::cpu_slice::<f32>("rescale_rows", x, xl)?;
+                let bias = match b {
+                    Some((b, bl)) => match b.to_dtype(bl, DType::F32)? {
+                        CpuStorage::F32(v) => Some(v),
+                        _ => candle_core::bail!("rescale_rows: the bias did not widen to f32"),
+                    },
+                    None => None,
+                };
+                let out = run(xs, f, bias.as_deref(), k, cols, |v, s| {
+                    (v as f64 * s as f64) as f32
+                });
+                CpuStorage::F32(out).to_dtype(&Layout::contiguous((n, cols)), self.to)?
+            }
             CpuStorage::F32(_) => {
                 let xs = crate::ops::cpu_slice::<f32>("rescale_rows", x, xl)?;
                 let bs = crate::ops::cpu_slice_opt::<f32>("rescale_rows", b)?;
@@ -166,7 +209,7 @@ impl CustomOp2 for ReWidth {
         s: &CudaStorage,
         sl: &Layout,
     ) -> candle_core::Result<(CudaStorage, Shape)> {
-        rewidth_cuda(x, xl, s, sl, None, self.cols)
+        rewidth_cuda(x, xl, s, sl, None, (self.cols, self.to))
     }
 
     fn bwd(
@@ -207,7 +250,7 @@ impl CustomOp3 for ReWidth {
         b: &CudaStorage,
         bl: &Layout,
     ) -> candle_core::Result<(CudaStorage, Shape)> {
-        rewidth_cuda(x, xl, s, sl, Some((b, bl)), self.cols)
+        rewidth_cuda(x, xl, s, sl, Some((b, bl)), (self.cols, self.to))
     }
 
     fn bwd(
@@ -230,10 +273,12 @@ fn rewidth_cuda(
     s: &CudaStorage,
     sl: &Layout,
     b: Option<(&CudaStorage, &Layout)>,
-    cols: usize,
+    (cols, to): (usize, DType),
 ) -> candle_core::Result<(CudaStorage, Shape)> {
-    use crate::cuda::{elementwise_cfg, launched};
-    use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
+    use crate::cuda::launched;
+    use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
+    /// Elements a thread of the half and f32 kernels takes (`RESCALE_UNROLL`).
+    const RESCALE_UNROLL: usize = 8;
     if !xl.is_contiguous() || !sl.is_contiguous() || b.is_some_and(|(_, bl)| !bl.is_contiguous()) {
         candle_core::bail!("rescale_rows: operands must be contiguous");
     }
@@ -243,12 +288,18 @@ fn rewidth_cuda(
             "rescale_rows: {n} rows of {cols} columns overflow the kernel's indices"
         );
     }
+    // From an fp32 accumulation (`rescale_rows_acc_*`) into half storage, or within a dtype.
+    let acc = x.dtype() == DType::F32 && to != DType::F32;
+    if !acc && to != x.dtype() {
+        candle_core::bail!("rescale_rows: {:?} rows into {to:?}", x.dtype());
+    }
     let dev = x.device().clone();
     let sv = s.as_cuda_slice::<f32>()?.slice(sl.start_offset()..);
     let (kin, kout, n64) = (k as i64, cols as i64, n as i64);
-    macro_rules! run {
-        ($T:ty, $S:ty, $suffix:expr) => {{
-            let xv = x.as_cuda_slice::<$T>()?.slice(xl.start_offset()..);
+    // x's elements as $X, b's and the output's as $T.
+    macro_rules! launch {
+        ($X:ty, $T:ty, $family:expr, $suffix:expr) => {{
+            let xv = x.as_cuda_slice::<$X>()?.slice(xl.start_offset()..);
             // Without a bias the kernel is handed a null pointer and reads none.
             let bv = match b {
                 Some((b, bl)) => Some(b.as_cuda_slice::<$T>()?.slice(bl.start_offset()..)),
@@ -257,20 +308,23 @@ fn rewidth_cuda(
             // SAFETY: the kernel writes all n * cols elements.
             let out = unsafe { dev.alloc::<$T>((n * cols).max(1))? };
             if n * cols > 0 {
-                // 32-bit indices where every one fits, the grid's stride past the last
-                // element included (at most the launch's thread count); f64 keeps its one
-                // kernel.
-                let cfg = elementwise_cfg(n * cols);
-                let threads = (cfg.grid_dim.0 * cfg.block_dim.0) as usize;
+                // RESCALE_UNROLL elements a thread, a block's span apart (the f64 kernel
+                // strides by the grid's threads over the same grid). 32-bit indices where
+                // every one fits, the grid's stride past the last element included; f64
+                // keeps its one kernel.
+                let span = 256 * RESCALE_UNROLL;
+                let blocks = (n * cols).div_ceil(span).clamp(1, 1 << 16);
+                let cfg = LaunchConfig {
+                    grid_dim: (blocks as u32, 1, 1),
+                    block_dim: (256, 1, 1),
+                    shared_mem_bytes: 0,
+                };
                 let narrow_ix = $suffix != "f64"
                     && n.checked_mul(cols.max(k))
-                        .and_then(|t| t.checked_add(threads))
+                        .and_then(|t| t.checked_add(blocks * span))
                         .is_some_and(|t| t < i32::MAX as usize);
-                let name = if narrow_ix {
-                    format!("rescale_rows_i32_{}", $suffix)
-                } else {
-                    format!("rescale_rows_{}", $suffix)
-                };
+                let i32_ix = if narrow_ix { "i32_" } else { "" };
+                let name = format!("{}_{i32_ix}{}", $family, $suffix);
                 let func = crate::cuda::kernel(&dev, &name, &crate::cuda::DROPOUT)?;
                 let null = 0u64;
                 let mut a = func.builder();
@@ -288,7 +342,21 @@ fn rewidth_cuda(
             CudaStorage::wrap_cuda_slice(out, dev)
         }};
     }
-    let out = crate::ops::dropout::cuda::per_dtype!(x.dtype(), "rescale_rows", run);
+    macro_rules! run {
+        ($T:ty, $S:ty, $suffix:expr) => {
+            launch!($T, $T, "rescale_rows", $suffix)
+        };
+    }
+    macro_rules! run_acc {
+        ($T:ty, $S:ty, $suffix:expr) => {
+            launch!(f32, $T, "rescale_rows_acc", $suffix)
+        };
+    }
+    let out = if acc {
+        crate::ops::dropout::cuda::per_dtype!(to, "rescale_rows", run_acc)
+    } else {
+        crate::ops::dropout::cuda::per_dtype!(to, "rescale_rows", run)
+    };
     Ok((out, Shape::from((n, cols))))
 }
 
@@ -500,6 +568,44 @@ mod tests {
         let tracked = Var::from_tensor(&s).unwrap();
         assert!(scale_rows(&x, tracked.as_tensor()).is_err());
         assert!(!scale_rows(&x, &s).unwrap().track_op());
+    }
+
+    /// f32 rows into bf16 / f16 ([`rescale_rows_to`], the epilogue of a half-precision SpMM's
+    /// fp32 accumulation) round once: the f32 result converted, bias widened; other pairs
+    /// of dtypes and a tracked input are refused.
+    #[test]
+    fn rescale_rows_into_half_rounds_the_f32_result_once() {
+        let dev = Device::Cpu;
+        let (n, k, cols) = (33usize, 48usize, 41usize);
+        let x = Tensor::randn(0f32, 1.0, (n, k), &dev).unwrap();
+        let s = Tensor::rand(0.01f32, 2.0, n, &dev).unwrap();
+        let b = Tensor::randn(0f32, 1.0, cols, &dev).unwrap();
+        for to in [DType::BF16, DType::F16] {
+            let bh = b.to_dtype(to).unwrap();
+            let got = rescale_rows_to(&x, &s, Some(&bh), cols, to).unwrap();
+            let want = rescale_rows(&x, &s, Some(&bh.to_dtype(DType::F32).unwrap()), cols)
+                .unwrap()
+                .to_dtype(to)
+                .unwrap();
+            assert_eq!(got.dtype(), to);
+            let flat = |t: &Tensor| {
+                t.to_dtype(DType::F32)
+                    .unwrap()
+                    .flatten_all()
+                    .unwrap()
+                    .to_vec1::<f32>()
+                    .unwrap()
+            };
+            assert_eq!(flat(&got), flat(&want), "{to:?}");
+            assert!(
+                rescale_rows_to(&x, &s, Some(&b), cols, to).is_err(),
+                "f32 bias"
+            );
+        }
+        let x64 = x.to_dtype(DType::F64).unwrap();
+        assert!(rescale_rows_to(&x64, &s, None, cols, DType::BF16).is_err());
+        let xv = Var::from_tensor(&x).unwrap();
+        assert!(rescale_rows_to(xv.as_tensor(), &s, None, cols, DType::BF16).is_err());
     }
 
     /// [`rescale_rows`] against the composition it replaces (the row scaling, then a zero pad

@@ -27,8 +27,10 @@ pub mod reference;
 
 mod arg;
 mod op;
+mod rescaled;
 use arg::{GatherArgOp, SpmmArgOp};
 use op::SpmmOp;
+pub use rescaled::{spmm_rescaled, spmm_transposed_rescaled};
 
 use super::optional::{Cpu, CpuOut, Grads, OptionalInput, With, Without};
 #[cfg(feature = "cuda")]

@@ -418,24 +418,36 @@ pub(super) fn check_layer_norm(c: &mut Checker, gpu: &Device) -> Result<()> {
 }
 
 /// Fused masked cross-entropy: loss and logits gradient against an f64 CPU run (on the
-/// rounded logits for bf16 / f16). C = 1, 7, 41, 100; every fifth row out of the split.
+/// rounded logits for bf16 / f16); every fifth row out of the split. The widths sit on both
+/// sides of each kernel shape's edge: the shared-memory tiles take rows of at most 256 bytes
+/// (f32 C <= 64, bf16 / f16 C <= 128), the register rows C <= 128, the generic loop the rest.
+/// 150,001 rows take more tiles than the grid's cap, so blocks stride the rows; one case reads
+/// its logits from a view one row in (not 16-byte aligned: the tiles' element-wise copy), and
+/// one has no rows. Then a label out of range: the loss is NaN on both devices and the other
+/// rows' gradients agree.
 pub(super) fn check_xent(c: &mut Checker, gpu: &Device) -> Result<()> {
-    // Each register width of the kernel (C <= 32, 64, 128) and the generic loop (C = 200);
-    // 100,003 rows take more blocks than the grid's cap, so warps stride the rows.
-    for (n, classes) in [
-        (1usize, 1usize),
-        (333, 7),
-        (4096, 41),
-        (100_003, 41),
-        (1000, 100),
-        (500, 200),
+    for (n, classes, offset) in [
+        (1usize, 1usize, false),
+        (333, 7, false),
+        (4096, 41, false),
+        (150_001, 41, false),
+        (4097, 41, true),
+        (0, 41, false),
+        (700, 32, false),
+        (700, 64, false),
+        (700, 65, false),
+        (1000, 100, false),
+        (700, 128, false),
+        (700, 129, true),
+        (500, 200, false),
     ] {
-        let x = (c.randn((n, classes))? * 3.0)?;
+        let rows = n + offset as usize;
+        let x = (c.randn((rows, classes))? * 3.0)?;
         let y: Vec<u32> = (0..n).map(|i| ((i * 31 + 7) % classes) as u32).collect();
         // Row weights 1 / n, but at most 4,096 rows' mean: f16's gradients of a mean over
-        // 100,003 rows (about 2e-7) are subnormal, off by up to 3e-3 in the CPU's f64 terms
+        // 150,001 rows (about 2e-7) are subnormal, off by up to 3e-3 in the CPU's f64 terms
         // (the trainer scales an f16 loss for this reason).
-        let wn = 1.0 / n.min(4096) as f32;
+        let wn = 1.0 / n.clamp(1, 4096) as f32;
         let w: Vec<f32> = (0..n).map(|i| if i % 5 == 4 { 0.0 } else { wn }).collect();
         let mut dts = vec![(DType::F32, 1e-5, 1e-5)];
         if gpu.is_cuda() {
@@ -445,18 +457,25 @@ pub(super) fn check_xent(c: &mut Checker, gpu: &Device) -> Result<()> {
             let xr = x.to_dtype(dt)?.to_dtype(DType::F64)?;
             let run = |dev: &Device, x: &Tensor| -> Result<(Tensor, Tensor)> {
                 let xv = Var::from_tensor(&x.to_device(dev)?)?;
+                let logits = xv.narrow(0, offset as usize, n)?;
                 let l = masked_cross_entropy(
-                    xv.as_tensor(),
+                    &logits,
                     &Tensor::from_vec(y.clone(), n, dev)?,
                     &Tensor::from_vec(w.clone(), n, dev)?,
                 )?;
                 let g = l.backward()?;
-                let dx = g.get(xv.as_tensor()).ok_or_else(|| missing("no xent dx"))?;
-                Ok((l.reshape(1)?, dx.clone()))
+                // No rows: no gradient reaches the logits (none flows through an empty sum).
+                let dx = match g.get(xv.as_tensor()) {
+                    Some(dx) => dx.clone(),
+                    None if n == 0 => xv.zeros_like()?,
+                    None => return Err(missing("no xent dx")),
+                };
+                Ok((l.reshape(1)?, dx))
             };
             let (lc, gc) = run(&Device::Cpu, &xr)?;
             let (lg, gg) = run(gpu, &x.to_dtype(dt)?)?;
-            let tag = format!("masked xent {dt:?} {n}x{classes}").to_lowercase();
+            let at = if offset { " at row 1" } else { "" };
+            let tag = format!("masked xent {dt:?} {n}x{classes}{at}").to_lowercase();
             c.check(
                 "dense",
                 format!("{tag} loss"),
@@ -467,6 +486,44 @@ pub(super) fn check_xent(c: &mut Checker, gpu: &Device) -> Result<()> {
             )?;
             c.check("dense", format!("{tag} dx"), classes, &gg, &gc, grad_bound)?;
         }
+    }
+    check_xent_bad_label(c, gpu)
+}
+
+/// A label `>= C` (row 3 of 300, C = 41 and 129: the tile and the generic shape): the loss is
+/// NaN on the GPU as on the CPU, and the gradient (that row's softmax alone, its label matching
+/// no column) agrees with the CPU's.
+fn check_xent_bad_label(c: &mut Checker, gpu: &Device) -> Result<()> {
+    let n = 300;
+    for classes in [41usize, 129] {
+        let x = c.randn((n, classes))?;
+        let mut y: Vec<u32> = (0..n).map(|i| (i % classes) as u32).collect();
+        y[3] = classes as u32;
+        let w = vec![1.0 / n as f32; n];
+        let run = |dev: &Device| -> Result<(f32, Tensor)> {
+            let xv = Var::from_tensor(&x.to_device(dev)?)?;
+            let l = masked_cross_entropy(
+                xv.as_tensor(),
+                &Tensor::from_vec(y.clone(), n, dev)?,
+                &Tensor::from_vec(w.clone(), n, dev)?,
+            )?;
+            let g = l.backward()?;
+            let dx = g.get(xv.as_tensor()).ok_or_else(|| missing("no xent dx"))?;
+            Ok((l.to_scalar::<f32>()?, dx.clone()))
+        };
+        let ((lc, gc), (lg, gg)) = (run(&Device::Cpu)?, run(gpu)?);
+        let tag = format!("masked xent f32 {n}x{classes} label {classes}");
+        let nan = lc.is_nan() && lg.is_nan();
+        c.record(
+            "dense",
+            format!("{tag} loss nan"),
+            classes,
+            0.0,
+            0.0,
+            nan,
+            "",
+        );
+        c.check("dense", format!("{tag} dx"), classes, &gg, &gc, 1e-5)?;
     }
     Ok(())
 }

@@ -506,3 +506,61 @@ fn reduce_tag(reduce: Reduce, weighted: bool) -> String {
 fn half_tag(dt: DType, reduce: Reduce, weighted: bool) -> String {
     format!("{dt:?} {}", reduce_tag(reduce, weighted)).to_lowercase()
 }
+
+/// The unweighted sum with its epilogue in one call ([`crate::spmm_rescaled`]: row scaling,
+/// bias, narrowing or padding to `cols`) and the transposed sum with its rows scaled
+/// ([`crate::spmm_transposed_rescaled`]), in f32, bf16 and f16 (the half types rounded once
+/// from the fp32 accumulation), against an f64 CPU run on the same rounded inputs, element by
+/// element within the fp32 summation bound plus one narrowing of the result. Widths: K = 7,
+/// 41 (not whole 16-byte steps), 48 -> 41 and 41 -> 48 (GCN's output layer and its backward),
+/// 128; the graphs have empty rows and a 50 K-edge row.
+pub(super) fn check_spmm_rescaled(
+    c: &mut Checker,
+    gpu: &Device,
+    graphs: [(&str, &Csr); 2],
+) -> Result<()> {
+    let mut sts = vec![F32_STORAGE];
+    if gpu.is_cuda() {
+        sts.extend(HALF_STORAGE);
+    }
+    for (name, csr) in graphs {
+        let (gc, gg) = upload_both(c, csr, gpu)?;
+        let (deg_rows, deg_cols) = max_degrees(csr);
+        for (k, cols) in [(7usize, 7usize), (41, 41), (48, 41), (41, 48), (128, 128)] {
+            let x = c.randn((csr.n_cols(), k))?;
+            let dy = c.randn((csr.n_rows(), k))?;
+            let s_rows = c.randn(csr.n_rows())?.abs()?;
+            let s_cols = c.randn(csr.n_cols())?.abs()?;
+            let b = c.randn(cols)?;
+            for st in &sts {
+                let dt = st.dtype;
+                let (xh, dyh, bh) = (st.round(&x)?, st.round(&dy)?, st.round(&b)?);
+                let on = |t: &Tensor| -> Result<Tensor> { Ok(t.to_dtype(dt)?.to_device(gpu)?) };
+                let (sr, sc) = (s_rows.to_device(gpu)?, s_cols.to_device(gpu)?);
+                // Forward: s_i (A x)_i + b over `cols` columns.
+                let oc = crate::spmm_rescaled(&gc, &xh, &s_rows, Some(&bh), cols)?;
+                let oa = crate::spmm_rescaled(&gc, &xh.abs()?, &s_rows, Some(&bh.abs()?), cols)?;
+                let og = crate::spmm_rescaled(&gg, &on(&xh)?, &sr, Some(&on(&bh)?), cols)?;
+                if og.dtype() != dt {
+                    return Err(missing(&format!(
+                        "spmm_rescaled {dt:?} gave {:?}",
+                        og.dtype()
+                    )));
+                }
+                let lim =
+                    (sum_bound(&oa, sum_depth(deg_rows, c.grouped()))? + st.narrowing(&oa)?)?;
+                let tag = format!("spmm_rescaled {dt:?} {k}->{cols}").to_lowercase();
+                c.check_within(name, tag, k, &og, &oc, &lim)?;
+                // Backward's form: s_j (Aᵀ dy)_j on K columns.
+                let tc = crate::spmm_transposed_rescaled(&gc, &dyh, &s_cols)?;
+                let ta = crate::spmm_transposed_rescaled(&gc, &dyh.abs()?, &s_cols)?;
+                let tg = crate::spmm_transposed_rescaled(&gg, &on(&dyh)?, &sc)?;
+                let lim =
+                    (sum_bound(&ta, sum_depth(deg_cols, c.grouped()))? + st.narrowing(&ta)?)?;
+                let tag = format!("spmm_transposed_rescaled {dt:?} {k}").to_lowercase();
+                c.check_within(name, tag, k, &tg, &tc, &lim)?;
+            }
+        }
+    }
+    Ok(())
+}

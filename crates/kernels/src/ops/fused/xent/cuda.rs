@@ -1,5 +1,7 @@
-//! Host side of the fused masked cross-entropy (`cuda/xent.cu`): a warp per row, `XENT_U`
-//! rows in flight per warp, warps striding the rows over a grid fixed by the row count.
+//! Host side of the fused masked cross-entropy (`cuda/xent.cu`): rows of at most
+//! [`TILE_ROW_BYTES`] a thread each over tiles staged in shared memory, wider rows a warp each
+//! with `XENT_U` rows in flight; blocks striding the rows over a grid fixed by the row count
+//! and the shape.
 
 use super::Pass;
 use crate::cuda::{f32_view, launched, u32_view, zeros};
@@ -11,23 +13,54 @@ use candle_core::{CudaStorage, DType, Layout, Result, Shape};
 const WARPS: usize = 8;
 /// Rows in flight per warp (`XENT_U` in the kernel).
 const U: usize = 4;
-/// The most blocks a pass launches (warps stride the rows beyond): the forward's partial
+/// Rows per tile, one thread each (`XENT_TILE`).
+const TILE: usize = 128;
+/// The widest row the tile shape takes, in bytes (`XENT_ROW_BYTES`).
+const TILE_ROW_BYTES: usize = 256;
+/// The most blocks a pass launches (blocks stride the rows beyond): the forward's partial
 /// sums, one per block, are this many at most.
 const MAX_BLOCKS: usize = 1024;
 
-/// Blocks for `n` rows: a function of `n` alone, so that the forward's partial sums (one per
-/// block, each over a fixed set of rows in a fixed order) are the same on every device.
-fn blocks(n: usize) -> usize {
-    n.div_ceil(WARPS * U).clamp(1, MAX_BLOCKS)
+/// How the kernels walk the rows: a thread per row over shared-memory tiles, or a warp per row
+/// with `regs` values per lane in registers (0: the generic loop).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Walk {
+    Tile,
+    Warp { regs: usize },
 }
 
-fn cfg(n: usize) -> Result<LaunchConfig> {
-    let blocks = blocks(n) as u32;
-    Ok(LaunchConfig {
-        grid_dim: (blocks, 1, 1),
-        block_dim: (32 * WARPS as u32, 1, 1),
+/// The shape for `c` classes of `elem` bytes.
+fn shape_for(c: usize, elem: usize) -> Walk {
+    if c >= 1 && c * elem <= TILE_ROW_BYTES {
+        Walk::Tile
+    } else if c <= 128 {
+        Walk::Warp { regs: 4 }
+    } else {
+        Walk::Warp { regs: 0 }
+    }
+}
+
+/// Rows a block covers per step and its threads.
+fn rows_threads(shape: Walk) -> (usize, u32) {
+    match shape {
+        Walk::Tile => (TILE, TILE as u32),
+        Walk::Warp { .. } => (WARPS * U, 32 * WARPS as u32),
+    }
+}
+
+/// Blocks for `n` rows: a function of `n` and the shape alone, so that the forward's partial
+/// sums (one per block, each over a fixed set of rows in a fixed order) are the same on every
+/// device.
+fn blocks(n: usize, shape: Walk) -> usize {
+    n.div_ceil(rows_threads(shape).0).clamp(1, MAX_BLOCKS)
+}
+
+fn cfg(n: usize, shape: Walk) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (blocks(n, shape) as u32, 1, 1),
+        block_dim: (rows_threads(shape).1, 1, 1),
         shared_mem_bytes: 0,
-    })
+    }
 }
 
 fn suffix(dt: DType) -> Result<&'static str> {
@@ -53,17 +86,6 @@ fn dims(xl: &Layout) -> Result<(usize, usize, i32, i32)> {
     Ok((n, c, as_i32(n)?, as_i32(c)?))
 }
 
-/// The kernels' register width for `c` classes: rows of at most `32 R` classes in registers
-/// (`R` 1, 2 or 4), 0 for the generic loop.
-fn regs(c: usize) -> usize {
-    match c {
-        0..=32 => 1,
-        33..=64 => 2,
-        65..=128 => 4,
-        _ => 0,
-    }
-}
-
 /// Partial sums of the row losses `[P]` f32 (`P` = [`blocks`]; their sum is the loss,
 /// [`Pass::Loss`]), or `dx [N, C]` in the logits' dtype for row weights `w` already times the
 /// upstream gradient ([`Pass::Grad`]).
@@ -81,21 +103,34 @@ pub(crate) fn run(
         Pass::Loss => "fwd",
         Pass::Grad => "bwd",
     };
-    let name = format!("xent_{dir}_{}_r{}", suffix(x.dtype())?, regs(c));
+    let elem = x.dtype().size_in_bytes();
+    let shape = shape_for(c, elem);
+    let name = match shape {
+        Walk::Tile => format!("xent_{dir}_{}_tile", suffix(x.dtype())?),
+        Walk::Warp { regs } => format!("xent_{dir}_{}_r{regs}", suffix(x.dtype())?),
+    };
     let func = crate::cuda::kernel(&dev, &name, &crate::cuda::XENT)?;
+    // The tile shape copies 16-byte words where x's first element is 16-byte aligned (every
+    // tile is then: a tile is a multiple of 16 bytes).
+    let vec = ((xl.start_offset() * elem) % 16 == 0) as i32;
     macro_rules! go {
         ($T:ty) => {{
             let xv = x.as_cuda_slice::<$T>()?.slice(xl.start_offset()..);
             match pass {
                 Pass::Loss => {
-                    let p = blocks(n);
+                    let p = blocks(n, shape);
                     let out = zeros::<f32>(&dev, p)?;
                     let mut b = func.builder();
                     b.arg(&xv).arg(&yv).arg(&wv).arg(&out).arg(&n_i).arg(&c_i);
-                    // SAFETY: x holds n * c contiguous elements, y / w hold n, out one per
-                    // block of cfg(n); labels >= c are caught in the kernel before indexing.
+                    if shape == Walk::Tile {
+                        b.arg(&vec);
+                    }
+                    // SAFETY: x holds n * c contiguous elements (16-byte aligned when vec is
+                    // 1), y / w hold n, out one per block of cfg(n); labels >= c are caught
+                    // in the kernel before indexing; a tile's rows are at most
+                    // TILE_ROW_BYTES each (shape_for).
                     if n > 0 {
-                        launched(unsafe { b.launch(cfg(n)?) }.map(|_| ()))?;
+                        launched(unsafe { b.launch(cfg(n, shape)) }.map(|_| ()))?;
                     }
                     (CudaStorage::wrap_cuda_slice(out, dev), Shape::from(p))
                 }
@@ -106,8 +141,12 @@ pub(crate) fn run(
                     if n > 0 {
                         let mut b = func.builder();
                         b.arg(&xv).arg(&yv).arg(&wv).arg(&dx).arg(&n_i).arg(&c_i);
-                        // SAFETY: x and dx hold n * c contiguous elements, y / w hold n.
-                        launched(unsafe { b.launch(cfg(n)?) }.map(|_| ()))?;
+                        if shape == Walk::Tile {
+                            b.arg(&vec);
+                        }
+                        // SAFETY: x and dx hold n * c contiguous elements (x 16-byte aligned
+                        // when vec is 1, dx fresh), y / w hold n; tile rows as above.
+                        launched(unsafe { b.launch(cfg(n, shape)) }.map(|_| ()))?;
                     }
                     (CudaStorage::wrap_cuda_slice(dx, dev), xl.shape().clone())
                 }

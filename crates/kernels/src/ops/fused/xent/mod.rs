@@ -9,8 +9,9 @@
 //! fixed order, so the loss is the same on every run); backward recomputes each row's
 //! logsumexp and writes
 //! `g_i w_i (softmax(x_i) - onehot(y_i))`. Rows with `w_i = 0` give nothing; up to 128 classes
-//! their logits are read anyway (every load of a warp's rows is issued before the weights are
-//! known), wider rows cost a read of `w_i` only.
+//! their logits are read anyway (rows of at most 256 bytes are copied to shared memory a tile
+//! at a time, and a warp issues its rows' loads before it knows their weights), wider rows
+//! cost a read of `w_i` only.
 //! Logits may be f32 / f64 (CPU, CUDA f32) or bf16 / f16 (CUDA); the arithmetic is fp32 (f64
 //! on the CPU for f64 logits) and the gradient comes back in the logits' dtype. A label
 //! outside `0..C` makes its row's loss NaN (the trainer's non-finite guard names it) rather

@@ -25,31 +25,27 @@ pub(super) fn spmm_half(
     reduce: Reduce,
     want_arg: bool,
 ) -> Result<(CudaStorage, Option<CudaStorage>, Shape)> {
+    let extreme = matches!(reduce, Reduce::Max | Reduce::Min);
+    if !extreme {
+        let (out, shape) = spmm_half_acc(g, x, xl, vals, reduce)?;
+        let out = if out.dtype() == x.dtype() {
+            out
+        } else {
+            out.to_dtype(&Layout::contiguous(&shape), x.dtype())?
+        };
+        return Ok((out, None, shape));
+    }
     let (_, k) = xl.shape().dims2()?;
     let dev = x.device().clone();
     let vv = f32_view_opt("spmm", vals)?;
     let xv = FloatView::of("spmm", x, xl)?;
-    let extreme = matches!(reduce, Reduce::Max | Reduce::Min);
-    let arg = if want_arg && extreme {
+    let arg = if want_arg {
         Some(zeros::<u32>(&dev, g.n_rows() * k)?)
     } else {
         None
     };
     let off = xl.start_offset();
     let shape = Shape::from((g.n_rows(), k));
-    if !extreme && spmm_choice_for(g, k, 2) == Choice::Group {
-        let mean = reduce == Reduce::Mean;
-        let direct = match &xv {
-            FloatView::Bf16(v) => spmm_group(g, &dev, "bf16", v, off, k, vv.as_ref(), mean)?
-                .map(|o| CudaStorage::wrap_cuda_slice(o, dev.clone())),
-            FloatView::F16(v) => spmm_group(g, &dev, "f16", v, off, k, vv.as_ref(), mean)?
-                .map(|o| CudaStorage::wrap_cuda_slice(o, dev.clone())),
-            FloatView::F32(_) => None,
-        };
-        if let Some(out) = direct {
-            return Ok((out, None, shape));
-        }
-    }
     let out = match &xv {
         FloatView::Bf16(v) => spmm_half_into(
             g,
@@ -70,6 +66,49 @@ pub(super) fn spmm_half(
     let out = narrowed(out, &dev, &shape, xv.dtype())?;
     let arg = arg.map(|a| CudaStorage::wrap_cuda_slice(a, dev));
     Ok((out, arg, shape))
+}
+
+/// The sum or mean SpMM of half-precision `x` as its kernel leaves it: the fp32 accumulation
+/// (`[n_rows, k]` f32), or, from the row groups ([`Choice::Group`]), the result already in
+/// `x`'s dtype. What [`spmm_half`] narrows, and what an epilogue that rounds once
+/// (`crate::spmm_rescaled`) reads instead.
+pub(crate) fn spmm_half_acc(
+    g: &DeviceGraph,
+    x: &CudaStorage,
+    xl: &Layout,
+    vals: Option<(&CudaStorage, &Layout)>,
+    reduce: Reduce,
+) -> Result<(CudaStorage, Shape)> {
+    if matches!(reduce, Reduce::Max | Reduce::Min) {
+        candle_core::bail!("spmm: {reduce:?} has no fp32 accumulation to hand out");
+    }
+    let (_, k) = xl.shape().dims2()?;
+    let dev = x.device().clone();
+    let vv = f32_view_opt("spmm", vals)?;
+    let xv = FloatView::of("spmm", x, xl)?;
+    let off = xl.start_offset();
+    let shape = Shape::from((g.n_rows(), k));
+    if spmm_choice_for(g, k, 2) == Choice::Group {
+        let mean = reduce == Reduce::Mean;
+        let direct = match &xv {
+            FloatView::Bf16(v) => spmm_group(g, &dev, "bf16", v, off, k, vv.as_ref(), mean)?
+                .map(|o| CudaStorage::wrap_cuda_slice(o, dev.clone())),
+            FloatView::F16(v) => spmm_group(g, &dev, "f16", v, off, k, vv.as_ref(), mean)?
+                .map(|o| CudaStorage::wrap_cuda_slice(o, dev.clone())),
+            FloatView::F32(_) => None,
+        };
+        if let Some(out) = direct {
+            return Ok((out, shape));
+        }
+    }
+    let out = match &xv {
+        FloatView::Bf16(v) => {
+            spmm_half_into(g, &dev, "bf16", v, off, k, vv.as_ref(), reduce, None)?
+        }
+        FloatView::F16(v) => spmm_half_into(g, &dev, "f16", v, off, k, vv.as_ref(), reduce, None)?,
+        FloatView::F32(_) => candle_core::bail!("spmm: F32 is not a half-precision dtype"),
+    };
+    Ok((CudaStorage::wrap_cuda_slice(out, dev), shape))
 }
 
 /// The built-in GE-SpMM shape for half-precision `x`: `(vec, n_tiles, tile_major)`. Eight

@@ -10,6 +10,7 @@ mod half;
 pub(crate) use arg::{edge_grad_arg, gather_arg, scatter_arg};
 use group::spmm_group;
 use half::spmm_half;
+pub(crate) use half::spmm_half_acc;
 
 use crate::cuda::{elementwise_cfg, f32_view, f32_view_opt, launched, zeros};
 use crate::device_graph::DeviceGraph;
