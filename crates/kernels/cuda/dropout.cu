@@ -469,20 +469,21 @@ SCALE_ROWS(float, f32, 4)
 SCALE_ROWS(__nv_bfloat16, bf16, 8)
 SCALE_ROWS(__half, f16, 8)
 
-// Row scaling into another width: `out[r, j] = (j < kin ? x[r, j] * s[r] : 0) (+ b[j])` for
-// `j < kout` (`x [n, kin]`, `out [n, kout]`, `b [kout]`; fp32 arithmetic, rounded to the storage type).
+// Row scaling into another width: `out[r, j] = (j < kin ? x[r, j] * s[r] + res[r, j] : 0) (+ b[j])`
+// for `j < kout` (`x [n, kin]`, `out [n, kout]`, `b [kout]`, `res [n, kin]`; a null `s` scales
+// by 1, a null `res` or `b` adds nothing; fp32 arithmetic, rounded to the storage type once).
 // An aggregation's epilogue on padded columns: GCN's output layer's `D^-1/2`, bias and the
-// narrowing back to its classes in one pass, and its backward's padding and `D^-1/2`.
+// narrowing back to its classes in one pass, GraphSAGE's root term, bias and narrowing, and
+// their backward's padding and `D^-1/2`.
 // A block covers RESCALE_UNROLL * blockDim consecutive elements, a thread every blockDim-th of
-// them (each step coalesced), all its loads issued before its stores: one 2-byte element per
-// thread left a few KB in flight per SM, and the launch's 29 K blocks ran about one wave per
-// microsecond (23-25 us at 153 K x 41-48 bf16 on an H200, against 6 us of transfer).
+// them (each step coalesced), all its loads issued before its stores.
 // 32-bit indices (`I = int`) where the host found every index below 2^31 (a 64-bit division
 // per element took 38-43 us at 233 K x 41 bf16 on an H200, against a 10 us transfer).
 #define RESCALE_UNROLL 8
 template <typename X, typename T, typename I>
 __device__ void rescale_rows_impl(const X* __restrict__ x, I kin, const float* __restrict__ s,
-                                  const T* __restrict__ b, T* __restrict__ out, I n, I kout) {
+                                  const T* __restrict__ res, const T* __restrict__ b, T* __restrict__ out,
+                                  I n, I kout) {
     const I total = n * kout;
     const I span = (I)blockDim.x * RESCALE_UNROLL;
     for (I base = (I)blockIdx.x * span + threadIdx.x; base < total; base += (I)gridDim.x * span) {
@@ -493,7 +494,11 @@ __device__ void rescale_rows_impl(const X* __restrict__ x, I kin, const float* _
             v[u] = 0.f;
             if (i < total) {
                 const I r = i / kout, j = i - r * kout;
-                if (j < kin) v[u] = widen_any(x[r * kin + j]) * s[r];
+                if (j < kin) {
+                    const I at = r * kin + j;
+                    v[u] = s ? widen_any(x[at]) * s[r] : widen_any(x[at]);
+                    if (res) v[u] += widen_any(res[at]);
+                }
                 if (b) v[u] += widen_any(b[j]);
             }
         }
@@ -507,36 +512,44 @@ __device__ void rescale_rows_impl(const X* __restrict__ x, I kin, const float* _
 
 #define RESCALE_ROWS(TY, NAME)                                                                        \
     extern "C" __global__ void rescale_rows_##NAME(const TY* x, int64_t kin, const float* s,          \
-                                                   const TY* b, TY* out, int64_t n, int64_t kout) {   \
-        rescale_rows_impl<TY, TY, int64_t>(x, kin, s, b, out, n, kout);                               \
+                                                   const TY* res, const TY* b, TY* out, int64_t n,    \
+                                                   int64_t kout) {                                    \
+        rescale_rows_impl<TY, TY, int64_t>(x, kin, s, res, b, out, n, kout);                          \
     }                                                                                                 \
     extern "C" __global__ void rescale_rows_i32_##NAME(const TY* x, int64_t kin, const float* s,      \
-                                                       const TY* b, TY* out, int64_t n, int64_t kout) { \
-        rescale_rows_impl<TY, TY, int>(x, (int)kin, s, b, out, (int)n, (int)kout);                    \
+                                                       const TY* res, const TY* b, TY* out, int64_t n, \
+                                                       int64_t kout) {                                \
+        rescale_rows_impl<TY, TY, int>(x, (int)kin, s, res, b, out, (int)n, (int)kout);               \
     }
 // From an fp32 accumulation into half storage: a half-precision SpMM's narrowing and epilogue
 // in one pass (one rounding, where a cast and then a rescale rounded twice).
 #define RESCALE_ROWS_ACC(TY, NAME)                                                                    \
     extern "C" __global__ void rescale_rows_acc_##NAME(const float* x, int64_t kin, const float* s,   \
-                                                       const TY* b, TY* out, int64_t n, int64_t kout) { \
-        rescale_rows_impl<float, TY, int64_t>(x, kin, s, b, out, n, kout);                            \
+                                                       const TY* res, const TY* b, TY* out, int64_t n, \
+                                                       int64_t kout) {                                \
+        rescale_rows_impl<float, TY, int64_t>(x, kin, s, res, b, out, n, kout);                       \
     }                                                                                                 \
     extern "C" __global__ void rescale_rows_acc_i32_##NAME(const float* x, int64_t kin, const float* s, \
-                                                           const TY* b, TY* out, int64_t n, int64_t kout) { \
-        rescale_rows_impl<float, TY, int>(x, (int)kin, s, b, out, (int)n, (int)kout);                 \
+                                                           const TY* res, const TY* b, TY* out,       \
+                                                           int64_t n, int64_t kout) {                 \
+        rescale_rows_impl<float, TY, int>(x, (int)kin, s, res, b, out, (int)n, (int)kout);            \
     }
 RESCALE_ROWS(float, f32)
 RESCALE_ROWS(__nv_bfloat16, bf16)
 RESCALE_ROWS(__half, f16)
 RESCALE_ROWS_ACC(__nv_bfloat16, bf16)
 RESCALE_ROWS_ACC(__half, f16)
-extern "C" __global__ void rescale_rows_f64(const double* x, int64_t kin, const float* s, const double* b,
-                                            double* out, int64_t n, int64_t kout) {
+extern "C" __global__ void rescale_rows_f64(const double* x, int64_t kin, const float* s, const double* res,
+                                            const double* b, double* out, int64_t n, int64_t kout) {
     const int64_t total = n * kout;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r = i / kout, j = i - r * kout;
-        double v = j < kin ? x[r * kin + j] * (double)s[r] : 0.0;
+        double v = 0.0;
+        if (j < kin) {
+            v = s ? x[r * kin + j] * (double)s[r] : x[r * kin + j];
+            if (res) v += res[r * kin + j];
+        }
         if (b) v += b[j];
         out[i] = v;
     }

@@ -209,20 +209,58 @@ __device__ __forceinline__ float lds(const float* p) { return *p; }
 __device__ __forceinline__ float lds(const __nv_bfloat16* p) { return __bfloat162float(*p); }
 __device__ __forceinline__ float lds(const __half* p) { return __half2float(*p); }
 
-// logsumexp of a row in shared memory, walked from column `j0` round to it.
+// The column after `j` in a walk round a row of `c` (a select, not a branch: every thread of a
+// warp takes the same steps whatever its starting column).
+__device__ __forceinline__ int next_col(int j, int c) { return j + 1 == c ? 0 : j + 1; }
+
+// logsumexp of a row in shared memory, walked from column `j0` round to it, four columns a
+// step into four partial maxima and sums (independent chains: a single running maximum made
+// every step wait on the last).
 template <typename T>
 __device__ __forceinline__ float tile_lse(const T* r, int c, int j0) {
-    float m = -INFINITY;
-    for (int t = 0, j = j0; t < c; ++t) {
-        m = fmaxf(m, lds(r + j));
-        if (++j == c) j = 0;
+    float m0 = -INFINITY, m1 = -INFINITY, m2 = -INFINITY, m3 = -INFINITY;
+    int j = j0, t = 0;
+    for (; t + 4 <= c; t += 4) {
+        const float a = lds(r + j);
+        j = next_col(j, c);
+        const float b = lds(r + j);
+        j = next_col(j, c);
+        const float d = lds(r + j);
+        j = next_col(j, c);
+        const float e = lds(r + j);
+        j = next_col(j, c);
+        m0 = fmaxf(m0, a);
+        m1 = fmaxf(m1, b);
+        m2 = fmaxf(m2, d);
+        m3 = fmaxf(m3, e);
     }
-    float s = 0.f;
-    for (int t = 0, j = j0; t < c; ++t) {
-        s += expf(lds(r + j) - m);
-        if (++j == c) j = 0;
+    for (; t < c; ++t) {
+        m0 = fmaxf(m0, lds(r + j));
+        j = next_col(j, c);
     }
-    return m + logf(s);
+    const float m = fmaxf(fmaxf(m0, m1), fmaxf(m2, m3));
+    float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
+    j = j0;
+    t = 0;
+    for (; t + 4 <= c; t += 4) {
+        const float a = lds(r + j);
+        j = next_col(j, c);
+        const float b = lds(r + j);
+        j = next_col(j, c);
+        const float d = lds(r + j);
+        j = next_col(j, c);
+        const float e = lds(r + j);
+        j = next_col(j, c);
+        s0 += expf(a - m);
+        s1 += expf(b - m);
+        s2 += expf(d - m);
+        s3 += expf(e - m);
+    }
+    for (; t < c; ++t) {
+        s0 += expf(lds(r + j) - m);
+        j = next_col(j, c);
+    }
+    return m + logf((s0 + s1) + (s2 + s3));
 }
 
 // The tile shape's forward. `vec`: x's first element is 16-byte aligned (a tile of XENT_TILE
@@ -280,10 +318,26 @@ __device__ void xent_bwd_tile(const T* __restrict__ x, const uint32_t* __restric
                 // A label >= c matches no column (its loss was NaN).
                 const uint32_t yr = __ldg(y + row);
                 const float lse = tile_lse(xr, c, j0);
-                for (int t = 0, j = j0; t < c; ++t) {
+                int j = j0, t = 0;
+                for (; t + 4 <= c; t += 4) {
+                    int jj[4];
+                    float v[4];
+#pragma unroll
+                    for (int u = 0; u < 4; ++u) {
+                        jj[u] = j;
+                        v[u] = lds(xr + j);
+                        j = next_col(j, c);
+                    }
+#pragma unroll
+                    for (int u = 0; u < 4; ++u) {
+                        const float hot = (uint32_t)jj[u] == yr ? 1.f : 0.f;
+                        st(xr + jj[u], wr * (expf(v[u] - lse) - hot));
+                    }
+                }
+                for (; t < c; ++t) {
                     const float hot = (uint32_t)j == yr ? 1.f : 0.f;
                     st(xr + j, wr * (expf(lds(xr + j) - lse) - hot));
-                    if (++j == c) j = 0;
+                    j = next_col(j, c);
                 }
             }
         }

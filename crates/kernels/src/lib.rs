@@ -10,7 +10,7 @@
 //! | [`spmm`] | `out[i] = reduce_{j in N(i)} x[j]`, reduce = sum / mean / max / min |
 //! | [`spmm_weighted`] | the same with `a_ij * x[j]`, `a` an edge-value tensor |
 //! | [`spmm_transposed`] | `Aᵀ dy`: a sum / mean `spmm`'s input gradient, for ops that differentiate through their aggregation themselves |
-//! | [`spmm_rescaled`], [`spmm_transposed_rescaled`] | an unweighted sum (or its transpose) and [`rescale_rows`] in one untracked call: half precision rounded once from the fp32 accumulation |
+//! | [`spmm_then`], [`spmm_transposed_then`] | a sum / mean (or its transpose) and its row [`Epilogue`] (factors, residual, bias, width) in one untracked call: half precision rounded once from the fp32 accumulation |
 //! | [`matmul_nt`] | `x wᵀ` computing only the gradients that are needed |
 //! | [`sddmm`] | `e[p] = <a[i], b[j]>` for every edge `p = (i, j)` (HP-SDDMM on the GPU; [`sddmm_scaled`] times an edge value) |
 //! | [`edge_softmax`] | softmax of edge scores within each row (attention) |
@@ -76,5 +76,5 @@ pub use ops::sampled::{spmm_sampled, Sampling};
 pub use ops::scale_rows::{rescale_rows, scale_rows};
 pub use ops::sddmm::{sddmm, sddmm_scaled};
 pub use ops::spmm::{
-    spmm, spmm_rescaled, spmm_transposed, spmm_transposed_rescaled, spmm_weighted, Reduce,
+    spmm, spmm_then, spmm_transposed, spmm_transposed_then, spmm_weighted, Epilogue, Reduce,
 };

@@ -7,9 +7,8 @@ use candle_core::{Device, Tensor};
 use gnn_comm::{HaloExchange, SelectedAggregation, SymmetricOperand};
 use gnn_graph::{BuildOptions, Csr, LocalGraph, Normalization, SelfLoops};
 use gnn_kernels::{
-    rescale_rows, scale_rows, spgemm_bias, spmm, spmm_rescaled, spmm_sampled,
-    spmm_transposed_rescaled, spmm_weighted, Cbsr, DeviceGraph, KernelPolicy, KernelsUsed, Reduce,
-    Sampling,
+    rescale_rows, scale_rows, spgemm_bias, spmm, spmm_sampled, spmm_then, spmm_transposed_then,
+    spmm_weighted, Cbsr, DeviceGraph, Epilogue, KernelPolicy, KernelsUsed, Reduce, Sampling,
 };
 use serde::{Deserialize, Serialize};
 
@@ -194,8 +193,8 @@ impl FusedAggregation {
 
     /// For a scaled sum ([`Self::is_scaled`]), [`Self::forward`] plus the bias `b [cols]` on
     /// its first `cols` columns, the outer row scaling, the bias and the narrowing in one
-    /// pass ([`gnn_kernels::rescale_rows`]): an output layer's aggregation on aligned
-    /// columns. `None` for the other forms.
+    /// pass ([`gnn_kernels::spmm_then`]): an output layer's aggregation on aligned columns.
+    /// `None` for the other forms.
     pub(crate) fn forward_bias(
         &self,
         x: &Tensor,
@@ -207,7 +206,43 @@ impl FusedAggregation {
         };
         graph.record_form("spmm", "row-scaled");
         let xs = scale_rows(&x.detach(), &s.cols)?;
-        Ok(Some(spmm_rescaled(graph, &xs, &s.rows, Some(b), cols)?))
+        let e = Epilogue {
+            scale: Some(&s.rows),
+            residual: None,
+            bias: Some(b),
+            cols,
+        };
+        Ok(Some(spmm_then(graph, &xs, Reduce::Sum, &e)?))
+    }
+
+    /// For a whole graph's unweighted, unscaled sum or mean (GraphSAGE's), [`Self::forward`]
+    /// plus a residual `r` (the root term, `[R, K]` like the aggregation) and the bias
+    /// `b [cols]` on its first `cols` columns, in one pass after the SpMM
+    /// ([`gnn_kernels::spmm_then`]; in half precision read from its fp32 accumulation): an
+    /// output layer's aggregation on aligned columns. `None` for the other forms.
+    pub(crate) fn forward_residual_bias(
+        &self,
+        x: &Tensor,
+        r: &Tensor,
+        b: &Tensor,
+        cols: usize,
+    ) -> Result<Option<Tensor>> {
+        let Fused::Whole {
+            graph,
+            values: None,
+            scale: None,
+            reduce: reduce @ (Reduce::Sum | Reduce::Mean),
+        } = &self.0
+        else {
+            return Ok(None);
+        };
+        let e = Epilogue {
+            scale: None,
+            residual: Some(r),
+            bias: Some(b),
+            cols,
+        };
+        Ok(Some(spmm_then(graph, x, *reduce, &e)?))
     }
 
     /// For a scaled sum, [`Self::backward`] of an output gradient on fewer columns than the
@@ -218,7 +253,11 @@ impl FusedAggregation {
             return Ok(None);
         };
         let dy = rescale_rows(dy, &s.rows, None, width)?;
-        Ok(Some(spmm_transposed_rescaled(graph, &dy, &s.cols)?))
+        let e = Epilogue {
+            scale: Some(&s.cols),
+            ..Epilogue::width(width)
+        };
+        Ok(Some(spmm_transposed_then(graph, &dy, Reduce::Sum, &e)?))
     }
 
     /// `Â x` for this rank's rows (for its selected rows, [`Self::selected`]), untracked
@@ -238,7 +277,11 @@ impl FusedAggregation {
             } if scales(x) => {
                 graph.record_form("spmm", "row-scaled");
                 let xs = scale_rows(&x.detach(), &s.cols)?;
-                spmm_rescaled(graph, &xs, &s.rows, None, x.dim(1)?)?
+                let e = Epilogue {
+                    scale: Some(&s.rows),
+                    ..Epilogue::width(x.dim(1)?)
+                };
+                spmm_then(graph, &xs, Reduce::Sum, &e)?
             }
             Fused::Whole {
                 graph,
@@ -270,7 +313,11 @@ impl FusedAggregation {
                 ..
             } if scales(dy) => {
                 let dy = scale_rows(dy, &s.rows)?;
-                spmm_transposed_rescaled(graph, &dy, &s.cols)?
+                let e = Epilogue {
+                    scale: Some(&s.cols),
+                    ..Epilogue::width(dy.dim(1)?)
+                };
+                spmm_transposed_then(graph, &dy, Reduce::Sum, &e)?
             }
             Fused::Whole {
                 graph,

@@ -15,13 +15,13 @@
 //! aligned width back to the classes in one pass, where a row scaling, a bias add and a
 //! strided copy took 111 µs on an H200 at 233 K x 48 bf16), and its backward's padding.
 //! After a half-precision SpMM it reads the fp32 accumulation itself
-//! ([`crate::spmm_rescaled`]), so the SpMM's separate fp32-to-half cast is gone too.
+//! ([`crate::spmm_then`]), so the SpMM's separate fp32-to-half cast is gone too.
 
 use crate::error::{Error, Result};
 use candle_core::backend::BackendStorage;
 #[cfg(feature = "cuda")]
 use candle_core::CudaStorage;
-use candle_core::{CpuStorage, CustomOp2, CustomOp3, DType, Layout, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, DType, Layout, Shape, Tensor};
 
 /// `diag(s) · x` for `x [N, K]` (f32, f64, bf16, f16) and constant `s [N]` (f32), in `x`'s
 /// dtype. Backward: `dx = diag(s) · dy`.
@@ -37,55 +37,145 @@ pub fn scale_rows(x: &Tensor, s: &Tensor) -> Result<Tensor> {
 /// rounded to `x`'s dtype). Backward: `dx = diag(s) · dy` re-widened to `K` columns (the same op),
 /// `db = dy.sum(0)`.
 pub fn rescale_rows(x: &Tensor, s: &Tensor, b: Option<&Tensor>, cols: usize) -> Result<Tensor> {
-    rescale_rows_to(x, s, b, cols, x.dtype())
+    const OP: &str = "rescale_rows";
+    check_rows(OP, x, s)?;
+    let op = ReWidth {
+        cols,
+        to: x.dtype(),
+    };
+    let (x, s) = (x.contiguous()?, s.contiguous()?);
+    Ok(match b {
+        Some(b) => x.apply_op3(&s, &checked_bias(OP, &x, b, cols, x.dtype())?, op)?,
+        None => x.apply_op2(&s, op)?,
+    })
 }
 
-/// [`rescale_rows`] whose result (and `b`) is in `to`: `x`'s dtype, or bf16 / f16 from f32
-/// rows (a half-precision SpMM's fp32 accumulation, rounded once: [`crate::spmm_rescaled`]).
-/// Differentiable only within a dtype.
-pub(crate) fn rescale_rows_to(
+/// `b` if it is a `[cols]` vector of `to` on `x`'s device (contiguous).
+fn checked_bias(
+    op: &'static str,
     x: &Tensor,
-    s: &Tensor,
+    b: &Tensor,
+    cols: usize,
+    to: DType,
+) -> Result<Tensor> {
+    crate::ops::check_device_of(op, x, b)?;
+    if b.dims() != [cols] {
+        return Err(Error::shape(
+            op,
+            format!("b is {:?}, expected [{cols}]", b.dims()),
+        ));
+    }
+    if b.dtype() != to {
+        return Err(Error::dtype(
+            op,
+            format!("b is {:?}, the result {to:?}", b.dtype()),
+        ));
+    }
+    Ok(b.contiguous()?)
+}
+
+/// An aggregation's row epilogue, untracked: `out[i, j] = (j < K ? s_i x[i, j] + res[i, j] :
+/// 0) + b_j` over `cols` columns of `x [N, K]`, with constant factors `s [N]` (f32; none: 1),
+/// a residual `res [N, K]` and a bias `b [cols]` (each optional, in `to`), in `to`: `x`'s
+/// dtype, or bf16 / f16 from f32 rows (a half-precision SpMM's fp32 accumulation, rounded
+/// once). What [`crate::spmm_then`] applies to the sum or mean it computes.
+pub(crate) fn rows_epilogue(
+    x: &Tensor,
+    s: Option<&Tensor>,
+    res: Option<&Tensor>,
     b: Option<&Tensor>,
     cols: usize,
     to: DType,
 ) -> Result<Tensor> {
-    const OP: &str = "rescale_rows";
-    check_rows(OP, x, s)?;
-    let widening = to != x.dtype();
-    if widening && !(x.dtype() == DType::F32 && matches!(to, DType::BF16 | DType::F16)) {
+    const OP: &str = "rows_epilogue";
+    crate::ops::check_float_or_half(OP, "x", x)?;
+    let (n, k) = x
+        .dims2()
+        .map_err(|_| Error::shape(OP, format!("x has shape {:?}, expected [N, K]", x.dims())))?;
+    if to != x.dtype() && !(x.dtype() == DType::F32 && matches!(to, DType::BF16 | DType::F16)) {
         return Err(Error::dtype(
             OP,
             format!("{:?} rows into {to:?}: only f32 into bf16 / f16", x.dtype()),
         ));
     }
-    if widening && (x.track_op() || b.is_some_and(Tensor::track_op)) {
-        return Err(Error::unsupported(
-            OP,
-            "rounding f32 rows to half precision is not differentiable here",
-        ));
+    if let Some(s) = s {
+        check_rows(OP, x, s)?;
     }
-    let op = ReWidth { cols, to };
-    let (x, s) = (x.contiguous()?, s.contiguous()?);
-    Ok(match b {
-        Some(b) => {
-            crate::ops::check_device_of(OP, &x, b)?;
-            if b.dims() != [cols] {
-                return Err(Error::shape(
-                    OP,
-                    format!("b is {:?}, expected [{cols}]", b.dims()),
-                ));
-            }
-            if b.dtype() != to {
-                return Err(Error::dtype(
-                    OP,
-                    format!("b is {:?}, the result {to:?}", b.dtype()),
-                ));
-            }
-            x.apply_op3(&s, &b.contiguous()?, op)?
+    if let Some(r) = res {
+        crate::ops::check_device_of(OP, x, r)?;
+        if r.dims() != [n, k] || r.dtype() != to {
+            return Err(Error::shape(
+                OP,
+                format!(
+                    "residual is {:?} {:?}, expected [{n}, {k}] {to:?}",
+                    r.dims(),
+                    r.dtype()
+                ),
+            ));
         }
-        None => x.apply_op2(&s, op)?,
-    })
+    }
+    let b = b.map(|b| checked_bias(OP, x, b, cols, to)).transpose()?;
+    let constant = |t: Option<&Tensor>| -> Result<Option<Tensor>> {
+        t.map(|t| Ok(t.detach().contiguous()?)).transpose()
+    };
+    let op = Finish {
+        s: constant(s)?,
+        res: constant(res)?,
+        b: constant(b.as_ref())?,
+        cols,
+        to,
+    };
+    Ok(x.detach().contiguous()?.apply_op1_no_bwd(&op)?)
+}
+
+/// [`rows_epilogue`]'s op over `x`; the other operands ride along (read in place).
+struct Finish {
+    s: Option<Tensor>,
+    res: Option<Tensor>,
+    b: Option<Tensor>,
+    cols: usize,
+    to: DType,
+}
+
+impl CustomOp1 for Finish {
+    fn name(&self) -> &'static str {
+        "rows_epilogue"
+    }
+
+    fn cpu_fwd(&self, x: &CpuStorage, xl: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        // Each operand's storage, read-locked while the kernel is queued.
+        let held =
+            [&self.s, &self.res, &self.b].map(|t| t.as_ref().map(Tensor::storage_and_layout));
+        let mut on = [None, None, None];
+        for (o, h) in on.iter_mut().zip(&held) {
+            *o = match h {
+                Some((st, l)) => match &**st {
+                    candle_core::Storage::Cpu(c) => Some((c, *l)),
+                    _ => candle_core::bail!("rows_epilogue: operands on different devices"),
+                },
+                None => None,
+            };
+        }
+        epilogue_cpu(x, xl, on[0], on[1], on[2], (self.cols, self.to))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(&self, x: &CudaStorage, xl: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
+        // Each operand's storage, read-locked while the kernel is queued.
+        let held =
+            [&self.s, &self.res, &self.b].map(|t| t.as_ref().map(Tensor::storage_and_layout));
+        let mut on = [None, None, None];
+        for (o, h) in on.iter_mut().zip(&held) {
+            *o = match h {
+                Some((st, l)) => match &**st {
+                    candle_core::Storage::Cuda(c) => Some((c, *l)),
+                    _ => candle_core::bail!("rows_epilogue: operands on different devices"),
+                },
+                None => None,
+            };
+        }
+        rewidth_cuda(x, xl, on[0], on[1], on[2], (self.cols, self.to))
+    }
 }
 
 /// [`rescale_rows`] to `cols` columns, the result in `to`.
@@ -103,65 +193,7 @@ impl ReWidth {
         sl: &Layout,
         b: Option<(&CpuStorage, &Layout)>,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (n, k) = xl.shape().dims2()?;
-        let cols = self.cols;
-        let f = crate::ops::cpu_slice::<f32>("rescale_rows", s, sl)?;
-        fn run<T: candle_core::WithDType>(
-            x: &[T],
-            f: &[f32],
-            b: Option<&[T]>,
-            k: usize,
-            cols: usize,
-            mul: impl Fn(T, f32) -> T + Sync,
-        ) -> Vec<T> {
-            use rayon::prelude::*;
-            let mut out = vec![T::zero(); f.len() * cols];
-            if cols > 0 {
-                out.par_chunks_mut(cols).enumerate().for_each(|(i, row)| {
-                    for (j, o) in row.iter_mut().enumerate() {
-                        let v = if j < k {
-                            mul(x[i * k + j], f[i])
-                        } else {
-                            T::zero()
-                        };
-                        *o = match b {
-                            Some(b) => v + b[j],
-                            None => v,
-                        };
-                    }
-                });
-            }
-            out
-        }
-        let out = match x {
-            CpuStorage::F32(_) if self.to != DType::F32 => {
-                // Into half precision: the f32 result (the bias widened), rounded once.
-                let xs = crate::ops::cpu_slice::<f32>("rescale_rows", x, xl)?;
-                let bias = match b {
-                    Some((b, bl)) => match b.to_dtype(bl, DType::F32)? {
-                        CpuStorage::F32(v) => Some(v),
-                        _ => candle_core::bail!("rescale_rows: the bias did not widen to f32"),
-                    },
-                    None => None,
-                };
-                let out = run(xs, f, bias.as_deref(), k, cols, |v, s| {
-                    (v as f64 * s as f64) as f32
-                });
-                CpuStorage::F32(out).to_dtype(&Layout::contiguous((n, cols)), self.to)?
-            }
-            CpuStorage::F32(_) => {
-                let xs = crate::ops::cpu_slice::<f32>("rescale_rows", x, xl)?;
-                let bs = crate::ops::cpu_slice_opt::<f32>("rescale_rows", b)?;
-                CpuStorage::F32(run(xs, f, bs, k, cols, |v, s| (v as f64 * s as f64) as f32))
-            }
-            CpuStorage::F64(_) => {
-                let xs = crate::ops::cpu_slice::<f64>("rescale_rows", x, xl)?;
-                let bs = crate::ops::cpu_slice_opt::<f64>("rescale_rows", b)?;
-                CpuStorage::F64(run(xs, f, bs, k, cols, |v, s| v * s as f64))
-            }
-            o => candle_core::bail!("rescale_rows: unsupported dtype {:?} on the CPU", o.dtype()),
-        };
-        Ok((out, Shape::from((n, cols))))
+        epilogue_cpu(x, xl, Some((s, sl)), None, b, (self.cols, self.to))
     }
 
     /// `dx` (re-widened to `x`'s columns) and `db` for `dy`.
@@ -184,6 +216,94 @@ impl ReWidth {
         };
         Ok((dx, db))
     }
+}
+
+/// The CPU body of [`rescale_rows`] and [`rows_epilogue`]: `out[i, j] = (j < K ? s_i x[i, j] +
+/// res[i, j] : 0) + b_j` over `cols` columns (no `s`: factor 1; `res` and `b` in `to`), in
+/// f64 for f64 rows, else f32 products rounded once to `to` (`x`'s dtype, or bf16 / f16 from
+/// f32 rows).
+fn epilogue_cpu(
+    x: &CpuStorage,
+    xl: &Layout,
+    s: Option<(&CpuStorage, &Layout)>,
+    res: Option<(&CpuStorage, &Layout)>,
+    b: Option<(&CpuStorage, &Layout)>,
+    (cols, to): (usize, DType),
+) -> candle_core::Result<(CpuStorage, Shape)> {
+    const OP: &str = "rescale_rows";
+    let (n, k) = xl.shape().dims2()?;
+    let f = match s {
+        Some((s, sl)) => Some(crate::ops::cpu_slice::<f32>(OP, s, sl)?),
+        None => None,
+    };
+    fn run<T: candle_core::WithDType>(
+        x: &[T],
+        f: Option<&[f32]>,
+        res: Option<&[T]>,
+        b: Option<&[T]>,
+        (n, k, cols): (usize, usize, usize),
+        mul: impl Fn(T, f32) -> T + Sync,
+    ) -> Vec<T> {
+        use rayon::prelude::*;
+        let mut out = vec![T::zero(); n * cols];
+        if cols > 0 {
+            out.par_chunks_mut(cols).enumerate().for_each(|(i, row)| {
+                for (j, o) in row.iter_mut().enumerate() {
+                    let mut v = T::zero();
+                    if j < k {
+                        let xv = x[i * k + j];
+                        v = f.map_or(xv, |f| mul(xv, f[i]));
+                        if let Some(r) = res {
+                            v += r[i * k + j];
+                        }
+                    }
+                    *o = match b {
+                        Some(b) => v + b[j],
+                        None => v,
+                    };
+                }
+            });
+        }
+        out
+    }
+    let dims = (n, k, cols);
+    let out = match x {
+        CpuStorage::F32(_) if to != DType::F32 => {
+            // Into half precision: the f32 result (bias and residual widened), rounded once.
+            let xs = crate::ops::cpu_slice::<f32>(OP, x, xl)?;
+            let widen =
+                |t: Option<(&CpuStorage, &Layout)>| -> candle_core::Result<Option<Vec<f32>>> {
+                    Ok(match t {
+                        Some((t, tl)) => match t.to_dtype(tl, DType::F32)? {
+                            CpuStorage::F32(v) => Some(v),
+                            _ => candle_core::bail!("{OP}: an operand did not widen to f32"),
+                        },
+                        None => None,
+                    })
+                };
+            let (rs, bs) = (widen(res)?, widen(b)?);
+            let out = run(xs, f, rs.as_deref(), bs.as_deref(), dims, |v, s| {
+                (v as f64 * s as f64) as f32
+            });
+            CpuStorage::F32(out).to_dtype(&Layout::contiguous((n, cols)), to)?
+        }
+        CpuStorage::F32(_) => {
+            let xs = crate::ops::cpu_slice::<f32>(OP, x, xl)?;
+            let rs = crate::ops::cpu_slice_opt::<f32>(OP, res)?;
+            let bs = crate::ops::cpu_slice_opt::<f32>(OP, b)?;
+            CpuStorage::F32(run(xs, f, rs, bs, dims, |v, s| {
+                (v as f64 * s as f64) as f32
+            }))
+        }
+        CpuStorage::F64(_) => {
+            let xs = crate::ops::cpu_slice::<f64>(OP, x, xl)?;
+            let rs = crate::ops::cpu_slice_opt::<f64>(OP, res)?;
+            let bs = crate::ops::cpu_slice_opt::<f64>(OP, b)?;
+            CpuStorage::F64(run(xs, f, rs, bs, dims, |v, s| v * s as f64))
+        }
+        o => candle_core::bail!("{OP}: unsupported dtype {:?} on the CPU", o.dtype()),
+    };
+    Ok((out, Shape::from((n, cols))))
 }
 
 impl CustomOp2 for ReWidth {
@@ -209,7 +329,7 @@ impl CustomOp2 for ReWidth {
         s: &CudaStorage,
         sl: &Layout,
     ) -> candle_core::Result<(CudaStorage, Shape)> {
-        rewidth_cuda(x, xl, s, sl, None, (self.cols, self.to))
+        rewidth_cuda(x, xl, Some((s, sl)), None, None, (self.cols, self.to))
     }
 
     fn bwd(
@@ -250,7 +370,14 @@ impl CustomOp3 for ReWidth {
         b: &CudaStorage,
         bl: &Layout,
     ) -> candle_core::Result<(CudaStorage, Shape)> {
-        rewidth_cuda(x, xl, s, sl, Some((b, bl)), (self.cols, self.to))
+        rewidth_cuda(
+            x,
+            xl,
+            Some((s, sl)),
+            None,
+            Some((b, bl)),
+            (self.cols, self.to),
+        )
     }
 
     fn bwd(
@@ -270,8 +397,8 @@ impl CustomOp3 for ReWidth {
 fn rewidth_cuda(
     x: &CudaStorage,
     xl: &Layout,
-    s: &CudaStorage,
-    sl: &Layout,
+    s: Option<(&CudaStorage, &Layout)>,
+    res: Option<(&CudaStorage, &Layout)>,
     b: Option<(&CudaStorage, &Layout)>,
     (cols, to): (usize, DType),
 ) -> candle_core::Result<(CudaStorage, Shape)> {
@@ -279,7 +406,8 @@ fn rewidth_cuda(
     use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
     /// Elements a thread of the half and f32 kernels takes (`RESCALE_UNROLL`).
     const RESCALE_UNROLL: usize = 8;
-    if !xl.is_contiguous() || !sl.is_contiguous() || b.is_some_and(|(_, bl)| !bl.is_contiguous()) {
+    let contiguous = |t: Option<(&CudaStorage, &Layout)>| t.is_none_or(|(_, l)| l.is_contiguous());
+    if !xl.is_contiguous() || !contiguous(s) || !contiguous(res) || !contiguous(b) {
         candle_core::bail!("rescale_rows: operands must be contiguous");
     }
     let (n, k) = xl.shape().dims2()?;
@@ -293,16 +421,27 @@ fn rewidth_cuda(
     if !acc && to != x.dtype() {
         candle_core::bail!("rescale_rows: {:?} rows into {to:?}", x.dtype());
     }
+    if acc && !matches!(to, DType::BF16 | DType::F16) {
+        candle_core::bail!("rescale_rows: f32 rows into {to:?}");
+    }
     let dev = x.device().clone();
-    let sv = s.as_cuda_slice::<f32>()?.slice(sl.start_offset()..);
+    let sv = match s {
+        Some((s, sl)) => Some(s.as_cuda_slice::<f32>()?.slice(sl.start_offset()..)),
+        None => None,
+    };
     let (kin, kout, n64) = (k as i64, cols as i64, n as i64);
     // x's elements as $X, b's and the output's as $T.
     macro_rules! launch {
         ($X:ty, $T:ty, $family:expr, $suffix:expr) => {{
             let xv = x.as_cuda_slice::<$X>()?.slice(xl.start_offset()..);
-            // Without a bias the kernel is handed a null pointer and reads none.
+            // Without a factor, residual or bias the kernel is handed a null pointer and
+            // reads none.
             let bv = match b {
                 Some((b, bl)) => Some(b.as_cuda_slice::<$T>()?.slice(bl.start_offset()..)),
+                None => None,
+            };
+            let rv = match res {
+                Some((r, rl)) => Some(r.as_cuda_slice::<$T>()?.slice(rl.start_offset()..)),
                 None => None,
             };
             // SAFETY: the kernel writes all n * cols elements.
@@ -328,15 +467,23 @@ fn rewidth_cuda(
                 let func = crate::cuda::kernel(&dev, &name, &crate::cuda::DROPOUT)?;
                 let null = 0u64;
                 let mut a = func.builder();
-                a.arg(&xv).arg(&kin).arg(&sv);
+                a.arg(&xv).arg(&kin);
+                match &sv {
+                    Some(sv) => a.arg(sv),
+                    None => a.arg(&null),
+                };
+                match &rv {
+                    Some(rv) => a.arg(rv),
+                    None => a.arg(&null),
+                };
                 match &bv {
                     Some(bv) => a.arg(bv),
                     None => a.arg(&null),
                 };
                 a.arg(&out).arg(&n64).arg(&kout);
-                // SAFETY: x holds n rows of k, s n factors, b (when given) cols, out n rows of
-                // cols; the kernel reads x only at columns below k; the grid strides over
-                // n * cols.
+                // SAFETY: x (and res, when given) hold n rows of k, s (when given) n factors,
+                // b (when given) cols, out n rows of cols; the kernel reads x and res only at
+                // columns below k; the grid strides over n * cols.
                 launched(unsafe { a.launch(cfg) }.map(|_| ()))?;
             }
             CudaStorage::wrap_cuda_slice(out, dev)
@@ -570,42 +717,61 @@ mod tests {
         assert!(!scale_rows(&x, &s).unwrap().track_op());
     }
 
-    /// f32 rows into bf16 / f16 ([`rescale_rows_to`], the epilogue of a half-precision SpMM's
-    /// fp32 accumulation) round once: the f32 result converted, bias widened; other pairs
-    /// of dtypes and a tracked input are refused.
+    /// f32 rows into bf16 / f16 ([`rows_epilogue`], the epilogue of a half-precision SpMM's
+    /// fp32 accumulation) round once: the f32 result (residual and bias widened) converted;
+    /// other pairs of dtypes and operands of the wrong dtype or shape are refused, and the
+    /// result is untracked.
     #[test]
-    fn rescale_rows_into_half_rounds_the_f32_result_once() {
+    fn rows_epilogue_into_half_rounds_the_f32_result_once() {
         let dev = Device::Cpu;
         let (n, k, cols) = (33usize, 48usize, 41usize);
         let x = Tensor::randn(0f32, 1.0, (n, k), &dev).unwrap();
         let s = Tensor::rand(0.01f32, 2.0, n, &dev).unwrap();
         let b = Tensor::randn(0f32, 1.0, cols, &dev).unwrap();
-        for to in [DType::BF16, DType::F16] {
-            let bh = b.to_dtype(to).unwrap();
-            let got = rescale_rows_to(&x, &s, Some(&bh), cols, to).unwrap();
-            let want = rescale_rows(&x, &s, Some(&bh.to_dtype(DType::F32).unwrap()), cols)
+        let r = Tensor::randn(0f32, 1.0, (n, k), &dev).unwrap();
+        let flat = |t: &Tensor| {
+            t.to_dtype(DType::F32)
                 .unwrap()
-                .to_dtype(to)
-                .unwrap();
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap()
+        };
+        for to in [DType::BF16, DType::F16] {
+            let (bh, rh) = (b.to_dtype(to).unwrap(), r.to_dtype(to).unwrap());
+            let got = rows_epilogue(&x, Some(&s), Some(&rh), Some(&bh), cols, to).unwrap();
             assert_eq!(got.dtype(), to);
-            let flat = |t: &Tensor| {
-                t.to_dtype(DType::F32)
-                    .unwrap()
-                    .flatten_all()
-                    .unwrap()
-                    .to_vec1::<f32>()
-                    .unwrap()
-            };
-            assert_eq!(flat(&got), flat(&want), "{to:?}");
+            let scaled = x
+                .broadcast_mul(&s.reshape((n, 1)).unwrap())
+                .unwrap()
+                .add(&rh.to_dtype(DType::F32).unwrap())
+                .unwrap()
+                .narrow(1, 0, cols)
+                .unwrap()
+                .broadcast_add(&bh.to_dtype(DType::F32).unwrap())
+                .unwrap();
+            // One rounding of the f32 value (the f32 reference's own roundings are far below
+            // half precision's): equal but for values on a rounding boundary.
+            let (g, w) = (flat(&got), flat(&scaled.to_dtype(to).unwrap()));
+            let off = g.iter().zip(&w).filter(|(a, b)| a != b).count();
+            assert!(off <= g.len() / 100, "{to:?}: {off} of {} differ", g.len());
             assert!(
-                rescale_rows_to(&x, &s, Some(&b), cols, to).is_err(),
+                rows_epilogue(&x, Some(&s), None, Some(&b), cols, to).is_err(),
                 "f32 bias"
+            );
+            assert!(
+                rows_epilogue(&x, None, Some(&r), None, cols, to).is_err(),
+                "f32 residual"
             );
         }
         let x64 = x.to_dtype(DType::F64).unwrap();
-        assert!(rescale_rows_to(&x64, &s, None, cols, DType::BF16).is_err());
+        assert!(rows_epilogue(&x64, None, None, None, cols, DType::BF16).is_err());
+        let short = Tensor::zeros((n, 3), DType::F32, &dev).unwrap();
+        assert!(rows_epilogue(&x, None, Some(&short), None, cols, DType::F32).is_err());
         let xv = Var::from_tensor(&x).unwrap();
-        assert!(rescale_rows_to(xv.as_tensor(), &s, None, cols, DType::BF16).is_err());
+        let y = rows_epilogue(xv.as_tensor(), None, None, None, cols, DType::F32).unwrap();
+        assert!(!y.track_op());
+        assert_eq!(flat(&y), flat(&x.narrow(1, 0, cols).unwrap()));
     }
 
     /// [`rescale_rows`] against the composition it replaces (the row scaling, then a zero pad

@@ -316,6 +316,10 @@ fn pair_parts(
             None => Ok(r),
         }
     };
+    // An output layer over a whole graph's plain sum or mean: the root term, the bias and the
+    // narrowing in the aggregation's own epilogue pass (in half precision from its fp32
+    // accumulation: no cast, add or narrowing copy of their own).
+    let whole_output = matches!(act, Act::Bias);
     let (z, root) = match (&held, &tracked, &product_agg) {
         (Some(a), _, _) | (None, Some(a), _) => {
             let (l, r) = {
@@ -339,11 +343,14 @@ fn pair_parts(
                 )
             };
             let r = own_rows(r)?;
-            let l = {
-                let _t = g.phase(Phase::Aggregation);
-                f.forward(&l)?
-            };
-            (l, Some(r))
+            let _t = g.phase(Phase::Aggregation);
+            match whole_output {
+                true => match f.forward_residual_bias(&l, &r, &bias, out_dim)? {
+                    Some(y) => (y, None),
+                    None => (f.forward(&l)?, Some(r)),
+                },
+                false => (f.forward(&l)?, Some(r)),
+            }
         }
         (None, None, Some(f)) => {
             // The composed layer's order: one product with [w_a; w_h], the neighbour half
@@ -363,8 +370,14 @@ fn pair_parts(
         }
         (None, None, None) => unreachable!("every neighbour term sets one"),
     };
-    let (out, mask) = finish(g, z, root, &bias.pad_with_zeros(0, 0, pad)?, act)?;
-    let out = unpadded(out, 1, out_dim)?;
+    // A finished output (root term and bias added, `out_dim` wide) has no root left over.
+    let (out, mask) = match (whole_output, product_agg.is_some(), &root) {
+        (true, true, None) => (z, None),
+        _ => {
+            let (out, mask) = finish(g, z, root, &bias.pad_with_zeros(0, 0, pad)?, act)?;
+            (unpadded(out, 1, out_dim)?, mask)
+        }
+    };
     let backward = move |a: Option<&Tensor>, h: &Tensor, wb: &Tensor, dy: &Tensor| {
         let dy = dy.pad_with_zeros(1, 0, pad)?;
         let dz = pre_activation_grad(mask.as_ref(), &dy)?;

@@ -26,11 +26,11 @@ pub mod dispatch;
 pub mod reference;
 
 mod arg;
+mod epilogue;
 mod op;
-mod rescaled;
 use arg::{GatherArgOp, SpmmArgOp};
+pub use epilogue::{spmm_then, spmm_transposed_then, Epilogue};
 use op::SpmmOp;
-pub use rescaled::{spmm_rescaled, spmm_transposed_rescaled};
 
 use super::optional::{Cpu, CpuOut, Grads, OptionalInput, With, Without};
 #[cfg(feature = "cuda")]

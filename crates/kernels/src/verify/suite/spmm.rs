@@ -507,14 +507,15 @@ fn half_tag(dt: DType, reduce: Reduce, weighted: bool) -> String {
     format!("{dt:?} {}", reduce_tag(reduce, weighted)).to_lowercase()
 }
 
-/// The unweighted sum with its epilogue in one call ([`crate::spmm_rescaled`]: row scaling,
-/// bias, narrowing or padding to `cols`) and the transposed sum with its rows scaled
-/// ([`crate::spmm_transposed_rescaled`]), in f32, bf16 and f16 (the half types rounded once
-/// from the fp32 accumulation), against an f64 CPU run on the same rounded inputs, element by
+/// A sum or mean with its row epilogue in one call ([`crate::spmm_then`]: row factors, a
+/// residual, a bias, narrowing or padding to `cols`) and the transposed form
+/// ([`crate::spmm_transposed_then`]), in f32, bf16 and f16 (the half types rounded once from
+/// the fp32 accumulation), against an f64 CPU run on the same rounded inputs, element by
 /// element within the fp32 summation bound plus one narrowing of the result. Widths: K = 7,
 /// 41 (not whole 16-byte steps), 48 -> 41 and 41 -> 48 (GCN's output layer and its backward),
-/// 128; the graphs have empty rows and a 50 K-edge row.
-pub(super) fn check_spmm_rescaled(
+/// 128, and 48 with the width alone (the bare narrowing); the graphs have empty rows and a
+/// 50 K-edge row.
+pub(super) fn check_spmm_then(
     c: &mut Checker,
     gpu: &Device,
     graphs: [(&str, &Csr); 2],
@@ -526,39 +527,73 @@ pub(super) fn check_spmm_rescaled(
     for (name, csr) in graphs {
         let (gc, gg) = upload_both(c, csr, gpu)?;
         let (deg_rows, deg_cols) = max_degrees(csr);
-        for (k, cols) in [(7usize, 7usize), (41, 41), (48, 41), (41, 48), (128, 128)] {
-            let x = c.randn((csr.n_cols(), k))?;
-            let dy = c.randn((csr.n_rows(), k))?;
-            let s_rows = c.randn(csr.n_rows())?.abs()?;
-            let s_cols = c.randn(csr.n_cols())?.abs()?;
+        let (n, m) = (csr.n_rows(), csr.n_cols());
+        for (k, cols, full) in [
+            (7usize, 7usize, true),
+            (41, 41, true),
+            (48, 41, true),
+            (41, 48, true),
+            (128, 128, true),
+            (48, 48, false),
+        ] {
+            let x = c.randn((m, k))?;
+            let dy = c.randn((n, k))?;
+            let (s_rows, s_cols) = (c.randn(n)?.abs()?, c.randn(m)?.abs()?);
+            let (r_rows, r_cols) = (c.randn((n, k))?, c.randn((m, k))?);
             let b = c.randn(cols)?;
-            for st in &sts {
-                let dt = st.dtype;
-                let (xh, dyh, bh) = (st.round(&x)?, st.round(&dy)?, st.round(&b)?);
-                let on = |t: &Tensor| -> Result<Tensor> { Ok(t.to_dtype(dt)?.to_device(gpu)?) };
-                let (sr, sc) = (s_rows.to_device(gpu)?, s_cols.to_device(gpu)?);
-                // Forward: s_i (A x)_i + b over `cols` columns.
-                let oc = crate::spmm_rescaled(&gc, &xh, &s_rows, Some(&bh), cols)?;
-                let oa = crate::spmm_rescaled(&gc, &xh.abs()?, &s_rows, Some(&bh.abs()?), cols)?;
-                let og = crate::spmm_rescaled(&gg, &on(&xh)?, &sr, Some(&on(&bh)?), cols)?;
-                if og.dtype() != dt {
-                    return Err(missing(&format!(
-                        "spmm_rescaled {dt:?} gave {:?}",
-                        og.dtype()
-                    )));
+            for reduce in [Reduce::Sum, Reduce::Mean] {
+                for st in &sts {
+                    let dt = st.dtype;
+                    let rd = |t: &Tensor| st.round(t);
+                    let on = |t: &Tensor| -> Result<Tensor> { Ok(t.to_dtype(dt)?.to_device(gpu)?) };
+                    let at = |t: &Tensor| -> Result<Tensor> { Ok(t.to_device(gpu)?) };
+                    // (x, s, residual) of one direction, on the CPU in f64 (and |.|) and the GPU.
+                    let sides = [
+                        ("", rd(&x)?, &s_rows, rd(&r_rows)?, deg_rows),
+                        ("transposed ", rd(&dy)?, &s_cols, rd(&r_cols)?, deg_cols),
+                    ];
+                    for (dir, xin, s, res, deg) in sides {
+                        let bh = rd(&b)?;
+                        let run = |dev_g: &DeviceGraph,
+                                   x: &Tensor,
+                                   s: &Tensor,
+                                   r: &Tensor,
+                                   b: &Tensor|
+                         -> Result<Tensor> {
+                            let e = crate::Epilogue {
+                                scale: full.then_some(s),
+                                residual: full.then_some(r),
+                                bias: full.then_some(b),
+                                cols,
+                            };
+                            if dir.is_empty() {
+                                crate::spmm_then(dev_g, x, reduce, &e)
+                            } else {
+                                crate::spmm_transposed_then(dev_g, x, reduce, &e)
+                            }
+                        };
+                        let oc = run(&gc, &xin, s, &res, &bh)?;
+                        let oa = run(&gc, &xin.abs()?, s, &res.abs()?, &bh.abs()?)?;
+                        let og = run(&gg, &on(&xin)?, &at(s)?, &on(&res)?, &on(&bh)?)?;
+                        if og.dtype() != dt {
+                            return Err(missing(&format!(
+                                "spmm_then {dt:?} gave {:?}",
+                                og.dtype()
+                            )));
+                        }
+                        let mut lim =
+                            (sum_bound(&oa, sum_depth(deg, c.grouped()))? + st.narrowing(&oa)?)?;
+                        if !dir.is_empty() && reduce == Reduce::Mean {
+                            // The transposed mean scales dy by 1/deg in its storage type before
+                            // the sum (as `spmm_transposed` does): one more rounding per term.
+                            lim = (lim + st.narrowing(&oa)?)?;
+                        }
+                        let what = if full { "" } else { " width only" };
+                        let tag = format!("spmm_then {dir}{reduce:?} {dt:?} {k}->{cols}{what}")
+                            .to_lowercase();
+                        c.check_within(name, tag, k, &og, &oc, &lim)?;
+                    }
                 }
-                let lim =
-                    (sum_bound(&oa, sum_depth(deg_rows, c.grouped()))? + st.narrowing(&oa)?)?;
-                let tag = format!("spmm_rescaled {dt:?} {k}->{cols}").to_lowercase();
-                c.check_within(name, tag, k, &og, &oc, &lim)?;
-                // Backward's form: s_j (Aᵀ dy)_j on K columns.
-                let tc = crate::spmm_transposed_rescaled(&gc, &dyh, &s_cols)?;
-                let ta = crate::spmm_transposed_rescaled(&gc, &dyh.abs()?, &s_cols)?;
-                let tg = crate::spmm_transposed_rescaled(&gg, &on(&dyh)?, &sc)?;
-                let lim =
-                    (sum_bound(&ta, sum_depth(deg_cols, c.grouped()))? + st.narrowing(&ta)?)?;
-                let tag = format!("spmm_transposed_rescaled {dt:?} {k}").to_lowercase();
-                c.check_within(name, tag, k, &tg, &tc, &lim)?;
             }
         }
     }

@@ -71,7 +71,7 @@ pub(super) fn spmm_half(
 /// The sum or mean SpMM of half-precision `x` as its kernel leaves it: the fp32 accumulation
 /// (`[n_rows, k]` f32), or, from the row groups ([`Choice::Group`]), the result already in
 /// `x`'s dtype. What [`spmm_half`] narrows, and what an epilogue that rounds once
-/// (`crate::spmm_rescaled`) reads instead.
+/// (`crate::spmm_then`) reads instead.
 pub(crate) fn spmm_half_acc(
     g: &DeviceGraph,
     x: &CudaStorage,
