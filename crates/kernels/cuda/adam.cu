@@ -55,3 +55,25 @@ extern "C" __global__ void adam_apply_f64(double* theta, const double* mv, uint6
                                           uint32_t gate_len) {
     apply<double>(theta, mv, n, lr, bc1, bc2, eps, keep, gate, gate_len);
 }
+
+// The step check's sums (src/ops/adam/sums.rs): the sum of each of `m` f32 tensors into
+// out[i], one block per tensor. `table` holds m device pointers, then the m element counts.
+// Each thread strides its tensor in f32, then a fixed tree (warp shuffles, then the warps in
+// order): the same sums on every run. Blocks of at most 1024 threads.
+extern "C" __global__ void sums_f32(const uint64_t* __restrict__ table, uint32_t m, float* __restrict__ out) {
+    const uint32_t i = blockIdx.x;
+    if (i >= m) return;
+    const float* __restrict__ p = reinterpret_cast<const float*>(table[i]);
+    const uint64_t n = table[m + i];
+    float acc = 0.f;
+    for (uint64_t j = threadIdx.x; j < n; j += blockDim.x) acc += p[j];
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    __shared__ float warps[32];
+    if ((threadIdx.x & 31) == 0) warps[threadIdx.x >> 5] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float t = 0.f;
+        for (uint32_t w = 0; w < (blockDim.x + 31) / 32; ++w) t += warps[w];
+        out[i] = t;
+    }
+}

@@ -52,7 +52,7 @@ pub use device_graph::{setup_time, DeviceGraph};
 pub use policy::{ColumnBlock, KernelPolicy, KernelsUsed, SddmmKernel, SpmmKernel};
 
 pub use error::{Error, Result};
-pub use ops::adam::{adam_step, AdamStep};
+pub use ops::adam::{adam_step, sums_f32, AdamStep};
 pub use ops::column_sum;
 pub use ops::dropout::dropout;
 pub use ops::edge_softmax::edge_softmax;

@@ -143,8 +143,9 @@ enum Fused {
     Selected(SelectedAggregation),
     /// A whole graph's sum or mean: [`spmm`] / [`spmm_weighted`] forward,
     /// [`gnn_kernels::spmm_transposed`] backward; with `scale` (GCN's `D^-1/2`, standing for
-    /// `values`: [`ModelGraph::with_scaled_normalisation`]) both unweighted between two
-    /// [`gnn_kernels::scale_rows`].
+    /// `values`: [`ModelGraph::with_scaled_normalisation`]) both unweighted, the inner row
+    /// scaling a [`gnn_kernels::scale_rows`] and the outer one the SpMM's epilogue
+    /// ([`gnn_kernels::spmm_then`], [`gnn_kernels::spmm_transposed_then`]).
     Whole {
         graph: DeviceGraph,
         values: Option<Tensor>,
@@ -297,7 +298,8 @@ impl FusedAggregation {
 
     /// The gradient [`Self::forward`]'s input gets for the output gradient `dy`:
     /// [`HaloExchange::aggregate_symmetric_grad`] (or [`SelectedAggregation::backward`], or
-    /// a whole graph's [`gnn_kernels::spmm_transposed`]).
+    /// a whole graph's [`gnn_kernels::spmm_transposed`], scaled:
+    /// [`gnn_kernels::spmm_transposed_then`]).
     /// Collective, like the forward.
     pub fn backward(&self, dy: &Tensor) -> Result<Tensor> {
         Ok(match &self.0 {

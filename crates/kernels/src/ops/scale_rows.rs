@@ -14,8 +14,9 @@
 //! on padded columns (GCN's output layer: `D^-1/2`, the bias and the narrowing from the
 //! aligned width back to the classes in one pass, where a row scaling, a bias add and a
 //! strided copy took 111 µs on an H200 at 233 K x 48 bf16), and its backward's padding.
-//! After a half-precision SpMM it reads the fp32 accumulation itself
-//! ([`crate::spmm_then`]), so the SpMM's separate fp32-to-half cast is gone too.
+//! Its untracked form with an optional residual (`rows_epilogue`) is what follows a sum or
+//! mean in [`crate::spmm_then`]: after a half-precision SpMM it reads the fp32 accumulation
+//! itself, so the SpMM's separate fp32-to-half cast is gone too.
 
 use crate::error::{Error, Result};
 use candle_core::backend::BackendStorage;
@@ -103,14 +104,16 @@ pub(crate) fn rows_epilogue(
     }
     if let Some(r) = res {
         crate::ops::check_device_of(OP, x, r)?;
-        if r.dims() != [n, k] || r.dtype() != to {
+        if r.dims() != [n, k] {
             return Err(Error::shape(
                 OP,
-                format!(
-                    "residual is {:?} {:?}, expected [{n}, {k}] {to:?}",
-                    r.dims(),
-                    r.dtype()
-                ),
+                format!("residual is {:?}, expected [{n}, {k}]", r.dims()),
+            ));
+        }
+        if r.dtype() != to {
+            return Err(Error::dtype(
+                OP,
+                format!("residual is {:?}, the result {to:?}", r.dtype()),
             ));
         }
     }

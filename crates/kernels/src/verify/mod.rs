@@ -100,10 +100,25 @@ fn rel_err(gpu: &Tensor, cpu: &Tensor) -> Result<f64> {
     if a.len() != b.len() {
         return Err(missing(&format!("length {} vs {}", a.len(), b.len())));
     }
-    let scale = b.iter().fold(0f64, |m, v| m.max(v.abs())).max(1e-30);
+    // A value finite on one side and not on the other (or two different non-finite values)
+    // is an infinite error: `f64::max` would drop a NaN difference and pass it.
+    let differ = |x: f64, y: f64| {
+        if x.is_finite() && y.is_finite() {
+            (x - y).abs()
+        } else if x == y || (x.is_nan() && y.is_nan()) {
+            0.0
+        } else {
+            f64::INFINITY
+        }
+    };
+    let scale = b
+        .iter()
+        .filter(|v| v.is_finite())
+        .fold(0f64, |m, v| m.max(v.abs()))
+        .max(1e-30);
     Ok(a.iter()
         .zip(&b)
-        .fold(0f64, |m, (x, y)| m.max((x - y).abs()))
+        .fold(0f64, |m, (x, y)| m.max(differ(*x, *y)))
         / scale)
 }
 
@@ -289,7 +304,7 @@ fn sum_depth(terms: usize, grouped: bool) -> f64 {
 /// `depth * u` times the sum of the terms' magnitudes (`abs`, the same computation on absolute
 /// inputs; the standard first-order summation bound, u = 2^-24), doubled for the second-order
 /// terms and the f64 reference's own rounding.
-fn sum_bound(abs: &Tensor, depth: f64) -> Result<Tensor> {
+pub(crate) fn sum_bound(abs: &Tensor, depth: f64) -> Result<Tensor> {
     let u = f32::EPSILON as f64 / 2.0;
     Ok(((abs.to_dtype(DType::F64)? * (2.0 * depth * u))? + 1e-30)?)
 }

@@ -23,8 +23,9 @@
 //!
 //! Forward values equal the composed layers' bit for bit on the CPU (the same products, sums
 //! and epilogue kernel, in the same order); under half precision a GraphSAGE output layer
-//! rounds its two terms and bias once ([`gnn_kernels::bias_add_residual`]) where the composed
-//! one rounds the terms' sum first. The gradients are the same sums with
+//! rounds its two terms and bias once where the composed one rounds the terms' sum first
+//! (over a whole graph's mean, from the SpMM's fp32 accumulation:
+//! [`gnn_kernels::spmm_then`]; otherwise [`gnn_kernels::bias_add_residual`]). The gradients are the same sums with
 //! the weight gradients as `dzᵀ x` products (the composed matmul's `(xᵀ dz)ᵀ`), equal up to
 //! rounding.
 

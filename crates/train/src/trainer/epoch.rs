@@ -294,40 +294,25 @@ pub(crate) fn all_reduce_grads(
 }
 
 /// The step's check on the device, not read back: the loss (`[1]`, f32) then the sum of each
-/// parameter's gradient, in f32; with the names of the parameters whose sums follow the loss.
-/// Any non-finite gradient value makes its sum non-finite (an overflowing sum of finite ones
-/// counts too, as an update from such gradients would be useless).
+/// parameter's gradient, in f32, in one launch ([`gnn_kernels::sums_f32`]); with the names of
+/// the parameters whose sums follow the loss. Any non-finite gradient value makes its sum
+/// non-finite (an overflowing sum of finite ones counts too, as an update from such gradients
+/// would be useless).
 fn check_values<'a>(
     loss: &Tensor,
     vars: &'a [(String, Var)],
     grads: &GradStore,
 ) -> Result<(Vec<&'a str>, Tensor)> {
-    let (names, sums): (Vec<&str>, Vec<Tensor>) = vars
-        .iter()
-        .filter_map(|(k, v)| {
-            let g = grads.get(v.as_tensor())?;
-            Some((k.as_str(), sum_f32(g)))
-        })
-        .map(|(k, s)| s.map(|s| (k, s)))
-        .collect::<candle_core::Result<Vec<_>>>()?
-        .into_iter()
-        .unzip();
-    let mut parts = vec![loss.clone()];
-    if !sums.is_empty() {
-        parts.push(Tensor::stack(&sums, 0)?);
+    let mut names = Vec::with_capacity(vars.len());
+    let mut parts = vec![loss.to_dtype(candle_core::DType::F32)?];
+    for (k, v) in vars {
+        if let Some(g) = grads.get(v.as_tensor()) {
+            names.push(k.as_str());
+            parts.push(g.to_dtype(candle_core::DType::F32)?);
+        }
     }
-    Ok((names, Tensor::cat(&parts, 0)?))
-}
-
-/// The sum of `g` in f32 (`[]`), a matrix's rows first: candle sums a whole tensor in one
-/// block of threads (11 us for a 128 x 602 gradient on an H200), its rows in one block each.
-fn sum_f32(g: &Tensor) -> candle_core::Result<Tensor> {
-    let g = g.to_dtype(candle_core::DType::F32)?;
-    if g.rank() >= 2 {
-        g.sum(candle_core::D::Minus1)?.sum_all()
-    } else {
-        g.sum_all()
-    }
+    let sums = gnn_kernels::sums_f32(&parts.iter().collect::<Vec<_>>())?;
+    Ok((names, sums))
 }
 
 /// The first non-finite value of a step's check read back (`values`: the loss, then the sums

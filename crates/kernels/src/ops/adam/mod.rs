@@ -18,6 +18,8 @@
 pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
+mod sums;
+pub use sums::sums_f32;
 
 use super::check_device_of;
 use crate::error::{Error, Result};

@@ -190,10 +190,13 @@ mod tests {
         let close = |a: f64, b: f64| (a - b).abs() <= 1e-5 * (1.0 + b.abs());
         for dt in [DType::F64, DType::F32] {
             for (k, cols) in [(5usize, 3usize), (5, 5), (3, 6)] {
-                for (reduce, with) in [
-                    (Reduce::Sum, true),
-                    (Reduce::Mean, true),
-                    (Reduce::Sum, false),
+                // (reduce, every operand, the factor): every operand, none, or (GraphSAGE's)
+                // the residual and bias without a factor.
+                for (reduce, with, scaled) in [
+                    (Reduce::Sum, true, true),
+                    (Reduce::Mean, true, true),
+                    (Reduce::Mean, true, false),
+                    (Reduce::Sum, false, false),
                 ] {
                     let rnd = |shape: (usize, usize)| {
                         Tensor::randn(0f32, 1.0, shape, &dev)
@@ -206,7 +209,7 @@ mod tests {
                     let b = rnd((1, cols)).reshape(cols).unwrap();
                     let s = Tensor::rand(0.5f32, 2.0, 4, &dev).unwrap();
                     let e = Epilogue {
-                        scale: with.then_some(&s),
+                        scale: (with && scaled).then_some(&s),
                         residual: with.then_some(&res),
                         bias: with.then_some(&b),
                         cols,
@@ -217,14 +220,16 @@ mod tests {
                     let y = spmm_reference(&csr, &f64s(x.as_tensor()), k, None, reduce);
                     let (sv, rv, bv) = (f64s(&s), f64s(&res), f64s(&b));
                     let got = f64s(&got);
-                    let what = format!("{dt:?} {reduce:?} k {k} cols {cols} with {with}");
+                    let what =
+                        format!("{dt:?} {reduce:?} k {k} cols {cols} with {with} scaled {scaled}");
                     for i in 0..4 {
                         for j in 0..cols {
                             let mut want = 0.0;
                             if j < k {
                                 want = y[i * k + j];
                                 if with {
-                                    want = want * sv[i] + rv[i * k + j];
+                                    let f = if scaled { sv[i] } else { 1.0 };
+                                    want = want * f + rv[i * k + j];
                                 }
                             }
                             if with {
@@ -250,7 +255,8 @@ mod tests {
                             if j < k {
                                 want = y[i * k + j];
                                 if with {
-                                    want = want * sv[i] + rv[i * k + j];
+                                    let f = if scaled { sv[i] } else { 1.0 };
+                                    want = want * f + rv[i * k + j];
                                 }
                             }
                             if with {

@@ -528,6 +528,50 @@ fn check_xent_bad_label(c: &mut Checker, gpu: &Device) -> Result<()> {
     Ok(())
 }
 
+/// The step check's sums ([`crate::sums_f32`], one block per tensor): a loss-like scalar and
+/// tensors of 0, 41 x 128, 128 x 602 and 1,000,003 elements against the CPU's f64 sums, each
+/// within the f32 summation bound of its per-thread strides and tree; then a NaN and an
+/// infinity in one tensor each make that sum (and only that one) non-finite on the GPU.
+pub(super) fn check_sums(c: &mut Checker, gpu: &Device) -> Result<()> {
+    let shapes: [&[usize]; 5] = [&[1], &[0, 41], &[41, 128], &[128, 602], &[1_000_003]];
+    let ts = shapes
+        .iter()
+        .map(|s| c.randn(*s))
+        .collect::<Result<Vec<_>>>()?;
+    let refs: Vec<&Tensor> = ts.iter().collect();
+    let cpu = crate::sums_f32(&refs)?;
+    let abs = ts
+        .iter()
+        .map(Tensor::abs)
+        .collect::<candle_core::Result<Vec<_>>>()?;
+    let abs = crate::sums_f32(&abs.iter().collect::<Vec<_>>())?;
+    let on: Vec<Tensor> = ts
+        .iter()
+        .map(|t| t.to_device(gpu))
+        .collect::<candle_core::Result<_>>()?;
+    let got = crate::sums_f32(&on.iter().collect::<Vec<_>>())?;
+    // Per-thread strides of at most ceil(n / 1024) terms, then 10 tree levels, doubled.
+    let depth = 1_000_003usize.div_ceil(1024) as f64 + 12.0;
+    let lim = crate::verify::sum_bound(&abs, depth)?;
+    c.check_within("dense", "sums_f32 5 tensors".into(), 5, &got, &cpu, &lim)?;
+    // Non-finite values: a NaN in the second matrix, an infinity in the long vector.
+    let mut bad = on.clone();
+    let nan = Tensor::new(&[f32::NAN], gpu)?;
+    bad[2] = Tensor::cat(
+        &[&bad[2].flatten_all()?.narrow(0, 1, 41 * 128 - 1)?, &nan],
+        0,
+    )?;
+    let inf = Tensor::new(&[f32::INFINITY], gpu)?;
+    bad[4] = Tensor::cat(&[&inf, &bad[4].narrow(0, 1, 1_000_002)?], 0)?;
+    let v = crate::sums_f32(&bad.iter().collect::<Vec<_>>())?
+        .to_device(&Device::Cpu)?
+        .to_vec1::<f32>()?;
+    let ok =
+        v[0].is_finite() && v[1] == 0.0 && v[2].is_nan() && v[3].is_finite() && !v[4].is_finite();
+    c.record("dense", "sums_f32 nan and inf".into(), 5, 0.0, 0.0, ok, "");
+    Ok(())
+}
+
 /// Fused Adam / AdamW: four steps on both devices from the same start and gradients (the
 /// GPU contracts multiply-adds into FMAs, so a few ulps apart): ungated, gated by finite
 /// values, gated by a NaN (skipped: the CPU leaves both tensors alone, so must the GPU), and

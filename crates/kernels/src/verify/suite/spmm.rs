@@ -513,8 +513,9 @@ fn half_tag(dt: DType, reduce: Reduce, weighted: bool) -> String {
 /// the fp32 accumulation), against an f64 CPU run on the same rounded inputs, element by
 /// element within the fp32 summation bound plus one narrowing of the result. Widths: K = 7,
 /// 41 (not whole 16-byte steps), 48 -> 41 and 41 -> 48 (GCN's output layer and its backward),
-/// 128, and 48 with the width alone (the bare narrowing); the graphs have empty rows and a
-/// 50 K-edge row.
+/// 128 with every operand; 48 with the width alone (the bare narrowing); 48 -> 41 with the
+/// factor and bias (GCN's output layer), with the residual and bias (GraphSAGE's), and 41 with
+/// the residual and bias. The graphs have empty rows and a 50 K-edge row.
 pub(super) fn check_spmm_then(
     c: &mut Checker,
     gpu: &Device,
@@ -528,13 +529,23 @@ pub(super) fn check_spmm_then(
         let (gc, gg) = upload_both(c, csr, gpu)?;
         let (deg_rows, deg_cols) = max_degrees(csr);
         let (n, m) = (csr.n_rows(), csr.n_cols());
-        for (k, cols, full) in [
-            (7usize, 7usize, true),
-            (41, 41, true),
-            (48, 41, true),
-            (41, 48, true),
-            (128, 128, true),
-            (48, 48, false),
+        // Operands: SCALE | RESIDUAL | BIAS (GCN's: the factor and bias; GraphSAGE's: the
+        // residual and bias; none: the bare narrowing).
+        const SCALE: u8 = 1;
+        const RESIDUAL: u8 = 2;
+        const BIAS: u8 = 4;
+        const ALL: u8 = SCALE | RESIDUAL | BIAS;
+        const SCALE_BIAS: u8 = SCALE | BIAS;
+        for (k, cols, ops) in [
+            (7usize, 7usize, ALL),
+            (41, 41, ALL),
+            (48, 41, ALL),
+            (41, 48, ALL),
+            (128, 128, ALL),
+            (48, 48, 0),
+            (48, 41, SCALE_BIAS),
+            (48, 41, RESIDUAL | BIAS),
+            (41, 41, RESIDUAL | BIAS),
         ] {
             let x = c.randn((m, k))?;
             let dy = c.randn((n, k))?;
@@ -561,9 +572,9 @@ pub(super) fn check_spmm_then(
                                    b: &Tensor|
                          -> Result<Tensor> {
                             let e = crate::Epilogue {
-                                scale: full.then_some(s),
-                                residual: full.then_some(r),
-                                bias: full.then_some(b),
+                                scale: (ops & SCALE != 0).then_some(s),
+                                residual: (ops & RESIDUAL != 0).then_some(r),
+                                bias: (ops & BIAS != 0).then_some(b),
                                 cols,
                             };
                             if dir.is_empty() {
@@ -584,11 +595,17 @@ pub(super) fn check_spmm_then(
                         let mut lim =
                             (sum_bound(&oa, sum_depth(deg, c.grouped()))? + st.narrowing(&oa)?)?;
                         if !dir.is_empty() && reduce == Reduce::Mean {
-                            // The transposed mean scales dy by 1/deg in its storage type before
-                            // the sum (as `spmm_transposed` does): one more rounding per term.
+                            // One more rounding in the storage type: bf16 scales dy by 1/deg
+                            // before the sum (as `spmm_transposed` does), f16 rounds the
+                            // transposed mean's result before the epilogue.
                             lim = (lim + st.narrowing(&oa)?)?;
                         }
-                        let what = if full { "" } else { " width only" };
+                        let what = match ops {
+                            ALL => "",
+                            0 => " width only",
+                            SCALE_BIAS => " scale+bias",
+                            _ => " residual+bias",
+                        };
                         let tag = format!("spmm_then {dir}{reduce:?} {dt:?} {k}->{cols}{what}")
                             .to_lowercase();
                         c.check_within(name, tag, k, &og, &oc, &lim)?;
