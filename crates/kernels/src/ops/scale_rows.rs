@@ -140,43 +140,61 @@ struct Finish {
     to: DType,
 }
 
+impl Finish {
+    /// The factors', residual's and bias's storages and layouts, read-locked while they live
+    /// (while the op's kernel is queued).
+    fn held(
+        &self,
+    ) -> [Option<(
+        impl std::ops::Deref<Target = candle_core::Storage> + '_,
+        &Layout,
+    )>; 3] {
+        [&self.s, &self.res, &self.b].map(|t| t.as_ref().map(Tensor::storage_and_layout))
+    }
+}
+
+/// Each held operand as the device's storage (`pick` takes it out of a [`candle_core::Storage`]),
+/// or an error where one lives on another device.
+fn on_device<'a, G, S>(
+    held: &'a [Option<(G, &'a Layout)>; 3],
+    pick: impl Fn(&'a candle_core::Storage) -> Option<&'a S>,
+) -> candle_core::Result<[Option<(&'a S, &'a Layout)>; 3]>
+where
+    G: std::ops::Deref<Target = candle_core::Storage>,
+{
+    let mut on = [None, None, None];
+    for (o, h) in on.iter_mut().zip(held) {
+        if let Some((st, l)) = h {
+            match pick(st) {
+                Some(c) => *o = Some((c, *l)),
+                None => candle_core::bail!("rows_epilogue: operands on different devices"),
+            }
+        }
+    }
+    Ok(on)
+}
+
 impl CustomOp1 for Finish {
     fn name(&self) -> &'static str {
         "rows_epilogue"
     }
 
     fn cpu_fwd(&self, x: &CpuStorage, xl: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        // Each operand's storage, read-locked while the kernel is queued.
-        let held =
-            [&self.s, &self.res, &self.b].map(|t| t.as_ref().map(Tensor::storage_and_layout));
-        let mut on = [None, None, None];
-        for (o, h) in on.iter_mut().zip(&held) {
-            *o = match h {
-                Some((st, l)) => match &**st {
-                    candle_core::Storage::Cpu(c) => Some((c, *l)),
-                    _ => candle_core::bail!("rows_epilogue: operands on different devices"),
-                },
-                None => None,
-            };
-        }
+        let held = self.held();
+        let on = on_device(&held, |st| match st {
+            candle_core::Storage::Cpu(c) => Some(c),
+            _ => None,
+        })?;
         epilogue_cpu(x, xl, on[0], on[1], on[2], (self.cols, self.to))
     }
 
     #[cfg(feature = "cuda")]
     fn cuda_fwd(&self, x: &CudaStorage, xl: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
-        // Each operand's storage, read-locked while the kernel is queued.
-        let held =
-            [&self.s, &self.res, &self.b].map(|t| t.as_ref().map(Tensor::storage_and_layout));
-        let mut on = [None, None, None];
-        for (o, h) in on.iter_mut().zip(&held) {
-            *o = match h {
-                Some((st, l)) => match &**st {
-                    candle_core::Storage::Cuda(c) => Some((c, *l)),
-                    _ => candle_core::bail!("rows_epilogue: operands on different devices"),
-                },
-                None => None,
-            };
-        }
+        let held = self.held();
+        let on = on_device(&held, |st| match st {
+            candle_core::Storage::Cuda(c) => Some(c),
+            _ => None,
+        })?;
         rewidth_cuda(x, xl, on[0], on[1], on[2], (self.cols, self.to))
     }
 }

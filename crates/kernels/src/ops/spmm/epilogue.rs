@@ -231,27 +231,30 @@ mod tests {
                     assert_eq!(got.dims(), [4, cols]);
                     let y = spmm_reference(&csr, &f64s(x.as_tensor()), k, None, reduce);
                     let (sv, rv, bv) = (f64s(&s), f64s(&res), f64s(&b));
-                    let got = f64s(&got);
                     let what =
                         format!("{dt:?} {reduce:?} k {k} cols {cols} with {with} scaled {scaled}");
-                    for i in 0..4 {
-                        for j in 0..cols {
-                            let mut want = 0.0;
-                            if j < k {
-                                want = y[i * k + j];
-                                if scaled {
-                                    want *= sv[i];
+                    // `got` against the epilogue applied by hand to the reference's `y`.
+                    let expect = |got: &[f64], y: &[f64], dir: &str| {
+                        for i in 0..4 {
+                            for j in 0..cols {
+                                let mut want = 0.0;
+                                if j < k {
+                                    want = y[i * k + j];
+                                    if scaled {
+                                        want *= sv[i];
+                                    }
+                                    if with {
+                                        want += rv[i * k + j];
+                                    }
                                 }
                                 if with {
-                                    want += rv[i * k + j];
+                                    want += bv[j];
                                 }
+                                assert!(close(got[i * cols + j], want), "{what}{dir} [{i}, {j}]");
                             }
-                            if with {
-                                want += bv[j];
-                            }
-                            assert!(close(got[i * cols + j], want), "{what} [{i}, {j}]");
                         }
-                    }
+                    };
+                    expect(&f64s(&got), &y, "");
                     // Transposed (row factors of A's columns, residual [n_cols, K]).
                     let dy = rnd((4, k));
                     let got = f64s(&spmm_transposed_then(&g, &dy, reduce, &e).unwrap());
@@ -262,25 +265,7 @@ mod tests {
                             dys[i * k..(i + 1) * k].iter_mut().for_each(|v| *v *= inv);
                         }
                     }
-                    let y = spmm_reference(&t, &dys, k, None, Reduce::Sum);
-                    for i in 0..4 {
-                        for j in 0..cols {
-                            let mut want = 0.0;
-                            if j < k {
-                                want = y[i * k + j];
-                                if scaled {
-                                    want *= sv[i];
-                                }
-                                if with {
-                                    want += rv[i * k + j];
-                                }
-                            }
-                            if with {
-                                want += bv[j];
-                            }
-                            assert!(close(got[i * cols + j], want), "{what} t [{i}, {j}]");
-                        }
-                    }
+                    expect(&got, &spmm_reference(&t, &dys, k, None, Reduce::Sum), " t");
                 }
             }
         }
