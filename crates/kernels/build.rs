@@ -29,6 +29,8 @@ fn main() {
         "layer_norm",
         "xent",
         "adam",
+        "column_sum",
+        "cast_pad",
         "graph",
     ] {
         let src = PathBuf::from("cuda").join(format!("{name}.cu"));

@@ -56,24 +56,61 @@ extern "C" __global__ void adam_apply_f64(double* theta, const double* mv, uint6
     apply<double>(theta, mv, n, lr, bc1, bc2, eps, keep, gate, gate_len);
 }
 
-// The step check's sums (src/ops/adam/sums.rs): the sum of each of `m` f32 tensors into
-// out[i], one block per tensor. `table` holds m device pointers, then the m element counts.
-// Each thread strides its tensor in f32, then a fixed tree (warp shuffles, then the warps in
-// order): the same sums on every run. Blocks of at most 1024 threads.
-extern "C" __global__ void sums_f32(const uint64_t* __restrict__ table, uint32_t m, float* __restrict__ out) {
-    const uint32_t i = blockIdx.x;
-    if (i >= m) return;
-    const float* __restrict__ p = reinterpret_cast<const float*>(table[i]);
-    const uint64_t n = table[m + i];
-    float acc = 0.f;
-    for (uint64_t j = threadIdx.x; j < n; j += blockDim.x) acc += p[j];
-    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    __shared__ float warps[32];
-    if ((threadIdx.x & 31) == 0) warps[threadIdx.x >> 5] = acc;
+// The step check's sums (src/ops/adam/sums.rs) in two launches. `sums_f32_parts`: grid
+// (SUMS_BLOCKS, m) of SUMS_THREADS threads; block x of tensor y sums the elements
+// x * SUMS_SPAN + [0, SUMS_SPAN) of every stride of SUMS_BLOCKS * SUMS_SPAN, each thread in
+// SUMS_UNROLL independent accumulators (loads in flight, not one chain of dependent adds),
+// then a fixed tree, into parts[y * SUMS_BLOCKS + x] (0 for a block past its tensor's end).
+// `sums_f32_finish`: one warp per tensor sums its SUMS_BLOCKS partials in a fixed tree. The
+// partition depends on the element count alone: the same sums on every run. One block per
+// tensor (before) had bound the step check: 30.9 us for a 128 x 602 gradient on an H200.
+#define SUMS_CHUNK 32
+#define SUMS_BLOCKS 64
+#define SUMS_THREADS 256
+#define SUMS_UNROLL 8
+#define SUMS_SPAN (SUMS_THREADS * SUMS_UNROLL)
+static_assert(SUMS_BLOCKS == 64, "sums_f32_finish reads two partials a lane");
+static_assert(SUMS_UNROLL == 8, "sums_f32_parts adds its accumulators in a fixed tree of 8");
+
+// Up to SUMS_CHUNK tensors, passed by value: their pointers, then their element counts.
+struct SumsTable {
+    const float* p[SUMS_CHUNK];
+    uint64_t n[SUMS_CHUNK];
+};
+
+extern "C" __global__ void __launch_bounds__(SUMS_THREADS) sums_f32_parts(SumsTable t, float* __restrict__ parts) {
+    const uint32_t i = blockIdx.y;
+    const float* __restrict__ p = t.p[i];
+    const uint64_t n = t.n[i];
+    float acc[SUMS_UNROLL];
+#pragma unroll
+    for (int k = 0; k < SUMS_UNROLL; ++k) acc[k] = 0.f;
+    for (uint64_t base = (uint64_t)blockIdx.x * SUMS_SPAN; base < n; base += (uint64_t)SUMS_BLOCKS * SUMS_SPAN) {
+#pragma unroll
+        for (int k = 0; k < SUMS_UNROLL; ++k) {
+            const uint64_t j = base + (uint64_t)k * SUMS_THREADS + threadIdx.x;
+            if (j < n) acc[k] += p[j];
+        }
+    }
+    float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    __shared__ float warps[SUMS_THREADS / 32];
+    if ((threadIdx.x & 31) == 0) warps[threadIdx.x >> 5] = s;
     __syncthreads();
     if (threadIdx.x == 0) {
-        float t = 0.f;
-        for (uint32_t w = 0; w < (blockDim.x + 31) / 32; ++w) t += warps[w];
-        out[i] = t;
+        float b = 0.f;
+#pragma unroll
+        for (int w = 0; w < SUMS_THREADS / 32; ++w) b += warps[w];
+        parts[(uint64_t)i * SUMS_BLOCKS + blockIdx.x] = b;
     }
+}
+
+// out[i] = the sum of parts[i * SUMS_BLOCKS ..][..SUMS_BLOCKS]; grid m, one warp a block.
+extern "C" __global__ void sums_f32_finish(const float* __restrict__ parts, uint32_t m, float* __restrict__ out) {
+    const uint32_t i = blockIdx.x;
+    if (i >= m) return;
+    const float* q = parts + (uint64_t)i * SUMS_BLOCKS;
+    float s = q[threadIdx.x] + q[threadIdx.x + 32];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (threadIdx.x == 0) out[i] = s;
 }

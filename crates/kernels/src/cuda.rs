@@ -72,6 +72,16 @@ pub const ADAM: Module = Module {
     name: "gnn_adam",
     image: include_bytes!(concat!(env!("OUT_DIR"), "/adam.fatbin")),
 };
+/// `cuda/column_sum.cu`.
+pub const COLUMN_SUM: Module = Module {
+    name: "gnn_column_sum",
+    image: include_bytes!(concat!(env!("OUT_DIR"), "/column_sum.fatbin")),
+};
+/// `cuda/cast_pad.cu`.
+pub const CAST_PAD: Module = Module {
+    name: "gnn_cast_pad",
+    image: include_bytes!(concat!(env!("OUT_DIR"), "/cast_pad.fatbin")),
+};
 /// `cuda/xent.cu`.
 pub const XENT: Module = Module {
     name: "gnn_xent",

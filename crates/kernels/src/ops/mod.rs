@@ -27,6 +27,8 @@ macro_rules! dispatch_float {
 }
 
 pub mod adam;
+pub mod cast_pad;
+pub mod column_sum;
 pub mod dropout;
 pub mod edge_softmax;
 pub mod fused;
@@ -40,6 +42,8 @@ pub mod scale_rows;
 pub mod sddmm;
 pub mod spmm;
 
+pub use cast_pad::cast_pad;
+pub use column_sum::column_sum;
 pub use fused::{gat_attention, xent};
 
 use crate::device_graph::DeviceGraph;
@@ -82,19 +86,6 @@ pub(crate) fn check_float(op: &'static str, what: &str, t: &Tensor) -> Result<()
             format!("{what} has dtype {other:?}; f32 and f64 are supported"),
         )),
     }
-}
-
-/// `x.sum(0)` of a `[N, D]` tensor as one GEMM row (`ones [1, N] · x`): cuBLAS streams `x`
-/// once, where candle's dim-0 reduction runs one block per column (a bias gradient).
-pub fn column_sum(x: &Tensor) -> candle_core::Result<Tensor> {
-    let (n, d) = x.dims2()?;
-    if n == 0 || d == 0 {
-        // cuBLAS refuses an empty product (CUDA_ERROR_INVALID_VALUE).
-        return Tensor::zeros(d, x.dtype(), x.device());
-    }
-    Tensor::ones((1, n), x.dtype(), x.device())?
-        .matmul(&x.contiguous()?)?
-        .reshape(d)
 }
 
 /// A row bias: `x` (called `what` in the messages) is `[N, D]` and `b` is `[D]` of `x`'s

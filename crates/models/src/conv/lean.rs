@@ -29,7 +29,7 @@
 //! the weight gradients as `dzᵀ x` products (the composed matmul's `(xᵀ dz)ᵀ`), equal up to
 //! rounding.
 
-use super::{like, unpadded, weight_like};
+use super::{like, unpadded, weight_like, zero_padded};
 use crate::dropout::DropoutRng;
 use crate::error::Result;
 use crate::graph::{FusedAggregation, ModelGraph};
@@ -153,8 +153,8 @@ fn linear_parts(
         _ => 0,
     };
     let (wp, bp) = (
-        w.detach().pad_with_zeros(0, 0, pad)?,
-        b.detach().pad_with_zeros(0, 0, pad)?,
+        zero_padded(&w.detach(), 0, pad)?,
+        zero_padded(&b.detach(), 0, pad)?,
     );
     let a = a.detach();
     let mut z = {
@@ -212,7 +212,7 @@ fn linear_parts(
             // Back through the aggregation (collective: every rank's backward reaches it).
             let dy = match &agg {
                 Agg::Activation(f) => f.backward(dy).map_err(msg)?,
-                _ if pad > 0 => dy.pad_with_zeros(1, 0, pad)?,
+                _ if pad > 0 => zero_padded(dy, 1, pad)?,
                 _ => dy.contiguous()?,
             };
             let dz = pre_activation_grad(mask.as_ref(), &dy)?;
@@ -339,8 +339,8 @@ fn pair_parts(
                 let _t = g.phase(Phase::Gemm);
                 let hd = h.detach();
                 (
-                    hd.matmul(&wa.pad_with_zeros(0, 0, pad)?.t()?)?,
-                    hd.matmul(&wh.pad_with_zeros(0, 0, pad)?.t()?)?,
+                    hd.matmul(&zero_padded(&wa, 0, pad)?.t()?)?,
+                    hd.matmul(&zero_padded(&wh, 0, pad)?.t()?)?,
                 )
             };
             let r = own_rows(r)?;
@@ -375,15 +375,15 @@ fn pair_parts(
     let (out, mask) = match (whole_output, product_agg.is_some(), &root) {
         (true, true, None) => (z, None),
         _ => {
-            let (out, mask) = finish(g, z, root, &bias.pad_with_zeros(0, 0, pad)?, act)?;
+            let (out, mask) = finish(g, z, root, &zero_padded(&bias, 0, pad)?, act)?;
             (unpadded(out, 1, out_dim)?, mask)
         }
     };
     let backward = move |a: Option<&Tensor>, h: &Tensor, wb: &Tensor, dy: &Tensor| {
-        let dy = dy.pad_with_zeros(1, 0, pad)?;
+        let dy = zero_padded(dy, 1, pad)?;
         let dz = pre_activation_grad(mask.as_ref(), &dy)?;
         let (wa, wh, _) = parts(wb)?;
-        let (wa, wh) = (wa.pad_with_zeros(0, 0, pad)?, wh.pad_with_zeros(0, 0, pad)?);
+        let (wa, wh) = (zero_padded(&wa, 0, pad)?, zero_padded(&wh, 0, pad)?);
         let db = unpadded(column_sum(&dz)?, 0, out_dim)?.reshape((out_dim, 1))?;
         // The neighbour product's gradient and input: `dz` and the aggregation, or (an
         // aggregated product) `Âᵀ dz` and `h`.

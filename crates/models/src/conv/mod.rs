@@ -47,15 +47,47 @@ pub(crate) fn unpadded(t: Tensor, dim: usize, len: usize) -> candle_core::Result
 /// (602 bf16 features are 1,204 bytes: cuBLAS falls back to sm80 kernels at about a third of
 /// the aligned ones' bandwidth). The gradient flows back through the padding to the `[out,
 /// in]` parameter, so parameters and checkpoints keep the logical width.
+/// The cast and the padding are one op ([`gnn_kernels::cast_pad`]) for f32 and half types.
 pub(crate) fn weight_like(w: &Tensor, x: &Tensor) -> Result<Tensor> {
-    let w = like(w, x)?;
-    let (_, cols) = w.dims2()?;
+    let (rows, cols) = w.dims2()?;
     let width = x.dim(candle_core::D::Minus1)?;
-    if width > cols {
-        Ok(w.pad_with_zeros(1, 0, width - cols)?)
-    } else {
-        Ok(w)
+    if width <= cols {
+        return like(w, x);
     }
+    if windowable(w) && windowable(x) {
+        return Ok(gnn_kernels::cast_pad(w, x.dtype(), rows, width)?);
+    }
+    Ok(like(w, x)?.pad_with_zeros(1, 0, width - cols)?)
+}
+
+/// Whether [`gnn_kernels::cast_pad`] takes `t`'s dtype (f32, bf16, f16).
+fn windowable(t: &Tensor) -> bool {
+    matches!(
+        t.dtype(),
+        candle_core::DType::F32 | candle_core::DType::BF16 | candle_core::DType::F16
+    )
+}
+
+/// `t` (`[R, C]` or `[R]`) with `pad` zero rows appended along dimension 0 (or, with `dim`
+/// 1, `pad` zero columns of a `[R, C]`), in one pass where the dtype allows
+/// ([`gnn_kernels::cast_pad`], which tracks `t`'s gradient), else candle's padding; `t`
+/// itself when `pad` is 0.
+pub(crate) fn zero_padded(t: &Tensor, dim: usize, pad: usize) -> candle_core::Result<Tensor> {
+    if pad == 0 {
+        return Ok(t.clone());
+    }
+    if !windowable(t) {
+        return t.pad_with_zeros(dim, 0, pad);
+    }
+    let d = t.dims();
+    let (rows, cols) = match (d, dim) {
+        ([r], 0) => (r + pad, 1),
+        ([r, c], 0) => (r + pad, *c),
+        ([r, c], 1) => (*r, c + pad),
+        _ => return t.pad_with_zeros(dim, 0, pad),
+    };
+    gnn_kernels::cast_pad(t, t.dtype(), rows, cols)
+        .map_err(|e| candle_core::Error::Msg(e.to_string()))
 }
 
 /// A hidden layer's epilogue on its unbiased output `y`: `dropout(relu(y + b), p)` with

@@ -4,9 +4,12 @@
 //! per tensor, then a stack and a concatenation of the scalars, took 13 launches for a
 //! two-layer model's four parameters.
 //!
-//! CUDA: one block per tensor, each thread striding its tensor in f32, then a fixed tree: the
-//! same sums on every run. CPU: each tensor summed in f64, rounded to f32 (a sum past f32's
-//! range is infinite there too).
+//! CUDA: two launches. The first gives each tensor [`BLOCKS`] blocks, each thread striding
+//! its share in eight independent f32 accumulators, then a fixed tree into one partial per
+//! block; the second sums each tensor's partials in a fixed tree. The partition depends on
+//! the element counts alone: the same sums on every run. (One block per tensor had spent
+//! 30.9 us of an H200 epoch on a 128 x 602 gradient's dependent loads.) CPU: each tensor
+//! summed in f64, rounded to f32 (a sum past f32's range is infinite there too).
 
 use crate::error::{Error, Result};
 #[cfg(feature = "cuda")]
@@ -44,6 +47,31 @@ pub fn sums_f32(ts: &[&Tensor]) -> Result<Tensor> {
     Ok(all[0].apply_op1_no_bwd(&Sums(all[1..].to_vec()))?)
 }
 
+/// Partial sums per tensor on CUDA (`SUMS_BLOCKS` in adam.cu).
+#[cfg(feature = "cuda")]
+const BLOCKS: u32 = 64;
+/// Threads per block of the partial sums (`SUMS_THREADS`).
+#[cfg(feature = "cuda")]
+const THREADS: u32 = 256;
+/// Tensors per launch of the partial sums: their pointers and counts travel by value
+/// (`SUMS_CHUNK`).
+#[cfg(feature = "cuda")]
+const CHUNK: usize = 32;
+
+/// The partial sums' argument: up to [`CHUNK`] device pointers, then their element counts
+/// (`SumsTable` in adam.cu).
+#[cfg(feature = "cuda")]
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Table {
+    p: [u64; CHUNK],
+    n: [u64; CHUNK],
+}
+
+// SAFETY: plain data of the kernel's `SumsTable` layout (32 u64 pointers, then 32 u64 counts).
+#[cfg(feature = "cuda")]
+unsafe impl candle_core::cuda_backend::cudarc::driver::DeviceRepr for Table {}
+
 /// [`sums_f32`]'s op over its first tensor; the others ride along (read in place).
 struct Sums(Vec<Tensor>);
 
@@ -71,7 +99,7 @@ impl CustomOp1 for Sums {
 
     #[cfg(feature = "cuda")]
     fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
-        use candle_core::cuda_backend::cudarc::driver::{DevicePtr, PushKernelArg};
+        use candle_core::cuda_backend::cudarc::driver::{DevicePtr, LaunchConfig, PushKernelArg};
         let dev = s.device().clone();
         let stream = dev.cuda_stream();
         let held: Vec<_> = self.0.iter().map(Tensor::storage_and_layout).collect();
@@ -83,36 +111,56 @@ impl CustomOp1 for Sums {
             parts.push((c, *tl));
         }
         let m = parts.len();
-        // The table the kernel reads: m pointers, then m element counts.
-        let mut table = vec![0u64; 2 * m];
         let mut syncs = Vec::with_capacity(m);
-        for (i, (c, tl)) in parts.iter().enumerate() {
-            let n = tl.shape().elem_count();
-            let base = c.as_cuda_slice::<f32>()?;
-            if tl.start_offset() + n > base.len() {
-                candle_core::bail!("sums_f32: tensor {i} runs past its storage");
+        let mut tables = Vec::with_capacity(m.div_ceil(CHUNK));
+        for (c, chunk) in parts.chunks(CHUNK).enumerate() {
+            let mut t = Table {
+                p: [0; CHUNK],
+                n: [0; CHUNK],
+            };
+            for (k, (st, tl)) in chunk.iter().enumerate() {
+                let n = tl.shape().elem_count();
+                let base = st.as_cuda_slice::<f32>()?;
+                if tl.start_offset() + n > base.len() {
+                    candle_core::bail!("sums_f32: tensor {} runs past its storage", c * CHUNK + k);
+                }
+                let (p, sync) = base.device_ptr(&stream);
+                syncs.push(sync);
+                t.p[k] = p + (tl.start_offset() * 4) as u64;
+                t.n[k] = n as u64;
             }
-            let (p, sync) = base.device_ptr(&stream);
-            syncs.push(sync);
-            table[i] = p + (tl.start_offset() * 4) as u64;
-            table[m + i] = n as u64;
+            tables.push((t, chunk.len() as u32));
         }
-        let table = dev.clone_htod(&table)?;
-        // SAFETY: the kernel writes all m sums.
+        // SAFETY: the first launches write every one of the m * BLOCKS partials.
+        let mut partials = unsafe { dev.alloc::<f32>(m * BLOCKS as usize)? };
+        let sum_parts = crate::cuda::kernel(&dev, "sums_f32_parts", &crate::cuda::ADAM)?;
+        for (c, (t, len)) in tables.iter().enumerate() {
+            let mut dst = partials.slice_mut(c * CHUNK * BLOCKS as usize..);
+            let mut b = sum_parts.builder();
+            b.arg(t).arg(&mut dst);
+            let cfg = LaunchConfig {
+                grid_dim: (BLOCKS, *len, 1),
+                block_dim: (THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: the table holds `len` pointers to live (read-locked) f32 buffers of the
+            // counts beside them; `dst` holds the chunk's len * BLOCKS partials.
+            crate::cuda::launched(unsafe { b.launch(cfg) }.map(|_| ()))?;
+        }
+        drop(syncs);
+        // SAFETY: the finishing launch writes all m sums.
         let out = unsafe { dev.alloc::<f32>(m)? };
-        let func = crate::cuda::kernel(&dev, "sums_f32", &crate::cuda::ADAM)?;
+        let finish = crate::cuda::kernel(&dev, "sums_f32_finish", &crate::cuda::ADAM)?;
         let m_u = m as u32;
-        let mut b = func.builder();
-        b.arg(&table).arg(&m_u).arg(&out);
-        let cfg = candle_core::cuda_backend::cudarc::driver::LaunchConfig {
+        let mut b = finish.builder();
+        b.arg(&partials).arg(&m_u).arg(&out);
+        let cfg = LaunchConfig {
             grid_dim: (m_u, 1, 1),
-            block_dim: (1024, 1, 1),
+            block_dim: (32, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: table holds m pointers to f32 buffers of the counts that follow them, each
-        // live (read-locked) until the launch is queued behind their writers; out holds m.
+        // SAFETY: partials holds m * BLOCKS values, out holds m.
         crate::cuda::launched(unsafe { b.launch(cfg) }.map(|_| ()))?;
-        drop(syncs);
         Ok((CudaStorage::wrap_cuda_slice(out, dev), Shape::from(m)))
     }
 }

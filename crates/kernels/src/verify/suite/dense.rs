@@ -528,7 +528,7 @@ fn check_xent_bad_label(c: &mut Checker, gpu: &Device) -> Result<()> {
     Ok(())
 }
 
-/// The step check's sums ([`crate::sums_f32`], one block per tensor): a loss-like scalar and
+/// The step check's sums ([`crate::sums_f32`], 64 partial sums per tensor): a loss-like scalar and
 /// tensors of 0, 41 x 128, 128 x 602 and 1,000,003 elements against the CPU's f64 sums, each
 /// within the f32 summation bound of its per-thread strides and tree; then a NaN and an
 /// infinity in one tensor each make that sum (and only that one) non-finite on the GPU.
@@ -550,8 +550,9 @@ pub(super) fn check_sums(c: &mut Checker, gpu: &Device) -> Result<()> {
         .map(|t| t.to_device(gpu))
         .collect::<candle_core::Result<_>>()?;
     let got = crate::sums_f32(&on.iter().collect::<Vec<_>>())?;
-    // Per-thread strides of at most ceil(n / 1024) terms, then 10 tree levels, doubled.
-    let depth = 1_000_003usize.div_ceil(1024) as f64 + 12.0;
+    // Each accumulator takes at most ceil(n / (64 blocks x 2,048)) terms, then 17 tree levels
+    // (8 accumulators, 32 lanes, 8 warps, 64 partials), 3 more as margin.
+    let depth = 1_000_003usize.div_ceil(64 * 2048) as f64 + 20.0;
     let lim = crate::verify::sum_bound(&abs, depth)?;
     c.check_within("dense", "sums_f32 5 tensors".into(), 5, &got, &cpu, &lim)?;
     // Non-finite values: a NaN in the second matrix, an infinity in the long vector.
@@ -569,6 +570,118 @@ pub(super) fn check_sums(c: &mut Checker, gpu: &Device) -> Result<()> {
     let ok =
         v[0].is_finite() && v[1] == 0.0 && v[2].is_nan() && v[3].is_finite() && !v[4].is_finite();
     c.record("dense", "sums_f32 nan and inf".into(), 5, 0.0, 0.0, ok, "");
+    // 70 tensors: three launches of the partial sums (32 tensors each at most), one finish;
+    // sizes from 0 to 300,007 elements, some views starting mid-storage.
+    let many = (0..70usize)
+        .map(|i| {
+            let n = (i * i * 61 + i) % 300_008;
+            let t = c.randn(n + 3)?;
+            Ok(t.narrow(0, i % 3, n)?)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let cpu = crate::sums_f32(&many.iter().collect::<Vec<_>>())?;
+    let abs = many
+        .iter()
+        .map(Tensor::abs)
+        .collect::<candle_core::Result<Vec<_>>>()?;
+    let abs = crate::sums_f32(&abs.iter().collect::<Vec<_>>())?;
+    let on = many
+        .iter()
+        .map(|t| t.to_device(gpu))
+        .collect::<candle_core::Result<Vec<_>>>()?;
+    let got = crate::sums_f32(&on.iter().collect::<Vec<_>>())?;
+    let depth = 300_008usize.div_ceil(64 * 2048) as f64 + 20.0;
+    let lim = crate::verify::sum_bound(&abs, depth)?;
+    c.check_within("dense", "sums_f32 70 tensors".into(), 70, &got, &cpu, &lim)?;
+    Ok(())
+}
+
+/// Column sums ([`crate::column_sum`], a bias's gradient) in f32, bf16 and f16 against the f64
+/// sum of the same stored values: one element, one column, widths of 7, 41 and 300 (periods
+/// of several rows), 8, 48, 128 and 1,000 (whole 16-byte chunks a row), 602 and 1,030 (the
+/// scalar kernel, in tiles of columns), arrays ending inside a chunk, up to 100 K rows, and
+/// views starting past their storage's first row (16-byte aligned or not). Each sum within
+/// the f32 summation bound of the kernel's longest chain plus the output dtype's rounding.
+pub(super) fn check_column_sum(c: &mut Checker, gpu: &Device) -> Result<()> {
+    let shapes = [
+        (1usize, 1usize, 0usize),
+        (233, 1, 0),
+        (1_000, 41, 0),
+        (50_000, 48, 0),
+        (20_000, 128, 0),
+        (100_000, 8, 0),
+        (70_000, 7, 0),
+        (3, 602, 0),
+        (999, 41, 0),
+        (500, 300, 0),
+        (64, 1_000, 0),
+        (257, 1_030, 0),
+        (1_001, 48, 1),
+        (1_001, 44, 1),
+    ];
+    for dtype in [DType::F32, DType::BF16, DType::F16] {
+        let eps = match dtype {
+            DType::F32 => f32::EPSILON as f64,
+            DType::BF16 => 1.0 / 128.0,
+            _ => 1.0 / 1024.0,
+        };
+        for &(n, d, skip) in &shapes {
+            let full = c.randn((n + skip, d))?.to_dtype(dtype)?;
+            let x = full.narrow(0, skip, n)?;
+            let exact = crate::ops::column_sum::column_sum_reference(&x.to_dtype(DType::F64)?)?;
+            let abs =
+                crate::ops::column_sum::column_sum_reference(&x.to_dtype(DType::F64)?.abs()?)?;
+            let got = crate::column_sum(&full.to_device(gpu)?.narrow(0, skip, n)?)?
+                .to_device(&Device::Cpu)?
+                .to_dtype(DType::F64)?;
+            // The longest chain: a thread's periods (at most 17 + n / 512), a block's slots
+            // and a period's rows in sequence (at most 256 x 8), a finishing thread's 16
+            // partials and the 32 slots.
+            let depth = (n.div_ceil(512) + 2_200) as f64;
+            let lim =
+                ((crate::verify::sum_bound(&abs, depth)? * (1.0 + eps))? + (exact.abs()? * eps)?)?;
+            let tag = format!(
+                "column_sum {n}x{d}{} {dtype:?}",
+                if skip > 0 { " view" } else { "" }
+            );
+            c.check_within("dense", tag, d, &got, &exact, &lim)?;
+        }
+    }
+    Ok(())
+}
+
+/// [`crate::cast_pad`] on the GPU against the CPU, exactly (the same conversions): every pair
+/// of f32, bf16 and f16, windows padding rows and columns (a parameter to aligned widths),
+/// cropping both (its gradient back), one 1-D bias, an empty window, and a gradient-sized
+/// `[153,431, 41]` into 48 columns.
+pub(super) fn check_cast_pad(c: &mut Checker, gpu: &Device) -> Result<()> {
+    let kinds = [DType::F32, DType::BF16, DType::F16];
+    let cases: [(usize, usize, usize, usize); 5] = [
+        (128, 602, 128, 608),
+        (41, 128, 48, 128),
+        (48, 128, 41, 120),
+        (7, 3, 0, 5),
+        (153_431, 41, 153_431, 48),
+    ];
+    for from in kinds {
+        for to in kinds {
+            for &(r, cols_in, rows, cols) in &cases {
+                if r > 1_000 && (from, to) != (DType::BF16, DType::BF16) {
+                    continue;
+                }
+                let x = c.randn((r, cols_in))?.to_dtype(from)?;
+                let cpu = crate::cast_pad(&x, to, rows, cols)?;
+                let got = crate::cast_pad(&x.to_device(gpu)?, to, rows, cols)?;
+                let tag = format!("cast_pad {r}x{cols_in}->{rows}x{cols} {from:?}->{to:?}");
+                c.check("dense", tag, cols, &got, &cpu, 0.0)?;
+            }
+            let b = c.randn(41)?.to_dtype(from)?;
+            let cpu = crate::cast_pad(&b, to, 48, 1)?;
+            let got = crate::cast_pad(&b.to_device(gpu)?, to, 48, 1)?;
+            let tag = format!("cast_pad 41->48 {from:?}->{to:?}");
+            c.check("dense", tag, 1, &got, &cpu, 0.0)?;
+        }
+    }
     Ok(())
 }
 

@@ -104,6 +104,8 @@ pub fn run(c: &mut Checker, gpu: &Device, reddit_scale: f64, seed: u64) -> Resul
     dense::check_layer_norm(c, gpu)?;
     dense::check_xent(c, gpu)?;
     dense::check_sums(c, gpu)?;
+    dense::check_column_sum(c, gpu)?;
+    dense::check_cast_pad(c, gpu)?;
     dense::check_adam(c, gpu)?;
     dense::check_dequantize(c, gpu)?;
     if reddit_scale > 0.0 {
