@@ -1,7 +1,8 @@
 // Column sums of a row-major [n, d] matrix (src/ops/column_sum.rs): out[c] = sum_r x[r, c], a
 // bias's gradient. fp32 accumulation, the result rounded once to x's dtype.
 //
-// Two launches, the partition fixed by n and d alone (the same sums on every run):
+// Two launches, the partition fixed by n, d and which kernel runs (the vector one needs x's
+// start 16-byte aligned): the same sums on every run of the same tensor.
 // `column_sum_parts_*`: the matrix read as one flat array in chunks of V elements (one 16-byte
 // load: V = 16 / sizeof(T); V = 1 for the scalar kernel). A period of `lanes` chunks is
 // lcm(d, V) elements, P = lanes * V / d whole rows, so chunk `lane` of every period holds the

@@ -53,6 +53,8 @@ pub use policy::{ColumnBlock, KernelPolicy, KernelsUsed, SddmmKernel, SpmmKernel
 
 pub use error::{Error, Result};
 pub use ops::adam::{adam_step, sums_f32, AdamStep};
+pub use ops::cast_pad::cast_pad;
+pub use ops::column_sum::column_sum;
 pub use ops::dropout::dropout;
 pub use ops::edge_softmax::edge_softmax;
 pub use ops::fused::attach::{attach_backward, AttachedBackward, AttachedGrads};
@@ -77,4 +79,3 @@ pub use ops::sddmm::{sddmm, sddmm_scaled};
 pub use ops::spmm::{
     spmm, spmm_then, spmm_transposed, spmm_transposed_then, spmm_weighted, Epilogue, Reduce,
 };
-pub use ops::{cast_pad, column_sum};

@@ -66,7 +66,10 @@ impl CustomOp1 for Window {
             CpuStorage::F16(d) => d[a..b].iter().map(|x| x.to_f32()).collect(),
             other => candle_core::bail!("cast_pad: {:?} (f32, bf16, f16)", other.dtype()),
         };
-        let mut out = vec![0f32; rows * cols];
+        let Some(len) = rows.checked_mul(cols) else {
+            candle_core::bail!("cast_pad: a [{rows}, {cols}] window overflows usize");
+        };
+        let mut out = vec![0f32; len];
         for r in 0..rows.min(xr) {
             let w = cols.min(xc);
             out[r * cols..r * cols + w].copy_from_slice(&v[r * xc..r * xc + w]);

@@ -5,7 +5,9 @@
 //! so a thread's chunk always meets the same columns: `D` need not be a multiple of 8), four
 //! loads in flight a thread, and writes one fp32 partial per block and column; the second
 //! adds each column's partials in a fixed order and rounds once to `x`'s dtype. The
-//! partition depends on `N` and `D` alone: the same sums on every run. cuBLAS's GEMV
+//! partition depends on `N`, `D` and whether `x` starts 16-byte aligned (a view that does not
+//! takes the one-element kernel, which adds in another order): the same sums on every run
+//! of the same tensor. cuBLAS's GEMV
 //! (`ones [1, N] · x`, the path before) took 27 + 4 us for 233 K x 128 bf16 on an H200, about
 //! twice what its 60 MB take to read, and 11 + 6 us for 153 K x 41. Elsewhere (the CPU, f64) the sum stays that GEMM, which
 //! candle runs multithreaded. The op's CPU body, an f64 sum per column rounded once, is the
@@ -96,8 +98,15 @@ impl CustomOp1 for ColumnSum {
             candle_core::bail!("column_sum: input must be contiguous");
         }
         let (n, d) = l.shape().dims2()?;
-        if u32::try_from(d).is_err() {
-            candle_core::bail!("column_sum: {d} columns (more than u32 counts)");
+        if n == 0 || d == 0 {
+            candle_core::bail!("column_sum: [{n}, {d}] is empty (the caller returns zeros)");
+        }
+        // The one-element kernel tiles the columns over the grid's y dimension (65,535 at most).
+        if d > 65_535 * THREADS {
+            candle_core::bail!(
+                "column_sum: {d} columns (at most {} on CUDA)",
+                65_535 * THREADS
+            );
         }
         let dev = s.device().clone();
         macro_rules! run {

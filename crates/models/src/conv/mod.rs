@@ -86,8 +86,7 @@ pub(crate) fn zero_padded(t: &Tensor, dim: usize, pad: usize) -> candle_core::Re
         ([r, c], 1) => (*r, c + pad),
         _ => return t.pad_with_zeros(dim, 0, pad),
     };
-    gnn_kernels::cast_pad(t, t.dtype(), rows, cols)
-        .map_err(|e| candle_core::Error::Msg(e.to_string()))
+    gnn_kernels::cast_pad(t, t.dtype(), rows, cols).map_err(candle_core::Error::wrap)
 }
 
 /// A hidden layer's epilogue on its unbiased output `y`: `dropout(relu(y + b), p)` with

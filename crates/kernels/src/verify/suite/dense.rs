@@ -550,8 +550,9 @@ pub(super) fn check_sums(c: &mut Checker, gpu: &Device) -> Result<()> {
         .map(|t| t.to_device(gpu))
         .collect::<candle_core::Result<_>>()?;
     let got = crate::sums_f32(&on.iter().collect::<Vec<_>>())?;
-    // Each accumulator takes at most ceil(n / (64 blocks x 2,048)) terms, then 17 tree levels
-    // (8 accumulators, 32 lanes, 8 warps, 64 partials), 3 more as margin.
+    // Each accumulator takes at most ceil(n / (64 blocks x 2,048)) terms, then at most 20
+    // roundings on any one path: 3 over the 8 accumulators, 5 over the lanes, 7 adding the 8
+    // warps in order, 5 over the 64 partials.
     let depth = 1_000_003usize.div_ceil(64 * 2048) as f64 + 20.0;
     let lim = crate::verify::sum_bound(&abs, depth)?;
     c.check_within("dense", "sums_f32 5 tensors".into(), 5, &got, &cpu, &lim)?;
@@ -645,6 +646,20 @@ pub(super) fn check_column_sum(c: &mut Checker, gpu: &Device) -> Result<()> {
                 if skip > 0 { " view" } else { "" }
             );
             c.check_within("dense", tag, d, &got, &exact, &lim)?;
+            // Integers in [-4, 4]: every partial and sum is exact in fp32, so the result is
+            // the exact sum rounded once (candle's cast from f32): a dropped or doubled chunk
+            // shows however loose the bound above is for long columns.
+            let ints = (c.randn((n + skip, d))? * 2.0)?
+                .round()?
+                .clamp(-4f32, 4f32)?
+                .to_dtype(dtype)?;
+            let x = ints.narrow(0, skip, n)?;
+            let want = crate::ops::column_sum::column_sum_reference(&x.to_dtype(DType::F64)?)?
+                .to_dtype(DType::F32)?
+                .to_dtype(dtype)?;
+            let got = crate::column_sum(&ints.to_device(gpu)?.narrow(0, skip, n)?)?;
+            let tag = format!("column_sum {n}x{d} integers {dtype:?}");
+            c.check("dense", tag, d, &got, &want, 0.0)?;
         }
     }
     Ok(())
@@ -653,7 +668,8 @@ pub(super) fn check_column_sum(c: &mut Checker, gpu: &Device) -> Result<()> {
 /// [`crate::cast_pad`] on the GPU against the CPU, exactly (the same conversions): every pair
 /// of f32, bf16 and f16, windows padding rows and columns (a parameter to aligned widths),
 /// cropping both (its gradient back), one 1-D bias, an empty window, and a gradient-sized
-/// `[153,431, 41]` into 48 columns.
+/// `[153,431, 41]` into 48 columns, and a view starting past its storage's first row into a
+/// window with more rows and fewer columns.
 pub(super) fn check_cast_pad(c: &mut Checker, gpu: &Device) -> Result<()> {
     let kinds = [DType::F32, DType::BF16, DType::F16];
     let cases: [(usize, usize, usize, usize); 5] = [
@@ -675,6 +691,13 @@ pub(super) fn check_cast_pad(c: &mut Checker, gpu: &Device) -> Result<()> {
                 let tag = format!("cast_pad {r}x{cols_in}->{rows}x{cols} {from:?}->{to:?}");
                 c.check("dense", tag, cols, &got, &cpu, 0.0)?;
             }
+            // Rows padded while columns are cropped, from a view starting at row 1.
+            let full = c.randn((42, 128))?.to_dtype(from)?;
+            let x = full.narrow(0, 1, 41)?;
+            let cpu = crate::cast_pad(&x, to, 48, 100)?;
+            let got = crate::cast_pad(&full.to_device(gpu)?.narrow(0, 1, 41)?, to, 48, 100)?;
+            let tag = format!("cast_pad view 41x128->48x100 {from:?}->{to:?}");
+            c.check("dense", tag, 100, &got, &cpu, 0.0)?;
             let b = c.randn(41)?.to_dtype(from)?;
             let cpu = crate::cast_pad(&b, to, 48, 1)?;
             let got = crate::cast_pad(&b.to_device(gpu)?, to, 48, 1)?;
