@@ -9,24 +9,30 @@
 //! takes the one-element kernel, which adds in another order): the same sums on every run
 //! of the same tensor. cuBLAS's GEMV
 //! (`ones [1, N] · x`, the path before) took 27 + 4 us for 233 K x 128 bf16 on an H200, about
-//! twice what its 60 MB take to read, and 11 + 6 us for 153 K x 41. Elsewhere (the CPU, f64) the sum stays that GEMM, which
-//! candle runs multithreaded. The op's CPU body, an f64 sum per column rounded once, is the
-//! reference the GPU is checked against.
+//! twice what its 60 MB take to read, and 11 + 6 us for 153 K x 41. On the CPU f32 and f64
+//! keep that GEMM, which candle runs multithreaded; bf16 and f16 take the op's CPU body, an
+//! f64 sum per column rounded once (candle's f16 GEMM there lost about 1 % of a 50 K-row
+//! column sum). That body is also the reference the GPU is checked against.
 
 use candle_core::backend::BackendStorage;
 #[cfg(feature = "cuda")]
 use candle_core::CudaStorage;
 use candle_core::{CpuStorage, CustomOp1, DType, Layout, Shape, Tensor};
 
-/// `x.sum(0)` of a `[N, D]` tensor, in `x`'s dtype (fp32 accumulation for half storage), on
-/// `x`'s device; untracked on CUDA (it serves backward passes).
+/// `x.sum(0)` of a `[N, D]` tensor, in `x`'s dtype (fp32 accumulation for half storage on
+/// CUDA, f64 on the CPU), on `x`'s device; untracked except for f32 and f64 on the CPU (it
+/// serves backward passes).
 pub fn column_sum(x: &Tensor) -> candle_core::Result<Tensor> {
     let (n, d) = x.dims2()?;
     if n == 0 || d == 0 {
         // cuBLAS refuses an empty product (CUDA_ERROR_INVALID_VALUE).
         return Tensor::zeros(d, x.dtype(), x.device());
     }
-    if x.device().is_cuda() && matches!(x.dtype(), DType::F32 | DType::BF16 | DType::F16) {
+    // The kernel on CUDA; on the CPU, half types take the op's f64 sums too: candle's CPU
+    // GEMM in f16 lost about 1 % of a 50 K-row column sum.
+    let half = matches!(x.dtype(), DType::BF16 | DType::F16);
+    if (x.device().is_cuda() && (half || x.dtype() == DType::F32)) || (x.device().is_cpu() && half)
+    {
         return x.contiguous()?.apply_op1_no_bwd(&ColumnSum);
     }
     Tensor::ones((1, n), x.dtype(), x.device())?
