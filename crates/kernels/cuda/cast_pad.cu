@@ -7,20 +7,13 @@
 // parameter's shape and widened to f32).
 #include "common.cuh"
 
-__device__ __forceinline__ float cp_f(float v) { return v; }
-__device__ __forceinline__ float cp_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ float cp_f(__half v) { return __half2float(v); }
-__device__ __forceinline__ void cp_st(float* p, float v) { *p = v; }
-__device__ __forceinline__ void cp_st(__nv_bfloat16* p, float v) { *p = __float2bfloat16(v); }
-__device__ __forceinline__ void cp_st(__half* p, float v) { *p = __float2half(v); }
-
 template <typename X, typename T>
 __device__ void window(const X* __restrict__ x, uint32_t xr, uint32_t xc, T* __restrict__ out, uint32_t rows,
                        uint32_t cols) {
     const uint64_t n = (uint64_t)rows * cols;
     for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x) {
         const uint32_t r = (uint32_t)(i / cols), c = (uint32_t)(i % cols);
-        cp_st(out + i, r < xr && c < xc ? cp_f(x[(uint64_t)r * xc + c]) : 0.f);
+        out[i] = from_f32<T>(r < xr && c < xc ? to_f32(x[(uint64_t)r * xc + c]) : 0.f);
     }
 }
 

@@ -20,13 +20,6 @@
 #define CS_THREADS 256
 #define CS_FINISH_SLOTS 32
 
-__device__ __forceinline__ float cs_f(float v) { return v; }
-__device__ __forceinline__ float cs_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ float cs_f(__half v) { return __half2float(v); }
-__device__ __forceinline__ void cs_st(float* p, float v) { *p = v; }
-__device__ __forceinline__ void cs_st(__nv_bfloat16* p, float v) { *p = __float2bfloat16(v); }
-__device__ __forceinline__ void cs_st(__half* p, float v) { *p = __float2half(v); }
-
 template <typename T, int V>
 union CsChunk {
     uint4 q[V * sizeof(T) / 16 > 0 ? V * sizeof(T) / 16 : 1];
@@ -46,7 +39,7 @@ __device__ __forceinline__ void cs_load(const T* p, CsChunk<T, V>& c) {
 template <typename T, int V>
 __device__ __forceinline__ void cs_add(float* acc, const CsChunk<T, V>& c) {
 #pragma unroll
-    for (int k = 0; k < V; ++k) acc[k] += cs_f(c.v[k]);
+    for (int k = 0; k < V; ++k) acc[k] += to_f32(c.v[k]);
 }
 
 template <typename T, int V>
@@ -89,7 +82,7 @@ __device__ void column_parts(const T* __restrict__ x, float* __restrict__ parts,
         for (; p < p1; p += slots) {
 #pragma unroll
             for (int k = 0; k < V; ++k) {
-                if (p * period + (uint64_t)chunk * V + k < total) acc[k] += cs_f(col[p * period + k]);
+                if (p * period + (uint64_t)chunk * V + k < total) acc[k] += to_f32(col[p * period + k]);
             }
         }
     }
@@ -140,7 +133,7 @@ __device__ void column_finish(const float* __restrict__ parts, T* __restrict__ o
     if (slot == 0 && c < d) {
         float s = 0.f;
         for (int q = 0; q < CS_FINISH_SLOTS; ++q) s += sm[q][cl];
-        cs_st(out + c, s);
+        out[c] = from_f32<T>(s);
     }
 }
 
