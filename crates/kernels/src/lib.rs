@@ -68,7 +68,7 @@ pub use ops::fused::linear::{
     LinearProduct,
 };
 pub use ops::fused::relu_dropout::{bias_relu_dropout, relu_dropout};
-pub use ops::fused::xent::masked_cross_entropy;
+pub use ops::fused::xent::{masked_cross_entropy, masked_cross_entropy_grad};
 pub use ops::layer_norm::layer_norm;
 pub use ops::matmul::{matmul_nt, weight_grad};
 pub use ops::maxk::{maxk, spgemm, spgemm_bias, spgemm_bias_residual, sspmm, Cbsr, MaxkProduct};

@@ -25,7 +25,7 @@ pub use graph::{
     padded_outputs_pay, padded_outputs_pay_on_cuda, Aggregation, FusedAggregation, ModelGraph,
     Operands,
 };
-pub use model::{Forward, Gnn, PygLayout};
+pub use model::{Forward, Gnn, PassOutput, PygLayout};
 pub use output::{check_elements, products_pass_limit, OutputRows, MAX_TENSOR_ELEMENTS};
 pub use params::{Init, ParamStore};
 pub use timer::{Phase, PhaseSpan, PhaseTimes};

@@ -3,7 +3,7 @@
 use candle_core::{DType, Device, Tensor};
 use gnn_graph::{BuildOptions, Coo, Csr};
 use gnn_kernels::Reduce;
-use gnn_models::{ConvKind, DropoutRng, Forward, Gnn, ModelConfig, ModelGraph};
+use gnn_models::{ConvKind, DropoutRng, Forward, Gnn, ModelConfig, ModelGraph, PassOutput};
 use rand::{Rng, SeedableRng};
 
 fn small_graph() -> Csr {
@@ -1529,6 +1529,88 @@ fn padded_outputs_give_the_unpadded_model() {
             let e0 = mat(&model.forward(&plain, &x, &mut Forward::eval()).unwrap());
             let e1 = mat(&model.forward(&padded, &x, &mut Forward::eval()).unwrap());
             close(&e1, &e0, 1e-6);
+        }
+    }
+}
+
+/// A loss offered to the pass ([`Gnn::forward_offering_loss`]) is taken by the op that runs a
+/// lean GCN's or GraphSAGE-mean's last hidden layer and output layer together, and gives the
+/// loss and parameter gradients of the logits' masked cross-entropy taken after the pass,
+/// bit for bit; a pass without that op returns its logits (composed layers, three layers,
+/// an output layer that does not multiply first).
+#[test]
+fn an_offered_loss_is_taken_by_the_output_op_and_changes_nothing() {
+    let dev = Device::Cpu;
+    let csr = small_graph();
+    let labels = Tensor::from_vec((0..30u32).map(|i| i % 3).collect::<Vec<_>>(), 30, &dev).unwrap();
+    let weight: Vec<f32> = (0..30)
+        .map(|i| if i % 4 == 0 { 0.0 } else { 0.1 })
+        .collect();
+    let weight = Tensor::from_vec(weight, 30, &dev).unwrap();
+    let grads_of = |model: &Gnn, loss: &Tensor| -> Vec<(String, Option<Tensor>)> {
+        let grads = loss.backward().unwrap();
+        model
+            .named_vars()
+            .into_iter()
+            .map(|(k, v)| (k, grads.get(v.as_tensor()).cloned()))
+            .collect()
+    };
+    for kind in [ConvKind::Gcn, ConvKind::SageMean] {
+        for (hidden, layers, lean, pad) in [
+            (6, 2, true, false),
+            (16, 2, true, false),
+            (16, 2, true, true),
+            (16, 3, true, false),
+            (2, 2, true, false),
+            (16, 2, false, false),
+        ] {
+            let mut cfg = ModelConfig::new(kind, 13, hidden, 3, layers, 0.5);
+            // The cached input aggregation (GraphSAGE's op reads it).
+            cfg.input_dropout = 0.0;
+            let model = Gnn::new(cfg, &dev, 2).unwrap();
+            let graph = || {
+                ModelGraph::new(&csr, kind, &dev)
+                    .unwrap()
+                    .with_lean_layers(lean)
+                    .with_padded_outputs(pad)
+                    .with_scaled_normalisation(kind == ConvKind::Gcn)
+            };
+            let (g0, g1) = (graph(), graph());
+            let x = seeded_x(13, 5);
+            let agg = model.input_aggregate(&g0, &x).unwrap();
+            assert!(agg.is_some(), "no cached aggregation");
+            let what = format!("{kind} 13-{hidden} x{layers}, lean {lean}, pad {pad}");
+            // After the pass.
+            let mut rng = DropoutRng::new(9);
+            let mut ctx = Forward::train(&mut rng).with_input_aggregate(agg.as_ref());
+            let logits = model.forward(&g0, &x, &mut ctx).unwrap();
+            let want = gnn_kernels::masked_cross_entropy(&logits, &labels, &weight).unwrap();
+            let want_grads = grads_of(&model, &want);
+            // Offered.
+            let mut rng = DropoutRng::new(9);
+            let mut ctx = Forward::train(&mut rng).with_input_aggregate(agg.as_ref());
+            let out = model
+                .forward_offering_loss(&g1, &x, &mut ctx, &labels, &weight)
+                .unwrap();
+            let taken = lean && layers == 2 && hidden > 3;
+            let got = match out {
+                PassOutput::Loss(l) => {
+                    assert!(taken, "{what}: the loss was taken");
+                    l
+                }
+                PassOutput::Logits(y) => {
+                    assert!(!taken, "{what}: the loss was not taken");
+                    gnn_kernels::masked_cross_entropy(&y, &labels, &weight).unwrap()
+                }
+            };
+            assert_eq!(got.dims(), want.dims(), "{what}");
+            assert_eq!(
+                got.to_scalar::<f32>().unwrap(),
+                want.to_scalar::<f32>().unwrap(),
+                "{what}: loss"
+            );
+            let got_grads = grads_of(&model, &got);
+            assert_grads_close(&model, &got_grads, &want_grads, 0.0, &what);
         }
     }
 }

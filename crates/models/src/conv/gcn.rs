@@ -179,7 +179,9 @@ impl GcnConv {
     /// ([`lean::hidden_and_output`]) where this layer's product comes last on an input that
     /// needs no gradient (`agg` given, or `out >= in` over a constant `x`) and `next`
     /// multiplies first over `g_out`'s scaled GCN sum of `x`'s dtype; `None` (nothing run, no
-    /// mask seed drawn) otherwise.
+    /// mask seed drawn) otherwise. With `loss`, the op returns the loss of the logits
+    /// ([`lean::LossHead`]).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn forward_with_output(
         &self,
         next: &GcnConv,
@@ -188,6 +190,7 @@ impl GcnConv {
         x: &Tensor,
         agg: Option<&Tensor>,
         drop: Option<(&mut DropoutRng, f32)>,
+        loss: Option<lean::LossHead<'_>>,
     ) -> Result<Option<Tensor>> {
         let dt = agg.unwrap_or(x).dtype();
         let f = match g_out.fused_aggregation(Reduce::Sum, dt) {
@@ -207,7 +210,7 @@ impl GcnConv {
         // width, so no padding columns).
         let (w2, b2) = (like(&next.lin.weight, &a)?, like(&next.bias, &a)?);
         Ok(Some(lean::hidden_and_output(
-            g, g_out, f, &a, &w1, &b1, drop, &w2, &b2,
+            g, g_out, f, &a, &w1, &b1, drop, &w2, &b2, loss,
         )?))
     }
 

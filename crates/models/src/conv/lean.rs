@@ -19,7 +19,9 @@
 //! - [`hidden_and_output`] (GCN) and [`pair_hidden_and_output`] (GraphSAGE-mean): in
 //!   training, a hidden layer over a constant input and the output layer after it as one op,
 //!   so that the hidden activation's gradient is not accumulated by candle into a
-//!   zero-filled tensor between two ops.
+//!   zero-filled tensor between two ops. Given a [`LossHead`], they also take the training
+//!   loss into the op: it returns the loss, and the logits' gradient goes straight to the
+//!   output layer's backward instead of into a zero-filled `[rows, classes]` tensor.
 //!
 //! Forward values equal the composed layers' bit for bit on the CPU (the same products, sums
 //! and epilogue kernel, in the same order); under half precision a GraphSAGE output layer
@@ -36,8 +38,48 @@ use crate::graph::{FusedAggregation, ModelGraph};
 use crate::timer::Phase;
 use candle_core::Tensor;
 use gnn_kernels::{
-    add_bias_relu_dropout_untracked, attach_backward, column_sum, weight_grad, EpilogueMask,
+    add_bias_relu_dropout_untracked, attach_backward, column_sum, masked_cross_entropy,
+    masked_cross_entropy_grad, weight_grad, AttachedBackward, EpilogueMask,
 };
+
+/// A training pass's loss, for the op that makes the logits to take in
+/// ([`crate::Gnn::forward_loss`]): the masked cross-entropy
+/// ([`gnn_kernels::masked_cross_entropy`]) against `labels` with row weights `weight`, one
+/// per logits row.
+#[derive(Clone, Copy)]
+pub(crate) struct LossHead<'a> {
+    /// `[rows]` u32.
+    pub labels: &'a Tensor,
+    /// `[rows]` f32.
+    pub weight: &'a Tensor,
+}
+
+/// `out` (untracked) attached over `inputs` with `backward` ([`attach_backward`]); with a
+/// loss head, the loss of `out` attached instead (a scalar f32): its backward makes the
+/// logits' gradient from the loss's and hands it to `backward`, so candle never accumulates
+/// it (a zero fill and an add over `[rows, classes]`). The logits are kept for that gradient,
+/// as the separate loss op kept them.
+fn attach_output(
+    out: Tensor,
+    inputs: &[&Tensor],
+    backward: Box<AttachedBackward>,
+    loss: Option<LossHead<'_>>,
+) -> Result<Tensor> {
+    let Some(head) = loss else {
+        return Ok(attach_backward(out, inputs, backward)?);
+    };
+    let value = masked_cross_entropy(&out, head.labels, head.weight)?;
+    let (labels, weight) = (head.labels.clone(), head.weight.clone());
+    Ok(attach_backward(
+        value,
+        inputs,
+        Box::new(move |ins, dl| {
+            let dy = masked_cross_entropy_grad(&out, &labels, &weight, dl)
+                .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
+            backward(ins, &dy)
+        }),
+    )?)
+}
 
 /// What follows a lean layer's products: the bias alone (an output layer), or the bias, ReLU
 /// and dropout (`None`: dropout off) of a hidden layer.
@@ -503,6 +545,7 @@ pub(crate) fn pair_hidden_and_output(
     f: FusedAggregation,
     rows: Option<&crate::OutputRows>,
     (w_a2, w_h2, b2): (&Tensor, &Tensor, &Tensor),
+    loss: Option<LossHead<'_>>,
 ) -> Result<Tensor> {
     let hidden = pair_parts(
         g,
@@ -528,7 +571,7 @@ pub(crate) fn pair_hidden_and_output(
         true,
     )?;
     let (bw1, bw2, x) = (hidden.backward, output.backward, x.detach());
-    Ok(attach_backward(
+    attach_output(
         output.out,
         &[&hidden.wb, &output.wb],
         Box::new(move |ins, dy| {
@@ -537,7 +580,8 @@ pub(crate) fn pair_hidden_and_output(
             let (_, _, dwb1) = bw1(None, &x, ins[0], &dh)?;
             Ok(vec![dwb1, dwb2])
         }),
-    )?)
+        loss,
+    )
 }
 
 /// A hidden GCN layer whose product comes last and the output layer after it, as one op:
@@ -565,6 +609,7 @@ pub(crate) fn hidden_and_output(
     dropout: Option<(&mut DropoutRng, f32)>,
     w2: &Tensor,
     b2: &Tensor,
+    loss: Option<LossHead<'_>>,
 ) -> Result<Tensor> {
     let out_dim = w2.dim(0)?;
     // The output layer's parameters as one tracked tensor (their gradients joined the same
@@ -573,7 +618,7 @@ pub(crate) fn hidden_and_output(
     let hidden = linear_parts(g, a, w1, b1, Act::Relu(dropout), Agg::None)?;
     let output = linear_parts(g_out, &hidden.out, w2, b2, Act::Bias, Agg::Product(f))?;
     let (bw1, bw2) = (hidden.backward, output.backward);
-    Ok(attach_backward(
+    attach_output(
         output.out,
         &[w1, b1, &wb2],
         Box::new(move |ins, dy| {
@@ -589,5 +634,6 @@ pub(crate) fn hidden_and_output(
             let [_, dw1, db1] = bw1(&dh, [false, ins[0].track_op(), ins[1].track_op()])?;
             Ok(vec![dw1, db1, dwb2])
         }),
-    )?)
+        loss,
+    )
 }

@@ -201,7 +201,9 @@ impl SageConv {
     /// `g_out`'s restricted rows where it has them), as one op
     /// ([`lean::pair_hidden_and_output`]); `None` (nothing run, no mask seed drawn) where that
     /// does not apply (pool aggregators, a tracked input, no cached mean, an output layer
-    /// that aggregates first, composed layers).
+    /// that aggregates first, composed layers). With `loss`, the op returns the loss of the
+    /// logits ([`lean::LossHead`]).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn forward_with_output(
         &self,
         next: &SageConv,
@@ -210,6 +212,7 @@ impl SageConv {
         x: &Tensor,
         agg: Option<&Tensor>,
         drop: Option<(&mut DropoutRng, f32)>,
+        loss: Option<lean::LossHead<'_>>,
     ) -> Result<Option<Tensor>> {
         let Some(a) = agg.filter(|a| !a.track_op() && !x.track_op()) else {
             return Ok(None);
@@ -241,6 +244,7 @@ impl SageConv {
             f,
             g_out.restricted_rows(),
             (&wa2, &wh2, &b2),
+            loss,
         )?))
     }
 

@@ -9,7 +9,7 @@ use crate::report::PhaseSums;
 use candle_core::backprop::GradStore;
 use candle_core::{Tensor, Var};
 use gnn_comm::Communicator;
-use gnn_models::{DropoutRng, Forward, Phase};
+use gnn_models::{DropoutRng, Forward, PassOutput, Phase};
 use std::time::{Duration, Instant};
 
 /// The readings of one step: wall times of its parts, and the communicator's clock and
@@ -56,7 +56,7 @@ impl Trainer<'_> {
         let t0 = Instant::now();
         *phase = format!("running training epoch {epoch} (forward{})", self.need);
         self.note(epoch, "forward");
-        let logits = self.forward(first)?;
+        let out = self.forward(first)?;
         if phased {
             self.sync()?;
         }
@@ -66,12 +66,13 @@ impl Trainer<'_> {
         if phased {
             self.records.mark(&self.device, window::FORWARD)?;
         }
+        // The loss, unless the output layer's op took it in (its time is then the forward's).
         let t1 = Instant::now();
-        let loss = match &self.train_output {
-            Some(t) => masked_cross_entropy(&logits, &t.labels, &t.weight)?,
-            None => {
-                let d = self.out_data();
-                masked_cross_entropy(&logits, &d.labels, &d.train_weight)?
+        let loss = match out {
+            PassOutput::Loss(loss) => loss,
+            PassOutput::Logits(logits) => {
+                let (labels, weight) = loss_target(&self.train_output, &self.output, self.data);
+                masked_cross_entropy(&logits, labels, weight)?
             }
         };
         if phased {
@@ -84,7 +85,7 @@ impl Trainer<'_> {
         let (loss_sum, grads) = self.backward(&loss, &mut clock, epoch, phase, phased)?;
         // The forward's activations live as long as the loss's graph: free them before the
         // step and the evaluation, which would otherwise allocate on top of them.
-        drop((loss, logits));
+        drop(loss);
         // The loss and each gradient's sum, on the device: the update is queued behind the
         // backward, gated by them (it changes nothing unless all are finite), and they are
         // read back once, after it, for the non-finite guard.
@@ -122,8 +123,8 @@ impl Trainer<'_> {
     }
 
     /// The training forward, with the input aggregation computed first when `first` (and
-    /// the cache on).
-    fn forward(&mut self, first: bool) -> Result<Tensor> {
+    /// the cache on), offering the model its loss ([`gnn_models::Gnn::forward_offering_loss`]).
+    fn forward(&mut self, first: bool) -> Result<PassOutput> {
         let (model, graph, data) = (self.model, self.graph, self.data);
         let x = &data.x;
         if self.cfg.cache_input_aggregate && first {
@@ -136,7 +137,9 @@ impl Trainer<'_> {
             Some(t) => pass.with_output_graph(Some(&t.graph)),
             None => pass.with_output_rows(self.output.as_ref().map(|o| &o.rows)),
         };
-        Ok(model.forward(graph, x, &mut pass)?)
+        // Read field by field: the pass holds the dropout stream.
+        let (labels, weight) = loss_target(&self.train_output, &self.output, data);
+        Ok(model.forward_offering_loss(graph, x, &mut pass, labels, weight)?)
     }
 
     /// The backward of `loss` (scaled under f16), timed into `clock` (its end synchronised
@@ -257,6 +260,22 @@ impl Trainer<'_> {
             total,
             epochs: 1,
         })
+    }
+}
+
+/// The labels and row weights of the training loss: the train rows' where the output layer
+/// runs on them alone (`train_output`), else every output row's (`output`'s, or `data`'s).
+fn loss_target<'b>(
+    train_output: &'b Option<super::output::TrainOutput>,
+    output: &'b Option<super::output::LabelledOutput>,
+    data: &'b crate::DeviceData,
+) -> (&'b Tensor, &'b Tensor) {
+    match train_output {
+        Some(t) => (&t.labels, &t.weight),
+        None => {
+            let d = output.as_ref().map_or(data, |o| &o.data);
+            (&d.labels, &d.train_weight)
+        }
     }
 }
 

@@ -242,7 +242,7 @@ pub fn time_to_accuracy(history: &[EpochLog], tolerance: f64) -> Option<TimeToAc
 pub(super) mod window {
     /// The training forward.
     pub const FORWARD: usize = 0;
-    /// The loss.
+    /// The loss, where the forward did not take it in.
     pub const LOSS: usize = 1;
     /// The backward and what follows it up to the step.
     pub const BACKWARD: usize = 2;

@@ -31,6 +31,43 @@ use candle_core::{CpuStorage, CustomOp3, DType, Layout, Shape, Tensor};
 /// The masked mean cross-entropy (a scalar f32) of `logits [N, C]` against `labels [N]` (u32)
 /// with row weights `weight [N]` (f32); differentiable in `logits`.
 pub fn masked_cross_entropy(logits: &Tensor, labels: &Tensor, weight: &Tensor) -> Result<Tensor> {
+    check(logits, labels, weight)?;
+    let rows = logits.contiguous()?.apply_op3(
+        &labels.contiguous()?,
+        &weight.contiguous()?,
+        Xent(Pass::Loss),
+    )?;
+    Ok(rows.sum_all()?)
+}
+
+/// The gradient of [`masked_cross_entropy`] in `logits` for the loss's upstream gradient
+/// `grad` (one element: `[]` or `[1]`, any float dtype): `grad · w_i (softmax(x_i) -
+/// onehot(y_i))`, in the logits' dtype, outside the autograd graph. For a fused op that takes
+/// the loss into its own backward: the logits' gradient then goes straight to it, where
+/// candle would first add it into a zero-filled `[N, C]` tensor.
+pub fn masked_cross_entropy_grad(
+    logits: &Tensor,
+    labels: &Tensor,
+    weight: &Tensor,
+    grad: &Tensor,
+) -> Result<Tensor> {
+    const OP: &str = "masked_cross_entropy_grad";
+    check(logits, labels, weight)?;
+    check_device_of(OP, logits, grad)?;
+    if grad.elem_count() != 1 {
+        return Err(Error::shape(
+            OP,
+            format!(
+                "the loss's gradient has shape {:?}, expected one element",
+                grad.dims()
+            ),
+        ));
+    }
+    Ok(grad_of(logits, labels, weight, grad)?)
+}
+
+/// Checks the operands of [`masked_cross_entropy`].
+fn check(logits: &Tensor, labels: &Tensor, weight: &Tensor) -> Result<()> {
     const OP: &str = "masked_cross_entropy";
     check_float_or_half(OP, "logits", logits)?;
     let (n, _) = logits.dims2().map_err(|_| {
@@ -55,12 +92,18 @@ pub fn masked_cross_entropy(logits: &Tensor, labels: &Tensor, weight: &Tensor) -
             ));
         }
     }
-    let rows = logits.contiguous()?.apply_op3(
-        &labels.contiguous()?,
-        &weight.contiguous()?,
-        Xent(Pass::Loss),
-    )?;
-    Ok(rows.sum_all()?)
+    Ok(())
+}
+
+/// `dx` for the loss's gradient `grad` (its first element), validated operands.
+fn grad_of(x: &Tensor, y: &Tensor, w: &Tensor, grad: &Tensor) -> candle_core::Result<Tensor> {
+    if w.elem_count() == 0 {
+        return x.zeros_like();
+    }
+    let g = grad.flatten_all()?.narrow(0, 0, 1)?.to_dtype(DType::F32)?;
+    let wg = w.contiguous()?.broadcast_mul(&g)?;
+    x.contiguous()?
+        .apply_op3_no_bwd(&y.contiguous()?, &wg, &Xent(Pass::Grad))
 }
 
 /// Which direction the op runs.
@@ -137,17 +180,8 @@ impl CustomOp3 for Xent {
         if !x.track_op() {
             return Ok((None, None, None));
         }
-        if w.elem_count() == 0 {
-            return Ok((Some(x.zeros_like()?), None, None));
-        }
         // Every partial's gradient is the loss's (the output feeds `sum_all` alone).
-        let g = grad.narrow(0, 0, 1)?.to_dtype(DType::F32)?;
-        let wg = w.broadcast_mul(&g)?;
-        Ok((
-            Some(x.apply_op3_no_bwd(y, &wg, &Xent(Pass::Grad))?),
-            None,
-            None,
-        ))
+        Ok((Some(grad_of(x, y, w, grad)?), None, None))
     }
 }
 
@@ -255,6 +289,39 @@ mod tests {
             let row1: Vec<f64> = ga.get(1).unwrap().to_vec1().unwrap();
             assert!(row1.iter().all(|&v| v == 0.0));
         }
+    }
+
+    #[test]
+    fn the_untracked_gradient_is_the_backward_times_the_loss_gradient() {
+        let dev = Device::Cpu;
+        let (n, c) = (23usize, 41usize);
+        let x = Tensor::randn(0f32, 2.0, (n, c), &dev).unwrap();
+        let y: Vec<u32> = (0..n).map(|i| ((i * 5 + 1) % c) as u32).collect();
+        let w: Vec<f32> = (0..n).map(|i| if i % 3 == 0 { 0.0 } else { 0.1 }).collect();
+        let (yt, wt) = (
+            Tensor::from_vec(y, n, &dev).unwrap(),
+            Tensor::from_vec(w, n, &dev).unwrap(),
+        );
+        let xv = Var::from_tensor(&x).unwrap();
+        // The loss scaled by 3 (as f16 loss scaling does): its gradient is 3 at the loss.
+        let scaled = (masked_cross_entropy(xv.as_tensor(), &yt, &wt).unwrap() * 3.0).unwrap();
+        let want = scaled.backward().unwrap();
+        let want: Vec<Vec<f32>> = want.get(xv.as_tensor()).unwrap().to_vec2().unwrap();
+        for g in [
+            Tensor::new(3f32, &dev).unwrap(),
+            Tensor::new(&[3f64], &dev).unwrap(),
+        ] {
+            let got: Vec<Vec<f32>> = masked_cross_entropy_grad(&x, &yt, &wt, &g)
+                .unwrap()
+                .to_vec2()
+                .unwrap();
+            assert_eq!(got, want, "grad {:?}", g.dims());
+        }
+        let two = Tensor::new(&[1f32, 1.0], &dev).unwrap();
+        let e = masked_cross_entropy_grad(&x, &yt, &wt, &two)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("one element"), "{e}");
     }
 
     #[test]
