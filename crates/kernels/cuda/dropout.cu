@@ -476,7 +476,9 @@ SCALE_ROWS(__half, f16, 8)
 // narrowing back to its classes in one pass, GraphSAGE's root term, bias and narrowing, and
 // their backward's padding and `D^-1/2`.
 // A block covers RESCALE_UNROLL * blockDim consecutive elements, a thread every blockDim-th of
-// them (each step coalesced), all its loads issued before its stores.
+// them (each step coalesced), all its loads issued before its stores. Only the first of a
+// thread's RESCALE_UNROLL elements divides by the row width: the next ones step its row and
+// column by blockDim's quotient and remainder (one carry at most).
 // 32-bit indices (`I = int`) where the host found every index below 2^31 (a 64-bit division
 // per element took 38-43 us at 233 K x 41 bf16 on an H200, against a 10 us transfer).
 #define RESCALE_UNROLL 8
@@ -485,21 +487,29 @@ __device__ void rescale_rows_impl(const X* __restrict__ x, I kin, const float* _
                                   const T* __restrict__ res, const T* __restrict__ b, T* __restrict__ out,
                                   I n, I kout) {
     const I total = n * kout;
+    if (total <= 0) return;
     const I span = (I)blockDim.x * RESCALE_UNROLL;
+    const I step_r = (I)blockDim.x / kout, step_j = (I)blockDim.x - step_r * kout;
     for (I base = (I)blockIdx.x * span + threadIdx.x; base < total; base += (I)gridDim.x * span) {
         float v[RESCALE_UNROLL];
+        I r = base / kout, j = base - r * kout;
 #pragma unroll
         for (int u = 0; u < RESCALE_UNROLL; ++u) {
             const I i = base + (I)u * (I)blockDim.x;
             v[u] = 0.f;
             if (i < total) {
-                const I r = i / kout, j = i - r * kout;
                 if (j < kin) {
                     const I at = r * kin + j;
                     v[u] = s ? widen_any(x[at]) * s[r] : widen_any(x[at]);
                     if (res) v[u] += widen_any(res[at]);
                 }
                 if (b) v[u] += widen_any(b[j]);
+            }
+            r += step_r;
+            j += step_j;
+            if (j >= kout) {
+                j -= kout;
+                ++r;
             }
         }
 #pragma unroll

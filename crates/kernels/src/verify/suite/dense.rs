@@ -949,6 +949,10 @@ pub(super) fn check_rescale_rows(c: &mut Checker, gpu: &Device) -> Result<()> {
             (5000, 41, 48),
             (777, 1, 1),
             (0, 48, 41),
+            // Rows wider than a block (the kernel steps its row and column by the block's
+            // quotient and remainder).
+            (300, 700, 1000),
+            (301, 1000, 700),
         ] {
             for bias in [false, true] {
                 let x = c.randn((rows, k))?.to_dtype(dt)?;
