@@ -1536,17 +1536,14 @@ fn padded_outputs_give_the_unpadded_model() {
 /// A loss offered to the pass ([`Gnn::forward_offering_loss`]) is taken by the op that runs a
 /// lean GCN's or GraphSAGE-mean's last hidden layer and output layer together, and gives the
 /// loss and parameter gradients of the logits' masked cross-entropy taken after the pass,
-/// bit for bit; a pass without that op returns its logits (composed layers, three layers,
-/// an output layer that does not multiply first).
+/// bit for bit, for the loss's gradient 1 and 3 (as f16 loss scaling gives), over the whole
+/// graph and over a restricted output graph (the trainer's train rows); a pass without that
+/// op returns its logits (composed layers, three layers, an output layer that does not
+/// multiply first).
 #[test]
 fn an_offered_loss_is_taken_by_the_output_op_and_changes_nothing() {
     let dev = Device::Cpu;
     let csr = small_graph();
-    let labels = Tensor::from_vec((0..30u32).map(|i| i % 3).collect::<Vec<_>>(), 30, &dev).unwrap();
-    let weight: Vec<f32> = (0..30)
-        .map(|i| if i % 4 == 0 { 0.0 } else { 0.1 })
-        .collect();
-    let weight = Tensor::from_vec(weight, 30, &dev).unwrap();
     let grads_of = |model: &Gnn, loss: &Tensor| -> Vec<(String, Option<Tensor>)> {
         let grads = loss.backward().unwrap();
         model
@@ -1555,6 +1552,8 @@ fn an_offered_loss_is_taken_by_the_output_op_and_changes_nothing() {
             .map(|(k, v)| (k, grads.get(v.as_tensor()).cloned()))
             .collect()
     };
+    // Every third node's row, for the restricted output graph.
+    let rows: Vec<u32> = (0..30).step_by(3).collect();
     for kind in [ConvKind::Gcn, ConvKind::SageMean] {
         for (hidden, layers, lean, pad) in [
             (6, 2, true, false),
@@ -1575,42 +1574,58 @@ fn an_offered_loss_is_taken_by_the_output_op_and_changes_nothing() {
                     .with_padded_outputs(pad)
                     .with_scaled_normalisation(kind == ConvKind::Gcn)
             };
-            let (g0, g1) = (graph(), graph());
             let x = seeded_x(13, 5);
-            let agg = model.input_aggregate(&g0, &x).unwrap();
+            let agg = model.input_aggregate(&graph(), &x).unwrap();
             assert!(agg.is_some(), "no cached aggregation");
-            let what = format!("{kind} 13-{hidden} x{layers}, lean {lean}, pad {pad}");
-            // After the pass.
-            let mut rng = DropoutRng::new(9);
-            let mut ctx = Forward::train(&mut rng).with_input_aggregate(agg.as_ref());
-            let logits = model.forward(&g0, &x, &mut ctx).unwrap();
-            let want = gnn_kernels::masked_cross_entropy(&logits, &labels, &weight).unwrap();
-            let want_grads = grads_of(&model, &want);
-            // Offered.
-            let mut rng = DropoutRng::new(9);
-            let mut ctx = Forward::train(&mut rng).with_input_aggregate(agg.as_ref());
-            let out = model
-                .forward_offering_loss(&g1, &x, &mut ctx, &labels, &weight)
-                .unwrap();
-            let taken = lean && layers == 2 && hidden > 3;
-            let got = match out {
-                PassOutput::Loss(l) => {
-                    assert!(taken, "{what}: the loss was taken");
-                    l
-                }
-                PassOutput::Logits(y) => {
-                    assert!(!taken, "{what}: the loss was not taken");
-                    gnn_kernels::masked_cross_entropy(&y, &labels, &weight).unwrap()
-                }
-            };
-            assert_eq!(got.dims(), want.dims(), "{what}");
-            assert_eq!(
-                got.to_scalar::<f32>().unwrap(),
-                want.to_scalar::<f32>().unwrap(),
-                "{what}: loss"
-            );
-            let got_grads = grads_of(&model, &got);
-            assert_grads_close(&model, &got_grads, &want_grads, 0.0, &what);
+            for (restricted, scale) in [(false, 1.0), (true, 1.0), (false, 3.0), (true, 3.0)] {
+                let what = format!(
+                    "{kind} 13-{hidden} x{layers}, lean {lean}, pad {pad}, restricted \
+                     {restricted}, scale {scale}"
+                );
+                let (g0, g1) = (graph(), graph());
+                let (o0, o1) = (
+                    g0.restricted_to_rows(&rows).unwrap(),
+                    g1.restricted_to_rows(&rows).unwrap(),
+                );
+                let n = if restricted { rows.len() } else { 30 };
+                let labels: Vec<u32> = (0..n as u32).map(|i| i % 3).collect();
+                let labels = Tensor::from_vec(labels, n, &dev).unwrap();
+                let weight: Vec<f32> = (0..n).map(|i| if i % 4 == 0 { 0.0 } else { 0.1 }).collect();
+                let weight = Tensor::from_vec(weight, n, &dev).unwrap();
+                // After the pass.
+                let mut rng = DropoutRng::new(9);
+                let ctx = Forward::train(&mut rng).with_input_aggregate(agg.as_ref());
+                let mut ctx = ctx.with_output_graph(restricted.then_some(&o0));
+                let logits = model.forward(&g0, &x, &mut ctx).unwrap();
+                let want = gnn_kernels::masked_cross_entropy(&logits, &labels, &weight).unwrap();
+                let want_grads = grads_of(&model, &(&want * scale).unwrap());
+                // Offered.
+                let mut rng = DropoutRng::new(9);
+                let ctx = Forward::train(&mut rng).with_input_aggregate(agg.as_ref());
+                let mut ctx = ctx.with_output_graph(restricted.then_some(&o1));
+                let out = model
+                    .forward_offering_loss(&g1, &x, &mut ctx, &labels, &weight)
+                    .unwrap();
+                let taken = lean && layers == 2 && hidden > 3;
+                let got = match out {
+                    PassOutput::Loss(l) => {
+                        assert!(taken, "{what}: the loss was taken");
+                        l
+                    }
+                    PassOutput::Logits(y) => {
+                        assert!(!taken, "{what}: the loss was not taken");
+                        gnn_kernels::masked_cross_entropy(&y, &labels, &weight).unwrap()
+                    }
+                };
+                assert_eq!(got.dims(), want.dims(), "{what}");
+                assert_eq!(
+                    got.to_scalar::<f32>().unwrap(),
+                    want.to_scalar::<f32>().unwrap(),
+                    "{what}: loss"
+                );
+                let got_grads = grads_of(&model, &(&got * scale).unwrap());
+                assert_grads_close(&model, &got_grads, &want_grads, 0.0, &what);
+            }
         }
     }
 }

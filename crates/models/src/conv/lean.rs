@@ -43,7 +43,7 @@ use gnn_kernels::{
 };
 
 /// A training pass's loss, for the op that makes the logits to take in
-/// ([`crate::Gnn::forward_loss`]): the masked cross-entropy
+/// ([`crate::Gnn::forward_offering_loss`]): the masked cross-entropy
 /// ([`gnn_kernels::masked_cross_entropy`]) against `labels` with row weights `weight`, one
 /// per logits row.
 #[derive(Clone, Copy)]
@@ -74,8 +74,8 @@ fn attach_output(
         value,
         inputs,
         Box::new(move |ins, dl| {
-            let dy = masked_cross_entropy_grad(&out, &labels, &weight, dl)
-                .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
+            let dy =
+                masked_cross_entropy_grad(&out, &labels, &weight, dl).map_err(|e| msg(e.into()))?;
             backward(ins, &dy)
         }),
     )?)

@@ -8,9 +8,11 @@
 //! - `elementwise`: forward activation, dropout, bias, LayerNorm;
 //! - `backward_dense`: the rest of autograd (GEMM gradients and element-wise gradients),
 //!   i.e. backward wall time minus its aggregation part;
-//! - `loss_optimizer`: cross-entropy forward and the Adam update (the cross-entropy is the
-//!   forward's where the output layer's op takes it in: [`gnn_models::Gnn::forward_offering_loss`]);
-//! - `other`: what remains of the epoch (indexing, graph bookkeeping);
+//! - `loss_optimizer`: cross-entropy forward and the Adam update (where the output layer's
+//!   op takes the loss in, [`gnn_models::Gnn::forward_offering_loss`], its cross-entropy is
+//!   counted in `other`);
+//! - `other`: what remains of the forward (indexing, graph bookkeeping, and the
+//!   cross-entropy where the output layer's op takes the loss in);
 //! - `communication` (multi-device runs only): wall time inside the communicator (halo
 //!   exchanges forward and backward, the gradient all-reduce), waiting for slower ranks
 //!   included; taken out of the phase it happened in.

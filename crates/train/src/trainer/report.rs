@@ -151,7 +151,8 @@ impl TrainReport {
 pub struct PeakByPhase {
     /// The training forward (with the first epoch's cached input aggregation).
     pub forward: u64,
-    /// The loss.
+    /// The loss, where the forward did not take it in (else what the forward left
+    /// allocated).
     pub loss: u64,
     /// The backward, with gradient unscaling, the all-reduce and the finiteness check.
     pub backward: u64,

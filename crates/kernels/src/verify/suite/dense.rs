@@ -4,7 +4,10 @@
 use super::*;
 use crate::error::Result;
 use crate::verify::{missing, Checker};
-use crate::{dequantize, dropout, masked_cross_entropy, matmul_nt, QuantizedFeatures};
+use crate::{
+    dequantize, dropout, masked_cross_entropy, masked_cross_entropy_grad, matmul_nt,
+    QuantizedFeatures,
+};
 use candle_core::{DType, Device, Tensor, Var};
 
 /// `matmul_nt` (the linear layers' product) and its `dw`.
@@ -487,7 +490,60 @@ pub(super) fn check_xent(c: &mut Checker, gpu: &Device) -> Result<()> {
             c.check("dense", format!("{tag} dx"), classes, &gg, &gc, grad_bound)?;
         }
     }
-    check_xent_bad_label(c, gpu)
+    check_xent_bad_label(c, gpu)?;
+    check_xent_grad(c, gpu)
+}
+
+/// The logits' gradient outside autograd ([`crate::masked_cross_entropy_grad`], a fused op's
+/// loss head) for a loss gradient of 3 (f16 loss scaling's kind): against the CPU's f64
+/// autograd of `3 · loss`, within the fused backward's bounds, and equal on the GPU to that
+/// device's own autograd (the same kernel); 41 classes (the tiled kernel) and 129.
+fn check_xent_grad(c: &mut Checker, gpu: &Device) -> Result<()> {
+    let mut dts = vec![(DType::F32, 1e-5)];
+    if gpu.is_cuda() {
+        dts.extend([(DType::BF16, 8e-3), (DType::F16, 1e-3)]);
+    }
+    for (n, classes) in [(4096usize, 41usize), (700, 129)] {
+        let x = (c.randn((n, classes))? * 3.0)?;
+        let y: Vec<u32> = (0..n).map(|i| ((i * 17 + 5) % classes) as u32).collect();
+        let w: Vec<f32> = (0..n)
+            .map(|i| if i % 3 == 2 { 0.0 } else { 1.0 / n as f32 })
+            .collect();
+        for (dt, bound) in &dts {
+            let autograd = |dev: &Device, x: &Tensor| -> Result<Tensor> {
+                let xv = Var::from_tensor(&x.to_device(dev)?)?;
+                let l = masked_cross_entropy(
+                    xv.as_tensor(),
+                    &Tensor::from_vec(y.clone(), n, dev)?,
+                    &Tensor::from_vec(w.clone(), n, dev)?,
+                )?;
+                let g = (l * 3.0)?.backward()?;
+                Ok(g.get(xv.as_tensor())
+                    .ok_or_else(|| missing("no xent dx"))?
+                    .clone())
+            };
+            let xd = x.to_dtype(*dt)?;
+            let cpu = autograd(&Device::Cpu, &xd.to_dtype(DType::F64)?)?;
+            let own = autograd(gpu, &xd)?;
+            let got = masked_cross_entropy_grad(
+                &xd.to_device(gpu)?,
+                &Tensor::from_vec(y.clone(), n, gpu)?,
+                &Tensor::from_vec(w.clone(), n, gpu)?,
+                &Tensor::new(3f32, gpu)?,
+            )?;
+            let tag = format!("masked xent grad x3 {dt:?} {n}x{classes}").to_lowercase();
+            c.check("dense", tag.clone(), classes, &got, &cpu, *bound)?;
+            c.check(
+                "dense",
+                format!("{tag} = autograd"),
+                classes,
+                &got,
+                &own,
+                0.0,
+            )?;
+        }
+    }
+    Ok(())
 }
 
 /// A label `>= C` (row 3 of 300, C = 41 and 129: the tile and the generic shape): the loss is
@@ -937,7 +993,8 @@ pub(super) fn check_scale_rows(c: &mut Checker, gpu: &Device) -> Result<()> {
 /// The row scaling into another width with a bias ([`crate::rescale_rows`]: GCN's output
 /// epilogue from the aligned width back to the classes, and its backward's padding): the
 /// result and `dx`, `db` against the CPU in f32, rounded once to the storage type (`db` a
-/// column sum: 1e-4 in f32). Shapes: 48 -> 41 and 41 -> 48 columns, one column, no rows.
+/// column sum: 1e-4 in f32). Shapes: 48 -> 41 and 41 -> 48 columns, one column, no rows,
+/// and rows wider than a block (700 -> 1000, 1000 -> 700).
 pub(super) fn check_rescale_rows(c: &mut Checker, gpu: &Device) -> Result<()> {
     let mut dts = vec![(DType::F32, 1e-6, 1e-4)];
     if gpu.is_cuda() {

@@ -31,7 +31,7 @@ use candle_core::{CpuStorage, CustomOp3, DType, Layout, Shape, Tensor};
 /// The masked mean cross-entropy (a scalar f32) of `logits [N, C]` against `labels [N]` (u32)
 /// with row weights `weight [N]` (f32); differentiable in `logits`.
 pub fn masked_cross_entropy(logits: &Tensor, labels: &Tensor, weight: &Tensor) -> Result<Tensor> {
-    check(logits, labels, weight)?;
+    check("masked_cross_entropy", logits, labels, weight)?;
     let rows = logits.contiguous()?.apply_op3(
         &labels.contiguous()?,
         &weight.contiguous()?,
@@ -41,7 +41,7 @@ pub fn masked_cross_entropy(logits: &Tensor, labels: &Tensor, weight: &Tensor) -
 }
 
 /// The gradient of [`masked_cross_entropy`] in `logits` for the loss's upstream gradient
-/// `grad` (one element: `[]` or `[1]`, any float dtype): `grad · w_i (softmax(x_i) -
+/// `grad` (one float element: `[]` or `[1]`): `grad · w_i (softmax(x_i) -
 /// onehot(y_i))`, in the logits' dtype, outside the autograd graph. For a fused op that takes
 /// the loss into its own backward: the logits' gradient then goes straight to it, where
 /// candle would first add it into a zero-filled `[N, C]` tensor.
@@ -52,8 +52,9 @@ pub fn masked_cross_entropy_grad(
     grad: &Tensor,
 ) -> Result<Tensor> {
     const OP: &str = "masked_cross_entropy_grad";
-    check(logits, labels, weight)?;
+    check(OP, logits, labels, weight)?;
     check_device_of(OP, logits, grad)?;
+    check_float_or_half(OP, "the loss's gradient", grad)?;
     if grad.elem_count() != 1 {
         return Err(Error::shape(
             OP,
@@ -66,13 +67,12 @@ pub fn masked_cross_entropy_grad(
     Ok(grad_of(logits, labels, weight, grad)?)
 }
 
-/// Checks the operands of [`masked_cross_entropy`].
-fn check(logits: &Tensor, labels: &Tensor, weight: &Tensor) -> Result<()> {
-    const OP: &str = "masked_cross_entropy";
-    check_float_or_half(OP, "logits", logits)?;
+/// Checks the operands of [`masked_cross_entropy`] for `op`.
+fn check(op: &'static str, logits: &Tensor, labels: &Tensor, weight: &Tensor) -> Result<()> {
+    check_float_or_half(op, "logits", logits)?;
     let (n, _) = logits.dims2().map_err(|_| {
         Error::shape(
-            OP,
+            op,
             format!("logits have shape {:?}, expected [N, C]", logits.dims()),
         )
     })?;
@@ -80,10 +80,10 @@ fn check(logits: &Tensor, labels: &Tensor, weight: &Tensor) -> Result<()> {
         ("labels", labels, DType::U32),
         ("weight", weight, DType::F32),
     ] {
-        check_device_of(OP, logits, t)?;
+        check_device_of(op, logits, t)?;
         if t.dims() != [n] || t.dtype() != dt {
             return Err(Error::shape(
-                OP,
+                op,
                 format!(
                     "{what} are {:?} {:?}, expected [{n}] {dt:?} (one per logits row)",
                     t.dims(),
@@ -322,6 +322,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("one element"), "{e}");
+        let int = Tensor::new(&[3u32], &dev).unwrap();
+        let e = masked_cross_entropy_grad(&x, &yt, &wt, &int)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("masked_cross_entropy_grad") && e.contains("gradient"),
+            "{e}"
+        );
     }
 
     #[test]
