@@ -300,7 +300,9 @@ impl Gnn {
     /// [`Forward::with_output_rows`], when given). `g` is also the pass's context: its clock times
     /// the phases when on ([`ModelGraph::set_phase_timing`]).
     pub fn forward(&self, g: &ModelGraph, x: &Tensor, ctx: &mut Forward<'_>) -> Result<Tensor> {
-        Ok(self.pass(g, x, ctx, None)?.0)
+        // Offered no loss, the pass returns its logits.
+        let (PassOutput::Logits(y) | PassOutput::Loss(y)) = self.pass(g, x, ctx, None)?;
+        Ok(y)
     }
 
     /// A training pass that offers its loss to the op making the logits: the masked
@@ -322,21 +324,18 @@ impl Gnn {
         weight: &Tensor,
     ) -> Result<PassOutput> {
         let head = crate::conv::lean::LossHead { labels, weight };
-        Ok(match self.pass(g, x, ctx, Some(head))? {
-            (loss, true) => PassOutput::Loss(loss),
-            (logits, false) => PassOutput::Logits(logits),
-        })
+        self.pass(g, x, ctx, Some(head))
     }
 
-    /// [`Gnn::forward`], offering `loss` to the op that makes the logits; with whether it
-    /// took it (the result is then the loss, not the logits).
+    /// [`Gnn::forward`], offering `loss` to the op that makes the logits: the loss where that
+    /// op took it, else the logits.
     fn pass(
         &self,
         g: &ModelGraph,
         x: &Tensor,
         ctx: &mut Forward<'_>,
         loss: Option<crate::conv::lean::LossHead<'_>>,
-    ) -> Result<(Tensor, bool)> {
+    ) -> Result<PassOutput> {
         if ctx.train && g.aggregation != crate::Aggregation::Exact {
             return Err(Error::Config(format!(
                 "{} aggregation is for inference only (it has no backward); train with exact",
@@ -426,7 +425,10 @@ impl Gnn {
                 if let Some(y) =
                     self.hidden_and_output(l, g, g_out, &h, given.as_ref(), ctx, loss)?
                 {
-                    return Ok((y, loss.is_some()));
+                    return Ok(match loss {
+                        Some(_) => PassOutput::Loss(y),
+                        None => PassOutput::Logits(y),
+                    });
                 }
             }
             // The output layer over the restricted graph when the pass has one.
@@ -446,7 +448,7 @@ impl Gnn {
                 h = h.detach();
             }
         }
-        Ok((h, false))
+        Ok(PassOutput::Logits(h))
     }
 
     /// Where hidden GCN layer `l`'s output is read only by layer `l + 1`'s aggregation of it,

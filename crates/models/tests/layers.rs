@@ -242,13 +242,19 @@ fn train_pass(
     let mut rng = DropoutRng::new(seed);
     let mut ctx = Forward::train(&mut rng).with_input_aggregate(agg);
     let y = model.forward(g, x, &mut ctx).unwrap();
-    let grads = y.sqr().unwrap().sum_all().unwrap().backward().unwrap();
-    let gs = model
+    let gs = named_grads(model, &y.sqr().unwrap().sum_all().unwrap());
+    (y, gs)
+}
+
+/// The backward of `loss`: each parameter's gradient, in `named_vars` order (`None` where a
+/// parameter got none).
+fn named_grads(model: &Gnn, loss: &Tensor) -> Vec<(String, Option<Tensor>)> {
+    let grads = loss.backward().unwrap();
+    model
         .named_vars()
         .into_iter()
         .map(|(k, v)| (k, grads.get(v.as_tensor()).cloned()))
-        .collect();
-    (y, gs)
+        .collect()
 }
 
 /// One training pass (dropout masks from seed 4, the first layer reading `agg` when given)
@@ -1544,14 +1550,6 @@ fn padded_outputs_give_the_unpadded_model() {
 fn an_offered_loss_is_taken_by_the_output_op_and_changes_nothing() {
     let dev = Device::Cpu;
     let csr = small_graph();
-    let grads_of = |model: &Gnn, loss: &Tensor| -> Vec<(String, Option<Tensor>)> {
-        let grads = loss.backward().unwrap();
-        model
-            .named_vars()
-            .into_iter()
-            .map(|(k, v)| (k, grads.get(v.as_tensor()).cloned()))
-            .collect()
-    };
     // Every third node's row, for the restricted output graph.
     let rows: Vec<u32> = (0..30).step_by(3).collect();
     for kind in [ConvKind::Gcn, ConvKind::SageMean] {
@@ -1598,7 +1596,7 @@ fn an_offered_loss_is_taken_by_the_output_op_and_changes_nothing() {
                 let mut ctx = ctx.with_output_graph(restricted.then_some(&o0));
                 let logits = model.forward(&g0, &x, &mut ctx).unwrap();
                 let want = gnn_kernels::masked_cross_entropy(&logits, &labels, &weight).unwrap();
-                let want_grads = grads_of(&model, &(&want * scale).unwrap());
+                let want_grads = named_grads(&model, &(&want * scale).unwrap());
                 // Offered.
                 let mut rng = DropoutRng::new(9);
                 let ctx = Forward::train(&mut rng).with_input_aggregate(agg.as_ref());
@@ -1623,7 +1621,7 @@ fn an_offered_loss_is_taken_by_the_output_op_and_changes_nothing() {
                     want.to_scalar::<f32>().unwrap(),
                     "{what}: loss"
                 );
-                let got_grads = grads_of(&model, &(&got * scale).unwrap());
+                let got_grads = named_grads(&model, &(&got * scale).unwrap());
                 assert_grads_close(&model, &got_grads, &want_grads, 0.0, &what);
             }
         }
